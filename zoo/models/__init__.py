@@ -1,0 +1,39 @@
+"""The model registry: name -> (module class, config dataclass). Models only tag parameters and ask the plugin."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from flax import nnx
+
+from zoo.models.mlp_resnet import MLPResNet, MLPResNetConfig
+from zoo.param.base import Parametrization
+
+MODELS: dict[str, tuple[type[nnx.Module], type]] = {
+    "mlp_resnet": (MLPResNet, MLPResNetConfig),
+}
+
+
+def names() -> list[str]:
+    return sorted(MODELS)
+
+
+def _lookup(name: str) -> tuple[type[nnx.Module], type]:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(names())}")
+    return MODELS[name]
+
+
+def config(name: str, **overrides: Any) -> Any:
+    """The model's config dataclass with `overrides` applied (unknown keys are an error)."""
+    cls = _lookup(name)[1]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; its options are {', '.join(sorted(fields))}")
+    return cls(**overrides)
+
+
+def create(name: str, cfg: Any, plugin: Parametrization, rngs: nnx.Rngs) -> nnx.Module:
+    return _lookup(name)[0](cfg, plugin, rngs)

@@ -1,0 +1,133 @@
+"""The few parametrized layers every model shares. They tag their parameters and ask the plugin; no scaling
+rule lives here (the plugin gives init std, forward multiplier, and through the tags, the optimizer rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from zoo.param.base import Parametrization
+from zoo.param.tags import Kind, Tag
+
+
+class Multiplier(nnx.Variable):
+    """A forward multiplier chosen by the plugin; state (not a parameter), so sweeps can vmap over it."""
+
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "relu": jax.nn.relu,
+    "abs": jnp.abs,
+    "gelu": jax.nn.gelu,
+    "tanh": jnp.tanh,
+    "erf": jax.scipy.special.erf,
+    "identity": lambda x: x,
+}
+
+
+def activation(name: str) -> Callable[[jax.Array], jax.Array]:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; choose from {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+class Scale:
+    """Where a layer sits in the scaling: width multiplier m = n/n0 and, for residual branches, L and L0."""
+
+    def __init__(self, plugin: Parametrization, width: int, base_width: int, depth: int = 1,
+                 base_depth: int = 1):
+        self.plugin, self.m, self.depth, self.base_depth = plugin, width / base_width, depth, base_depth
+
+    def tag(self, kind: Kind, fan_in: int, fan_out: int, *, branch: bool = False, role: str = "") -> Tag:
+        return Tag(kind=kind, fan_in=fan_in, fan_out=fan_out, width_mult=self.m, branch=branch,
+                   depth=self.depth, base_depth=self.base_depth, role=role)
+
+    def branch_multiplier(self) -> Multiplier:
+        return Multiplier(jnp.asarray(self.plugin.branch_multiplier(self.depth, self.base_depth), jnp.float32))
+
+
+def base_fan_in(tag: Tag) -> float:
+    """The fan-in at the base width (hidden and output layers read a width-sized input)."""
+    return tag.fan_in / tag.width_mult if tag.kind in ("hidden", "output") else tag.fan_in
+
+
+def tagged_param(key: jax.Array, plugin: Parametrization, tag: Tag, shape: tuple[int, ...],
+                 std0: float | None = None, const: float = 0.0) -> nnx.Param:
+    """N(const, (plugin std)^2) with std0 (the SP std at the base width) defaulting to 1/sqrt(base fan_in)."""
+    if std0 is None:
+        std0 = base_fan_in(tag) ** -0.5
+    std = plugin.init_std(tag, std0)
+    value = const + std * jax.random.normal(key, shape, jnp.float32) if std0 else jnp.full(shape, const)
+    return nnx.Param(jnp.asarray(value, jnp.float32), tag=tag)
+
+
+class Dense(nnx.Module):
+    """y = m^-a (x W) + b, with W tagged `kind` and the bias a vector (or, on fixed-size outputs, a scalar)."""
+
+    def __init__(self, fan_in: int, fan_out: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs,
+                 bias: bool = False, branch: bool = False, role: str = "", std0: float | None = None):
+        tag = scale.tag(kind, fan_in, fan_out, branch=branch, role=role)
+        self.kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0)
+        self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
+        self.bias = None
+        if bias:
+            bias_kind = "scalar" if kind in ("output", "scalar") else "vector"
+            btag = scale.tag(bias_kind, 1, fan_out, branch=branch, role=role + "_bias")
+            self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...].astype(x.dtype)
+        return y if self.bias is None else y + self.bias[...].astype(x.dtype)
+
+
+class LayerNorm(nnx.Module):
+    """LayerNorm over the last axis with a gain and a bias, both vector-kind parameters."""
+
+    def __init__(self, dim: int, *, scale: Scale, rngs: nnx.Rngs, branch: bool = False, eps: float = 1e-6):
+        self.eps = eps
+        gtag = scale.tag("vector", 1, dim, branch=branch, role="norm_gain")
+        btag = scale.tag("vector", 1, dim, branch=branch, role="norm_bias")
+        self.gain = tagged_param(rngs.params(), scale.plugin, gtag, (dim,), std0=0.0, const=1.0)
+        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (dim,), std0=0.0)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(jnp.float32)
+        mean = x32.mean(-1, keepdims=True)
+        var = jnp.square(x32 - mean).mean(-1, keepdims=True)
+        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * self.gain[...] + self.bias[...]
+        return y.astype(x.dtype)
+
+
+class Stack(nnx.Module):
+    """`depth` copies of a block made by `make(rngs)`, stored stacked (leading axis = depth).
+
+    Applied with `jax.lax.scan` (`scan=True`: compile time flat in depth) or an unrolled loop. A block is
+    called as `block(x, key) -> (x, intermediates)`; the stack returns x and the intermediates stacked.
+    """
+
+    def __init__(self, make: Callable[[nnx.Rngs], nnx.Module], depth: int, rngs: nnx.Rngs, scan: bool = True):
+        self.depth, self.scan = depth, scan
+
+        @nnx.split_rngs(splits=depth)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def create(r):
+            return make(r)
+
+        self.blocks = create(rngs)
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
+        keys = jax.random.split(key, self.depth) if key is not None else None
+        graphdef, state = nnx.split(self.blocks)
+
+        def apply(h, block_state, k):
+            return nnx.merge(graphdef, block_state)(h, k)
+
+        if self.scan:
+            return jax.lax.scan(lambda h, sk: apply(h, *sk), x, (state, keys))
+        inters = []
+        for i in range(self.depth):
+            x, inter = apply(x, jax.tree.map(lambda a, i=i: a[i], state), None if keys is None else keys[i])
+            inters.append(inter)
+        return x, jax.tree.map(lambda *a: jnp.stack(a), *inters)

@@ -1,0 +1,85 @@
+"""MLP-ResNet of Depth-muP (TP VI eq. (1), block depth 1):
+
+    x^0 = U xi,   x^l = x^{l-1} + a L^-alpha MS(phi(W^l x^{l-1})),   f = V^T x^L
+
+MS subtracts the mean over width. Options: pre-LN on the block input, block depth 2
+(W2 phi(W1 x)), biases. The branch multiplier and every init/LR rule come from the plugin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from zoo.models.layers import Dense, LayerNorm, Scale, Stack, activation
+from zoo.param.base import Parametrization
+
+
+@dataclasses.dataclass
+class MLPResNetConfig:
+    width: int = 256
+    depth: int = 8
+    base_width: int | None = None  # None: the width itself
+    base_depth: int | None = None  # None: the depth itself
+    in_shape: tuple[int, ...] = (32, 32, 3)
+    num_classes: int = 10
+    activation: str = "relu"
+    mean_subtract: bool = True
+    pre_ln: bool = False
+    block_depth: int = 1
+    bias: bool = False
+    scan: bool = True
+
+
+class Block(nnx.Module):
+    def __init__(self, cfg: MLPResNetConfig, scale: Scale, rngs: nnx.Rngs):
+        n = cfg.width
+        self.phi_name, self.ms = cfg.activation, cfg.mean_subtract
+        self.norm = LayerNorm(n, scale=scale, rngs=rngs, branch=True) if cfg.pre_ln else None
+        self.w1 = Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
+        self.w2 = None
+        if cfg.block_depth == 2:
+            self.w2 = Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
+        self.branch = scale.branch_multiplier()
+
+    def __call__(self, x, key=None):
+        phi = activation(self.phi_name)
+        h = self.w1(self.norm(x) if self.norm is not None else x)
+        y = phi(h)
+        if self.w2 is not None:
+            y = phi(self.w2(y))
+        if self.ms:
+            y = y - y.mean(-1, keepdims=True)
+        x = x + self.branch[...] * y
+        return x, {"pre": h, "blocks": x}
+
+
+class MLPResNet(nnx.Module):
+    task = "classify"
+
+    def __init__(self, cfg: MLPResNetConfig, plugin: Parametrization, rngs: nnx.Rngs):
+        if cfg.block_depth not in (1, 2):
+            raise ValueError(f"block_depth must be 1 or 2, got {cfg.block_depth}")
+        if cfg.width < 1 or cfg.depth < 1:
+            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
+        self.cfg = cfg
+        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        d_in = 1
+        for s in cfg.in_shape:
+            d_in *= s
+        top = Scale(plugin, cfg.width, base_width)
+        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
+        self.embed = Dense(d_in, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias)
+        self.stack = Stack(lambda r: Block(cfg, body, r), cfg.depth, rngs, scan=cfg.scan)
+        self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
+                          role="readout")
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
+        """Logits and intermediates: embed (B, n), pre and blocks (L, B, n)."""
+        x = x.reshape(x.shape[0], -1).astype(jnp.float32)
+        x0 = self.embed(x)
+        xl, inter = self.stack(x0, key)
+        return self.head(xl), {"embed": x0, **inter}

@@ -1,0 +1,59 @@
+"""General abcd-parametrization (TP IVb Def 2.2.1) with user-given exponents per kind and depth exponents.
+
+Each kind not given keeps the SP exponents. Exponents come from the CLI (`--param-opt hidden=0,0.5,1,1`)
+or from a JSON/YAML file (`--param-opt file=rules.yaml`, a mapping kind -> [a, b, c, d]).
+"""
+
+import dataclasses
+from typing import Any
+
+from zoo.param.base import SP_TABLE, Parametrization
+from zoo.param.tags import KINDS
+
+
+def _exponents(value) -> tuple:
+    if isinstance(value, str):
+        value = [float(v) for v in value.split(",")]
+    if len(value) != 4:
+        raise ValueError(f"abcd exponents need four numbers a,b,c,d, got {value!r}")
+    return tuple(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ABCD(Parametrization):
+    name = "abcd"
+    input: Any = None
+    hidden: Any = None
+    output: Any = None
+    vector: Any = None
+    scalar: Any = None
+    attn_exp: Any = 0.5
+    file: str | None = None
+
+    def __post_init__(self):
+        given = {}
+        if self.file:
+            given.update(_load(self.file))
+        given.update({k: getattr(self, k) for k in KINDS if getattr(self, k) is not None})
+        for kind, value in given.items():
+            if kind not in KINDS:
+                raise ValueError(f"unknown kind {kind!r} in abcd exponents; kinds are {', '.join(KINDS)}")
+            object.__setattr__(self, kind, _exponents(value))
+
+    def abcd(self, tag):
+        given = getattr(self, tag.kind)
+        return given if given is not None else SP_TABLE[tag.kind]
+
+    def attn_scale(self, d_head, base_d_head):
+        e = self.attn_exp
+        return self.attn_mult * base_d_head ** (e - 0.5) / d_head**e
+
+
+def _load(path: str) -> dict:
+    import yaml
+
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping kind -> [a, b, c, d]")
+    return data

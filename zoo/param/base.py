@@ -1,0 +1,126 @@
+"""The parametrization contract: a tag -> init std, forward multiplier, LR, epsilon and weight-decay rules.
+
+In abcd terms (TP IVb Def 2.2.1, section 5 of seed_tp4b_adam.md), with m = n / n0 and r = L / L0 for
+parameters inside residual branches (r = 1 elsewhere):
+
+    forward multiplier   m^-a                       (times `readout_mult` on output-kind parameters)
+    init std             std0 * m^-b                (std0: the SP std at the base width)
+    Adam LR multiplier   m^-c * r^-gamma
+    gradient pre-scale   m^d  * r^alpha              (Adam epsilon eps * m^-d * r^-alpha; SGD LR m^(d-c) r^(alpha-gamma))
+    branch multiplier    a * r^-alpha                (Depth-muP eq. (1): x <- x + a L^-alpha MS(phi(h)))
+
+At m = 1 and r = 1 every plugin equals SP exactly. Numbers may be traced arrays, so sweeps can vmap over them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from zoo.param.tags import KINDS, Tag
+
+ABCD = tuple[Any, Any, Any, Any]
+SP_TABLE: dict[str, ABCD] = {
+    "input": (0, 0, 0, 0),
+    "vector": (0, 0, 0, 0),
+    "hidden": (0, 0.5, 0, 0),
+    "output": (0, 0.5, 0, 0),
+    "scalar": (0, 0, 0, 0),
+}
+MUP_TABLE: dict[str, ABCD] = {
+    "input": (0, 0, 0, 1),
+    "vector": (0, 0, 0, 1),
+    "hidden": (0, 0.5, 1, 1),
+    "output": (1, 0, 0, 1),
+    "scalar": (0, 0, 0, 0),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Parametrization:
+    """Base plugin. Subclasses set `name`, `table` (per-kind abcd exponents) and their option defaults.
+
+    Options every plugin has:
+      alpha, gamma: depth exponents (branch multiplier r^-alpha, Adam LR of branch parameters r^-gamma).
+      branch_mult: the constant a of the branch multiplier.
+      readout_mult: a constant on the output layer's forward multiplier.
+      attn_mult: a constant on the attention-logit scale.
+      zero_init: initialise output-kind weights and attention queries at zero (muP allows it, TP-V).
+    """
+
+    name: ClassVar[str] = ""
+    table: ClassVar[dict[str, ABCD]] = SP_TABLE
+    attn_exponent: ClassVar[float] = 0.5  # logits q.k / d_head^e; muP uses e = 1 (TP-V)
+
+    alpha: Any = 0.0
+    gamma: Any = 0.0
+    branch_mult: Any = 1.0
+    readout_mult: Any = 1.0
+    attn_mult: Any = 1.0
+    zero_init: bool = False
+
+    def abcd(self, tag: Tag) -> ABCD:
+        """The (a, b, c, d) exponents of a tagged parameter."""
+        return self.table[tag.kind]
+
+    def multiplier(self, tag: Tag) -> Any:
+        """Forward multiplier m^-a (times readout_mult on the output layer)."""
+        a = self.abcd(tag)[0]
+        mult = tag.width_mult ** -a
+        return mult * self.readout_mult if tag.kind == "output" else mult
+
+    def init_std(self, tag: Tag, std0: float) -> Any:
+        """Init std std0 * m^-b, or 0 for readouts and queries under zero_init."""
+        if self.zero_init and (tag.kind == "output" or tag.role == "query"):
+            return 0.0
+        return std0 * tag.width_mult ** -self.abcd(tag)[1]
+
+    def lr_mult(self, tag: Tag) -> Any:
+        """Per-parameter LR multiplier applied after the base optimizer: m^-c * r^-gamma."""
+        return tag.width_mult ** -self.abcd(tag)[2] * tag.depth_ratio ** -self.gamma
+
+    def grad_scale(self, tag: Tag) -> Any:
+        """Gradient pre-scale m^d * r^alpha before the base optimizer (TP IVb Def 2.2.1 (d); TP VI Def 6.1).
+
+        For Adam this is the same as epsilon * m^-d * r^-alpha; for SGD it makes the LR m^(d-c) r^(alpha-gamma).
+        """
+        return tag.width_mult ** self.abcd(tag)[3] * tag.depth_ratio ** self.alpha
+
+    def wd_mult(self, tag: Tag) -> Any:
+        """Decoupled weight decay per step, width-independent (TP IVb 2.10.1); none on vectors and scalars."""
+        return 0.0 if tag.kind in ("vector", "scalar") else 1.0
+
+    def branch_multiplier(self, depth: int, base_depth: int) -> Any:
+        """Residual-branch multiplier a * (L / L0)^-alpha."""
+        return self.branch_mult * (depth / base_depth) ** -self.alpha
+
+    def attn_scale(self, d_head: int, base_d_head: int) -> Any:
+        """Attention-logit scale attn_mult * d0^(e - 1/2) / d^e: 1/sqrt(d) at the base head dim."""
+        e = self.attn_exponent
+        return self.attn_mult * base_d_head ** (e - 0.5) / d_head**e
+
+    def spec(self) -> dict[str, Any]:
+        """A JSON-able description: the plugin name and its options."""
+        opts = {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {"name": self.name, "options": opts}
+
+    def describe(self) -> str:
+        """One line per kind with its exponents, for logs."""
+        rows = [f"{k}: (a,b,c,d)={tuple(float(x) for x in self.table_for(k))}" for k in KINDS]
+        return f"{self.name} alpha={self.alpha} gamma={self.gamma}; " + "; ".join(rows)
+
+    def table_for(self, kind: str) -> ABCD:
+        return self.abcd(Tag(kind=kind, fan_in=1, fan_out=1))
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return x
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return str(x)

@@ -1,0 +1,1 @@
+"""The one training loop: pure init/step functions, checkpoints, and the loop that drives them."""

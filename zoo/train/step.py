@@ -1,0 +1,93 @@
+"""Pure functions of a run (init, train step, eval step) for one model, plugin and optimizer.
+
+The state is a plain pytree {params, rest, opt, step, key}: params are the tagged nnx.Params, rest every
+other model variable (forward multipliers, ...). The same step serves train.py (jit with shardings) and the
+sweeps (vmapped over members that differ in LR and seed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from zoo import optim
+from zoo.param.base import Parametrization
+
+State = dict[str, Any]
+Batch = dict[str, jax.Array]
+
+
+def prepare_inputs(x: jax.Array, dtype: Any) -> jax.Array:
+    """uint8 images -> [-1, 1] in the compute dtype; token ids pass through."""
+    if x.dtype == jnp.uint8:
+        return (x.astype(jnp.float32) / 127.5 - 1.0).astype(dtype)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return x.astype(dtype)
+    return x
+
+
+def loss_and_metrics(model: nnx.Module, batch: Batch, key: jax.Array | None, train: bool,
+                     dtype: Any = jnp.float32) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Mean cross-entropy (per example, or per token for language models) and accuracy."""
+    logits, _ = model(prepare_inputs(batch["x"], dtype), key=key, train=train)
+    logits = logits.astype(jnp.float32)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+    acc = (logits.argmax(-1) == batch["y"]).mean()
+    return ce, {"loss": ce, "accuracy": acc}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """init(key) -> state; train_step(state, batch) -> (state, metrics); eval_step(state, batch) -> metrics."""
+
+    graphdef: Any
+    tx: optax.GradientTransformation
+    make_model: Callable[[nnx.Rngs], nnx.Module]
+    dtype: Any = jnp.float32
+    augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+
+    def init(self, key: jax.Array, lr: jax.Array | None = None) -> State:
+        init_key, run_key = jax.random.split(key)
+        _, params, rest = nnx.split(self.make_model(nnx.Rngs(init_key)), nnx.Param, ...)
+        opt = self.tx.init(params)
+        if lr is not None:
+            opt = optim.set_lr(opt, lr)
+        return {"params": params, "rest": rest, "opt": opt, "step": jnp.zeros([], jnp.int32), "key": run_key}
+
+    def model(self, state: State) -> nnx.Module:
+        return nnx.merge(self.graphdef, state["params"], state["rest"])
+
+    def train_step(self, state: State, batch: Batch) -> tuple[State, dict[str, jax.Array]]:
+        key = jax.random.fold_in(state["key"], state["step"])
+        aug_key, drop_key = jax.random.split(key)
+        if self.augment is not None:
+            batch = {**batch, "x": self.augment(aug_key, batch["x"])}
+
+        def loss_fn(params):
+            model = nnx.merge(self.graphdef, params, state["rest"])
+            return loss_and_metrics(model, batch, drop_key, True, self.dtype)
+
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        updates, opt = self.tx.update(grads, state["opt"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        metrics = {**metrics, "grad_norm": optax.global_norm(grads)}
+        return {**state, "params": params, "opt": opt, "step": state["step"] + 1}, metrics
+
+    def eval_step(self, state: State, batch: Batch) -> dict[str, jax.Array]:
+        return loss_and_metrics(self.model(state), batch, None, False, self.dtype)[1]
+
+
+def build_program(make_model: Callable[[nnx.Rngs], nnx.Module], plugin: Parametrization,
+                  optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
+                  augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None) -> Program:
+    """Builds the optimizer from the abstract model's tags; nothing is materialised."""
+    abstract = nnx.eval_shape(lambda: make_model(nnx.Rngs(0)))
+    graphdef, params, _ = nnx.split(abstract, nnx.Param, ...)
+    tx = optim.build(optim_cfg, plugin, params)
+    return Program(graphdef, tx, make_model, dtype, augment)
