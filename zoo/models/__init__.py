@@ -31,7 +31,8 @@ def config(name: str, **overrides: Any) -> Any:
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; its options are {', '.join(sorted(fields))}")
+        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; "
+                         f"its options are {', '.join(sorted(fields))}")
     return cls(**overrides)
 
 

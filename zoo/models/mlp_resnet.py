@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 from flax import nnx
 
 from zoo.models.layers import Dense, LayerNorm, Scale, Stack, activation
@@ -32,6 +31,7 @@ class MLPResNetConfig:
     block_depth: int = 1
     bias: bool = False
     scan: bool = True
+    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class Block(nnx.Module):
@@ -79,7 +79,7 @@ class MLPResNet(nnx.Module):
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
         """Logits and intermediates: embed (B, n), pre and blocks (L, B, n)."""
-        x = x.reshape(x.shape[0], -1).astype(jnp.float32)
+        x = x.reshape(x.shape[0], -1).astype(self.cfg.dtype)
         x0 = self.embed(x)
         xl, inter = self.stack(x0, key)
         return self.head(xl), {"embed": x0, **inter}

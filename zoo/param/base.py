@@ -6,7 +6,7 @@ parameters inside residual branches (r = 1 elsewhere):
     forward multiplier   m^-a                       (times `readout_mult` on output-kind parameters)
     init std             std0 * m^-b                (std0: the SP std at the base width)
     Adam LR multiplier   m^-c * r^-gamma
-    gradient pre-scale   m^d  * r^alpha              (Adam epsilon eps * m^-d * r^-alpha; SGD LR m^(d-c) r^(alpha-gamma))
+    gradient pre-scale   m^d  * r^alpha       (Adam epsilon eps * m^-d * r^-alpha; SGD LR m^(d-c) r^(alpha-gamma))
     branch multiplier    a * r^-alpha                (Depth-muP eq. (1): x <- x + a L^-alpha MS(phi(h)))
 
 At m = 1 and r = 1 every plugin equals SP exactly. Numbers may be traced arrays, so sweeps can vmap over them.
