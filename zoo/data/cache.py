@@ -1,0 +1,52 @@
+"""Decoded arrays cached as .npz, keyed by the source's path, size and mtime; written atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+VERSION = "1"
+
+
+def cache_root(cache_dir: str | None = None) -> Path:
+    """`cache_dir`, else $ZOO_CACHE, else ~/.cache/zoo."""
+    return Path(cache_dir or os.environ.get("ZOO_CACHE") or Path.home() / ".cache" / "zoo")
+
+
+def cache_path(kind: str, fingerprint: str, cache_dir: str | None = None) -> Path:
+    """Where the arrays of a source with this fingerprint (path, size, mtime, ...) are cached."""
+    digest = hashlib.sha256(f"{VERSION}|{fingerprint}".encode()).hexdigest()[:20]
+    return cache_root(cache_dir) / f"{kind}-{digest}.npz"
+
+
+def file_fingerprint(path: Path) -> str:
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def load(path: Path) -> dict[str, np.ndarray] | None:
+    """The cached arrays, or None when absent or unreadable (then the caller decodes again)."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return None
+
+
+def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes it private; a shared cache dir needs it readable
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,157 @@
+"""Image folders (root/split/class/image) from a directory or a tar archive, decoded once with PIL and cached."""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import tarfile
+import warnings
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from zoo.data import cache
+from zoo.data.dataset import Dataset
+
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+EVAL_SPLITS = ("test", "val", "validation")
+CHUNK = 2048
+PARALLEL_MIN = 4096
+
+# (split, class, name for messages, file path or bytes)
+Entry = tuple[str, str, str, str | bytes]
+
+
+def load(path: str, cache_dir: str | None = None) -> Dataset:
+    """A directory or .tar[.gz] laid out as split/class/image; class names sorted -> labels."""
+    src = Path(path).expanduser()
+    if not src.exists():
+        raise FileNotFoundError(f"image folder not found: {src}")
+    if src.is_dir():
+        entries = _dir_entries(src)
+        fingerprint = _dir_fingerprint(src, entries)
+    else:
+        entries = None
+        fingerprint = cache.file_fingerprint(src)
+    where = cache.cache_path("imagefolder", fingerprint, cache_dir)
+    arrays = cache.load(where)
+    if arrays is None:
+        arrays = _decode(src, entries if entries is not None else _tar_entries(src))
+        cache.save(where, arrays)
+    return _dataset(src, arrays)
+
+
+def _image_name(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return not base.startswith(".") and base.lower().endswith(EXTENSIONS)
+
+
+def _entry(name: str, payload: str | bytes) -> Entry | None:
+    parts = name.strip("/").split("/")
+    if len(parts) < 3 or not _image_name(name):
+        return None
+    return parts[-3], parts[-2], name, payload
+
+
+def _dir_entries(root: Path) -> list[Entry]:
+    found = []
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+            e = _entry(rel, os.path.join(dirpath, f))
+            if e is not None:
+                found.append(e)
+    return found
+
+
+def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:
+    stats = [os.stat(e[3]) for e in entries]
+    size = sum(s.st_size for s in stats)
+    mtime = max((s.st_mtime_ns for s in stats), default=0)
+    return f"{root.resolve()}|{len(entries)}|{size}|{mtime}"
+
+
+def _tar_entries(path: Path) -> list[Entry]:
+    found = []
+    try:
+        with tarfile.open(path) as tf:
+            for m in tf:
+                if m.isfile() and _image_name(m.name):
+                    e = _entry(m.name, tf.extractfile(m).read())
+                    if e is not None:
+                        found.append(e)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
+        raise ValueError(f"corrupt or unreadable archive {path}: {err}") from err
+    return found
+
+
+def _decode_one(name: str, payload: str | bytes) -> np.ndarray:
+    try:
+        with Image.open(payload if isinstance(payload, str) else io.BytesIO(payload)) as im:
+            if im.mode not in ("L", "RGB"):
+                im = im.convert("RGB")
+            arr = np.asarray(im)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise ValueError(f"cannot decode image {name}: {err}") from err
+    return arr[..., None] if arr.ndim == 2 else arr
+
+
+def _decode_chunk(items: list[tuple[str, str | bytes]]) -> np.ndarray:
+    first = _decode_one(*items[0])
+    out = np.empty((len(items), *first.shape), np.uint8)
+    out[0] = first
+    for i, (name, payload) in enumerate(items[1:], 1):
+        arr = _decode_one(name, payload)
+        if arr.shape != first.shape:
+            raise ValueError(f"image {name} has shape {arr.shape}, but {items[0][0]} has {first.shape}")
+        out[i] = arr
+    return out
+
+
+def _decode_all(items: list[tuple[str, str | bytes]]) -> np.ndarray:
+    """All images stacked; a fork pool over chunks for large sets (the children only run PIL, never JAX)."""
+    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+    workers = min(len(os.sched_getaffinity(0)), 8, len(chunks))
+    if workers < 2 or len(items) < PARALLEL_MIN:
+        parts = [_decode_chunk(c) for c in chunks]
+    else:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                parts = list(pool.map(_decode_chunk, chunks))
+    for c, p in zip(chunks, parts, strict=True):
+        if p.shape[1:] != parts[0].shape[1:]:
+            raise ValueError(f"image {c[0][0]} has shape {p.shape[1:]}, but {chunks[0][0][0]} has {parts[0].shape[1:]}")
+    return np.concatenate(parts)
+
+
+def _decode(src: Path, entries: list[Entry]) -> dict[str, np.ndarray]:
+    if not entries:
+        raise ValueError(f"no images found in {src}; expected split/class/image.(jpg|png) inside")
+    entries = sorted(entries, key=lambda e: (e[0], e[1], e[2]))
+    classes = sorted({e[1] for e in entries})
+    label = {c: i for i, c in enumerate(classes)}
+    x = _decode_all([(e[2], e[3]) for e in entries])
+    arrays: dict[str, np.ndarray] = {"classes": np.array(classes)}
+    splits = [e[0] for e in entries]
+    for split in sorted(set(splits)):
+        lo, hi = splits.index(split), len(splits) - splits[::-1].index(split)
+        arrays[f"{split}.x"] = x[lo:hi]
+        arrays[f"{split}.y"] = np.array([label[e[1]] for e in entries[lo:hi]], np.int32)
+    return arrays
+
+
+def _dataset(src: Path, arrays: dict[str, np.ndarray]) -> Dataset:
+    names = sorted(k[:-2] for k in arrays if k.endswith(".x"))
+    splits = {s: {"x": arrays[f"{s}.x"], "y": arrays[f"{s}.y"]} for s in names}
+    if "train" not in splits:
+        raise ValueError(f"image folder {src} has no train split (found: {', '.join(names)})")
+    eval_split = next((s for s in EVAL_SPLITS if s in splits), None)
+    if eval_split is None:
+        raise ValueError(f"image folder {src} has no test or val split (found: {', '.join(names)})")
+    return Dataset(kind="image", splits=splits, num_classes=len(arrays["classes"]),
+                   in_shape=tuple(splits["train"]["x"].shape[1:]), eval_split=eval_split)

@@ -1,0 +1,35 @@
+"""Learnable synthetic tasks from a fixed random teacher, for benchmarks and fast tests (no files needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zoo.data import text
+from zoo.data.dataset import Dataset
+
+
+def images(num_train: int = 4096, num_test: int = 1024, num_classes: int = 10, size: int = 32) -> Dataset:
+    """Smooth random 32x32x3 uint8 images; label = argmax of a fixed random linear teacher on the pixels."""
+    rng = np.random.default_rng(0)
+    n = num_train + num_test
+    coarse = rng.standard_normal((n, size // 4, size // 4, 3), np.float32)
+    smooth = coarse.repeat(4, axis=1).repeat(4, axis=2) + 0.2 * rng.standard_normal((n, size, size, 3), np.float32)
+    x = np.clip(128 + 48 * smooth, 0, 255).astype(np.uint8)
+    teacher = rng.standard_normal((size * size * 3, num_classes), np.float32)
+    y = ((x.reshape(n, -1) / np.float32(127.5) - 1) @ teacher).argmax(-1).astype(np.int32)
+    splits = {"train": {"x": x[:num_train], "y": y[:num_train]}, "test": {"x": x[num_train:], "y": y[num_train:]}}
+    return Dataset(kind="image", splits=splits, num_classes=num_classes, in_shape=(size, size, 3),
+                   eval_split="test")
+
+
+def tokens(seq_len: int, length: int = 220_000, vocab_size: int = 64, branching: int = 4) -> Dataset:
+    """A Markov chain where each token has `branching` equally likely successors (loss floor log(branching))."""
+    rng = np.random.default_rng(0)
+    successors = rng.integers(0, vocab_size, (vocab_size, branching)).tolist()
+    choices = rng.integers(0, branching, length).tolist()
+    stream, tok = [], 0
+    for c in choices:
+        tok = successors[tok][c]
+        stream.append(tok)
+    vocab = [chr(48 + i) for i in range(vocab_size)]
+    return text.from_tokens(np.array(stream, np.int32), vocab_size, seq_len, vocab, name="synthetic:text")
