@@ -1,0 +1,72 @@
+"""The plugin contract on the MLP-ResNet: SP at the base shape, Adam's first step, and clear errors."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from param_helpers import SP_INIT_OPTIONS, batch, leaves, program, trajectory
+
+import zoo.param as P
+from zoo.train.step import loss_and_metrics
+
+
+@pytest.mark.parametrize("optim", ["adam", "sgd"])
+def test_every_plugin_is_sp_at_the_base_shape(optim):
+    """design.md section 3 / TP IVb Def 2.2.1 at m = n/n0 = 1, r = L/L0 = 1: every multiplier, init std, LR and
+    epsilon factor is SP's, so the init, the outputs and the first 3 updates equal SP's (fp32, rtol 1e-7)."""
+    data = batch()
+    ref = trajectory(program(P.get("sp"), optim), data)
+    for name in P.names():
+        got = trajectory(program(P.get(name, **SP_INIT_OPTIONS.get(name, {})), optim), data)
+        for t, (a, b) in enumerate(zip(ref, got, strict=True)):
+            np.testing.assert_allclose(b["logits"], a["logits"], rtol=1e-7, atol=0, err_msg=f"{name} step {t}")
+            for (path, va), vb in zip(leaves(a["params"]).items(), leaves(b["params"]).values(), strict=True):
+                np.testing.assert_allclose(vb[...], va[...], rtol=1e-7, atol=0, err_msg=f"{name} {path} step {t}")
+
+
+@pytest.mark.parametrize("name", P.names())
+def test_adam_first_step_is_lr_times_lr_mult_times_sign(name):
+    """TP IVb section 2.1 and seed_tp4b_adam.md 6.3: with eps -> 0 Adam's first update is sign(g), so every entry
+    with g != 0 moves by exactly lr * m^-c * r^-gamma against its gradient (in W-space also times the forward
+    multiplier m^-a, and readout_mult on the readout), with (a, b, c, d) the plugin's exponents for the
+    parameter's tag, and entries with g = 0 stay; at n = 4 n0 and L = 2 L0."""
+    plugin, lr = P.get(name), 1e-2
+    prog = program(plugin, "adam", lr=lr, eps=1e-20, base_width=16, base_depth=2)
+    state, data = prog.init(jax.random.key(0)), batch()
+    grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, state["rest"]), data, None, True)[0])(
+        state["params"])
+    new, _ = prog.train_step(state, data)
+    rest, old, g = leaves(state["rest"]), leaves(state["params"]), leaves(grads)
+    for path, var in leaves(new["params"]).items():
+        tag = var.get_metadata()["tag"]
+        w0, w1, gp = (np.asarray(v[...], np.float64) for v in (old[path], var, g[path]))
+        assert (gp != 0).mean() > 0.3, f"{path}: too few nonzero gradient entries to test"
+        a, _, c, _ = (float(e) for e in plugin.abcd(tag))
+        step = lr * tag.width_mult**-c * tag.depth_ratio ** -float(plugin.gamma)
+        mult, want = 1.0, step
+        if path.endswith("['kernel']"):  # W-space: times the multiplier the model applies, which must be m^-a
+            mult = np.asarray(rest[path.replace("['kernel']", "['mult']")][...], np.float64)
+            mult = mult.reshape(mult.shape + (1,) * (w1.ndim - mult.ndim))
+            want = step * tag.width_mult**-a * (float(plugin.readout_mult) if tag.kind == "output" else 1.0)
+        tol = mult * (1e-5 * step + np.spacing(np.abs(w1).astype(np.float32)))  # fp32 update and w0 + update
+        np.testing.assert_array_less(np.abs(mult * (w1 - w0) + want * np.sign(gp)), tol, err_msg=f"{name} {path}")
+
+
+def test_unknown_plugin_option_or_value_lists_what_exists():
+    """design.md section 10: bad input gives one clear error naming the choices."""
+    with pytest.raises(ValueError, match="unknown parametrization 'nope'") as err:
+        P.get("nope")
+    assert all(name in str(err.value) for name in P.names())
+    with pytest.raises(ValueError, match="no option 'nope'") as err:
+        P.get("mup", nope=1)
+    assert all(option in str(err.value) for option in P.options("mup"))
+    with pytest.raises(ValueError, match="ivb, table3, mean_field"):
+        P.get("mup", gauge="nope")
+    with pytest.raises(ValueError, match="must be a number"):
+        P.get("depth_mup", alpha="half")
+    with pytest.raises(ValueError, match="four numbers"):
+        P.get("abcd", hidden="0,0.5,1")
+    with pytest.raises(ValueError, match=r"s in \[0, 1\]"):
+        P.get("ntk_mup", s=2.0)

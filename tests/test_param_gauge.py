@@ -1,0 +1,62 @@
+"""Equivalent parametrizations train identically (TP IVb Prop 2.2.3): the cheapest detector of a rule applied
+twice or not at all. All at n = 8/3 n0 (not a power of 2, so the rescalings round), fp32, with an Adam epsilon
+that matters (3e-3: 2-10% of the faithful gradients m^d g, 0.03-0.15 here), so epsilon has to move with the gauge.
+Trajectories: 3 steps from one init on one batch, compared by logits and losses."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from param_helpers import batch, program, trajectory
+
+import zoo.param as P
+
+EPS = 3e-3
+MUP_ABCD = {"input": "0,0,0,1", "hidden": "0,0.5,1,1", "output": "1,0,0,1", "vector": "0,0,0,1"}
+
+
+@functools.cache
+def run(plugin, optim="adam", lr=1e-2):
+    return trajectory(program(plugin, optim, lr=lr, eps=EPS, base_width=24, base_depth=2), batch())
+
+
+def deviation(a, b) -> float:
+    """Largest difference of logits over the trajectory, relative to their scale, and of the losses."""
+    scale = max(np.abs(s["logits"]).max() for s in a)
+    dl = max(np.abs(x["logits"] - y["logits"]).max() for x, y in zip(a, b, strict=True)) / scale
+    return max(dl, max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a[1:], b[1:], strict=True)))
+
+
+@pytest.mark.parametrize("optim,lr", [("adam", 1e-2), ("sgd", 0.1)])
+def test_mup_gauges_train_identically(optim, lr):
+    """TP IVb Prop 2.2.3: (a, b, c, d) -> (a+t, b-t, c-t, d+t) leaves training unchanged with epsilon moving as
+    m^-d (Rem 2.2.6; for SGD only c - d matters): muP in the IVb, TP-V Table 3 (t = -1 on the readout) and
+    mean-field (t = 1/2 on hidden weights) gauges, and the mean_field plugin, agree over 3 steps to 1e-4."""
+    ref = run(P.get("mup"), optim, lr)
+    for plugin in (P.get("mup", gauge="table3"), P.get("mup", gauge="mean_field"), P.get("mean_field")):
+        assert deviation(ref, run(plugin, optim, lr)) < 1e-4, plugin
+
+
+def test_unshifted_epsilon_is_detected():
+    """The gauge test has power: the same shifts with d left unshifted (epsilon not moving with the gauge) change
+    the Adam trajectory by over 10x the 1e-4 tolerance, while the correct shift (via `abcd`) does not."""
+    ref = run(P.get("mup"))
+    good = {**MUP_ABCD, "output": "0,1,1,0"}
+    wrong = [{**MUP_ABCD, "output": "0,1,1,1"}, {**MUP_ABCD, "hidden": "0.5,0,0.5,1"}]
+    assert deviation(ref, run(P.get("abcd", **good))) < 1e-4
+    for exps in wrong:
+        assert deviation(ref, run(P.get("abcd", **exps))) > 1e-3, exps
+
+
+def test_abcd_with_mup_exponents_is_mup():
+    """The general abcd plugin given muP's table (TP IVb Def 2.5.1) is muP exactly."""
+    assert deviation(run(P.get("mup")), run(P.get("abcd", **MUP_ABCD))) == 0
+
+
+@pytest.mark.parametrize("s,name", [(1.0, "mup"), (0.0, "ntk")])
+def test_ntk_mup_ends_are_mup_and_ntk(s, name):
+    """seed_yaida_and_lecture.md 1.2 / TP IVb Rem 2.8.25: ntk_mup at s = 1 is muP's table and at s = 0 NTK's up
+    to a gauge shift of 1/2 on hidden weights, so both train identically (3 Adam steps, rtol 1e-4)."""
+    assert deviation(run(P.get(name)), run(P.get("ntk_mup", s=s))) < 1e-4
