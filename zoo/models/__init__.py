@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
+import jax
 from flax import nnx
 
+from zoo.models.gpt import GPT, GPTConfig
+from zoo.models.mixer import Mixer, MixerConfig
 from zoo.models.mlp_resnet import MLPResNet, MLPResNetConfig
+from zoo.models.vit import ViT, ViTConfig
 from zoo.param.base import Parametrization
 
 MODELS: dict[str, tuple[type[nnx.Module], type]] = {
     "mlp_resnet": (MLPResNet, MLPResNetConfig),
+    "mixer": (Mixer, MixerConfig),
+    "vit": (ViT, ViTConfig),
+    "gpt": (GPT, GPTConfig),
 }
 
 
@@ -37,4 +45,9 @@ def config(name: str, **overrides: Any) -> Any:
 
 
 def create(name: str, cfg: Any, plugin: Parametrization, rngs: nnx.Rngs) -> nnx.Module:
-    return _lookup(name)[0](cfg, plugin, rngs)
+    return _lookup(name)[0](cfg, plugin.for_model(name, cfg), rngs)
+
+
+def param_count(model: nnx.Module) -> int:
+    """The number of trainable scalars (nnx.Params; a tied embedding counts once). Works on abstract models."""
+    return sum(math.prod(p.shape) for p in jax.tree.leaves(nnx.state(model, nnx.Param)))

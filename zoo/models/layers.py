@@ -47,6 +47,9 @@ class Scale:
     def branch_multiplier(self) -> Multiplier:
         return Multiplier(jnp.asarray(self.plugin.branch_multiplier(self.depth, self.base_depth), jnp.float32))
 
+    def skip_multiplier(self) -> Multiplier:
+        return Multiplier(jnp.asarray(self.plugin.skip_multiplier(), jnp.float32))
+
 
 def base_fan_in(tag: Tag) -> float:
     """The fan-in at the base width (hidden and output layers read a width-sized input)."""
@@ -59,7 +62,8 @@ def tagged_param(key: jax.Array, plugin: Parametrization, tag: Tag, shape: tuple
     if std0 is None:
         std0 = base_fan_in(tag) ** -0.5
     std = plugin.init_std(tag, std0)
-    value = const + std * jax.random.normal(key, shape, jnp.float32) if std0 else jnp.full(shape, const)
+    zero = isinstance(std, (int, float)) and std == 0  # a plugin may give a std where std0 is 0 (critical biases)
+    value = jnp.full(shape, const) if zero else const + std * jax.random.normal(key, shape, jnp.float32)
     return nnx.Param(jnp.asarray(value, jnp.float32), tag=tag)
 
 
@@ -71,11 +75,9 @@ class Dense(nnx.Module):
         tag = scale.tag(kind, fan_in, fan_out, branch=branch, role=role)
         self.kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0)
         self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
-        self.bias = None
-        if bias:
-            bias_kind = "scalar" if kind in ("output", "scalar") else "vector"
-            btag = scale.tag(bias_kind, 1, fan_out, branch=branch, role=role + "_bias")
-            self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0)
+        bias_kind = "scalar" if kind in ("output", "scalar") else "vector"
+        btag = scale.tag(bias_kind, 1, fan_out, branch=branch, role=role + "_bias")
+        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0) if bias else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...].astype(x.dtype)
@@ -117,9 +119,14 @@ class Stack(nnx.Module):
 
         self.blocks = create(rngs)
 
-    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
-        keys = jax.random.split(key, self.depth) if key is not None else None
+    def __call__(self, x: jax.Array, key: jax.Array | None = None, start: int = 0,
+                 stop: int | None = None) -> tuple[jax.Array, dict]:
+        """Blocks start..stop-1 (all by default; partial Jacobians apply a slice of the stack)."""
+        stop = self.depth if stop is None else stop
+        keys = jax.random.split(key, self.depth)[start:stop] if key is not None else None
         graphdef, state = nnx.split(self.blocks)
+        if (start, stop) != (0, self.depth):
+            state = jax.tree.map(lambda a: a[start:stop], state)
 
         def apply(h, block_state, k):
             return nnx.merge(graphdef, block_state)(h, k)
@@ -127,7 +134,7 @@ class Stack(nnx.Module):
         if self.scan:
             return jax.lax.scan(lambda h, sk: apply(h, *sk), x, (state, keys))
         inters = []
-        for i in range(self.depth):
+        for i in range(stop - start):
             x, inter = apply(x, jax.tree.map(lambda a, i=i: a[i], state), None if keys is None else keys[i])
             inters.append(inter)
         return x, jax.tree.map(lambda *a: jnp.stack(a), *inters)

@@ -1,9 +1,11 @@
 """MLP-ResNet of Depth-muP (TP VI eq. (1), block depth 1):
 
-    x^0 = U xi,   x^l = x^{l-1} + a L^-alpha MS(phi(W^l x^{l-1})),   f = V^T x^L
+    x^0 = U xi,   x^l = mu x^{l-1} + a L^-alpha MS(phi(W^l x^{l-1})),   f = V^T x^L
 
 MS subtracts the mean over width. Options: pre-LN on the block input, block depth 2
-(W2 phi(W1 x)), biases. The branch multiplier and every init/LR rule come from the plugin.
+(W2 phi(W1 x)), biases, and pre_nonlin: the branch W^l phi(x^{l-1}) (+ b) of the partial-Jacobian paper's
+eq. (1) (Doshi et al.) instead of phi(W^l x^{l-1}). The branch multiplier, the skip multiplier mu (1 except in
+the `critical` plugin) and every init/LR rule come from the plugin.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class MLPResNetConfig:
     pre_ln: bool = False
     block_depth: int = 1
     bias: bool = False
+    pre_nonlin: bool = False  # branch W phi(x) + b instead of phi(W x + b)
     scan: bool = True
     dtype: str = "float32"  # compute dtype; parameters stay float32
 
@@ -37,23 +40,27 @@ class MLPResNetConfig:
 class Block(nnx.Module):
     def __init__(self, cfg: MLPResNetConfig, scale: Scale, rngs: nnx.Rngs):
         n = cfg.width
-        self.phi_name, self.ms = cfg.activation, cfg.mean_subtract
+        self.phi_name, self.ms, self.pre_nonlin = cfg.activation, cfg.mean_subtract, cfg.pre_nonlin
         self.norm = LayerNorm(n, scale=scale, rngs=rngs, branch=True) if cfg.pre_ln else None
         self.w1 = Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
         self.w2 = None
         if cfg.block_depth == 2:
             self.w2 = Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
         self.branch = scale.branch_multiplier()
+        self.skip = scale.skip_multiplier()
 
     def __call__(self, x, key=None):
         phi = activation(self.phi_name)
-        h = self.w1(self.norm(x) if self.norm is not None else x)
-        y = phi(h)
-        if self.w2 is not None:
-            y = phi(self.w2(y))
+        z = self.norm(x) if self.norm is not None else x
+        if self.pre_nonlin:
+            h = self.w1(phi(z))
+            y = h if self.w2 is None else self.w2(phi(h))
+        else:
+            h = self.w1(z)
+            y = phi(h) if self.w2 is None else phi(self.w2(phi(h)))
         if self.ms:
             y = y - y.mean(-1, keepdims=True)
-        x = x + self.branch[...] * y
+        x = self.skip[...] * x + self.branch[...] * y
         return x, {"pre": h, "blocks": x}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from zoo.param.abcd import ABCD
 from zoo.param.base import Parametrization
 from zoo.param.completep import CompleteP
+from zoo.param.critical import Critical
 from zoo.param.depth_mup import DepthMuP
 from zoo.param.mean_field import MeanField
 from zoo.param.mup import MuP
@@ -77,7 +78,7 @@ def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
     return value
 
 
-for _cls in (SP, NTK, MuP, MeanField, DepthMuP, CompleteP, NTKMuP, ABCD):
+for _cls in (SP, NTK, MuP, MeanField, DepthMuP, CompleteP, NTKMuP, ABCD, Critical):
     register(_cls)
 
 __all__ = ["KINDS", "Parametrization", "Tag", "get", "names", "options", "register"]

@@ -15,6 +15,7 @@ At m = 1 and r = 1 every plugin equals SP exactly. Numbers may be traced arrays,
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar
 
 from zoo.param.tags import KINDS, Tag
@@ -93,6 +94,29 @@ class Parametrization:
     def branch_multiplier(self, depth: int, base_depth: int) -> Any:
         """Residual-branch multiplier a * (L / L0)^-alpha."""
         return self.branch_mult * (depth / base_depth) ** -self.alpha
+
+    def skip_multiplier(self) -> Any:
+        """Multiplier mu of the residual skip path, x <- mu x + branch (1 except in the `critical` plugin)."""
+        return 1.0
+
+    def for_model(self, model_name: str, cfg: Any) -> Parametrization:
+        """This plugin with any model-dependent defaults filled in (called by zoo.models.create)."""
+        del model_name, cfg
+        return self
+
+    def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
+                        kinds: tuple[str, ...] = ("input", "vector", "hidden"),
+                        head_dim_slope: float = 1.0) -> dict[str, float]:
+        """Group (input, hidden, output, attention) -> predicted log-log slope of the activations' change
+        against width or depth, from this plugin's abcd table and (alpha, gamma); see zoo.param.predict."""
+        from zoo.param import predict
+
+        if axis == "depth":
+            return predict.depth_slopes(self.alpha, self.gamma)
+        if axis != "width":
+            raise ValueError(f"axis must be width or depth, got {axis!r}")
+        e = math.log2(float(self.attn_scale(64, 64)) / float(self.attn_scale(128, 64)))  # logits ~ d_head^-e
+        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope)
 
     def attn_scale(self, d_head: int, base_d_head: int) -> Any:
         """Attention-logit scale attn_mult * d0^(e - 1/2) / d^e: 1/sqrt(d) at the base head dim."""

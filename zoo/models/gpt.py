@@ -1,0 +1,83 @@
+"""GPT: a decoder-only pre-LN transformer (Radford et al. 2019; nanoGPT):
+
+    x^0 = E[tokens] + E_pos,   x <- x + b Attn_causal(LN(x)),   x <- x + b MLP(LN(x)),   f = m_out V^T LN(x^L)
+
+Token and position embeddings are input kind; with tie_embeddings the readout is V = E^T, which keeps its
+input-kind tag (so its LR and epsilon rules), and only the readout applies the output-kind forward multiplier
+m_out (TP IVb gauge; microsoft/mup MuSharedReadout). Dropout on the embedding and on each branch output when the
+model is called with a key and train=True (nanoGPT's attention-probability dropout is left out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, Stack
+from zoo.models.transformer import Block, Embed, attention_heads, dropout, fold
+from zoo.param.base import Parametrization
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    width: int = 384
+    depth: int = 6
+    base_width: int | None = None  # None: the width itself
+    base_depth: int | None = None  # None: the depth itself
+    vocab_size: int = 65
+    seq_len: int = 256  # max context
+    head_dim: int = 64
+    scale_heads: bool = True  # False: a fixed head count (num_heads, or base_width // head_dim)
+    num_heads: int | None = None
+    mlp_ratio: int = 4
+    bias: bool = True
+    tie_embeddings: bool = False
+    embed_std: float = 0.02  # init std of the token and position embeddings (input kind)
+    dropout: float = 0.2
+    scan: bool = True
+    dtype: str = "float32"  # compute dtype; parameters stay float32
+
+
+class GPT(nnx.Module):
+    task = "lm"
+
+    def __init__(self, cfg: GPTConfig, plugin: Parametrization, rngs: nnx.Rngs):
+        if cfg.width < 1 or cfg.depth < 1:
+            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
+        self.cfg = cfg
+        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
+        top = Scale(plugin, cfg.width, base_width)
+        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
+        self.wte = Embed(cfg.vocab_size, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="token_embed")
+        self.wpe = Embed(cfg.seq_len, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
+        self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=True,
+                                           dropout=cfg.dropout, scale=body, rngs=r, bias=cfg.bias),
+                           cfg.depth, rngs, scan=cfg.scan)
+        self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
+        readout = top.tag("output", cfg.width, cfg.vocab_size, role="readout")
+        if cfg.tie_embeddings:
+            self.head = None
+            self.readout_mult = Multiplier(jnp.asarray(plugin.multiplier(readout), jnp.float32))
+        else:
+            self.head = Dense(cfg.width, cfg.vocab_size, kind="output", scale=top, rngs=rngs, role="readout")
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
+        """Next-token logits (B, T, vocab) and intermediates: embed (B, T, n); pre (L, B, T, 4n),
+        attn_logits (L, B, heads, T, T) and blocks (L, B, T, n)."""
+        t = x.shape[1]
+        if t > self.cfg.seq_len:
+            raise ValueError(f"sequence length {t} exceeds the context {self.cfg.seq_len}")
+        dtype = jnp.dtype(self.cfg.dtype)
+        key = key if train and self.cfg.dropout > 0 else None
+        x0 = (self.wte(x) + self.wpe(jnp.arange(t))).astype(dtype)
+        xl, inter = self.stack(dropout(x0, self.cfg.dropout, fold(key, 0)), fold(key, 1))
+        h = self.norm(xl)
+        if self.head is not None:
+            logits = self.head(h)
+        else:
+            logits = (h @ self.wte.table[...].T.astype(dtype)) * self.readout_mult[...].astype(dtype)
+        return logits, {"embed": x0, **inter}

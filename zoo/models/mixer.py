@@ -1,0 +1,64 @@
+"""MLP-Mixer (Tolstikhin et al. 2021), pre-LN:
+
+    x^0 = P patches,   x <- x + b (W_2 gelu(W_1 LN(x)^T))^T  (token mixing),   x <- x + b MLP(LN(x))  (channels),
+    f = V^T mean_tokens LN(x^L)
+
+Only the channel dim C (and the channel MLP, 4C) scales with width. The token-mixing MLP (S tokens -> D_S -> S,
+both fixed) has no width dimension: scalar kind (seed_tp4b_adam.md section 5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from zoo.models.layers import Dense, LayerNorm, Scale, Stack
+from zoo.models.transformer import MixerBlock, patchify
+from zoo.param.base import Parametrization
+
+
+@dataclasses.dataclass
+class MixerConfig:
+    width: int = 256
+    depth: int = 8
+    base_width: int | None = None  # None: the width itself
+    base_depth: int | None = None  # None: the depth itself
+    in_shape: tuple[int, ...] = (32, 32, 3)
+    num_classes: int = 10
+    patch: int = 4
+    token_dim: int = 64  # D_S, fixed
+    mlp_ratio: int = 4
+    bias: bool = True
+    scan: bool = True
+    dtype: str = "float32"  # compute dtype; parameters stay float32
+
+
+class Mixer(nnx.Module):
+    task = "classify"
+
+    def __init__(self, cfg: MixerConfig, plugin: Parametrization, rngs: nnx.Rngs):
+        if cfg.width < 1 or cfg.depth < 1:
+            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
+        self.cfg = cfg
+        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        h, w, c = cfg.in_shape
+        tokens = (h // cfg.patch) * (w // cfg.patch)
+        top = Scale(plugin, cfg.width, base_width)
+        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
+        self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
+                           role="patch_embed")
+        self.stack = Stack(lambda r: MixerBlock(cfg.width, tokens, cfg.token_dim, cfg.mlp_ratio * cfg.width,
+                                                scale=body, rngs=r, bias=cfg.bias),
+                           cfg.depth, rngs, scan=cfg.scan)
+        self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
+        self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
+                          role="readout")
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
+        """Logits and intermediates: embed (B, S, n); pre (L, B, S, 4n) and blocks (L, B, S, n)."""
+        x0 = self.embed(patchify(x.astype(jnp.dtype(self.cfg.dtype)), self.cfg.patch))
+        xl, inter = self.stack(x0, None)
+        return self.head(self.norm(xl).mean(1)), {"embed": x0, **inter}

@@ -1,0 +1,170 @@
+"""Blocks shared by ViT, GPT and MLP-Mixer: embeddings, multi-head attention, MLPs and pre-LN residual blocks.
+
+A pre-LN block with branch multiplier b = a (L/L0)^-alpha and skip multiplier mu (1 except in the `critical`
+plugin) from the plugin, one of each per branch:
+
+    x <- mu x + b * Attn(LN(x)),    Attn: softmax(s q.k^T) v W_o,  s = plugin.attn_scale(d_head, base d_head)
+    x <- mu x + b * MLP(LN(x)),     MLP: W_2 gelu(W_1 x)
+
+Every matrix here is hidden-kind (or scalar-kind for Mixer token mixing); nothing knows a scaling rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, tagged_param
+from zoo.param.tags import Kind
+
+
+@dataclasses.dataclass(frozen=True)
+class Heads:
+    """num heads, head dim d and its base-width value d0 (the attention-logit scale depends on d / d0)."""
+
+    num: int
+    dim: int
+    base_dim: int
+
+
+def attention_heads(width: int, base_width: int, head_dim: int, scale_heads: bool = True,
+                    num_heads: int | None = None) -> Heads:
+    """Heads at a fixed head dim (scale_heads: heads = width / head_dim), or a fixed head count
+    (num_heads, default base_width / head_dim) with head dim width / heads and base head dim base_width / heads."""
+    if scale_heads:
+        if width % head_dim:
+            raise ValueError(f"width {width} is not a multiple of head_dim {head_dim}")
+        return Heads(width // head_dim, head_dim, head_dim)
+    num = num_heads or base_width // head_dim
+    if num < 1 or width % num or base_width % num:
+        raise ValueError(f"width {width} and base width {base_width} must be multiples of the head count {num}")
+    return Heads(num, width // num, base_width // num)
+
+
+def patchify(x: jax.Array, patch: int) -> jax.Array:
+    """(B, H, W, C) images -> (B, H/p * W/p, p*p*C) patches in raster order."""
+    b, h, w, c = x.shape
+    if h % patch or w % patch:
+        raise ValueError(f"image size {h}x{w} is not a multiple of the patch size {patch}")
+    x = x.reshape(b, h // patch, patch, w // patch, patch, c).transpose(0, 1, 3, 2, 4, 5)
+    return x.reshape(b, (h // patch) * (w // patch), patch * patch * c)
+
+
+def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
+    """Inverted dropout; the identity without a key (evaluation) or at rate 0."""
+    if key is None or rate == 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0).astype(x.dtype)
+
+
+def fold(key: jax.Array | None, i: int) -> jax.Array | None:
+    return None if key is None else jax.random.fold_in(key, i)
+
+
+def residual(x: jax.Array, y: jax.Array, skip: Multiplier, branch: Multiplier) -> jax.Array:
+    """mu x + b y in the compute dtype of x."""
+    return skip[...].astype(x.dtype) * x + branch[...].astype(x.dtype) * y
+
+
+def attention_implementation(dtype: jnp.dtype, head_dim: int) -> str | None:
+    """cuDNN flash attention on GPU for half precision (head dims it supports: multiples of 8 up to 128), else XLA."""
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    supported = head_dim % 8 == 0 and head_dim <= 128
+    return "cudnn" if half and supported and jax.default_backend() == "gpu" else None
+
+
+class Embed(nnx.Module):
+    """A table E (num, n) of input kind (token / position embeddings, cls token): x = m^-a E[ids]."""
+
+    def __init__(self, num: int, width: int, *, scale: Scale, rngs: nnx.Rngs, std0: float, role: str):
+        tag = scale.tag("input", num, width, role=role)
+        self.table = tagged_param(rngs.params(), scale.plugin, tag, (num, width), std0)
+        self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        return jnp.take(self.table[...], ids, axis=0) * self.mult[...]
+
+
+class MLP(nnx.Module):
+    """W_2 gelu(W_1 x); returns the output and the hidden pre-activation W_1 x."""
+
+    def __init__(self, dim: int, hidden: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs, bias: bool):
+        self.fc1 = Dense(dim, hidden, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_in")
+        self.fc2 = Dense(hidden, dim, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_out")
+
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        h = self.fc1(x)
+        return self.fc2(jax.nn.gelu(h)), h
+
+
+class Attention(nnx.Module):
+    """Multi-head self-attention with logits s q.k (s from the plugin); the query has role "query"."""
+
+    def __init__(self, width: int, heads: Heads, *, causal: bool, scale: Scale, rngs: nnx.Rngs, bias: bool):
+        self.heads, self.causal = heads, causal
+        inner = heads.num * heads.dim
+
+        def dense(fan_in, fan_out, role):
+            return Dense(fan_in, fan_out, kind="hidden", scale=scale, rngs=rngs, bias=bias, branch=True, role=role)
+
+        self.q, self.k, self.v = dense(width, inner, "query"), dense(width, inner, "key"), dense(width, inner, "value")
+        self.o = dense(inner, width, "attn_out")
+        self.logit_scale = Multiplier(jnp.asarray(scale.plugin.attn_scale(heads.dim, heads.base_dim), jnp.float32))
+
+    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The attention output (B, T, n) and the logits s q.k (B, heads, T, T), before the causal mask."""
+        b, t, _ = x.shape
+        q, k, v = (f(x).reshape(b, t, self.heads.num, self.heads.dim) for f in (self.q, self.k, self.v))
+        s = self.logit_scale[...].astype(x.dtype)
+        impl = attention_implementation(x.dtype, self.heads.dim)
+        if impl == "cudnn":  # cuDNN takes a static scale; fold the (possibly traced) one into q
+            y = jax.nn.dot_product_attention(q * s, k, v, scale=1.0, is_causal=self.causal, implementation=impl)
+        else:
+            y = jax.nn.dot_product_attention(q, k, v, scale=s, is_causal=self.causal, implementation=impl)
+        logits = jnp.einsum("btnh,bsnh->bnts", q, k) * s  # for diagnostics only; pruned under jit when unused
+        return self.o(y.reshape(b, t, -1)), logits
+
+
+class Block(nnx.Module):
+    """Pre-LN transformer block: attention and MLP branches, each with its own branch multiplier."""
+
+    def __init__(self, width: int, heads: Heads, mlp_dim: int, *, causal: bool, dropout: float, scale: Scale,
+                 rngs: nnx.Rngs, bias: bool):
+        self.rate = dropout
+        self.ln1 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
+        self.attn = Attention(width, heads, causal=causal, scale=scale, rngs=rngs, bias=bias)
+        self.ln2 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
+        self.mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias)
+        self.attn_branch, self.attn_skip = scale.branch_multiplier(), scale.skip_multiplier()
+        self.mlp_branch, self.mlp_skip = scale.branch_multiplier(), scale.skip_multiplier()
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
+        y, logits = self.attn(self.ln1(x))
+        x = residual(x, dropout(y, self.rate, fold(key, 0)), self.attn_skip, self.attn_branch)
+        y, pre = self.mlp(self.ln2(x))
+        x = residual(x, dropout(y, self.rate, fold(key, 1)), self.mlp_skip, self.mlp_branch)
+        return x, {"pre": pre, "attn_logits": logits, "blocks": x}
+
+
+class MixerBlock(nnx.Module):
+    """Pre-LN Mixer block: token mixing over the (fixed) S tokens, scalar kind; channel mixing, hidden kind."""
+
+    def __init__(self, width: int, tokens: int, token_dim: int, mlp_dim: int, *, scale: Scale, rngs: nnx.Rngs,
+                 bias: bool):
+        self.ln1 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
+        self.token_mlp = MLP(tokens, token_dim, kind="scalar", scale=scale, rngs=rngs, bias=bias)
+        self.ln2 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
+        self.channel_mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias)
+        self.token_branch, self.token_skip = scale.branch_multiplier(), scale.skip_multiplier()
+        self.channel_branch, self.channel_skip = scale.branch_multiplier(), scale.skip_multiplier()
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
+        y, _ = self.token_mlp(self.ln1(x).swapaxes(1, 2))
+        x = residual(x, y.swapaxes(1, 2), self.token_skip, self.token_branch)
+        y, pre = self.channel_mlp(self.ln2(x))
+        x = residual(x, y, self.channel_skip, self.channel_branch)
+        return x, {"pre": pre, "blocks": x}

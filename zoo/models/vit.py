@@ -1,0 +1,73 @@
+"""Vision Transformer (Dosovitskiy et al. 2021), pre-LN:
+
+    x^0 = [c; P patches] + E_pos,   x^l = x^{l-1} + b Attn(LN(x)) -> + b MLP(LN(x)),   f = V^T LN(x^L)_cls
+
+Patch embedding P, cls token c and position embedding E_pos are input kind; q/k/v/o and the MLP hidden; the head
+V output. Width grows by adding heads at a fixed head dim (or, with scale_heads=False, by growing the head dim).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from zoo.models.layers import Dense, LayerNorm, Scale, Stack
+from zoo.models.transformer import Block, Embed, attention_heads, patchify
+from zoo.param.base import Parametrization
+
+
+@dataclasses.dataclass
+class ViTConfig:
+    width: int = 192
+    depth: int = 6
+    base_width: int | None = None  # None: the width itself
+    base_depth: int | None = None  # None: the depth itself
+    in_shape: tuple[int, ...] = (32, 32, 3)
+    num_classes: int = 10
+    patch: int = 4
+    head_dim: int = 64
+    scale_heads: bool = True  # False: a fixed head count (num_heads, or base_width // head_dim)
+    num_heads: int | None = None
+    mlp_ratio: int = 4
+    bias: bool = True
+    embed_std: float = 0.02  # init std of the cls token and position embedding (input kind)
+    dropout: float = 0.0
+    scan: bool = True
+    dtype: str = "float32"  # compute dtype; parameters stay float32
+
+
+class ViT(nnx.Module):
+    task = "classify"
+
+    def __init__(self, cfg: ViTConfig, plugin: Parametrization, rngs: nnx.Rngs):
+        if cfg.width < 1 or cfg.depth < 1:
+            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
+        self.cfg = cfg
+        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
+        h, w, c = cfg.in_shape
+        tokens = (h // cfg.patch) * (w // cfg.patch)
+        top = Scale(plugin, cfg.width, base_width)
+        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
+        self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
+                           role="patch_embed")
+        self.cls = Embed(1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="cls_token")
+        self.pos = Embed(tokens + 1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
+        self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=False,
+                                           dropout=cfg.dropout, scale=body, rngs=r, bias=cfg.bias),
+                           cfg.depth, rngs, scan=cfg.scan)
+        self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
+        self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
+                          role="readout")
+
+    def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
+        """Logits and intermediates: embed (B, T, n); pre (L, B, T, 4n), attn_logits (L, B, heads, T, T), blocks."""
+        dtype = jnp.dtype(self.cfg.dtype)
+        x = self.embed(patchify(x.astype(dtype), self.cfg.patch))
+        cls = jnp.broadcast_to(self.cls(jnp.zeros([1], jnp.int32)).astype(dtype), (x.shape[0], 1, x.shape[-1]))
+        x0 = jnp.concatenate([cls, x], axis=1) + self.pos(jnp.arange(x.shape[1] + 1)).astype(dtype)
+        xl, inter = self.stack(x0, key if train else None)
+        return self.head(self.norm(xl)[:, 0]), {"embed": x0, **inter}
