@@ -1,0 +1,75 @@
+"""Feature diversity across depth (TP VI Def. 7.6, Claims 7.4 and 7.5; seed_depth_mup.md sections 3 and 4)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo.models as M
+import zoo.param as P
+from zoo.diagnostics.diversity import diversity_of, feature_diversity
+from zoo.optim import OptimConfig
+from zoo.train.step import build_program
+
+
+def test_brownian_and_smooth_paths():
+    """d(eps) of a random walk grows as eps^1/2 and of a straight path as eps^1 (the two limits of Claim 7.5
+    and 7.4); the slope over eps in {1, 2, 4, 8, 16}/L is within 0.05 of each."""
+    rng = np.random.default_rng(0)
+    depth, n = 1024, 256
+    walk = np.concatenate([np.zeros((1, 64, n)), np.cumsum(rng.standard_normal((depth, 64, n)), 0)]) / depth**0.5
+    line = np.linspace(0, 1, depth + 1)[:, None, None] * rng.standard_normal((1, 64, n))
+    eps = [k / depth for k in (1, 2, 4, 8, 16)]
+    assert feature_diversity(walk, 0.5, eps)[1] == pytest.approx(0.5, abs=0.05)
+    d, slope = feature_diversity(line, 0.5, eps)
+    assert slope == pytest.approx(1.0, abs=1e-6)
+    assert d[0] == pytest.approx(np.mean(np.linalg.norm(line[1, :, :], axis=-1)) / np.sqrt(n))
+
+
+def test_eps_past_the_last_block_is_an_error():
+    with pytest.raises(ValueError, match="need 0 <= i0 < i1 <= L"):
+        feature_diversity(np.zeros((9, 2, 4)), 0.5, [0.75])
+
+
+def _teacher(n: int, d: int = 16, classes: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs N(0, I_d), labels argmax of a fixed random tanh network."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = (np.tanh(x @ rng.standard_normal((d, 64)) / 4) @ rng.standard_normal((64, classes))).argmax(-1)
+    return x, y.astype(np.int32)
+
+
+def _slopes(alpha: float, gamma: float) -> tuple[float, float]:
+    """Diversity slope at init and after 200 Adam steps of the linear MLP-ResNet (TP VI section 5: phi = id, MS),
+    width 64, L = 256 (L0 = 1), on a 10-class teacher task."""
+    cfg = M.config("mlp_resnet", width=64, depth=256, base_depth=1, in_shape=(16,), activation="identity")
+    plugin = P.get("depth_mup", alpha=alpha, gamma=gamma)
+    prog = build_program(lambda r: M.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig(name="adam", lr=3e-2))
+    x, y = map(jnp.asarray, _teacher(4096))
+    state = prog.init(jax.random.key(0))
+    probe = {"x": x[:256], "y": y[:256]}
+    before = diversity_of(prog, state, probe)[1]
+
+    @jax.jit
+    def train(state):
+        def step(state, i):
+            idx = jax.random.randint(jax.random.fold_in(jax.random.key(1), i), (16,), 0, len(y))
+            return prog.train_step(state, {"x": x[idx], "y": y[idx]})[0], None
+
+        return jax.lax.scan(step, state, jnp.arange(200))[0]
+
+    return before, diversity_of(prog, train(state), probe)[1]
+
+
+@pytest.mark.slow
+def test_depth_mup_keeps_diversity_and_ode_loses_it():
+    """After training at L = 256 with eps in {1..16}/L: Depth-muP (alpha = gamma = 1/2) keeps d ~ eps^1/2
+    (slope <= 0.65, kappa = 1/2, Claim 7.5); the ODE scaling (alpha = 1, gamma = 0) is redundant, d ~ eps
+    (slope >= 0.8, Claim 7.4). At init both are Brownian (slope 0.5 +- 0.1)."""
+    init_mup, trained_mup = _slopes(0.5, 0.5)
+    init_ode, trained_ode = _slopes(1.0, 0.0)
+    assert abs(init_mup - 0.5) <= 0.1 and abs(init_ode - 0.5) <= 0.1
+    assert trained_mup <= 0.65, trained_mup
+    assert trained_ode >= 0.8, trained_ode

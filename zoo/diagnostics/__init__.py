@@ -1,0 +1,1 @@
+"""Diagnostics that tell whether a parametrization does what its theory says."""

@@ -1,0 +1,162 @@
+"""Averaged partial Jacobian norms of any zoo model (Doshi, He, Gromov; seed_partial_jacobians.md sections 1, 3).
+
+With h^0 the input of the block stack (intermediates["embed"]) and h^l the residual stream after block l,
+
+    J^{l0,l} = (1/N_l) E ||d h^l / d h^{l0}||_F^2        (Def. 1.2, eq. 3; N_l = tokens x channels)
+
+estimated per example by Hutchinson's trace estimator, ||J u||^2 / N_l with Rademacher probes u (one jvp each),
+and averaged over inputs x ~ N(0, 1) (random tokens for language models), probes and initializations. The
+one-block APJN at the last block chi_hat = J^{L-1,L} approximates chi_J* (Prop. 2.6); off criticality
+J ~ exp(+-l / xi) with the correlation length xi = 1 / |ln chi| (eq. 17), and about 28 xi layers train (App. L).
+
+Sweeps over (sigma_w, sigma_b, mu) build `critical`-plugin models inside one jitted program, with the same
+seeds at every grid point (common random numbers), so `find_critical` bisects a smooth function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from zoo import models
+from zoo.diagnostics.inputs import random_inputs
+from zoo.param.base import Parametrization
+from zoo.param.critical import Critical
+
+Values = dict[str, Any]
+AXES = ("sigma_w", "sigma_b", "mu")
+
+
+def apjn_from(model: nnx.Module, x: jax.Array, l0: int, key: jax.Array, probes: int) -> jax.Array:
+    """J^{l0,l} for l = l0..L of one model on inputs x: mean over examples and probes of ||J u||^2 / N_l."""
+    stack = model.stack
+    h = model(x)[1]["embed"]
+    if l0:
+        h = stack(h, stop=l0)[0]
+
+    def one(k):
+        u = jax.random.rademacher(k, h.shape, h.dtype)
+        _, t = jax.jvp(lambda h: stack(h, start=l0)[1]["blocks"], (h,), (u,))
+        return jnp.mean(jnp.square(t.astype(jnp.float32)), axis=tuple(range(2, t.ndim))).mean(1)
+
+    tail = jax.lax.map(one, jax.random.split(key, probes)).mean(0)
+    return jnp.concatenate([jnp.ones([1], tail.dtype), tail])
+
+
+def _program(model_name: str, cfg: Any, make_plugin: Callable[[Values], Parametrization], l0: int, batch: int,
+             probes: int) -> Callable[[Values, jax.Array], jax.Array]:
+    """A jitted (values with a leading grid axis G, keys (S,)) -> (S, G, L - l0 + 1) APJN profiles."""
+
+    def run(values, keys):
+        def per_seed(key):
+            k_init, k_x, k_u = jax.random.split(key, 3)
+            x = random_inputs(cfg, batch, k_x)
+
+            def per_value(v):
+                model = models.create(model_name, cfg, make_plugin(v), nnx.Rngs(k_init))
+                return apjn_from(model, x, l0, k_u, probes)
+
+            return jax.lax.map(per_value, values)
+
+        return jax.lax.map(per_seed, keys)
+
+    return jax.jit(run)
+
+
+def _keys(seeds: int, key: int) -> jax.Array:
+    return jax.random.split(jax.random.key(key), seeds)
+
+
+def _mean_err(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over seeds (axis 0) and its standard error."""
+    s = samples.shape[0]
+    return samples.mean(0), samples.std(0, ddof=1) / np.sqrt(s) if s > 1 else np.zeros_like(samples[0])
+
+
+def _check(cfg: Any, l0: int) -> None:
+    if not 0 <= l0 < cfg.depth:
+        raise ValueError(f"l0 must be in [0, depth={cfg.depth}), got {l0}")
+
+
+def apjn(model_name: str, cfg: Any, plugin: Parametrization, l0: int = 0, *, seeds: int = 8, batch: int = 8,
+         probes: int = 2, key: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """J^{l0,l} for l = l0..L averaged over `seeds` initializations, and its standard error."""
+    _check(cfg, l0)
+    bound = plugin.for_model(model_name, cfg)
+    run = _program(model_name, cfg, lambda _: bound, l0, batch, probes)
+    out = np.asarray(run({"_": jnp.zeros([1])}, _keys(seeds, key)), np.float64)[:, 0]
+    return _mean_err(out)
+
+
+def chi_hat(model_name: str, cfg: Any, plugin: Parametrization, **estimate: Any) -> tuple[float, float]:
+    """The one-block APJN at the last block, J^{L-1,L} (~ chi_J*), and its standard error."""
+    mean, err = apjn(model_name, cfg, plugin, cfg.depth - 1, **estimate)
+    return float(mean[1]), float(err[1])
+
+
+def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch: int = 8, probes: int = 2,
+             key: int = 0, base: Critical | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """chi_hat of `critical`-plugin models at each grid point: values maps sigma_w / sigma_b / mu to arrays of one
+    shape (missing ones keep base's, else the model's critical defaults). Returns mean and stderr, that shape."""
+    base = (base or Critical()).for_model(model_name, cfg)
+    unknown = sorted(set(values) - set(AXES))
+    if unknown:
+        raise ValueError(f"grid over {', '.join(unknown)}: only sigma_w, sigma_b and mu can vary")
+    arrays = {k: np.asarray(values.get(k, getattr(base, k)), np.float32) for k in AXES}
+    shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    flat = {k: jnp.asarray(np.broadcast_to(a, shape).ravel()) for k, a in arrays.items()}
+    run = _critical_program(model_name, cfg, cfg.depth - 1, batch, probes)
+    out = np.asarray(run(flat, _keys(seeds, key)), np.float64)[..., 1]
+    mean, err = _mean_err(out)
+    return mean.reshape(shape), err.reshape(shape)
+
+
+
+_PROGRAMS: dict[tuple, Callable[[Values, jax.Array], jax.Array]] = {}
+
+
+def _critical_program(model_name: str, cfg: Any, l0: int, batch: int, probes: int):
+    """The jitted program over `critical`-plugin grids, built once per model config (bisection steps reuse it)."""
+    key = (model_name, repr(cfg), l0, batch, probes)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = _program(model_name, cfg, lambda v: Critical(**v), l0, batch, probes)
+    return _PROGRAMS[key]
+
+
+def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float = 0.05, hi: float = 4.0,
+                  tol: float = 0.005, fixed: Values | None = None, **estimate: Any) -> float:
+    """The value of `param` (sigma_w, sigma_b or mu) where chi_hat = 1, by bisection on log chi_hat with the other
+    options at `fixed` (else the model's critical defaults). chi_hat must be monotonic in `param` on [lo, hi]."""
+    base = Critical(**(fixed or {}))
+    sign_lo, sign_hi = (np.sign(np.log(chi_grid(model_name, cfg, {param: [v]}, base=base, **estimate)[0][0]))
+                        for v in (lo, hi))
+    if sign_lo == sign_hi:
+        raise ValueError(f"chi_hat - 1 has the same sign at {param}={lo} and {param}={hi}: no critical point between")
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if np.sign(np.log(chi_grid(model_name, cfg, {param: [mid]}, base=base, **estimate)[0][0])) == sign_lo:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def correlation_length(chi: float) -> float:
+    """xi = 1 / |ln chi| (eq. 17): J^{0,l} ~ exp(+-l / xi); infinite at chi = 1."""
+    return float("inf") if chi == 1.0 else float(1.0 / abs(np.log(chi)))
+
+
+def trainable_depth(chi: float) -> float:
+    """About 28 xi layers train (the paper's App. L, NTK regression)."""
+    return 28.0 * correlation_length(chi)
+
+
+def loglog_slope(profile: Sequence[float], lo: int, hi: int, l0: int = 0) -> float:
+    """Least-squares slope of log J^{l0,l} against log l over lo <= l <= hi (the exponent -zeta, Thm 2.7)."""
+    ls = np.arange(lo, hi + 1)
+    return float(np.polyfit(np.log(ls), np.log(np.asarray(profile)[ls - l0]), 1)[0])
