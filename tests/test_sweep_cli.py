@@ -1,0 +1,57 @@
+"""`python -m zoo.sweep` end to end: results per member, rerun skips, --report-only, one-line errors."""
+
+import json
+
+import pytest
+
+from zoo import sweep
+
+BASE = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--depths", "2", "--steps", "6",
+        "--batch-size", "16", "--chunk", "4", "--cache-dir", "off"]
+
+
+def run(argv, capsys):
+    sweep.main(argv)
+    return capsys.readouterr().out
+
+
+def error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        sweep.main(argv)
+    assert e.value.code != 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines and "Traceback" not in "\n".join(lines)
+    return lines[-1]
+
+
+@pytest.mark.slow
+def test_sweep_cli_runs_skips_and_reports(tmp_path, capsys):
+    out = tmp_path / "s"
+    args = [*BASE, "--out", str(out), "--widths", "16", "--lrs", "2^-9:2^-7:2"]
+    text = run(args, capsys)
+    assert "width=16 depth=2: 2 members" in text and "transfer score" in text and (out / "sweep.png").exists()
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["width"], r["depth"], r["log2_lr"]) for r in records] == [(16, 2, -9), (16, 2, -7)]
+    assert all(r["steps"] == 6 and 0 < r["eval_accuracy"] <= 1 and r["train_loss"] > 0 for r in records)
+    assert records[0]["train_loss"] != records[1]["train_loss"]
+    settings = json.loads((out / "sweep.json").read_text())
+    assert settings["base_width"] == 16 and settings["param"] == "mup" and settings["steps"] == 6
+    # rerun with one more LR: the finished members are skipped, only the new LR trains
+    text = run([*args[:-1], "2^-9:2^-5:2"], capsys)
+    assert "width=16 depth=2: 1 members" in text
+    assert len((out / "results.jsonl").read_text().splitlines()) == 3
+    assert "done, skipped" in run(args, capsys)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["axis"] == "width" and summary["sizes"][0]["lrs"] == 3
+    assert "best log2 LR" in run(["--out", str(out), "--report-only", "--metric", "eval_loss"], capsys)
+    assert "other settings (param)" in error([*args[:2], "--param", "sp", *args[4:]], capsys)
+
+
+def test_sweep_cli_bad_input(tmp_path, capsys):
+    out = str(tmp_path / "x")
+    assert "learning rates" in error([*BASE, "--out", out, "--lrs", "2^-4:2^-8:1"], capsys)
+    assert "--lrs is required" in error([*BASE, "--out", out], capsys)
+    assert "unknown parametrization" in error([*BASE, "--out", out, "--lrs", "1e-3", "--param", "nope"], capsys)
+    assert "--widths" in error([*BASE, "--out", out, "--lrs", "1e-3", "--widths", "a"], capsys)
+    assert "no sweep in" in error(["--out", out, "--report-only"], capsys)
+    assert "has no option" in error([*BASE, "--out", out, "--lrs", "1e-3", "--model-opt", "bogus=1"], capsys)

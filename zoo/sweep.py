@@ -1,0 +1,136 @@
+"""`python -m zoo.sweep`: an LR sweep over widths and/or depths, every LR x seed of a shape as one vmapped
+program, then the transfer report (table, DIR/sweep.png, DIR/summary.json). Rerunning skips finished shapes;
+--report-only re-renders from DIR. Bad input gets one line on stderr and exit status 1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from zoo.cli import _kv, _model_value
+from zoo.sweeps import report, results
+from zoo.sweeps.grid import parse_ints, parse_lrs
+
+RUN_FLAGS = ("model", "param", "base_width", "base_depth", "optimizer", "schedule", "warmup", "min_lr_ratio", "b1",
+             "b2", "eps", "weight_decay", "clip_norm", "clip_rms", "steps", "batch_size", "eval_batch_size", "data",
+             "data_dir", "seq_len", "byte_level", "augment", "seed", "precision")
+
+
+def default_cache_dir() -> str:
+    return str(Path(os.environ.get("ZOO_CACHE", "~/.cache/zoo")).expanduser() / "jax")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m zoo.sweep", argument_default=None, allow_abbrev=False,
+        description="LR sweep with a transfer report: loss vs log2 LR per width or depth, best LR per size, "
+        "and the transfer score (grid steps the best LR moves across sizes).")
+    a = p.add_argument
+    a("--out", required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
+    a("--lrs", help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
+    a("--widths", "--width", help="comma list of widths (default: the model's width)")
+    a("--depths", "--depth", help="comma list of depths (default: the model's depth)")
+    a("--seeds", type=int, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
+    a("--report-only", action="store_true", help="re-render the report from --out without training")
+    a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
+    a("--chunk", type=int, default=100, help="train steps per compiled scan")
+    a("--cache-dir", default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
+    a("--model", help="model name (zoo.models.names())")
+    a("--param", help="parametrization plugin (zoo.param.names())")
+    a("--param-opt", action="append", type=_kv, metavar="K=V", help="plugin option, repeatable")
+    a("--model-opt", action="append", type=_kv, metavar="K=V", help="model config option, repeatable")
+    a("--base-width", type=int, help="base width n0 (default: the smallest width)")
+    a("--base-depth", type=int, help="base depth L0 (default: the smallest depth)")
+    a("--steps", type=int, help="train steps per member")
+    a("--batch-size", type=int, help="batch size (one batch shared by all members)")
+    a("--eval-batch-size", type=int, help="eval batch size")
+    a("--optimizer", help="sgd, momentum, adam, adamw, lion, adafactor")
+    a("--schedule", help="constant, cosine or linear")
+    a("--warmup", type=int, help="linear warmup steps")
+    a("--min-lr-ratio", type=float, help="final LR / peak LR of the decaying schedules")
+    a("--b1", type=float)
+    a("--b2", type=float)
+    a("--eps", type=float)
+    a("--weight-decay", type=float)
+    a("--clip-norm", type=float)
+    a("--clip-rms", type=float)
+    a("--data", help="cifar10, shakespeare, synthetic, synthetic:text, imagefolder:..., text:..., tfds:...")
+    a("--data-dir")
+    a("--seq-len", type=int)
+    a("--byte-level", action="store_const", const=True)
+    a("--augment", action=argparse.BooleanOptionalAction)
+    a("--seed", type=int, help="first seed; also the seed of the shared batch order")
+    a("--precision", help="f32 or bf16")
+    return p
+
+
+def show(out: Path, metric: str) -> report.Summary:
+    """Print the table, write DIR/sweep.png and DIR/summary.json."""
+    from rich.console import Console
+
+    settings = results.read_settings(out)
+    summary = report.summarize(results.read(out), metric)
+    head = report.title(settings)
+    Console().print(report.table(summary, head))
+    png = report.plot(summary, out / "sweep.png", head)
+    best = [{"width": c.width, "depth": c.depth, "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
+             "at_grid_edge": c.at_edge, "diverged": int(c.diverged.sum()), "lrs": len(c.diverged)}
+            for c in summary.curves]
+    (out / "summary.json").write_text(json.dumps({"metric": metric, "axis": summary.axis,
+                                                  "grid_step": summary.grid_step,
+                                                  "transfer_score": summary.transfer_score, "sizes": best},
+                                                 indent=1) + "\n")
+    print(f"plot: {png}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    out = Path(args.out)
+    try:
+        if args.report_only:
+            show(out, args.metric)
+            return
+        if not args.lrs:
+            raise ValueError("--lrs is required (unless --report-only)")
+        if args.seeds < 1 or args.chunk < 1:
+            raise ValueError("--seeds and --chunk must be positive")
+        spec = build_spec(args)
+        if args.cache_dir != "off":
+            from zoo.sweeps.runner import enable_compile_cache
+
+            enable_compile_cache(args.cache_dir)
+        from zoo.sweeps.runner import run_sweep
+
+        run_sweep(spec)
+        show(out, args.metric)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def build_spec(args: argparse.Namespace):
+    """The SweepSpec of the parsed flags (model defaults < flags)."""
+    from zoo.config import resolve
+    from zoo.sweeps.runner import SweepSpec
+
+    flags = {k: getattr(args, k) for k in RUN_FLAGS}
+    flags["param_opt"] = dict(args.param_opt or [])
+    flags["model_opt"] = {k: _model_value(v) for k, v in (args.model_opt or [])}
+    run = resolve(flags)
+    import zoo.models
+    import zoo.param
+
+    zoo.param.get(run.param, **run.param_opt)  # unknown plugin or option: fail before loading data
+    zoo.models.config(run.model, **run.model_opt)
+    widths = parse_ints(args.widths, "--widths") if args.widths else []
+    depths = parse_ints(args.depths, "--depths") if args.depths else []
+    return SweepSpec(run=run, lrs=parse_lrs(args.lrs), out=Path(args.out), widths=widths, depths=depths,
+                     seeds=args.seeds, chunk=args.chunk)
+
+
+if __name__ == "__main__":
+    main()

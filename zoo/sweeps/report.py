@@ -1,0 +1,178 @@
+"""The sweep report: loss against log2 LR (one curve per width or depth), the best log2 LR per size and the
+transfer score (how many grid steps the best LR moves across sizes), as a PNG and a rich table.
+
+Seeds are averaged; an (LR, size) point counts as diverged if any of its seeds diverged. Diverged points are
+drawn as x markers at the top of the plot and never chosen as the best.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+METRICS = ("train_loss", "eval_loss")
+
+
+@dataclasses.dataclass
+class Curve:
+    """One size: log2 LRs, mean loss per LR (NaN where diverged), the diverged mask and the best point."""
+
+    width: int
+    depth: int
+    log2_lr: np.ndarray
+    loss: np.ndarray
+    diverged: np.ndarray
+    eval_accuracy: np.ndarray
+    best: int | None  # index into log2_lr; None when every LR diverged
+
+    @property
+    def best_log2_lr(self) -> float | None:
+        return None if self.best is None else float(self.log2_lr[self.best])
+
+    @property
+    def best_loss(self) -> float | None:
+        return None if self.best is None else float(self.loss[self.best])
+
+    @property
+    def at_edge(self) -> bool:
+        return self.best is not None and self.best in (0, len(self.log2_lr) - 1)
+
+
+@dataclasses.dataclass
+class Summary:
+    curves: list[Curve]
+    axis: str  # "width", "depth" or "shape": what varies
+    grid_step: float  # in log2 units
+    metric: str
+
+    @property
+    def transfer_score(self) -> float | None:
+        """max - min of the best log2 LR over the sizes (that did not all diverge), in grid steps."""
+        best = [c.best_log2_lr for c in self.curves if c.best is not None]
+        if len(best) < 2:
+            return None
+        return (max(best) - min(best)) / self.grid_step
+
+    def label(self, c: Curve) -> str:
+        if self.axis == "width":
+            return f"width {c.width}"
+        if self.axis == "depth":
+            return f"depth {c.depth}"
+        return f"width {c.width} depth {c.depth}"
+
+
+def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summary:
+    """Curves per (width, depth) from member records, seeds averaged."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if not records:
+        raise ValueError("no results to report")
+    points: dict[tuple[int, int], dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        points[(r["width"], r["depth"])][round(r["log2_lr"], 6)].append(r)
+    curves = []
+    for (width, depth), by_lr in sorted(points.items()):
+        x = np.array(sorted(by_lr))
+        div = np.array([any(r["diverged"] or r[metric] is None for r in by_lr[k]) for k in x])
+        loss = np.array([np.nan if d else np.mean([r[metric] for r in by_lr[k]]) for k, d in zip(x, div, strict=True)])
+        acc = np.array([np.mean([r["eval_accuracy"] if r["eval_accuracy"] is not None else np.nan
+                                 for r in by_lr[k]]) for k in x])
+        best = None if np.all(np.isnan(loss)) else int(np.nanargmin(loss))
+        curves.append(Curve(width, depth, x, loss, div, acc, best))
+    widths, depths = {c.width for c in curves}, {c.depth for c in curves}
+    axis = "shape" if len(widths) > 1 and len(depths) > 1 else "depth" if len(depths) > 1 else "width"
+    grid = np.unique(np.concatenate([c.log2_lr for c in curves]))
+    steps = np.diff(grid)
+    grid_step = float(steps.min()) if len(steps) else 1.0
+    return Summary(curves, axis, grid_step, metric)
+
+
+def table(summary: Summary, title: str = "") -> Any:
+    """A rich Table: per size, the best log2 LR, its loss and eval accuracy, diverged count."""
+    from rich.table import Table
+
+    t = Table(title=title or None)
+    for col in (summary.axis, "best log2 LR", f"best {summary.metric.replace('_', ' ')}", "eval acc at best",
+                "diverged"):
+        t.add_column(col, justify="right")
+    for c in summary.curves:
+        size = summary.label(c).replace("width ", "").replace("depth ", "") if summary.axis != "shape" \
+            else summary.label(c)
+        if c.best is None:
+            t.add_row(size, "-", "all diverged", "-", f"{int(c.diverged.sum())}/{len(c.diverged)}")
+            continue
+        edge = " (grid edge)" if c.at_edge else ""
+        t.add_row(size, f"{c.best_log2_lr:g}{edge}", f"{c.best_loss:.4f}", f"{c.eval_accuracy[c.best]:.3f}",
+                  f"{int(c.diverged.sum())}/{len(c.diverged)}")
+    score = summary.transfer_score
+    t.caption = ("transfer score: " + ("n/a (fewer than two sizes trained)" if score is None else
+                                       f"{score:g} grid steps (grid step {summary.grid_step:g} in log2 LR)"))
+    return t
+
+
+def plot(summary: Summary, path: Path, title: str = "") -> Path:
+    """Loss against log2 LR, one curve per size (light to dark as the size grows); x markers: diverged."""
+    return plot_panels([(summary, title)], path)
+
+
+def plot_panels(panels: list[tuple[Summary, str]], path: Path) -> Path:
+    """One `plot` panel per (summary, title), side by side, in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), squeeze=False)
+    for ax, (summary, title) in zip(axes[0], panels, strict=True):
+        _panel(ax, summary, title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _panel(ax: Any, summary: Summary, title: str) -> None:
+    import matplotlib
+
+    finite = np.concatenate([c.loss[np.isfinite(c.loss)] for c in summary.curves])
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.5, 1.0)
+    log = lo > 0 and hi / lo > 4  # losses over decades (memorised train sets, blow-ups): log scale
+    top = hi * 1.15 if log else hi + 0.08 * max(hi - lo, 1e-3)
+    colors = matplotlib.colormaps["viridis"](np.linspace(0.9, 0.1, max(len(summary.curves), 2)))
+    for c, color in zip(summary.curves, colors, strict=False):
+        ax.plot(c.log2_lr, c.loss, "o-", color=color, ms=3.5, label=summary.label(c))
+        if c.diverged.any():
+            ax.plot(c.log2_lr[c.diverged], np.full(int(c.diverged.sum()), top), "x", color=color, ms=7, mew=2,
+                    clip_on=False)
+        if c.best is not None:
+            ax.plot([c.log2_lr[c.best]], [c.loss[c.best]], "*", color=color, ms=13, mec="k", mew=0.6)
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(lo / 1.1, top * 1.05)
+    else:
+        ax.set_ylim(lo - 0.05 * max(hi - lo, 1e-3), top + 0.04 * max(hi - lo, 1e-3))
+    ax.set_xlabel("log2 learning rate")
+    ax.set_ylabel(summary.metric.replace("_", " "))
+    score = summary.transfer_score
+    sub = "transfer score " + ("n/a" if score is None else f"{score:g} grid steps")
+    ax.set_title(f"{title}\n{sub}  (stars: best; x at top: diverged)" if title else sub, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+
+
+def title(settings: dict[str, Any]) -> str:
+    """`model param (opts), optimizer, N steps, data` from DIR/sweep.json."""
+    opts = ", ".join(f"{k}={v}" for k, v in sorted(settings.get("param_opt", {}).items()))
+    param = f"{settings.get('param')}" + (f" ({opts})" if opts else "")
+    return (f"{settings.get('model')} {param}, {settings.get('optimizer')}, {settings.get('steps')} steps, "
+            f"{settings.get('data')}")
+
+
+def best_log2_lrs(summary: Summary) -> dict[tuple[int, int], float | None]:
+    """(width, depth) -> best log2 LR (None if every LR diverged)."""
+    return {(c.width, c.depth): c.best_log2_lr for c in summary.curves}

@@ -1,0 +1,126 @@
+"""A sweep: for each shape (width, depth), all LR x seed members train as one vmapped program; shapes run one
+after another (compiles shared through JAX's persistent cache), results appended as each shape finishes, and
+finished members skipped on a rerun."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+import zoo.data
+import zoo.models
+from zoo.config import RunConfig
+from zoo.sweeps import results
+from zoo.sweeps.engine import MemberTrainer
+from zoo.sweeps.grid import lr_key, members
+from zoo.train.loop import setup
+
+# RunConfig fields that do not change a sweep's results (or are set per shape and member).
+NOT_SETTINGS = ("width", "depth", "base_width", "base_depth", "lr", "run_dir", "init_from", "eval_every",
+                "ckpt_every", "log_every", "keep", "epochs")
+TAIL = 0.1  # the reported train loss averages the last 10% of steps
+RISE, BLOWUP = 1.2, 10.0  # divergence bounds (see summarize)
+
+
+@dataclasses.dataclass
+class SweepSpec:
+    """What to sweep. widths/depths empty: the model's default. base_width/base_depth None: the smallest."""
+
+    run: RunConfig
+    lrs: list[float]
+    out: Path
+    widths: list[int] = dataclasses.field(default_factory=list)
+    depths: list[int] = dataclasses.field(default_factory=list)
+    seeds: int = 1
+    chunk: int = 100
+
+    def sizes(self) -> tuple[list[int], list[int]]:
+        default = zoo.models.config(self.run.model)
+        return (sorted(self.widths or [self.run.width or default.width]),
+                sorted(self.depths or [self.run.depth or default.depth]))
+
+    def settings(self, steps: int) -> dict[str, Any]:
+        """What every shape shares (stored in DIR/sweep.json); the grid itself may grow between runs."""
+        widths, depths = self.sizes()
+        run = {k: v for k, v in self.run.to_json().items() if k not in NOT_SETTINGS}
+        return {**run, "steps": steps, "base_width": self.run.base_width or widths[0],
+                "base_depth": self.run.base_depth or depths[0]}
+
+
+def enable_compile_cache(path: str | Path) -> None:
+    """JAX's persistent compilation cache in `path`: a rerun, or another sweep of the same shapes, skips XLA."""
+    Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(Path(path).expanduser()))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = None) -> list[dict[str, Any]]:
+    """Train every missing member of every shape; returns all records of the sweep in spec.out."""
+    run = spec.run
+    if data is None:
+        data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir)
+    widths, depths = spec.sizes()
+    probe = dataclasses.replace(run, width=widths[0], depth=depths[0])
+    settings = spec.settings(setup(probe, data).steps)
+    results.check_settings(spec.out, settings)
+    finished = results.done(results.read(spec.out))
+    lr_all, seed_all = members(spec.lrs, spec.seeds)
+    seed_all = seed_all + run.seed
+    for width in widths:
+        for depth in depths:
+            todo = [i for i in range(len(lr_all))
+                    if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
+            if not todo:
+                echo(f"width={width} depth={depth}: done, skipped")
+                continue
+            cfg = dataclasses.replace(run, width=width, depth=depth, base_width=settings["base_width"],
+                                      base_depth=settings["base_depth"])
+            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
+            results.append(spec.out, records)
+            r = records[0]
+            echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
+                 f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
+    return results.read(spec.out)
+
+
+def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100
+              ) -> list[dict[str, Any]]:
+    """Train the members (lrs[i], seeds[i]) of one shape as one vmapped program; one record per member."""
+    s = setup(cfg, data)
+    trainer = MemberTrainer(s.program, data, cfg.batch_size, eval_batch_size=cfg.eval_batch_size, chunk=chunk,
+                            data_seed=cfg.seed)
+    t0 = time.perf_counter()
+    states = trainer.init(lrs, seeds)
+    states, losses = trainer.train(states, s.steps)
+    evals = trainer.evaluate(states)
+    wall = time.perf_counter() - t0
+    bound = math.log(data.num_classes)
+    records = []
+    for i in range(len(lrs)):
+        train_loss, diverged = summarize(losses[:, i], bound)
+        diverged = diverged or not np.isfinite(evals["loss"][i])
+        records.append({"width": cfg.width, "depth": cfg.depth, "lr": float(lrs[i]), "log2_lr": math.log2(lrs[i]),
+                        "seed": int(seeds[i]), "steps": s.steps, "train_loss": train_loss,
+                        "eval_loss": float(evals["loss"][i]), "eval_accuracy": float(evals["accuracy"][i]),
+                        "diverged": bool(diverged), "members": len(lrs), "compile_s": round(trainer.compile_s, 3),
+                        "run_s": round(trainer.run_s, 3), "wall_s": round(wall, 3)})
+    return records
+
+
+def summarize(losses: np.ndarray, chance: float) -> tuple[float, bool]:
+    """(mean train loss over the last 10% of steps, diverged).
+
+    Diverged: a NaN/inf loss, a final loss RISE times above both the first step's and chance level (log
+    classes), or one above BLOWUP times chance (a forward pass that exploded, whatever the first step's loss).
+    """
+    tail = losses[-max(1, int(round(len(losses) * TAIL))):]
+    final = float(np.mean(tail))
+    bound = min(RISE * max(float(losses[0]), chance), BLOWUP * chance)
+    return final, bool(not np.all(np.isfinite(losses)) or final > bound)
