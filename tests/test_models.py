@@ -22,7 +22,7 @@ TINY = {
     "mixer": dict(width=32, depth=2, in_shape=(8, 8, 3), patch=4, token_dim=8, num_classes=4),
     "gpt": dict(width=32, depth=2, head_dim=16, seq_len=16, vocab_size=11, dropout=0.1),
 }
-SHAKESPEARE = pathlib.Path("/work/shared/data/tinyshakespeare.txt")
+SHAKESPEARE = pathlib.Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"  # the bundled copy
 
 
 def make(name, plugin="sp", **over):
