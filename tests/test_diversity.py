@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_utils import SMALL, one_clean_line, run_train
 
 import zoo.models as M
 import zoo.param as P
@@ -73,3 +76,20 @@ def test_depth_mup_keeps_diversity_and_ode_loses_it():
     assert abs(init_mup - 0.5) <= 0.1 and abs(init_ode - 0.5) <= 0.1
     assert trained_mup <= 0.65, trained_mup
     assert trained_ode >= 0.8, trained_ode
+
+
+def test_train_option_logs_the_slope_and_refuses_shallow_models(tmp_path):
+    """`train.py --diversity 0.5` adds the diversity slope to every eval row (Brownian at init: near 1/2 on a
+    barely trained model) and to the summary's final eval; a stack too shallow for two eps values is one line."""
+    run = tmp_path / "div"
+    args = [*SMALL, "--depth", "16", "--steps", "20", "--eval-every", "10", "--diversity", "0.5", "--param",
+            "depth_mup"]
+    proc = run_train([*args, "--run-dir", str(run)])
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    slopes = [r["diversity_slope"] for r in rows if r["split"] == "eval"]
+    assert len(slopes) == 2 and all(0.2 < s < 0.9 for s in slopes), slopes
+    assert json.loads((run / "summary.json").read_text())["final_eval"]["diversity_slope"] == slopes[-1]
+    line = one_clean_line(run_train([*SMALL, "--depth", "2", "--steps", "2", "--diversity", "0.5",
+                                     "--run-dir", str(tmp_path / "shallow")]))
+    assert "feature diversity" in line and "depth 2" in line

@@ -72,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
     a("--ckpt-every", type=int, help="checkpoint every N steps")
     a("--log-every", type=int, help="log train metrics every N steps")
     a("--keep", type=int, help="checkpoints to keep")
+    a("--diversity", type=float, metavar="LAMBDA", help="at each eval also log the feature-diversity slope of the "
+      "residual stream at depth fraction LAMBDA (Depth-muP; ~0.5 with diverse features, ~1 when redundant)")
     return p
 
 

@@ -62,6 +62,7 @@ class RunConfig:
     ckpt_every: int = 500
     log_every: int = 10
     keep: int = 3
+    diversity: float | None = None  # depth fraction lambda at which eval also measures feature diversity
 
     def validate(self) -> None:
         if self.precision not in ("f32", "bf16"):
@@ -75,6 +76,8 @@ class RunConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
         if self.lr <= 0:
             raise ValueError(f"--lr must be positive, got {self.lr}")
+        if self.diversity is not None and not 0 <= self.diversity < 1:
+            raise ValueError(f"--diversity is a depth fraction in [0, 1), got {self.diversity}")
 
     def default_run_dir(self) -> str:
         return str(Path("runs") / f"{self.model}_{self.param}_w{self.width}_d{self.depth}_s{self.seed}")

@@ -9,7 +9,7 @@ estimates 1 - kappa. At init both give s ~ 1/2, so the comparison is meaningful 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -36,21 +36,34 @@ def feature_diversity(xs: Any, lam: float, eps_list: Sequence[float]) -> tuple[n
     return d, slope
 
 
-def stream(program: Program, state: State, batch: Batch) -> jax.Array:
-    """The residual stream x^0..x^L of the model in `state` on batch["x"]: (L + 1, B, ..., n)."""
+def default_eps(depth: int, lam: float) -> list[float]:
+    """eps = 1/L, 2/L, 4/L, 8/L, 16/L, those that stay inside the stack (at least two)."""
+    eps = [k / depth for k in (1, 2, 4, 8, 16) if int(np.floor(lam * depth)) + k <= depth]
+    if len(eps) < 2:
+        raise ValueError(f"feature diversity at depth fraction {lam} needs at least 2 blocks after it; depth {depth} "
+                         "has fewer (lower the fraction or deepen the model)")
+    return eps
+
+
+def diversity_probe(program: Program, lam: float = 0.5,
+                    eps_list: Sequence[float] | None = None) -> Callable[[State, Any], tuple[np.ndarray, float]]:
+    """(state, x) -> feature_diversity of the residual stream x^0..x^L on inputs x, jitted once per program.
+
+    eps defaults to default_eps(L, lam)."""
 
     @jax.jit
-    def run(state, x):
+    def stream(state, x):
         _, inter = program.model(state)(prepare_inputs(x, program.dtype))
         return jnp.concatenate([inter["embed"][None], inter["blocks"]], axis=0)
 
-    return run(state, jnp.asarray(batch["x"]))
+    def probe(state: State, x: Any) -> tuple[np.ndarray, float]:
+        xs = stream(state, jnp.asarray(x))
+        return feature_diversity(xs, lam, eps_list if eps_list is not None else default_eps(xs.shape[0] - 1, lam))
+
+    return probe
 
 
 def diversity_of(program: Program, state: State, batch: Batch, lam: float = 0.5,
                  eps_list: Sequence[float] | None = None) -> tuple[np.ndarray, float]:
-    """feature_diversity of a trained (or initial) state; eps defaults to 1/L, 2/L, 4/L, 8/L, 16/L."""
-    xs = stream(program, state, batch)
-    depth = xs.shape[0] - 1
-    eps_list = eps_list if eps_list is not None else [k / depth for k in (1, 2, 4, 8, 16)]
-    return feature_diversity(xs, lam, eps_list)
+    """feature_diversity of a trained (or initial) state on batch["x"]."""
+    return diversity_probe(program, lam, eps_list)(state, batch["x"])

@@ -133,6 +133,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
                          in_shardings=(state_sh, repl, batch_sh), out_shardings=(state_sh, repl),
                          donate_argnums=0)
     eval_step = jax.jit(lambda st, arr, idx: s.program.eval_step(st, data.gather(arr, idx)))
+    diversity = _diversity_probe(s, eval_arrays)
 
     def evaluate(st) -> dict[str, float]:
         totals: dict[str, float] = {}
@@ -145,6 +146,8 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         out = {k: v / count for k, v in totals.items()}
         if data.kind == "text":
             out["bpc"] = out["loss"] / math.log(2)
+        if diversity is not None:
+            out["diversity_slope"] = diversity(st)
         return out
 
     def meta(step: int) -> dict[str, Any]:
@@ -155,6 +158,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     per_step = cfg.batch_size * (cfg.seq_len if data.kind == "text" else 1)
     logger = Logger(run_dir, s.steps, start, unit)
     best: dict[str, float] = {}
+    last: dict[str, float] = {}
     pending = None  # (step, metrics on device): fetched one step late
     try:
         for step in range(start, s.steps):
@@ -169,7 +173,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
                 _check_finite(*pending)
                 ev = evaluate(state)
                 logger.eval(done, ev)
-                best = _better(best, ev)
+                best, last = _better(best, ev), ev
             if done % cfg.ckpt_every == 0 or done == s.steps or stop.requested:
                 _check_finite(*pending)  # never replace good checkpoints with a diverged state
                 if not bool(all_finite(state["params"])):
@@ -193,12 +197,27 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     logger.close()
     ckpts.wait()
     ckpts.close()
-    summary = {"steps": s.steps, "best_eval": best, "params": param_count(state), "run_dir": str(run_dir)}
+    summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": param_count(state),
+               "run_dir": str(run_dir)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     plot_curves(run_dir)
     console.print(f"done: best eval {json.dumps({k: round(v, 4) for k, v in best.items()})}; curves in "
                   f"{run_dir / 'curves.png'}")
     return summary
+
+
+def _diversity_probe(s: Setup, eval_arrays: Any) -> Any:
+    """With --diversity LAMBDA: state -> the log-log slope of feature diversity d(eps) at depth fraction LAMBDA
+    (zoo.diagnostics.diversity) on the first (up to) 256 eval inputs; None otherwise."""
+    if s.cfg.diversity is None:
+        return None
+    from zoo.diagnostics.diversity import default_eps, diversity_probe
+
+    default_eps(s.model_cfg.depth, s.cfg.diversity)  # a too-shallow model is refused before training starts
+    idx = next(iter(s.data.eval_indices(min(256, s.cfg.eval_batch_size))))
+    x = s.data.gather(eval_arrays, jnp.asarray(idx))["x"]
+    probe = diversity_probe(s.program, s.cfg.diversity)
+    return lambda state: probe(state, x)[1]
 
 
 def _log(logger: Logger, step: int, metrics: Any, per_step: int, every: int) -> None:
@@ -222,10 +241,10 @@ def _check_finite(step: int, metrics: Any) -> None:
 
 
 def _better(best: dict[str, float], ev: dict[str, float]) -> dict[str, float]:
-    """Best eval so far: lowest loss/bpc, highest accuracy."""
+    """Best eval so far: lowest loss/bpc, highest accuracy (diagnostics such as diversity_slope are not ranked)."""
     out = dict(best)
     for k, v in ev.items():
-        if k not in out or (v > out[k] if k == "accuracy" else v < out[k]):
+        if k in ("loss", "bpc", "accuracy") and (k not in out or (v > out[k] if k == "accuracy" else v < out[k])):
             out[k] = v
     return out
 
