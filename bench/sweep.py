@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lrs", type=int, default=16, help="number of learning rates (2^-14 .. 2^-4, log-spaced)")
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--depth", type=int, default=16)
-    p.add_argument("--param", default="mup")
+    p.add_argument("--param", default="depth_mup")
+    p.add_argument("--base-depth", type=int, default=1, help="base depth L0 (depth_mup's branch multiplier "
+                   "(L/L0)^-1/2 keeps the 16-block stream and its losses well-conditioned)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--synthetic", action="store_true", help="synthetic images instead of the bundled CIFAR-10")
@@ -65,8 +67,8 @@ def main(argv: list[str] | None = None) -> None:
 
     data = zoo.data.load("synthetic" if args.synthetic else "cifar10")
     plugin = zoo.param.get(args.param)
-    cfg = zoo.models.config("mlp_resnet", width=args.width, depth=args.depth, in_shape=data.in_shape,
-                            num_classes=data.num_classes)
+    cfg = zoo.models.config("mlp_resnet", width=args.width, depth=args.depth, base_depth=args.base_depth,
+                            in_shape=data.in_shape, num_classes=data.num_classes)
     prog = build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
     lrs, seeds = members(list(np.logspace(-14, -4, args.lrs, base=2.0)), 1)
 
@@ -79,8 +81,11 @@ def main(argv: list[str] | None = None) -> None:
         seq_steady += steady
         seq_losses.append(losses)
     seq_losses = np.stack(seq_losses, 1)
-    same = np.isfinite(vm_losses) & np.isfinite(seq_losses)
-    max_rel = float(np.max(np.abs(vm_losses - seq_losses)[same] / np.abs(seq_losses[same]))) if same.any() else 0.0
+    # The two paths sum in different orders; members whose loss blows up are chaotic and amplify that, so the
+    # agreement is measured on the members that train (final loss <= initial loss).
+    rel = np.abs(vm_losses - seq_losses) / np.abs(seq_losses)
+    trains = np.all(np.isfinite(rel), axis=0) & (seq_losses[-1] <= seq_losses[0])
+    max_rel = float(rel[:, trains].max()) if trains.any() else float("nan")
 
     ratio = seq_steady / vm_steady
     total_ratio = (seq_steady + one.compile_s) / (vm_steady + vm.compile_s)
@@ -88,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     line = (f"sweep bench: {args.lrs} LRs, mlp_resnet w{args.width} d{args.depth}, {name}, {args.steps} steps, "
             f"batch {args.batch_size}: vmapped {vm_steady:.2f} s + compile {vm.compile_s:.1f} s, sequential "
             f"{seq_steady:.2f} s + compile {one.compile_s:.1f} s; speedup {ratio:.2f}x steady state "
-            f"({total_ratio:.2f}x with compile); max rel. loss diff {max_rel:.1e}; {jax.devices()[0].platform}")
+            f"({total_ratio:.2f}x with compile); max rel. loss diff {max_rel:.1e} over the {int(trains.sum())} "
+            f"members that train; {jax.devices()[0].platform}")
     print(line)
     if args.write:
         write(Path(args.write), args, name, vm, one, vm_steady, seq_steady, ratio, total_ratio, max_rel, line)
@@ -104,10 +110,10 @@ def write(path: Path, args, name, vm, one, vm_steady, seq_steady, ratio, total_r
 
 `python bench/sweep.py --steps {args.steps}{' --synthetic' if args.synthetic else ''} --write {path}`
 
-{args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param}, Adam) on
-{name}, batch {args.batch_size}, {args.steps} steps per member. Both paths run the same jitted scan over
-`Program.train_step` in one process on the same batches; compile time (XLA, ahead of time) is apart from
-steady state (the train steps only).
+{args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param} with base depth
+{args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Both paths run the
+same jitted scan over `Program.train_step` in one process on the same batches; compile time (XLA, ahead of
+time) is apart from steady state (the train steps only).
 
 Machine: {machine()}.
 
@@ -116,7 +122,8 @@ Machine: {machine()}.
 {table}
 
 Speedup of the vmapped sweep: **{ratio:.2f}x** in steady state, {total_ratio:.2f}x including compile. Largest
-relative difference between the two paths' per-step losses: {max_rel:.1e}.
+relative difference between the two paths' per-step losses, over the members whose loss did not blow up:
+{max_rel:.1e} (the members that blow up are chaotic and amplify the paths' different summation orders).
 
 On a CPU the members' matmuls already fill the cores, so vmapping mostly saves per-step dispatch and
 weight-sized work; the >= 6x target is for a GPU, where one member leaves the device mostly idle.

@@ -1,4 +1,4 @@
-"""The transfer runs behind docs/depth_transfer.png and docs/width_transfer.png (see docs/sweeps.md).
+"""The transfer runs behind docs/depth_transfer.png and docs/width_transfer.png (numbers in docs/results.md).
 
     python bench/transfer.py depth [--data synthetic] [--steps 500]   # depth_mup vs (alpha, gamma) = (0, 0)
     python bench/transfer.py width [--data teacher] [--steps 500]     # mup vs sp
@@ -67,7 +67,6 @@ def main(argv: list[str] | None = None) -> None:
                       data=dataset)
         summary, settings = report.summarize(results.read(out)), results.read_settings(out)
         panels.append((summary, f"{label}: {settings['optimizer']}, {settings['steps']} steps, {data}"))
-        print(report.table(summary, panels[-1][1]) if False else "", end="")
     png = Path(args.png or ROOT / "docs" / f"{args.which}_transfer.png")
     report.plot_panels(panels, png)
     for summary, label in panels:
