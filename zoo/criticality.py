@@ -3,9 +3,10 @@ plugin, a phase diagram over two of (sigma_w, sigma_b, mu), or the critical valu
 
     python -m zoo.criticality --model mlp_resnet --depth 50 --model-opt mean_subtract=false
     python -m zoo.criticality --model mlp_resnet --model-opt activation=erf --model-opt mean_subtract=false \\
-        --param-opt mu=0 --grid sigma_b=0:1:9 --grid sigma_w=0.25:2.5:9 --out runs/phase
+        --model-opt bias=true --param-opt mu=0 --grid sigma_b=0:1:9 --grid sigma_w=0.25:2.5:9 --out runs/phase
     python -m zoo.criticality --model mlp_resnet --model-opt pre_ln=true --model-opt pre_nonlin=true \\
-        --model-opt activation=erf --param-opt mu=0 --param-opt sigma_w=1 --find sigma_b=0:1
+        --model-opt activation=erf --model-opt bias=true --param-opt mu=0 --param-opt sigma_w=1 \\
+        --find sigma_b=0:1
 
 Options of `critical` left out take the model's critical point. Bad input: one line on stderr, exit status 2.
 """
@@ -88,6 +89,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     estimate = {"seeds": args.seeds, "batch": args.batch, "probes": args.probes}
     if min(estimate.values()) < 1:
         raise ValueError("--seeds, --batch and --probes must be positive")
+    if len(args.grid) not in (0, 2):
+        raise ValueError("--grid takes exactly two axes (x, then y)")
+    varied = [name for name, _ in args.grid] + ([args.find[0]] if args.find else [])
+    if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
+        raise ValueError(f"sigma_b has no effect: {args.model} is built without biases (add --model-opt bias=true)")
     fixed = {k: float(v) for k, v in dict(args.param_opt).items()}
     out: dict[str, Any] = {"model": args.model, "config": {k: v for k, v in vars(cfg).items()}, **estimate}
     console = Console()
@@ -105,8 +111,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in report.items():
         table.add_row(key, f"{value:.4g}")
     console.print(table)
-    if len(args.grid) not in (0, 2):
-        raise ValueError("--grid takes exactly two axes (x, then y)")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.grid:
         (xn, xs), (yn, ys) = args.grid
