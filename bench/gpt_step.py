@@ -52,7 +52,8 @@ def baseline_loss(p, x, y, heads, dtype):
     for blk in p["blocks"]:
         z = ln(h, blk["ln1"])
         q, k, v = (dense(z, blk[n]).reshape(b, t, heads, -1) for n in ("q", "k", "v"))
-        a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=attention_implementation(dtype))
+        impl = attention_implementation(dtype, q.shape[-1])
+        a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
         h = h + dense(a.reshape(b, t, -1), blk["o"])
         h = h + dense(jax.nn.gelu(dense(ln(h, blk["ln2"]), blk["fc1"])), blk["fc2"])
     logits = dense(ln(h, p["ln"]), p["head"]).astype(jnp.float32)
