@@ -48,8 +48,24 @@ def test_verdict_and_exit_status(tmp_path, model_args, param, status):
         assert max(abs(s) for v in hidden for s in v["slopes"]) <= 0.15
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("param, status", [("depth_mup", 0), ("mup", 1)])
+def test_depth_sweep_verdict(tmp_path, param, status):
+    """Against depth (TP VI section 7, seed_depth_mup.md section 5): Depth-muP's branch multiplier L^-1/2 and branch
+    LR L^-1/2 keep every block's change flat in L (PASS); muP alone (alpha = gamma = 0) grows it (FAIL). Only the
+    depth sweep runs when --depths comes without --widths."""
+    proc = coord_check(["--model", "mlp_resnet", "--param", param, "--depths", "4,8,16", "--width", "64",
+                        "--model-opt", "in_shape=16", "--seeds", "2"], tmp_path)
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    record = json.loads((tmp_path / "coord_check_depth.json").read_text())
+    assert record["sizes"] == [4, 8, 16] and not (tmp_path / "coord_check_width.json").exists()
+    hidden = [max(v["slopes"]) for v in record["layers"].values() if v["group"] == "hidden"]
+    assert (max(hidden) <= 0.15) if status == 0 else (max(hidden) >= 0.5), hidden
+
+
 @pytest.mark.parametrize("args, expect", [
     (["--widths", "64"], "at least two --widths"),
+    (["--depths", "8"], "at least two --depths"),
     (["--widths", "a,b"], "comma-separated integers"),
     (["--param", "mupp"], "unknown parametrization 'mupp'"),
     (["--model", "resnet"], "unknown model 'resnet'"),

@@ -7,7 +7,7 @@ coord_check.png and coord_check.json to --out, and exits 1 when any layer fails,
 
     python -m zoo.coord_check --model mlp_resnet --param mup
     python -m zoo.coord_check --model gpt --param sp --widths 64,128,256 --model-opt seq_len=16
-    python -m zoo.coord_check --model mlp_resnet --param depth_mup --widths 128 --depths 4,8,16,32
+    python -m zoo.coord_check --model mlp_resnet --param depth_mup --depths 4,8,16,32 --width 128
 
 Bad input: one line on stderr, exit status 2.
 """
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli import _kv
+
+DEFAULT_WIDTHS = [128, 256, 512, 1024]
 
 
 def _ints(text: str) -> list[int]:
@@ -44,7 +46,8 @@ def parser() -> argparse.ArgumentParser:
     a("--param", default="mup", help=f"parametrization plugin: {', '.join(zoo.param.names())}")
     a("--param-opt", action="append", type=_kv, default=[], metavar="K=V", help="plugin option (e.g. alpha=1)")
     a("--model-opt", action="append", type=_kv, default=[], metavar="K=V", help="model option (e.g. activation=abs)")
-    a("--widths", type=_ints, default=[128, 256, 512, 1024], help="widths of the width sweep")
+    a("--widths", type=_ints, default=None, help="widths of the width sweep (default: 128,256,512,1024 unless "
+      "--depths alone is given)")
     a("--depth", type=int, default=None, help="depth of the width sweep (default: the model's)")
     a("--depths", type=_ints, default=None, help="depths of a depth sweep (at --width)")
     a("--width", type=int, default=None, help="width of the depth sweep (default: the smallest of --widths)")
@@ -78,7 +81,9 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(args.param, **dict(args.param_opt))
     optim_cfg = OptimConfig(name=args.optimizer, lr=args.lr)
-    base = {"base_width": min(sizes)} if axis == "width" else {"base_depth": min(sizes)}
+    # base depth 1: every depth is then well inside the 1/sqrt(L) regime, where (1 + v/L)^L is already near its
+    # limit e^v; a base of min(depths) makes the shallowest run unscaled and tilts the slopes by finite-depth terms
+    base = {"base_width": min(sizes)} if axis == "width" else {"base_depth": 1}
     cfg = zoo.models.config(args.model, **{**overrides, **base, axis: sizes[0]})
     batch = random_batch(cfg, args.batch, jax.random.key(1234))
     np.seterr(divide="ignore")  # a layer that does not move has log RMS = -inf: judged, not warned about
@@ -86,9 +91,10 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
         data = coord.coord_data(args.model, plugin, sizes, args.seeds, args.steps, optim_cfg, batch,
                                 **overrides, **base)
     else:
+        width, rest = overrides["width"], {k: v for k, v in overrides.items() if k != "width"}
         rows = [verdict.at_depth_fractions(
-            coord.coord_data(args.model, plugin, [overrides["width"]], args.seeds, args.steps, optim_cfg, batch,
-                             **{**overrides, "depth": d, **base}), d) for d in sizes]
+            coord.coord_data(args.model, plugin, [width], args.seeds, args.steps, optim_cfg, batch,
+                             **{**rest, "depth": d, **base}), d) for d in sizes]
         data = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
     slopes = coord.slopes(sizes, data)
     expectations = verdict.expected(args.model, cfg, plugin, args.optimizer, axis)
@@ -158,14 +164,15 @@ def main(argv: list[str] | None = None) -> None:
         if args.steps < 1 or args.seeds < 1 or args.batch < 1 or args.tol <= 0:
             raise ValueError("--steps, --seeds, --batch and --tol must be positive")
         sweeps = []
-        if len(args.widths) > 1 or not args.depths:
-            if len(args.widths) < 2:
+        widths = args.widths or ([] if args.depths else DEFAULT_WIDTHS)
+        if len(widths) > 1 or not args.depths:
+            if len(widths) < 2:
                 raise ValueError("a width sweep needs at least two --widths")
-            sweeps.append(("width", args.widths, {} if args.depth is None else {"depth": args.depth}))
+            sweeps.append(("width", widths, {} if args.depth is None else {"depth": args.depth}))
         if args.depths:
             if len(args.depths) < 2:
                 raise ValueError("a depth sweep needs at least two --depths")
-            sweeps.append(("depth", args.depths, {"width": args.width or min(args.widths)}))
+            sweeps.append(("depth", args.depths, {"width": args.width or min(widths or DEFAULT_WIDTHS)}))
         Path(args.out).mkdir(parents=True, exist_ok=True)
         passed = [report(args, sweep(args, *s)) for s in sweeps]
     except (ValueError, FileNotFoundError) as e:
