@@ -3,8 +3,11 @@ estimator against the infinite-width theory, the `critical` plugin's defaults, a
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from cli_utils import SMALL, run_train
 
 import zoo.models as M
 import zoo.param as P
@@ -110,3 +113,16 @@ def test_correlation_length_and_depth():
     assert jacobian.correlation_length(np.exp(-0.1)) == pytest.approx(10.0)
     assert jacobian.trainable_depth(np.exp(0.5)) == pytest.approx(56.0)
     assert jacobian.correlation_length(1.0) == float("inf")
+
+
+def test_training_under_critical_reports_chi(tmp_path):
+    """`train.py --param critical` logs the plugin's chi when the run starts and keeps it in summary.json; a
+    ReLU MLP (mu = 0) takes sigma_w^2 = 2, where the infinite-width chi is 1."""
+    run = tmp_path / "critical"
+    proc = run_train([*SMALL, "--param", "critical", "--model-opt", "mean_subtract=false", "--steps", "2",
+                      "--run-dir", str(run)])
+    assert proc.returncode == 0, proc.stderr
+    assert "critical: sigma_w 1.414" in proc.stderr and " chi " in proc.stderr
+    report = json.loads((run / "summary.json").read_text())["plugin_report"]
+    assert report["mu"] == 0.0 and abs(report["chi_infinite_width"] - 1.0) < 1e-3
+    assert abs(report["chi"] - 1.0) < 5 * report["chi_stderr"] + 0.1

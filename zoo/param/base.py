@@ -104,6 +104,11 @@ class Parametrization:
         del model_name, cfg
         return self
 
+    def report(self, model_name: str, cfg: Any, **estimate: Any) -> dict[str, float]:
+        """Numbers a run logs when it starts under this plugin (the `critical` plugin: its chi); none here."""
+        del model_name, cfg, estimate
+        return {}
+
     def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
                         head_dim_slope: float = 1.0) -> dict[str, float]:

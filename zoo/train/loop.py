@@ -125,6 +125,9 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     console.print(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: "
                   f"{param_count(state):,} parameters; {s.steps} steps of batch {cfg.batch_size} on {n_dev} "
                   f"{jax.devices()[0].platform} device(s); run dir {run_dir}")
+    plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1)
+    if plugin_report:
+        console.print(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in plugin_report.items()))
 
     data = s.data
     train_arrays = data.device_arrays("train", repl)
@@ -198,7 +201,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     ckpts.wait()
     ckpts.close()
     summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": param_count(state),
-               "run_dir": str(run_dir)}
+               "run_dir": str(run_dir), **({"plugin_report": plugin_report} if plugin_report else {})}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     plot_curves(run_dir)
     console.print(f"done: best eval {json.dumps({k: round(v, 4) for k, v in best.items()})}; curves in "
