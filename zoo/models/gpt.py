@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, Stack
+from zoo.models.layers import Dense, LayerNorm, Multiplier, Stack, scales
 from zoo.models.transformer import Block, Embed, attention_heads, dropout, fold
 from zoo.param.base import Parametrization
 
@@ -45,13 +45,9 @@ class GPT(nnx.Module):
     task = "lm"
 
     def __init__(self, cfg: GPTConfig, plugin: Parametrization, rngs: nnx.Rngs):
-        if cfg.width < 1 or cfg.depth < 1:
-            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
         self.cfg = cfg
-        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        top, body, base_width = scales(cfg, plugin)
         heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
-        top = Scale(plugin, cfg.width, base_width)
-        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
         self.wte = Embed(cfg.vocab_size, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="token_embed")
         self.wpe = Embed(cfg.seq_len, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
         self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=True,

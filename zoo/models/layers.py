@@ -4,6 +4,7 @@ rule lives here (the plugin gives init std, forward multiplier, and through the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,16 @@ class Scale:
 
     def skip_multiplier(self) -> Multiplier:
         return Multiplier(jnp.asarray(self.plugin.skip_multiplier(), jnp.float32))
+
+
+def scales(cfg: Any, plugin: Parametrization) -> tuple[Scale, Scale, int]:
+    """From a model config (width, depth, base_width, base_depth; a base of None is the size itself): the Scale of
+    layers outside the residual blocks (width only), of those inside them (width and depth), and the base width."""
+    if cfg.width < 1 or cfg.depth < 1:
+        raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
+    base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+    return (Scale(plugin, cfg.width, base_width), Scale(plugin, cfg.width, base_width, cfg.depth, base_depth),
+            base_width)
 
 
 def base_fan_in(tag: Tag) -> float:

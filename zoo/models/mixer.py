@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Scale, Stack
+from zoo.models.layers import Dense, LayerNorm, Stack, scales
 from zoo.models.transformer import MixerBlock, patchify
 from zoo.param.base import Parametrization
 
@@ -40,14 +40,10 @@ class Mixer(nnx.Module):
     task = "classify"
 
     def __init__(self, cfg: MixerConfig, plugin: Parametrization, rngs: nnx.Rngs):
-        if cfg.width < 1 or cfg.depth < 1:
-            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
         self.cfg = cfg
-        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        top, body, _ = scales(cfg, plugin)
         h, w, c = cfg.in_shape
         tokens = (h // cfg.patch) * (w // cfg.patch)
-        top = Scale(plugin, cfg.width, base_width)
-        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
         self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
                            role="patch_embed")
         self.stack = Stack(lambda r: MixerBlock(cfg.width, tokens, cfg.token_dim, cfg.mlp_ratio * cfg.width,

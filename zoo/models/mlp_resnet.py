@@ -11,11 +11,12 @@ the `critical` plugin) and every init/LR rule come from the plugin.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Scale, Stack, activation
+from zoo.models.layers import Dense, LayerNorm, Scale, Stack, activation, scales
 from zoo.param.base import Parametrization
 
 
@@ -70,15 +71,9 @@ class MLPResNet(nnx.Module):
     def __init__(self, cfg: MLPResNetConfig, plugin: Parametrization, rngs: nnx.Rngs):
         if cfg.block_depth not in (1, 2):
             raise ValueError(f"block_depth must be 1 or 2, got {cfg.block_depth}")
-        if cfg.width < 1 or cfg.depth < 1:
-            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
         self.cfg = cfg
-        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
-        d_in = 1
-        for s in cfg.in_shape:
-            d_in *= s
-        top = Scale(plugin, cfg.width, base_width)
-        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
+        top, body, _ = scales(cfg, plugin)
+        d_in = math.prod(cfg.in_shape)
         self.embed = Dense(d_in, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias)
         self.stack = Stack(lambda r: Block(cfg, body, r), cfg.depth, rngs, scan=cfg.scan)
         self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Scale, Stack
+from zoo.models.layers import Dense, LayerNorm, Stack, scales
 from zoo.models.transformer import Block, Embed, attention_heads, patchify
 from zoo.param.base import Parametrization
 
@@ -43,15 +43,11 @@ class ViT(nnx.Module):
     task = "classify"
 
     def __init__(self, cfg: ViTConfig, plugin: Parametrization, rngs: nnx.Rngs):
-        if cfg.width < 1 or cfg.depth < 1:
-            raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
         self.cfg = cfg
-        base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
+        top, body, base_width = scales(cfg, plugin)
         heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
         h, w, c = cfg.in_shape
         tokens = (h // cfg.patch) * (w // cfg.patch)
-        top = Scale(plugin, cfg.width, base_width)
-        body = Scale(plugin, cfg.width, base_width, cfg.depth, base_depth)
         self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
                            role="patch_embed")
         self.cls = Embed(1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="cls_token")
