@@ -26,6 +26,21 @@ def _model_value(v: str) -> Any:
     return {"true": True, "false": False}.get(v.lower(), v)
 
 
+def add_optimizer_flags(p: argparse.ArgumentParser) -> None:
+    """The optimizer flags of train.py and zoo.sweep (RunConfig fields; the LR is each tool's own)."""
+    a = p.add_argument
+    a("--optimizer", help="sgd, momentum, adam, adamw, lion, adafactor")
+    a("--schedule", help="constant, cosine or linear (after --warmup)")
+    a("--warmup", type=int, help="linear warmup steps")
+    a("--min-lr-ratio", type=float, help="final LR / peak LR for cosine and linear")
+    a("--b1", type=float, help="Adam/Lion beta1")
+    a("--b2", type=float, help="Adam/Lion beta2")
+    a("--eps", type=float, help="Adam epsilon at the base width (the plugin scales it)")
+    a("--weight-decay", type=float, help="decoupled per-step shrink lr*wd (default 0.1 for adamw, else 0)")
+    a("--clip-norm", type=float, help="clip the global norm of the width-faithful gradients")
+    a("--clip-rms", type=float, help="clip each parameter's update RMS (width-independent)")
+
+
 def parser() -> argparse.ArgumentParser:
     import zoo.models
     import zoo.param
@@ -44,17 +59,8 @@ def parser() -> argparse.ArgumentParser:
     a("--depth", type=int, help="number of blocks L")
     a("--base-width", type=int, help="base width n0 at which every plugin equals SP (default: the model's)")
     a("--base-depth", type=int, help="base depth L0 (default: the model's)")
-    a("--optimizer", help="sgd, momentum, adam, adamw, lion, adafactor")
     a("--lr", type=float, help="peak learning rate (at the base width; the plugin scales it per parameter)")
-    a("--schedule", help="constant, cosine or linear (after --warmup)")
-    a("--warmup", type=int, help="linear warmup steps")
-    a("--min-lr-ratio", type=float, help="final LR / peak LR for cosine and linear")
-    a("--b1", type=float, help="Adam/Lion beta1")
-    a("--b2", type=float, help="Adam/Lion beta2")
-    a("--eps", type=float, help="Adam epsilon at the base width (the plugin scales it)")
-    a("--weight-decay", type=float, help="decoupled per-step shrink lr*wd (default 0.1 for adamw, else 0)")
-    a("--clip-norm", type=float, help="clip the global norm of the width-faithful gradients")
-    a("--clip-rms", type=float, help="clip each parameter's update RMS (width-independent)")
+    add_optimizer_flags(p)
     a("--steps", type=int, help="training steps")
     a("--epochs", type=float, help="training epochs (when --steps is not given)")
     a("--batch-size", type=int, help="global batch size (split over the devices)")

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from zoo.cli import _kv, _model_value
+from zoo.cli import _kv, _model_value, add_optimizer_flags
 from zoo.sweeps import report, results
 from zoo.sweeps.grid import parse_ints, parse_lrs
 
@@ -47,16 +47,7 @@ def parser() -> argparse.ArgumentParser:
     a("--steps", type=int, help="train steps per member")
     a("--batch-size", type=int, help="batch size (one batch shared by all members)")
     a("--eval-batch-size", type=int, help="eval batch size")
-    a("--optimizer", help="sgd, momentum, adam, adamw, lion, adafactor")
-    a("--schedule", help="constant, cosine or linear")
-    a("--warmup", type=int, help="linear warmup steps")
-    a("--min-lr-ratio", type=float, help="final LR / peak LR of the decaying schedules")
-    a("--b1", type=float)
-    a("--b2", type=float)
-    a("--eps", type=float)
-    a("--weight-decay", type=float)
-    a("--clip-norm", type=float)
-    a("--clip-rms", type=float)
+    add_optimizer_flags(p)
     a("--data", help="cifar10, shakespeare, synthetic, synthetic:text, imagefolder:..., text:..., tfds:...")
     a("--data-dir")
     a("--seq-len", type=int)
