@@ -1,20 +1,19 @@
 """The transfer runs behind docs/depth_transfer.png and docs/width_transfer.png (numbers in docs/results.md).
 
     python bench/transfer.py depth [--data synthetic] [--steps 500]   # depth_mup vs (alpha, gamma) = (0, 0)
-    python bench/transfer.py width [--data teacher] [--steps 500]     # mup vs sp
+    python bench/transfer.py width [--data synthetic:teacher] [--steps 500]     # mup vs sp
     python bench/transfer.py depth --plot-only                        # re-render from the sweep dirs
 
 Each is two sweeps (as `python -m zoo.sweep` runs them; rerunning skips finished shapes), then one two-panel
-PNG. `--data teacher` is a 16-dimensional random-teacher task built here: with CIFAR-10's 3072 input pixels the
-input layer's fan-in, not the width, sets SP's best LR at widths well below 3072, which hides SP's shift.
+PNG. The width runs default to `synthetic:teacher`, a 16-dimensional random-teacher task: with CIFAR-10's 3072
+input pixels the input layer's fan-in, not the width, sets SP's best LR at widths well below 3072, which hides
+SP's shift.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import numpy as np
 
 import zoo.data
 from zoo.config import resolve
@@ -28,22 +27,10 @@ RUNS = {
 }
 
 
-def teacher(dim: int = 16, hidden: int = 64, classes: int = 10, train: int = 16384, test: int = 2048,
-            seed: int = 0) -> zoo.data.Dataset:
-    """Gaussian inputs, labels from a fixed random tanh network: a learnable low-dimensional task."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((train + test, dim)).astype(np.float32)
-    w1 = rng.standard_normal((dim, hidden)) / np.sqrt(dim)
-    w2 = rng.standard_normal((hidden, classes)) / np.sqrt(hidden)
-    y = (np.tanh(2 * x @ w1) @ w2).argmax(-1).astype(np.int32)
-    splits = {"train": {"x": x[:train], "y": y[:train]}, "test": {"x": x[train:], "y": y[train:]}}
-    return zoo.data.Dataset(kind="image", splits=splits, num_classes=classes, in_shape=(dim,), eval_split="test")
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("which", choices=sorted(RUNS))
-    p.add_argument("--data", help="a zoo.data spec or `teacher`; default: synthetic for depth, teacher for width")
+    p.add_argument("--data", help="a zoo.data spec; default: synthetic for depth, synthetic:teacher for width")
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--lrs", default="2^-15:2^-5:1")
     p.add_argument("--sizes", help="default: depths 4,8,16,32,64 at width 128; widths 64..512 at depth 4")
@@ -51,15 +38,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--png", help="default docs/<which>_transfer.png")
     p.add_argument("--plot-only", action="store_true")
     args = p.parse_args(argv)
-    data = args.data or ("synthetic" if args.which == "depth" else "teacher")
-    dataset = teacher() if data == "teacher" else zoo.data.load(data)
+    data = args.data or ("synthetic" if args.which == "depth" else "synthetic:teacher")
+    dataset = zoo.data.load(data)
     if args.which == "depth":
         widths, depths = [128], parse_ints(args.sizes or "4,8,16,32,64", "--sizes")
     else:
         widths, depths = parse_ints(args.sizes or "64,128,256,512", "--sizes"), [4]
     panels = []
     for param, opts, label in RUNS[args.which]:
-        out = Path(args.out) / f"{args.which}_{label.split(' ')[0].lower().replace('-', '')}_{data}"
+        out = Path(args.out) / f"{args.which}_{label.split(' ')[0].lower().replace('-', '')}_{data.replace(':', '_')}"
         if not args.plot_only:
             run = resolve({"model": "mlp_resnet", "param": param, "param_opt": opts, "steps": args.steps,
                            "batch_size": 64, "optimizer": "adam", "data": data})

@@ -2,7 +2,7 @@
 
 Small version of seed_depth_mup.md check (c): block depth 1, width 64, depths 4, 16, 64, Adam, log2 LR grid
 step 1. At the base depth 4 both parametrizations are the same model, so (alpha, gamma) = (0, 0) only runs at
-depth 64. The larger runs behind docs/depth_transfer.png are described in docs/sweeps.md.
+depth 64. The larger runs behind docs/depth_transfer.png: `python bench/transfer.py depth`.
 """
 
 import pytest
@@ -30,3 +30,20 @@ def test_depth_mup_transfers_and_no_depth_scaling_does_not(tmp_path):
     deep = depth_sweep(tmp_path, data, [64], alpha=0, gamma=0).curves[0]
     base = mup.curves[0].best_log2_lr  # depth 4 = the base depth: the same model under both
     assert deep.best is None or abs(deep.best_log2_lr - base) >= 2
+
+
+@pytest.mark.slow
+def test_mup_width_transfer_and_sp_shift(tmp_path):
+    """Small version of docs/width_transfer.png (TP V's muTransfer): MLP-ResNet depth 4, widths 64 and 512 (base 64),
+    Adam, 300 steps on synthetic:teacher. muP's best log2 LR moves at most 1 grid step; SP's moves at least 2 (Adam
+    updates of Theta(lr) per entry make SP's hidden features grow like n, so its best LR falls like 1/n)."""
+    data = zoo.data.load("synthetic:teacher")
+    scores = {}
+    for param in ("mup", "sp"):
+        run = RunConfig(model="mlp_resnet", param=param, depth=4, base_width=64, steps=300, batch_size=64,
+                        data="synthetic:teacher", optimizer="adam")
+        spec = SweepSpec(run=run, lrs=parse_lrs("2^-14:2^-8:1"), out=tmp_path / param, widths=[64, 512])
+        summary = report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
+        assert [c.width for c in summary.curves] == [64, 512] and not any(c.at_edge for c in summary.curves)
+        scores[param] = summary.transfer_score
+    assert scores["mup"] <= 1 and scores["sp"] >= 2, scores

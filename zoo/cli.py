@@ -65,7 +65,8 @@ def parser() -> argparse.ArgumentParser:
     a("--epochs", type=float, help="training epochs (when --steps is not given)")
     a("--batch-size", type=int, help="global batch size (split over the devices)")
     a("--eval-batch-size", type=int, help="eval batch size")
-    a("--data", help="cifar10, shakespeare, synthetic, imagefolder:<dir|.tar.gz>, text:<file>, tfds:<name>[:split]")
+    a("--data", help="cifar10, shakespeare, synthetic, synthetic:text, synthetic:teacher, imagefolder:<dir|.tar.gz>, "
+      "text:<file>, tfds:<name>[:split]")
     a("--data-dir", help="data dir for tfds")
     a("--seq-len", type=int, help="context length for text data")
     a("--byte-level", action="store_const", const=True, help="text as bytes instead of characters")

@@ -48,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
     a("--batch-size", type=int, help="batch size (one batch shared by all members)")
     a("--eval-batch-size", type=int, help="eval batch size")
     add_optimizer_flags(p)
-    a("--data", help="cifar10, shakespeare, synthetic, synthetic:text, imagefolder:..., text:..., tfds:...")
+    a("--data", help="cifar10, shakespeare, synthetic, synthetic:text, synthetic:teacher, imagefolder:..., text:..., "
+      "tfds:...")
     a("--data-dir")
     a("--seq-len", type=int)
     a("--byte-level", action="store_const", const=True)

@@ -9,8 +9,8 @@ from zoo.data.dataset import Dataset
 
 BUNDLED = Path(__file__).parents[2] / "data"
 SHORT_NAMES = {"cifar10": ("imagefolder", "cifar10-jpeg.tar.gz"), "shakespeare": ("text", "tinyshakespeare.txt")}
-FORMS = ("synthetic, synthetic:text, imagefolder:<dir or .tar.gz>, text:<file>, tfds:<name>[:<eval split>], "
-         f"or a short name ({', '.join(SHORT_NAMES)})")
+FORMS = ("synthetic, synthetic:text, synthetic:teacher, imagefolder:<dir or .tar.gz>, text:<file>, "
+         f"tfds:<name>[:<eval split>], or a short name ({', '.join(SHORT_NAMES)})")
 
 
 def load(spec: str, *, seq_len: int = 256, byte_level: bool = False, data_dir: str | None = None,
@@ -28,6 +28,8 @@ def load(spec: str, *, seq_len: int = 256, byte_level: bool = False, data_dir: s
         return synthetic.images()
     if kind == "synthetic" and arg == "text":
         return synthetic.tokens(seq_len)
+    if kind == "synthetic" and arg == "teacher":
+        return synthetic.teacher()
     if kind == "imagefolder" and arg:
         return imagefolder.load(arg, cache_dir)
     if kind == "text" and arg:

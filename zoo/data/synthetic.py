@@ -22,6 +22,21 @@ def images(num_train: int = 4096, num_test: int = 1024, num_classes: int = 10, s
                    eval_split="test")
 
 
+def teacher(dim: int = 16, hidden: int = 64, num_classes: int = 10, num_train: int = 16384, num_test: int = 2048
+            ) -> Dataset:
+    """Gaussian inputs N(0, I_dim); label = argmax of a fixed random tanh network (dim -> hidden -> classes).
+
+    A learnable low-dimensional task: with few input dimensions the input layer's fan-in does not set the best LR,
+    so width effects (SP's shifting optimum) show at small widths."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((num_train + num_test, dim)).astype(np.float32)
+    w1 = rng.standard_normal((dim, hidden)) / np.sqrt(dim)
+    w2 = rng.standard_normal((hidden, num_classes)) / np.sqrt(hidden)
+    y = (np.tanh(2 * x @ w1) @ w2).argmax(-1).astype(np.int32)
+    splits = {"train": {"x": x[:num_train], "y": y[:num_train]}, "test": {"x": x[num_train:], "y": y[num_train:]}}
+    return Dataset(kind="image", splits=splits, num_classes=num_classes, in_shape=(dim,), eval_split="test")
+
+
 def tokens(seq_len: int, length: int = 220_000, vocab_size: int = 64, branching: int = 4) -> Dataset:
     """A Markov chain where each token has `branching` equally likely successors (loss floor log(branching))."""
     rng = np.random.default_rng(0)
