@@ -86,7 +86,6 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
     base = {"base_width": min(sizes)} if axis == "width" else {"base_depth": 1}
     cfg = zoo.models.config(args.model, **{**overrides, **base, axis: sizes[0]})
     batch = random_batch(cfg, args.batch, jax.random.key(1234))
-    np.seterr(divide="ignore")  # a layer that does not move has log RMS = -inf: judged, not warned about
     if axis == "width":
         data = coord.coord_data(args.model, plugin, sizes, args.seeds, args.steps, optim_cfg, batch,
                                 **overrides, **base)

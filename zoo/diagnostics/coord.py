@@ -79,7 +79,8 @@ def coord_data(model_name: str, plugin: Parametrization, widths: Sequence[int], 
     """Layer -> [width, step] geometric mean over seeds of RMS(h_t - h_0), t = 1..steps."""
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     rows = [changes(model_name, plugin, seeds, steps, optim_cfg, batch, width=w, **model_overrides) for w in widths]
-    return {k: np.exp(np.stack([np.log(r[k]).mean(0) for r in rows])) for k in rows[0]}
+    with np.errstate(divide="ignore"):  # a layer that did not move (zero readout, t = 1) has log RMS = -inf
+        return {k: np.exp(np.stack([np.log(r[k]).mean(0) for r in rows])) for k in rows[0]}
 
 
 def slopes(widths: Sequence[int], data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
