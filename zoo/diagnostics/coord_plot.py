@@ -16,8 +16,9 @@ ORDER = ("input", "hidden", "attention", "output")
 def group_means(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Group -> [size, step] geometric mean over the group's layers."""
     groups: dict[str, list[np.ndarray]] = {}
-    for layer, v in data.items():
-        groups.setdefault(group_of(layer), []).append(np.log(np.asarray(v, np.float64)))
+    with np.errstate(divide="ignore"):  # a layer that did not move: -inf, drawn as a gap
+        for layer, v in data.items():
+            groups.setdefault(group_of(layer), []).append(np.log(np.asarray(v, np.float64)))
     return {g: np.exp(np.mean(groups[g], axis=0)) for g in ORDER if g in groups}
 
 
