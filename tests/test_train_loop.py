@@ -26,6 +26,9 @@ def test_run_leaves_metrics_checkpoints_and_plot(tmp_path):
     assert (run / "curves.png").stat().st_size > 0
     config = json.loads((run / "config.json").read_text())
     assert config["width"] == 32 and config["param"] == "sp"
+    # the base shape defaults to the model's default size (mlp_resnet: 256 x 8), not to the run's own shape,
+    # so a plugin scales from where a user tuned
+    assert (config["base_width"], config["base_depth"]) == (256, 8)
 
 
 @pytest.mark.slow

@@ -53,6 +53,7 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     plugin = zoo.param.get(cfg.param, **cfg.param_opt)
     model_cfg = zoo.models.config(cfg.model, **_model_overrides(cfg, data))
     cfg.width, cfg.depth = model_cfg.width, model_cfg.depth
+    cfg.base_width, cfg.base_depth = model_cfg.base_width, model_cfg.base_depth
     per_epoch = max(data.size("train") // cfg.batch_size, 1)
     steps = cfg.steps if cfg.steps else max(1, math.ceil((cfg.epochs or 1.0) * per_epoch))
     optim_cfg = OptimConfig(name=cfg.optimizer, lr=cfg.lr, schedule=cfg.schedule, warmup=cfg.warmup, steps=steps,
@@ -70,10 +71,12 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
 
 
 def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
-    """Flags and data facts mapped onto the model config's fields."""
-    fields = {f.name for f in dataclasses.fields(zoo.models.MODELS[cfg.model][1])} if cfg.model in zoo.models.MODELS \
-        else set()
-    given = {"width": cfg.width, "depth": cfg.depth, "base_width": cfg.base_width, "base_depth": cfg.base_depth}
+    """Flags and data facts mapped onto the model config's fields. The base width and depth default to the model's
+    default size, where the plugins equal SP: `--width 1024` alone under muP is muP scaled from there."""
+    default = zoo.models.config(cfg.model)
+    fields = {f.name for f in dataclasses.fields(default)}
+    given = {"width": cfg.width, "depth": cfg.depth, "base_width": cfg.base_width or default.width,
+             "base_depth": cfg.base_depth or default.depth}
     out = {k: v for k, v in given.items() if v is not None}
     facts = {"in_shape": tuple(data.in_shape), "num_classes": data.num_classes, "vocab_size": data.num_classes,
              "seq_len": data.seq_len, "dtype": "bfloat16" if cfg.precision == "bf16" else "float32"}
