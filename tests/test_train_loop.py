@@ -60,6 +60,33 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_then_exits(tmp_path):
+    """SIGTERM part-way: the run saves a checkpoint at the step it reached (no --ckpt-every boundary) and exits
+    with status 130 and a line saying how to resume; rerunning resumes from that step and finishes."""
+    args = [*SMALL, "--steps", "100000", "--ckpt-every", "100000", "--log-every", "1"]
+    run = tmp_path / "term"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(run)], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = run / "metrics.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 20:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    saved = [int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()]
+    assert len(saved) == 1 and 20 <= saved[0] < 100000
+    resumed = run_train([*SMALL, "--steps", str(saved[0] + 5), "--ckpt-every", "100000", "--log-every", "1",
+                         "--run-dir", str(run)])
+    assert resumed.returncode == 0 and f"resumed {run} from step {saved[0]}" in resumed.stderr.replace("\n", "")
+
+
 def _image_folder(root, classes: int, per_class: int = 6):
     rng = np.random.default_rng(0)
     for split in ("train", "test"):
