@@ -48,6 +48,8 @@ def create(name: str, cfg: Any, plugin: Parametrization, rngs: nnx.Rngs) -> nnx.
     return _lookup(name)[0](cfg, plugin.for_model(name, cfg), rngs)
 
 
-def param_count(model: nnx.Module) -> int:
-    """The number of trainable scalars (nnx.Params; a tied embedding counts once). Works on abstract models."""
-    return sum(math.prod(p.shape) for p in jax.tree.leaves(nnx.state(model, nnx.Param)))
+def param_count(tree: Any) -> int:
+    """The number of trainable scalars of a model (its nnx.Params; a tied embedding counts once) or of a params
+    state. Works on abstract models."""
+    params = nnx.state(tree, nnx.Param) if isinstance(tree, nnx.Module) else tree
+    return sum(math.prod(p.shape) for p in jax.tree.leaves(params))

@@ -14,7 +14,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -85,10 +84,6 @@ def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
     return out
 
 
-def param_count(state: dict[str, Any]) -> int:
-    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state["params"]))
-
-
 def maybe_initialize_distributed() -> None:
     """Multi-host: JAX's own runtime, when the environment names a coordinator."""
     if os.environ.get("JAX_COORDINATOR_ADDRESS") and jax.process_count() == 1:
@@ -125,8 +120,9 @@ def train(cfg: RunConfig) -> dict[str, Any]:
             state = _init_from(state, cfg.init_from)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2))
+    n_params = zoo.models.param_count(state["params"])
     console.print(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: "
-                  f"{param_count(state):,} parameters; {s.steps} steps of batch {cfg.batch_size} on {n_dev} "
+                  f"{n_params:,} parameters; {s.steps} steps of batch {cfg.batch_size} on {n_dev} "
                   f"{jax.devices()[0].platform} device(s); run dir {run_dir}")
     plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1)
     if plugin_report:
@@ -203,7 +199,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     logger.close()
     ckpts.wait()
     ckpts.close()
-    summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": param_count(state),
+    summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": n_params,
                "run_dir": str(run_dir), **({"plugin_report": plugin_report} if plugin_report else {})}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     plot_curves(run_dir)
