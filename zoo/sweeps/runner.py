@@ -20,7 +20,7 @@ from zoo.config import RunConfig
 from zoo.sweeps import results
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.grid import lr_key, members
-from zoo.train.loop import setup
+from zoo.train.setup import setup
 
 # RunConfig fields that do not change a sweep's results (or are set per shape and member).
 NOT_SETTINGS = ("width", "depth", "base_width", "base_depth", "lr", "run_dir", "init_from", "eval_every",
