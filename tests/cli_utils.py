@@ -1,10 +1,12 @@
-"""Running train.py as a user would: a subprocess in the repo root, CPU only."""
+"""Running train.py as a user would: a subprocess in the repo root, CPU only, output to pipes (not a terminal)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,13 +14,60 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size", "16", "--data", "synthetic",
          "--eval-every", "1000", "--log-every", "5"]
+NOISE = ("Traceback", "Event loop is closed", "pybind", "absl", "tensorstore", "WARNING")
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "JAX_PLATFORMS": "cpu", **(extra or {})}
 
 
 def run_train(args: list[str], env: dict[str, str] | None = None, timeout: float = 240,
               **popen) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=full_env,
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=child_env(env),
                           capture_output=True, text=True, timeout=timeout, **popen)
+
+
+def start_train(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=child_env(env),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_rows(run: Path, proc: subprocess.Popen, rows: int, timeout: float = 180) -> None:
+    """Until metrics.jsonl has `rows` rows (the run is training); asserts it is still running."""
+    metrics = run / "metrics.jsonl"
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= rows:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished (or failed) before it could be interrupted: " + (
+        proc.stderr.read() if proc.stderr else "")
+
+
+def run_main_many(argvs: list[list[str]], timeout: float = 240) -> list[tuple[int, str]]:
+    """Each argv through `zoo.cli.main` in ONE subprocess (bad input fails before training, so one interpreter
+    serves many cases): (exit status, stderr) per argv; an exception escaping main shows as a traceback."""
+    script = (
+        "import contextlib, io, json, sys, traceback\n"
+        "import zoo.cli\n"
+        "out = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    err = io.StringIO()\n"
+        "    code = 0\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        try:\n"
+        "            zoo.cli.main(argv)\n"
+        "        except SystemExit as e:\n"
+        "            code = e.code if isinstance(e.code, int) else 1\n"
+        "        except BaseException:\n"
+        "            traceback.print_exc(file=err)\n"
+        "            code = -1\n"
+        "    out.append([code, err.getvalue()])\n"
+        "print(json.dumps(out))\n")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
 
 
 def final_params(run_dir: Path) -> dict[str, np.ndarray]:
@@ -27,10 +76,25 @@ def final_params(run_dir: Path) -> dict[str, np.ndarray]:
     return load_params(run_dir)[0]
 
 
+def assert_same_params(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def metrics(run: Path, split: str = "train") -> list[dict]:
+    return [r for r in (json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines())
+            if r["split"] == split]
+
+
 def one_clean_line(proc: subprocess.CompletedProcess) -> str:
     """The error line of a failed run; asserts there is no traceback."""
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    return clean_error(proc.returncode, proc.stderr)
+
+
+def clean_error(code: int, stderr: str) -> str:
+    assert code not in (0, -1), stderr
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
     assert lines, "no error message"
     return lines[-1]

@@ -44,6 +44,20 @@ def config(name: str, **overrides: Any) -> Any:
     return cls(**overrides)
 
 
+def check_data(name: str, data_kind: str, in_shape: tuple[int, ...], spec: str) -> None:
+    """A model meets data it can read: language models text, classifiers images (ViT and Mixer (H, W, C) ones)."""
+    cls = _lookup(name)[0]
+    want = "text" if cls.task == "lm" else "image"
+    if data_kind != want:
+        examples = {"text": "shakespeare, synthetic:text, text:FILE", "image": "cifar10, synthetic, imagefolder:DIR"}
+        raise ValueError(f"model {name} needs {want} data; {spec} is {'a text' if data_kind == 'text' else 'an image'}"
+                         f" set (try --data {examples[want]})")
+    rank = getattr(cls, "input_rank", None)
+    if rank is not None and len(in_shape) != rank:
+        raise ValueError(f"model {name} needs images of shape (height, width, channels); {spec} has inputs of shape "
+                         f"{in_shape}")
+
+
 def create(name: str, cfg: Any, plugin: Parametrization, rngs: nnx.Rngs) -> nnx.Module:
     return _lookup(name)[0](cfg, plugin.for_model(name, cfg), rngs)
 

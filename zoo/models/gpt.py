@@ -38,6 +38,7 @@ class GPTConfig:
     embed_std: float = 0.02  # init std of the token and position embeddings (input kind)
     dropout: float = 0.2
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
+    remat: bool = False  # recompute each block in the backward pass (less activation memory)
     dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
@@ -48,18 +49,20 @@ class GPT(nnx.Module):
         self.cfg = cfg
         top, body, base_width = scales(cfg, plugin)
         heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
-        self.wte = Embed(cfg.vocab_size, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="token_embed")
+        self.wte = Embed(cfg.vocab_size, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="token_embed",
+                         axes=("vocab", "embed"))
         self.wpe = Embed(cfg.seq_len, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
         self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=True,
                                            dropout=cfg.dropout, scale=body, rngs=r, bias=cfg.bias),
-                           cfg.depth, rngs, scan=cfg.scan)
+                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
         self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
         readout = top.tag("output", cfg.width, cfg.vocab_size, role="readout")
         if cfg.tie_embeddings:
             self.head = None
             self.readout_mult = Multiplier(jnp.asarray(plugin.multiplier(readout), jnp.float32))
         else:
-            self.head = Dense(cfg.width, cfg.vocab_size, kind="output", scale=top, rngs=rngs, role="readout")
+            self.head = Dense(cfg.width, cfg.vocab_size, kind="output", scale=top, rngs=rngs, role="readout",
+                              axes=("embed", "vocab"))
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
         """Next-token logits (B, T, vocab) and intermediates: embed (B, T, n); pre (L, B, T, 4n),

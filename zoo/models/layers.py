@@ -68,27 +68,39 @@ def base_fan_in(tag: Tag) -> float:
 
 
 def tagged_param(key: jax.Array, plugin: Parametrization, tag: Tag, shape: tuple[int, ...],
-                 std0: float | None = None, const: float = 0.0) -> nnx.Param:
-    """N(const, (plugin std)^2) with std0 (the SP std at the base width) defaulting to 1/sqrt(base fan_in)."""
+                 std0: float | None = None, const: float = 0.0, axes: tuple[str | None, ...] = ()) -> nnx.Param:
+    """N(const, (plugin std)^2) with std0 (the SP std at the base width) defaulting to 1/sqrt(base fan_in).
+
+    `axes` names each dimension for sharding ("embed", "heads", "mlp", "vocab", ...; zoo.train.mesh maps names
+    to mesh axes)."""
     if std0 is None:
         std0 = base_fan_in(tag) ** -0.5
     std = plugin.init_std(tag, std0)
     zero = isinstance(std, (int, float)) and std == 0  # a plugin may give a std where std0 is 0 (critical biases)
     value = jnp.full(shape, const) if zero else const + std * jax.random.normal(key, shape, jnp.float32)
-    return nnx.Param(jnp.asarray(value, jnp.float32), tag=tag)
+    return nnx.Param(jnp.asarray(value, jnp.float32), tag=tag, axes=tuple(axes))
+
+
+DENSE_AXES: dict[str, tuple[str | None, str | None]] = {
+    "input": (None, "embed"), "hidden": ("embed", "embed"), "output": ("embed", None), "scalar": (None, None)}
 
 
 class Dense(nnx.Module):
-    """y = m^-a (x W) + b, with W tagged `kind` and the bias a vector (or, on fixed-size outputs, a scalar)."""
+    """y = m^-a (x W) + b, with W tagged `kind` and the bias a vector (or, on fixed-size outputs, a scalar).
+
+    `axes` names W's (input, output) dimensions for sharding; by default from the kind (DENSE_AXES)."""
 
     def __init__(self, fan_in: int, fan_out: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs,
-                 bias: bool = False, branch: bool = False, role: str = "", std0: float | None = None):
+                 bias: bool = False, branch: bool = False, role: str = "", std0: float | None = None,
+                 axes: tuple[str | None, str | None] | None = None):
         tag = scale.tag(kind, fan_in, fan_out, branch=branch, role=role)
-        self.kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0)
+        axes = axes or DENSE_AXES[kind]
+        self.kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0, axes=axes)
         self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
         bias_kind = "scalar" if kind in ("output", "scalar") else "vector"
         btag = scale.tag(bias_kind, 1, fan_out, branch=branch, role=role + "_bias")
-        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0) if bias else None
+        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0,
+                                 axes=axes[1:]) if bias else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...].astype(x.dtype)
@@ -102,8 +114,8 @@ class LayerNorm(nnx.Module):
         self.eps = eps
         gtag = scale.tag("vector", 1, dim, branch=branch, role="norm_gain")
         btag = scale.tag("vector", 1, dim, branch=branch, role="norm_bias")
-        self.gain = tagged_param(rngs.params(), scale.plugin, gtag, (dim,), std0=0.0, const=1.0)
-        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (dim,), std0=0.0)
+        self.gain = tagged_param(rngs.params(), scale.plugin, gtag, (dim,), std0=0.0, const=1.0, axes=("embed",))
+        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (dim,), std0=0.0, axes=("embed",))
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x32 = x.astype(jnp.float32)
@@ -117,11 +129,13 @@ class Stack(nnx.Module):
     """`depth` copies of a block made by `make(rngs)`, stored stacked (leading axis = depth).
 
     Applied with `jax.lax.scan` (`scan=True`: compile time flat in depth) or an unrolled loop. A block is
-    called as `block(x, key) -> (x, intermediates)`; the stack returns x and the intermediates stacked.
+    called as `block(x, key) -> (x, intermediates)`; the stack returns x and the intermediates stacked. With
+    `remat`, each block's activations are recomputed in the backward pass instead of stored (`jax.checkpoint`).
     """
 
-    def __init__(self, make: Callable[[nnx.Rngs], nnx.Module], depth: int, rngs: nnx.Rngs, scan: bool = True):
-        self.depth, self.scan = depth, scan
+    def __init__(self, make: Callable[[nnx.Rngs], nnx.Module], depth: int, rngs: nnx.Rngs, scan: bool = True,
+                 remat: bool = False):
+        self.depth, self.scan, self.remat = depth, scan, remat
 
         @nnx.split_rngs(splits=depth)
         @nnx.vmap(in_axes=(0,), out_axes=0)
@@ -141,6 +155,9 @@ class Stack(nnx.Module):
 
         def apply(h, block_state, k):
             return nnx.merge(graphdef, block_state)(h, k)
+
+        if self.remat:
+            apply = jax.checkpoint(apply)
 
         if self.scan:
             return jax.lax.scan(lambda h, sk: apply(h, *sk), x, (state, keys))

@@ -33,11 +33,13 @@ class MixerConfig:
     mlp_ratio: int = 4
     bias: bool = True
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
+    remat: bool = False  # recompute each block in the backward pass (less activation memory)
     dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class Mixer(nnx.Module):
     task = "classify"
+    input_rank = 3  # (H, W, C) images, cut into patches
 
     def __init__(self, cfg: MixerConfig, plugin: Parametrization, rngs: nnx.Rngs):
         self.cfg = cfg
@@ -48,7 +50,7 @@ class Mixer(nnx.Module):
                            role="patch_embed")
         self.stack = Stack(lambda r: MixerBlock(cfg.width, tokens, cfg.token_dim, cfg.mlp_ratio * cfg.width,
                                                 scale=body, rngs=r, bias=cfg.bias),
-                           cfg.depth, rngs, scan=cfg.scan)
+                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
         self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
         self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
                           role="readout")

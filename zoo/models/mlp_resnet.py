@@ -35,6 +35,7 @@ class MLPResNetConfig:
     bias: bool = False
     pre_nonlin: bool = False  # branch W phi(x) + b instead of phi(W x + b)
     scan: bool = True
+    remat: bool = False  # recompute each block in the backward pass (less activation memory)
     dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
@@ -75,7 +76,7 @@ class MLPResNet(nnx.Module):
         top, body, _ = scales(cfg, plugin)
         d_in = math.prod(cfg.in_shape)
         self.embed = Dense(d_in, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias)
-        self.stack = Stack(lambda r: Block(cfg, body, r), cfg.depth, rngs, scan=cfg.scan)
+        self.stack = Stack(lambda r: Block(cfg, body, r), cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
         self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
                           role="readout")
 

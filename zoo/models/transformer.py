@@ -36,7 +36,9 @@ def attention_heads(width: int, base_width: int, head_dim: int, scale_heads: boo
     (num_heads, default base_width / head_dim) with head dim width / heads and base head dim base_width / heads."""
     if scale_heads:
         if width % head_dim:
-            raise ValueError(f"width {width} is not a multiple of head_dim {head_dim}")
+            raise ValueError(f"width {width} is not a multiple of head_dim {head_dim} (width grows by heads of "
+                             f"{head_dim}): pick a multiple, --model-opt head_dim=D with D dividing {width}, or "
+                             "--model-opt scale_heads=false to grow the head dim instead")
         return Heads(width // head_dim, head_dim, head_dim)
     num = num_heads or base_width // head_dim
     if num < 1 or width % num or base_width % num:
@@ -80,9 +82,10 @@ def attention_implementation(dtype: jnp.dtype, head_dim: int) -> str | None:
 class Embed(nnx.Module):
     """A table E (num, n) of input kind (token / position embeddings, cls token): x = m^-a E[ids]."""
 
-    def __init__(self, num: int, width: int, *, scale: Scale, rngs: nnx.Rngs, std0: float, role: str):
+    def __init__(self, num: int, width: int, *, scale: Scale, rngs: nnx.Rngs, std0: float, role: str,
+                 axes: tuple[str | None, str] = (None, "embed")):
         tag = scale.tag("input", num, width, role=role)
-        self.table = tagged_param(rngs.params(), scale.plugin, tag, (num, width), std0)
+        self.table = tagged_param(rngs.params(), scale.plugin, tag, (num, width), std0, axes=axes)
         self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
 
     def __call__(self, ids: jax.Array) -> jax.Array:
@@ -90,11 +93,15 @@ class Embed(nnx.Module):
 
 
 class MLP(nnx.Module):
-    """W_2 gelu(W_1 x); returns the output and the hidden pre-activation W_1 x."""
+    """W_2 gelu(W_1 x); returns the output and the hidden pre-activation W_1 x. `axes` names (x's dim, the hidden
+    dim): W_1 is split by columns and W_2 by rows under tensor parallelism."""
 
-    def __init__(self, dim: int, hidden: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs, bias: bool):
-        self.fc1 = Dense(dim, hidden, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_in")
-        self.fc2 = Dense(hidden, dim, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_out")
+    def __init__(self, dim: int, hidden: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs, bias: bool,
+                 axes: tuple[str | None, str | None] = ("embed", "mlp")):
+        self.fc1 = Dense(dim, hidden, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_in",
+                         axes=axes)
+        self.fc2 = Dense(hidden, dim, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_out",
+                         axes=axes[::-1])
 
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         h = self.fc1(x)
@@ -108,11 +115,13 @@ class Attention(nnx.Module):
         self.heads, self.causal = heads, causal
         inner = heads.num * heads.dim
 
-        def dense(fan_in, fan_out, role):
-            return Dense(fan_in, fan_out, kind="hidden", scale=scale, rngs=rngs, bias=bias, branch=True, role=role)
+        def dense(fan_in, fan_out, role, axes):
+            return Dense(fan_in, fan_out, kind="hidden", scale=scale, rngs=rngs, bias=bias, branch=True, role=role,
+                         axes=axes)
 
-        self.q, self.k, self.v = dense(width, inner, "query"), dense(width, inner, "key"), dense(width, inner, "value")
-        self.o = dense(inner, width, "attn_out")
+        col, row = ("embed", "heads"), ("heads", "embed")  # Megatron: q, k, v split by columns, o by rows
+        self.q, self.k, self.v = (dense(width, inner, role, col) for role in ("query", "key", "value"))
+        self.o = dense(inner, width, "attn_out", row)
         self.logit_scale = Multiplier(jnp.asarray(scale.plugin.attn_scale(heads.dim, heads.base_dim), jnp.float32))
 
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -156,7 +165,7 @@ class MixerBlock(nnx.Module):
     def __init__(self, width: int, tokens: int, token_dim: int, mlp_dim: int, *, scale: Scale, rngs: nnx.Rngs,
                  bias: bool):
         self.ln1 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
-        self.token_mlp = MLP(tokens, token_dim, kind="scalar", scale=scale, rngs=rngs, bias=bias)
+        self.token_mlp = MLP(tokens, token_dim, kind="scalar", scale=scale, rngs=rngs, bias=bias, axes=(None, None))
         self.ln2 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
         self.channel_mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias)
         self.token_branch, self.token_skip = scale.branch_multiplier(), scale.skip_multiplier()

@@ -36,11 +36,13 @@ class ViTConfig:
     embed_std: float = 0.02  # init std of the cls token and position embedding (input kind)
     dropout: float = 0.0
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
+    remat: bool = False  # recompute each block in the backward pass (less activation memory)
     dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class ViT(nnx.Module):
     task = "classify"
+    input_rank = 3  # (H, W, C) images, cut into patches
 
     def __init__(self, cfg: ViTConfig, plugin: Parametrization, rngs: nnx.Rngs):
         self.cfg = cfg
@@ -54,7 +56,7 @@ class ViT(nnx.Module):
         self.pos = Embed(tokens + 1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
         self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=False,
                                            dropout=cfg.dropout, scale=body, rngs=r, bias=cfg.bias),
-                           cfg.depth, rngs, scan=cfg.scan)
+                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
         self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
         self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
                           role="readout")

@@ -1,74 +1,35 @@
-"""Orbax checkpoints of the whole train state (stable args API): async, keep-N, atomic (orbax writes to a
-temporary directory and renames it when complete, so a killed save leaves the last good checkpoint)."""
+"""Orbax checkpoints of the whole train state that verify themselves.
+
+- Save: async, atomic (orbax writes a temporary directory and renames it when complete), keep-N; old
+  checkpoints are first renamed into checkpoints/trash/ (atomic) and only then deleted, so a kill during a
+  deletion leaves nothing that looks like a checkpoint.
+- Every saved array's checksum goes into the checkpoint's metadata; a restore recomputes and compares them.
+  The checksum of an array x with bit patterns u_i (as uint32) is the pair, mod 2^32,
+
+      s1 = sum_i u_i (2i + 1),      s2 = sum_i (u_i xor (i * 0x9E3779B9)) * 0x85EBCA6B,
+
+  integer sums, so they do not depend on how the array is sharded or reduced; any single flipped bit changes s1.
+- Restore walks back from the newest checkpoint to the newest one that reads and verifies; the ones that do not
+  are reported in one line each and moved to RUN_DIR/corrupt/ (never deleted).
+"""
 
 from __future__ import annotations
 
 import logging
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from zoo.train.errors import CheckpointError, one_line
+
 log = logging.getLogger("zoo")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint exists but cannot be read."""
-
-
-class Checkpoints:
-    """The checkpoints of one run directory: state (params, optimizer, step, RNG) and a JSON of metadata."""
-
-    def __init__(self, run_dir: str | Path, keep: int = 3):
-        self.dir = Path(run_dir).absolute() / "checkpoints"
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True, create=True)
-        self.manager = ocp.CheckpointManager(self.dir, options=options)
-
-    def latest_step(self) -> int | None:
-        return self.manager.latest_step()
-
-    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
-        args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        self.manager.save(step, args=args, force=True)
-
-    def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
-        """The state at `step` (default: latest), placed as the shardings in `abstract_state` say."""
-        step = self.latest_step() if step is None else step
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore())
-        try:
-            out = self.manager.restore(step, args=args)
-        except Exception as e:  # orbax raises many types for unreadable or mismatched files
-            raise CheckpointError(f"checkpoint {self.dir / str(step)} cannot be restored ({_first_line(e)}); "
-                                  "use another --run-dir or move it away") from None
-        return out.state, out.meta
-
-    def wait(self) -> None:
-        self.manager.wait_until_finished()
-
-    def close(self) -> None:
-        self.manager.close()
-
-
-def load_params(run_dir: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The latest checkpoint's parameters as {path: array} and its metadata (for --init-from)."""
-    path = Path(run_dir)
-    if not (path / "checkpoints").is_dir():
-        raise FileNotFoundError(f"--init-from {run_dir}: no checkpoints/ folder there")
-    ckpts = Checkpoints(path)
-    step = ckpts.latest_step()
-    if step is None:
-        raise FileNotFoundError(f"--init-from {run_dir}: the run has no checkpoint yet")
-    args = ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore())
-    try:
-        out = ckpts.manager.restore(step, args=args)
-    except Exception as e:
-        raise CheckpointError(f"--init-from {run_dir}: checkpoint {step} cannot be read ({_first_line(e)})") from None
-    finally:
-        ckpts.close()
-    flat = jax.tree_util.tree_flatten_with_path(out.state["params"])[0]
-    return {path_str(p): np.asarray(v) for p, v in flat}, out.meta
+TRASH = "trash"
 
 
 def path_str(path: tuple) -> str:
@@ -77,6 +38,161 @@ def path_str(path: tuple) -> str:
     return "/".join(p for p in parts if p != "value")
 
 
-def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:200]
+def _bits(x: jax.Array) -> jax.Array:
+    """The bit patterns of x as a flat uint32 vector (8-byte types give two words per entry)."""
+    if x.dtype == jnp.bool_:
+        x = x.astype(jnp.uint8)
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    size = jnp.dtype(x.dtype).itemsize
+    if size == 8:
+        return jax.lax.bitcast_convert_type(x, jnp.uint32).ravel()
+    return jax.lax.bitcast_convert_type(x, {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32}[size]).astype(
+        jnp.uint32).ravel()
+
+
+@jax.jit
+def _checksums(leaves: list[jax.Array]) -> jax.Array:
+    """(len(leaves), 2) uint32: (s1, s2) per array (module docstring)."""
+    out = []
+    for x in leaves:
+        u = _bits(x)
+        i = jnp.arange(u.size, dtype=jnp.uint32)
+        s1 = jnp.sum(u * (2 * i + 1), dtype=jnp.uint32)
+        s2 = jnp.sum((u ^ (i * jnp.uint32(0x9E3779B9))) * jnp.uint32(0x85EBCA6B), dtype=jnp.uint32)
+        out.append(jnp.stack([s1, s2]))
+    return jnp.stack(out) if out else jnp.zeros((0, 2), jnp.uint32)
+
+
+def checksums(tree: Any) -> dict[str, list[int]]:
+    """{array path: [s1, s2]} of every array in `tree` (computed where the arrays live, on any mesh)."""
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    sums = _checksums([jnp.asarray(v) for _, v in flat])
+    host = np.asarray(sums.addressable_shards[0].data if isinstance(sums, jax.Array) else sums)
+    return {path_str(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, host, strict=True)}
+
+
+class Checkpoints:
+    """The checkpoints of one run directory: the state (params, optimizer, step, RNG) and a JSON of metadata."""
+
+    def __init__(self, run_dir: str | Path, keep: int = 3):
+        self.run_dir = Path(run_dir).absolute()
+        self.dir = self.run_dir / "checkpoints"
+        self._empty_trash()
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True, create=True,
+                                               todelete_subdir=TRASH, cleanup_tmp_directories=True)
+        handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
+        self.manager = ocp.CheckpointManager(self.dir, options=options, item_handlers=handlers)
+
+    def steps(self) -> list[int]:
+        """Steps with a complete checkpoint, newest first."""
+        return sorted(self.manager.all_steps(), reverse=True)
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        meta = {**meta, "checksums": checksums(state)}
+        args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+        self.manager.save(step, args=args, force=True)
+
+    def restore(self, step: int, abstract_state: Any | None = None) -> tuple[Any, dict[str, Any]]:
+        """The state at `step`, placed as `abstract_state`'s shardings say (default: as saved, on this process's
+        first device), verified against its checksums; CheckpointError (one line) when it cannot be."""
+        where = self.dir / str(step)
+        if abstract_state is None:
+            abstract_state = self._abstract(step)
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore())
+        try:
+            out = self.manager.restore(step, args=args)
+        except Exception as e:  # orbax and TensorStore raise many types for unreadable or mismatched files
+            raise CheckpointError(f"checkpoint {where} cannot be read ({one_line(e)})") from None
+        meta = out.meta if isinstance(out.meta, dict) else {}
+        saved = meta.get("checksums")
+        if saved is None:
+            raise CheckpointError(f"checkpoint {where} has no checksums in its metadata (meta/metadata)")
+        for name, sums in checksums(out.state).items():
+            if saved.get(name) != sums:
+                raise CheckpointError(f"checkpoint {where}: array {name} fails its checksum (saved {saved.get(name)},"
+                                      f" read {sums}): its data file is corrupt")
+        return out.state, meta
+
+    def restore_latest(self, abstract_state: Any | None = None, report: Callable[[str], None] = print,
+                       move_bad: bool = True) -> tuple[Any, dict[str, Any], int] | None:
+        """The newest checkpoint that reads and verifies, as (state, meta, step); None when there is none at all.
+
+        Each one that fails is reported in one line and (move_bad) moved to RUN_DIR/corrupt/<step>; when every
+        one fails, CheckpointError and nothing is moved."""
+        steps, failed = self.steps(), []
+        for step in steps:
+            try:
+                state, meta = self.restore(step, abstract_state)
+            except CheckpointError as e:
+                report(f"{e}; trying an older checkpoint")
+                failed.append(step)
+                continue
+            if failed and move_bad:
+                self._move_aside(failed, report)
+            return state, meta, step
+        if failed:
+            raise CheckpointError(f"no checkpoint in {self.dir} can be read (tried {', '.join(map(str, failed))}); "
+                                  "nothing was deleted: move them away or use another --run-dir")
+        return None
+
+    def _abstract(self, step: int) -> Any:
+        """The saved tree as ShapeDtypeStructs on this process's first device (for restores without a model)."""
+        try:
+            tree = self.manager.item_metadata(step)["state"].tree
+        except Exception as e:
+            raise CheckpointError(f"checkpoint {self.dir / str(step)} cannot be read ({one_line(e)})") from None
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
+
+    def _move_aside(self, steps: list[int], report: Callable[[str], None]) -> None:
+        if jax.process_index() == 0:
+            corrupt = self.run_dir / "corrupt"
+            corrupt.mkdir(exist_ok=True)
+            for step in steps:
+                target = corrupt / str(step)
+                if target.exists():
+                    target = corrupt / f"{step}.{len(list(corrupt.iterdir()))}"
+                shutil.move(str(self.dir / str(step)), target)
+                report(f"moved the unreadable checkpoint {step} to {target}")
+        self.manager.reload()
+
+    def _empty_trash(self) -> None:
+        if jax.process_index() == 0:
+            shutil.rmtree(self.dir / TRASH, ignore_errors=True)
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+        self._empty_trash()
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+        self._empty_trash()
+
+
+def load_params(run_dir: str | Path, step: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A run's parameters as {path: array} and the checkpoint's metadata: at `step`, or the newest good one
+    (for --init-from, export and sampling)."""
+    path = Path(run_dir)
+    if not (path / "checkpoints").is_dir():
+        raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
+    ckpts = Checkpoints(path)
+    try:
+        if step is not None:
+            if step not in ckpts.steps():
+                raise FileNotFoundError(f"{run_dir} has no checkpoint at step {step} (it has "
+                                        f"{', '.join(map(str, ckpts.steps())) or 'none'})")
+            state, meta = ckpts.restore(step)
+        else:
+            found = ckpts.restore_latest(report=lambda line: log.warning(line), move_bad=False)
+            if found is None:
+                raise FileNotFoundError(f"{run_dir}: the run has no checkpoint yet")
+            state, meta, step = found
+    finally:
+        ckpts.close()
+    flat = jax.tree_util.tree_flatten_with_path(state["params"])[0]
+    return {path_str(p): np.asarray(v) for p, v in flat}, {**meta, "step": step}

@@ -1,9 +1,12 @@
-"""Where a run reports: metrics.jsonl in the run dir (TensorBoard too when tensorboardX is installed),
-a progress bar with loss, throughput and ETA, and a PNG of the curves at the end."""
+"""Where a run reports: metrics.jsonl in the run dir (TensorBoard too when tensorboardX is installed), progress
+for a person (a bar on a terminal) or a log file (plain lines, never hard-wrapped: every --log-every steps and at
+least every 30 s, with loss, throughput and ETA), and a PNG of the curves at the end. Only process 0 writes."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -11,22 +14,44 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # soft wrap: a long path stays one line in a log file
+HEARTBEAT_S = 30.0
+
+
+def fmt(x: float) -> str:
+    """A metric in at most 7 characters' worth of precision (4 significant digits), huge values included."""
+    return f"{x:.4g}"
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
 
 
 class Logger:
-    def __init__(self, run_dir: Path, total: int, start: int, unit: str):
-        self.path = run_dir / "metrics.jsonl"
-        self.file = self.path.open("a")
-        self.unit, self.last_time, self.last_step = unit, None, start
-        self.tb = _tensorboard(run_dir)
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console,
-                                 transient=False)
-        self.task = self.progress.add_task("train", total=total, completed=start, info="")
-        self.progress.start()
+    def __init__(self, run_dir: Path, total: int, start: int, unit: str, examples_per_step: int,
+                 enabled: bool = True):
+        self.enabled, self.total, self.unit, self.per_step = enabled, total, unit, examples_per_step
+        self.start_time, self.start_step = time.perf_counter(), start
+        self.last_time, self.last_step, self.last_line = None, start, time.perf_counter()
+        self.tty = console.is_terminal
+        self.file = (run_dir / "metrics.jsonl").open("a") if enabled else None
+        self.tb = _tensorboard(run_dir) if enabled else None
+        self.progress = None
+        if enabled and self.tty:
+            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
+            self.task = self.progress.add_task("train", total=total, completed=start, info="")
+            self.progress.start()
+
+    def say(self, text: str) -> None:
+        if self.enabled:
+            console.print(text, highlight=False)
 
     def write(self, step: int, metrics: dict[str, Any], split: str = "train") -> None:
+        if not self.enabled:
+            return
         row = {"step": step, "split": split, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
         self.file.write(json.dumps(row) + "\n")
         self.file.flush()
@@ -34,27 +59,51 @@ class Logger:
             for k, v in metrics.items():
                 self.tb.add_scalar(f"{split}/{k}", float(v), step)
 
-    def train(self, step: int, metrics: dict[str, Any], examples_per_step: int) -> None:
-        """Logs step `step`'s (already fetched) metrics and refreshes the bar."""
+    def train(self, step: int, metrics: dict[str, Any], log: bool) -> None:
+        """Step `step`'s fetched metrics: a metrics.jsonl row when `log`, and the progress."""
+        if log:
+            self.write(step, metrics)
         now = time.perf_counter()
-        rate = ""
-        if self.last_time is not None and step > self.last_step:
-            per_s = (step - self.last_step) * examples_per_step / (now - self.last_time)
-            rate = f" {per_s:,.0f} {self.unit}/s"
-        self.last_time, self.last_step = now, step
-        self.write(step, metrics)
-        self.progress.update(self.task, completed=step, info=f"loss {float(metrics['loss']):.4f}{rate}")
+        if self.last_time is None or log:
+            rate = ""
+            if self.last_time is not None and step > self.last_step:
+                rate = f"{(step - self.last_step) * self.per_step / (now - self.last_time):,.0f} {self.unit}/s"
+            self.last_time, self.last_step = now, step
+            info = f"loss {fmt(metrics['loss'])}" + (f"  {rate}" if rate else "")
+            if self.progress is not None:
+                self.progress.update(self.task, completed=step, info=info)
+            if log:
+                self.line(step, info)
+        self.heartbeat(step)
+
+    def line(self, step: int, info: str) -> None:
+        """A plain progress line (log files only; a terminal has the bar)."""
+        if not self.enabled or self.tty:
+            return
+        elapsed = time.perf_counter() - self.start_time
+        done = step - self.start_step
+        eta = f"  ETA {duration(elapsed / done * (self.total - step))}" if done > 0 else ""
+        console.print(f"step {step}/{self.total}  {info}{eta}", highlight=False)
+        self.last_line = time.perf_counter()
+
+    def heartbeat(self, step: int) -> None:
+        if time.perf_counter() - self.last_line >= HEARTBEAT_S:
+            self.line(step, "running")
 
     def eval(self, step: int, metrics: dict[str, Any]) -> None:
         self.write(step, metrics, "eval")
-        text = " ".join(f"{k} {float(v):.4f}" for k, v in metrics.items())
-        self.progress.console.print(f"step {step} eval: {text}")
+        self.say(f"step {step} eval: " + " ".join(f"{k} {fmt(float(v))}" for k, v in metrics.items()))
 
     def close(self) -> None:
-        self.progress.stop()
-        self.file.close()
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None
         if self.tb is not None:
             self.tb.close()
+            self.tb = None
 
 
 def _tensorboard(run_dir: Path):
@@ -65,6 +114,44 @@ def _tensorboard(run_dir: Path):
     return SummaryWriter(str(run_dir / "tb"))
 
 
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of metrics.jsonl (a torn last line, from a kill mid-write, is skipped)."""
+    path = run_dir / "metrics.jsonl"
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def trim_metrics(run_dir: Path, step: int) -> int:
+    """Drop the rows after `step` (written before a kill, after the checkpoint a resume starts from); atomic.
+    Returns how many were dropped."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    rows = read_metrics(run_dir)
+    keep = [r for r in rows if r.get("step", 0) <= step]
+    if len(keep) == len(path.read_text().splitlines()):
+        return 0
+    write_atomic(path, "".join(json.dumps(r) + "\n" for r in keep))
+    return len(rows) - len(keep)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename over it: readers see the old or the new file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def plot_curves(run_dir: Path) -> Path:
     """curves.png: train loss and every eval metric against step, from metrics.jsonl."""
     import matplotlib
@@ -72,7 +159,7 @@ def plot_curves(run_dir: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    rows = read_metrics(run_dir)
     train = [r for r in rows if r["split"] == "train"]
     evals = [r for r in rows if r["split"] == "eval"]
     keys = [k for k in (evals[0] if evals else {}) if k not in ("step", "split", "time")]

@@ -1,159 +1,194 @@
-"""The one training loop (design.md section 6): abstract init -> shardings over a mesh of the devices present
--> jitted init; one pure jitted train step with donated state and the batch sharded over a `data` axis;
-eval on a schedule; metrics fetched one step late; checkpoints that resume; finetuning with --init-from."""
+"""The one training loop (design.md section 6): a short driver over named parts.
+
+    s = setup(cfg)                               data, model, plugin, program               (setup.py)
+    run = Run.open(cfg)                          run dir, lock, identity, finished?         (run.py)
+    plan = MeshPlan.from_spec(cfg.mesh)          devices, mesh axes, shardings              (mesh.py)
+    state, start = restore_or_init(...)          verified checkpoints, --fork-from, --init-from (state.py)
+    batches = MemoryInput(...)                   the batch of (seed, step), sharded         (input.py)
+    steps = Steps(...)                           jitted train and eval steps, memory checked (below)
+    for step in range(start, steps):             metrics one step late, divergence guard, eval, checkpoints,
+        ...                                      signals                                    (guard.py, logger.py)
+"""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import signal
-from pathlib import Path
+import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
-import zoo.data
 import zoo.models
-import zoo.param
-from zoo.config import IDENTITY, RunConfig
-from zoo.train.checkpoint import Checkpoints, load_params, path_str
-from zoo.train.logger import Logger, console, plot_curves
+from zoo.config import RunConfig
+from zoo.train import memory
+from zoo.train.checkpoint import Checkpoints
+from zoo.train.errors import TrainingDiverged
+from zoo.train.guard import DivergenceGuard, StopSignals
+from zoo.train.input import MemoryInput
+from zoo.train.logger import Logger, console
+from zoo.train.mesh import MeshPlan
+from zoo.train.run import Run
 from zoo.train.setup import Setup, setup
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
-
-
-def maybe_initialize_distributed() -> None:
-    """Multi-host: JAX's own runtime, when the environment names a coordinator."""
-    if os.environ.get("JAX_COORDINATOR_ADDRESS") and jax.process_count() == 1:
-        jax.distributed.initialize()
+from zoo.train.state import restore_or_init
 
 
 def train(cfg: RunConfig) -> dict[str, Any]:
-    """Runs (or resumes) the training described by `cfg`; returns the summary."""
-    maybe_initialize_distributed()
+    """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary."""
     s = setup(cfg)
-    run_dir = Path(cfg.run_dir or cfg.default_run_dir())
-    cfg.run_dir = str(run_dir)
-    n_dev = jax.device_count()
-    if cfg.batch_size % n_dev:
-        raise ValueError(f"--batch-size {cfg.batch_size} is not divisible by the {n_dev} devices present")
-    _check_same_run(run_dir, cfg)
+    with Run.open(cfg) as run:
+        say = _say(run.main)
+        summary = run.finished_summary(s.steps)
+        if summary is not None:
+            say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: "
+                f"{json.dumps({k: round(v, 4) for k, v in summary.get('best_eval', {}).items()})}")
+            return summary
+        plan = MeshPlan.from_spec(cfg.mesh)
+        ckpts = Checkpoints(run.dir, keep=cfg.keep)
+        try:
+            return _train(s, run, plan, ckpts, say)
+        finally:
+            ckpts.close()
 
-    mesh = jax.make_mesh((n_dev,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
-    repl, batch_sh = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
-    key = jax.random.PRNGKey(cfg.seed)
-    abstract = jax.eval_shape(s.program.init, key)
-    state_sh = jax.tree.map(lambda _: repl, abstract)
-    ckpts = Checkpoints(run_dir, keep=cfg.keep)
-    start = ckpts.latest_step()
-    if start is not None:
-        abstract_sh = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract,
-                                   state_sh)
-        state, _ = ckpts.restore(abstract_sh)
-        console.print(f"resumed {run_dir} from step {start}")
-    else:
-        start = 0
-        state = jax.jit(s.program.init, out_shardings=state_sh)(key)
-        if cfg.init_from:
-            state = _init_from(state, cfg.init_from)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=2))
-    n_params = zoo.models.param_count(state["params"])
-    console.print(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: "
-                  f"{n_params:,} parameters; {s.steps} steps of batch {cfg.batch_size} on {n_dev} "
-                  f"{jax.devices()[0].platform} device(s); run dir {run_dir}")
-    plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1)
-    if plugin_report:
-        console.print(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in plugin_report.items()))
 
-    data = s.data
-    train_arrays = data.device_arrays("train", repl)
-    eval_arrays = data.device_arrays(data.eval_split, repl)
-    train_step = jax.jit(lambda st, arr, idx: s.program.train_step(st, data.gather(arr, idx)),
-                         in_shardings=(state_sh, repl, batch_sh), out_shardings=(state_sh, repl),
-                         donate_argnums=0)
-    eval_step = jax.jit(lambda st, arr, idx: s.program.eval_step(st, data.gather(arr, idx)))
-    diversity = _diversity_probe(s, eval_arrays)
+def _say(main: bool):
+    return (lambda text: console.print(text, highlight=False)) if main else (lambda text: None)
 
-    def evaluate(st) -> dict[str, float]:
+
+class Steps:
+    """The train step jitted with the state's and the batch's shardings and the state donated, compiled ahead of
+    time (so its memory is checked before it runs); eval as weighted sums over fixed-size batches."""
+
+    def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput, state: Any, say):
+        prog = s.program
+        state_sh = jax.tree.map(lambda x: x.sharding, state)
+        train = jax.jit(lambda st, args: prog.train_step(st, batches.batch(args)),
+                        in_shardings=(state_sh, batches.shardings), out_shardings=(state_sh, plan.replicated),
+                        donate_argnums=0)
+        args = batches.train_args(0)
+        flash = s.cfg.precision == "bf16" and jax.default_backend() == "gpu"
+        needed = memory.activation_bytes(prog, state, jax.eval_shape(batches.batch, args), flash)
+        memory.check_activations(needed, plan.batch_ways, s.cfg.grad_accum,
+                                 s.model_cfg.depth if s.cfg.remat == "block" else 1)
+        say(f"compiling the train step (batch {s.cfg.batch_size} on {jax.device_count()} "
+            f"{jax.devices()[0].platform} device(s), mesh {_mesh_text(plan)})")
+        t0 = time.perf_counter()
+        self.train = train.lower(state, args).compile()
+        used = memory.check_compiled(self.train)
+        say(f"compiled in {time.perf_counter() - t0:.1f} s" +
+            (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
+        self._eval = jax.jit(lambda st, args: prog.eval_sums(st, batches.batch(args), args["weight"]),
+                             in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated)
+        self._loss = jax.jit(lambda st, args: prog.eval_step(st, batches.batch(args)),
+                             in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
+        self.batches, self.text = batches, s.data.kind == "text"
+
+    def loss_at(self, state: Any, step: int) -> dict[str, float]:
+        """The loss of `state` on step `step`'s batch (no dropout): checked before a state is saved."""
+        return jax.device_get(self._loss(state, self.batches.train_args(step)))
+
+    def evaluate(self, state: Any) -> dict[str, float]:
         totals: dict[str, float] = {}
-        count = 0
-        for idx in data.eval_indices(cfg.eval_batch_size):
-            m = jax.device_get(eval_step(st, eval_arrays, jnp.asarray(idx)))
-            for k, v in m.items():
-                totals[k] = totals.get(k, 0.0) + float(v) * len(idx)
-            count += len(idx)
+        for args in self.batches.eval_args():
+            for k, v in jax.device_get(self._eval(state, args)).items():
+                totals[k] = totals.get(k, 0.0) + float(v)
+        count = totals.pop("count")
         out = {k: v / count for k, v in totals.items()}
-        if data.kind == "text":
+        if self.text:
             out["bpc"] = out["loss"] / math.log(2)
-        if diversity is not None:
-            out["diversity_slope"] = diversity(st)
         return out
 
-    def meta(step: int) -> dict[str, Any]:
-        return {"step": step, "data_position": step, "config": cfg.to_json(), "plugin": s.plugin.spec()}
 
-    stop = _StopFlag()
-    unit = "tok" if data.kind == "text" else "img"
-    per_step = cfg.batch_size * (cfg.seq_len if data.kind == "text" else 1)
-    logger = Logger(run_dir, s.steps, start, unit)
+def _mesh_text(plan: MeshPlan) -> str:
+    return ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
+
+
+def _train(s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say) -> dict[str, Any]:
+    cfg = s.cfg
+    state, start, meta = restore_or_init(s, plan, ckpts, say)
+    plan.check_model(state)
+    run.start(start)
+    n_params = zoo.models.param_count(state["params"])
+    say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {n_params:,} parameters; "
+        f"{s.steps} steps of batch {cfg.batch_size}; run dir {run.dir}")
+    plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1) if start == 0 else {}
+    if plugin_report:
+        say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in plugin_report.items()))
+    batches = MemoryInput(s.data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed)
+    steps = Steps(s, plan, batches, state, say)
+    diversity = _diversity_probe(s, batches)
+
+    def advice() -> str:
+        last = ckpts.latest_step()
+        if last is None:
+            return "No checkpoint was saved: lower --lr and start again in a new --run-dir."
+        return (f"The last good checkpoint is step {last}. To go on with a lower LR, rerun with --fork-from "
+                f"{run.dir}:{last} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
+
+    text = s.data.kind == "text"
+    logger = Logger(run.dir, s.steps, start, "tok" if text else "img",
+                    cfg.batch_size * (cfg.seq_len if text else 1), enabled=run.main)
+    guard = DivergenceGuard(cfg.max_loss_ratio, meta.get("first_loss"), advice)
+    signals = StopSignals()
     best: dict[str, float] = {}
     last: dict[str, float] = {}
-    pending = None  # (step, metrics on device): fetched one step late
+
+    def observe(step: int, metrics: Any) -> None:
+        m = jax.device_get(metrics)
+        guard.check(step, m)
+        logger.train(step, m, log=step % cfg.log_every == 0 or step == s.steps)
+
     try:
+        pending = None  # (step, metrics on device): fetched one step late
         for step in range(start, s.steps):
-            idx = jax.make_array_from_process_local_data(batch_sh, data.indices("train", step, cfg.batch_size,
-                                                                               cfg.seed))
-            state, metrics = train_step(state, train_arrays, idx)
+            state, metrics = steps.train(state, batches.train_args(step))
             if pending is not None:
-                _log(logger, *pending, per_step, cfg.log_every)
-            pending = (step + 1, metrics)
-            done = step + 1
-            if done % cfg.eval_every == 0 or done == s.steps:
-                _check_finite(*pending)
-                ev = evaluate(state)
-                logger.eval(done, ev)
-                best, last = _better(best, ev), ev
-            if done % cfg.ckpt_every == 0 or done == s.steps or stop.requested:
-                _check_finite(*pending)  # never replace good checkpoints with a diverged state
+                observe(*pending)
+            done, pending = step + 1, (step + 1, metrics)
+            evaluate = done % cfg.eval_every == 0 or done == s.steps
+            save = done % cfg.ckpt_every == 0 or done == s.steps or signals.requested
+            if evaluate or save:
+                observe(*pending)
+                pending = None
+            if evaluate:
+                last = steps.evaluate(state)
+                if diversity is not None:
+                    last["diversity_slope"] = diversity(state)
+                logger.eval(done, last)
+                best = _better(best, last)
+            if save:
                 if not bool(all_finite(state["params"])):
                     raise TrainingDiverged(f"the parameters became non-finite at step {done}; stopped without "
-                                           "saving, the last good checkpoint is kept (lower --lr)")
-                ckpts.save(done, state, meta(done))
-            if stop.requested:
+                                           f"saving this state. {advice()}")
+                guard.check(done + 1, steps.loss_at(state, done))  # the loss of the state about to be saved
+                ckpts.save(done, state, {"step": done, "data_position": done, "config": cfg.to_json(),
+                                         "plugin": s.plugin.spec(), "first_loss": guard.first_loss})
+            if signals.requested:
                 ckpts.wait()
-                raise KeyboardInterrupt
+                say(f"stopped by {_signal_name(signals.signum)} at step {done}; checkpoint saved; rerun the same "
+                    f"command to resume ({run.dir})")
+                signals.raise_stop()
         if pending is not None:
-            _log(logger, *pending, per_step, 1)
-    except KeyboardInterrupt:
+            observe(*pending)
+    finally:
+        signals.restore()
         logger.close()
-        ckpts.close()
-        console.print(f"stopped by signal; checkpoint saved; rerun the same command to resume ({run_dir})")
-        raise SystemExit(130) from None
-    except TrainingDiverged:
-        logger.close()
-        ckpts.close()
-        raise
-    logger.close()
     ckpts.wait()
-    ckpts.close()
     summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": n_params,
-               "run_dir": str(run_dir), **({"plugin_report": plugin_report} if plugin_report else {})}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    plot_curves(run_dir)
-    console.print(f"done: best eval {json.dumps({k: round(v, 4) for k, v in best.items()})}; curves in "
-                  f"{run_dir / 'curves.png'}")
+               "run_dir": str(run.dir), **({"plugin_report": plugin_report} if plugin_report else {})}
+    run.finish(summary)
+    say(f"done: best eval {json.dumps({k: round(v, 4) for k, v in best.items()})}; curves in "
+        f"{run.dir / 'curves.png'}")
     return summary
 
 
-def _diversity_probe(s: Setup, eval_arrays: Any) -> Any:
+def _signal_name(signum: int | None) -> str:
+    return signal.Signals(signum).name if signum else "signal"
+
+
+def _diversity_probe(s: Setup, batches: MemoryInput) -> Any:
     """With --diversity LAMBDA: state -> the log-log slope of feature diversity d(eps) at depth fraction LAMBDA
     (zoo.diagnostics.diversity) on the first (up to) 256 eval inputs; None otherwise."""
     if s.cfg.diversity is None:
@@ -162,29 +197,14 @@ def _diversity_probe(s: Setup, eval_arrays: Any) -> Any:
 
     default_eps(s.model_cfg.depth, s.cfg.diversity)  # a too-shallow model is refused before training starts
     idx = next(iter(s.data.eval_indices(min(256, s.cfg.eval_batch_size))))
-    x = s.data.gather(eval_arrays, jnp.asarray(idx))["x"]
+    x = s.data.gather({k: jnp.asarray(v) for k, v in s.data.splits[s.data.eval_split].items()}, jnp.asarray(idx))["x"]
     probe = diversity_probe(s.program, s.cfg.diversity)
     return lambda state: probe(state, x)[1]
-
-
-def _log(logger: Logger, step: int, metrics: Any, per_step: int, every: int) -> None:
-    if step % every:
-        return
-    m = jax.device_get(metrics)
-    _check_finite(step, m)
-    logger.train(step, m, per_step)
 
 
 @jax.jit
 def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
-
-
-def _check_finite(step: int, metrics: Any) -> None:
-    loss = float(jax.device_get(metrics["loss"]))
-    if not math.isfinite(loss):
-        raise TrainingDiverged(f"the loss became {loss} at step {step}; stopped without saving, the last good "
-                               "checkpoint is kept (lower --lr or change the parametrization)")
 
 
 def _better(best: dict[str, float], ev: dict[str, float]) -> dict[str, float]:
@@ -194,48 +214,3 @@ def _better(best: dict[str, float], ev: dict[str, float]) -> dict[str, float]:
         if k in ("loss", "bpc", "accuracy") and (k not in out or (v > out[k] if k == "accuracy" else v < out[k])):
             out[k] = v
     return out
-
-
-def _check_same_run(run_dir: Path, cfg: RunConfig) -> None:
-    path = run_dir / "config.json"
-    if not path.is_file():
-        return
-    try:
-        old = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise ValueError(f"{path} is not valid JSON; use another --run-dir") from None
-    diff = [k for k in IDENTITY if k in old and old[k] != cfg.to_json()[k]]
-    if diff:
-        changes = ", ".join(f"{k}: {old[k]} vs {cfg.to_json()[k]}" for k in diff)
-        raise ValueError(f"{run_dir} holds a different run ({changes}); pass another --run-dir")
-
-
-def _init_from(state: dict[str, Any], run_dir: str) -> dict[str, Any]:
-    """Params from another run's latest checkpoint; a parameter whose shape changed keeps its fresh init."""
-    loaded, _ = load_params(run_dir)
-    flat, treedef = jax.tree_util.tree_flatten_with_path(state["params"])
-    leaves = []
-    for path, fresh in flat:
-        name = path_str(path)
-        old = loaded.get(name)
-        if old is not None and old.shape == fresh.shape:
-            leaves.append(jax.device_put(jnp.asarray(old, fresh.dtype), fresh.sharding))
-        else:
-            why = "new" if old is None else f"shape {old.shape} -> {fresh.shape}"
-            console.print(f"init-from: re-initialised {name} by the plugin ({why})")
-            leaves.append(fresh)
-    return {**state, "params": jax.tree_util.tree_unflatten(treedef, leaves)}
-
-
-class _StopFlag:
-    """SIGTERM/SIGINT ask the loop to save a checkpoint at the next step and exit."""
-
-    def __init__(self):
-        self.requested = False
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum, frame):
-        self.requested = True
-
-

@@ -3,6 +3,10 @@
 The state is a plain pytree {params, rest, opt, step, key}: params are the tagged nnx.Params, rest every
 other model variable (forward multipliers, ...). The same step serves train.py (jit with shardings) and the
 sweeps (vmapped over members that differ in LR and seed).
+
+With `grad_accum` K the batch of B examples is split into K microbatches (example i goes to microbatch i mod K,
+so each device's shard splits locally) whose gradients are averaged in a `lax.scan`: the same mean gradient as
+the whole batch, at 1/K of the activation memory (dropout masks are drawn per microbatch).
 """
 
 from __future__ import annotations
@@ -32,14 +36,22 @@ def prepare_inputs(x: jax.Array, dtype: Any) -> jax.Array:
     return x
 
 
+def per_example(model: nnx.Module, batch: Batch, key: jax.Array | None, train: bool,
+                dtype: Any = jnp.float32) -> tuple[jax.Array, jax.Array]:
+    """Cross-entropy and accuracy per example (B,), averaged over the tokens of a language model's window."""
+    logits, _ = model(prepare_inputs(batch["x"], dtype), key=key, train=train)
+    logits = logits.astype(jnp.float32)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
+    acc = (logits.argmax(-1) == batch["y"]).astype(jnp.float32)
+    axes = tuple(range(1, ce.ndim))
+    return ce.mean(axes), acc.mean(axes)
+
+
 def loss_and_metrics(model: nnx.Module, batch: Batch, key: jax.Array | None, train: bool,
                      dtype: Any = jnp.float32) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Mean cross-entropy (per example, or per token for language models) and accuracy."""
-    logits, _ = model(prepare_inputs(batch["x"], dtype), key=key, train=train)
-    logits = logits.astype(jnp.float32)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
-    acc = (logits.argmax(-1) == batch["y"]).mean()
-    return ce, {"loss": ce, "accuracy": acc}
+    ce, acc = per_example(model, batch, key, train, dtype)
+    return ce.mean(), {"loss": ce.mean(), "accuracy": acc.mean()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +63,7 @@ class Program:
     make_model: Callable[[nnx.Rngs], nnx.Module]
     dtype: Any = jnp.float32
     augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    grad_accum: int = 1
 
     def init(self, key: jax.Array, lr: jax.Array | None = None) -> State:
         init_key, run_key = jax.random.split(key)
@@ -68,26 +81,49 @@ class Program:
         aug_key, drop_key = jax.random.split(key)
         if self.augment is not None:
             batch = {**batch, "x": self.augment(aug_key, batch["x"])}
-
-        def loss_fn(params):
-            model = nnx.merge(self.graphdef, params, state["rest"])
-            return loss_and_metrics(model, batch, drop_key, True, self.dtype)
-
-        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        (_, metrics), grads = self._grads(state, batch, drop_key)
         updates, opt = self.tx.update(grads, state["opt"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         metrics = {**metrics, "grad_norm": optax.global_norm(grads)}
         return {**state, "params": params, "opt": opt, "step": state["step"] + 1}, metrics
 
+    def _grads(self, state: State, batch: Batch, key: jax.Array) -> tuple[tuple[jax.Array, dict], Any]:
+        """(loss, metrics) and the gradient of the batch mean, over `grad_accum` microbatches."""
+
+        def loss_fn(params, micro, k):
+            model = nnx.merge(self.graphdef, params, state["rest"])
+            return loss_and_metrics(model, micro, k, True, self.dtype)
+
+        value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
+        k = self.grad_accum
+        if k == 1:
+            return value_and_grad(state["params"], batch, key)
+        micro = jax.tree.map(lambda a: a.reshape(a.shape[0] // k, k, *a.shape[1:]).swapaxes(0, 1), batch)
+
+        def body(total, xs):
+            i, mb = xs
+            out = value_and_grad(state["params"], mb, jax.random.fold_in(key, i))
+            return jax.tree.map(jnp.add, total, out), None
+
+        zero = jax.tree.map(jnp.zeros_like, jax.eval_shape(value_and_grad, state["params"],
+                                                           jax.tree.map(lambda a: a[0], micro), key))
+        total, _ = jax.lax.scan(body, zero, (jnp.arange(k), micro))
+        return jax.tree.map(lambda t: t / k, total)
+
     def eval_step(self, state: State, batch: Batch) -> dict[str, jax.Array]:
         return loss_and_metrics(self.model(state), batch, None, False, self.dtype)[1]
+
+    def eval_sums(self, state: State, batch: Batch, weight: jax.Array) -> dict[str, jax.Array]:
+        """Weighted sums of the per-example loss and accuracy, and the weight (padding rows have weight 0)."""
+        ce, acc = per_example(self.model(state), batch, None, False, self.dtype)
+        return {"loss": jnp.sum(ce * weight), "accuracy": jnp.sum(acc * weight), "count": jnp.sum(weight)}
 
 
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module], plugin: Parametrization,
                   optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
-                  augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None) -> Program:
+                  augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None, grad_accum: int = 1) -> Program:
     """Builds the optimizer from the abstract model's tags; nothing is materialised."""
     abstract = nnx.eval_shape(lambda: make_model(nnx.Rngs(0)))
     graphdef, params, _ = nnx.split(abstract, nnx.Param, ...)
     tx = optim.build(optim_cfg, plugin, params)
-    return Program(graphdef, tx, make_model, dtype, augment)
+    return Program(graphdef, tx, make_model, dtype, augment, grad_accum)

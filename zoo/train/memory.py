@@ -1,0 +1,79 @@
+"""Will the train step fit? Two checks, so a run that cannot fit says so in one line instead of an XLA
+out-of-memory error:
+
+- before compiling: the activations the forward pass must keep for the backward pass are at least the bytes of
+  the model's intermediates and logits (shapes from `jax.eval_shape`, nothing allocated or compiled), per
+  device: divided by the ways the batch is split and by --grad-accum;
+- after compiling: XLA's own account, `compiled.memory_analysis()` (arguments + outputs + temporaries - aliased).
+
+Both are compared with the device's memory (the allocator's limit on GPU, the host's RAM shared by its
+devices on CPU).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+GB = 1e9
+ADVICE = "lower --batch-size or --seq-len, or use --grad-accum K, --remat block, or more devices in --mesh"
+
+
+def device_memory() -> int | None:
+    """Bytes one local device can hold, or None when unknown."""
+    device = jax.local_devices()[0]
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // jax.local_device_count()
+    except (ValueError, OSError):
+        return None
+
+
+def activation_bytes(program: Any, abstract_state: Any, batch: dict[str, jax.ShapeDtypeStruct],
+                     flash_attention: bool) -> int:
+    """Bytes of the forward pass's intermediates and logits on `batch` (a lower bound of what backprop keeps);
+    attention logits are left out when a flash kernel never materialises them."""
+    from zoo.train.step import prepare_inputs
+
+    def forward(state, x):
+        logits, inter = program.model(state)(prepare_inputs(x, program.dtype))
+        return logits, inter
+
+    logits, inter = jax.eval_shape(forward, abstract_state, batch["x"])
+    flat = jax.tree_util.tree_flatten_with_path(inter)[0]
+    kept = [v for p, v in flat if not (flash_attention and "attn_logits" in jax.tree_util.keystr(p))]
+    return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in [logits, *kept])
+
+
+def check_activations(needed: int, ways: int, accum: int, remat_depth: int = 1) -> None:
+    """Refuse before compiling when the per-device activations alone exceed the device."""
+    limit = device_memory()
+    per_device = needed / max(ways, 1) / max(accum, 1) / max(remat_depth, 1)
+    if limit and per_device > limit:
+        raise ValueError(f"the train step needs at least {per_device / GB:,.1f} GB of activations per device, more "
+                         f"than the {limit / GB:,.1f} GB it has: {ADVICE}")
+
+
+def compiled_bytes(compiled: Any) -> int | None:
+    """XLA's per-device memory of a compiled program, or None where the backend gives no analysis."""
+    try:
+        m = compiled.memory_analysis()
+    except Exception:  # not every backend implements it
+        return None
+    if m is None:
+        return None
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+
+
+def check_compiled(compiled: Any) -> int | None:
+    """Refuse a compiled step that cannot fit; returns its bytes for the run's log."""
+    needed, limit = compiled_bytes(compiled), device_memory()
+    if needed and limit and needed > limit:
+        raise ValueError(f"the compiled train step needs {needed / GB:,.1f} GB per device (XLA's estimate), more "
+                         f"than the {limit / GB:,.1f} GB it has: {ADVICE}")
+    return needed
