@@ -44,9 +44,10 @@ def wait_for_rows(run: Path, proc: subprocess.Popen, rows: int, timeout: float =
         proc.stderr.read() if proc.stderr else "")
 
 
-def run_main_many(argvs: list[list[str]], timeout: float = 240) -> list[tuple[int, str]]:
-    """Each argv through `zoo.cli.main` in ONE subprocess (bad input fails before training, so one interpreter
-    serves many cases): (exit status, stderr) per argv; an exception escaping main shows as a traceback."""
+def run_main_many(argvs: list[list[str]], timeout: float = 240, env: dict[str, str] | None = None
+                  ) -> list[tuple[int, str]]:
+    """Each argv through `zoo.cli.main` in ONE subprocess (one interpreter and its JAX runtime serve many runs):
+    (exit status, stderr) per argv; an exception escaping main shows as a traceback."""
     script = (
         "import contextlib, io, json, sys, traceback\n"
         "import zoo.cli\n"
@@ -64,7 +65,7 @@ def run_main_many(argvs: list[list[str]], timeout: float = 240) -> list[tuple[in
         "            code = -1\n"
         "    out.append([code, err.getvalue()])\n"
         "print(json.dumps(out))\n")
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=ROOT, env=child_env(),
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=ROOT, env=child_env(env),
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
     return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]

@@ -28,6 +28,7 @@ class GPTConfig:
     base_width: int | None = None  # None: the width itself
     base_depth: int | None = None  # None: the depth itself
     vocab_size: int = 65
+    vocab_multiple: int = 1  # the embedding and readout rows padded to a multiple (GPT-2: 50257 -> 50304 with 64)
     seq_len: int = 256  # max context
     head_dim: int = 64
     scale_heads: bool = True  # False: a fixed head count (num_heads, or base_width // head_dim)
@@ -49,23 +50,24 @@ class GPT(nnx.Module):
         self.cfg = cfg
         top, body, base_width = scales(cfg, plugin)
         heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
-        self.wte = Embed(cfg.vocab_size, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="token_embed",
+        rows = -(-cfg.vocab_size // cfg.vocab_multiple) * cfg.vocab_multiple
+        self.wte = Embed(rows, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="token_embed",
                          axes=("vocab", "embed"))
         self.wpe = Embed(cfg.seq_len, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
         self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=True,
                                            dropout=cfg.dropout, scale=body, rngs=r, bias=cfg.bias),
                            cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
         self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
-        readout = top.tag("output", cfg.width, cfg.vocab_size, role="readout")
+        readout = top.tag("output", cfg.width, rows, role="readout")
         if cfg.tie_embeddings:
             self.head = None
             self.readout_mult = Multiplier(jnp.asarray(plugin.multiplier(readout), jnp.float32))
         else:
-            self.head = Dense(cfg.width, cfg.vocab_size, kind="output", scale=top, rngs=rngs, role="readout",
+            self.head = Dense(cfg.width, rows, kind="output", scale=top, rngs=rngs, role="readout",
                               axes=("embed", "vocab"))
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
-        """Next-token logits (B, T, vocab) and intermediates: embed (B, T, n); pre (L, B, T, 4n),
+        """Next-token logits (B, T, vocab) (padding rows dropped) and intermediates: embed (B, T, n); pre (L, B, T, 4n),
         attn_logits (L, B, heads, T, T) and blocks (L, B, T, n)."""
         t = x.shape[1]
         if t > self.cfg.seq_len:
@@ -79,4 +81,4 @@ class GPT(nnx.Module):
             logits = self.head(h)
         else:
             logits = (h @ self.wte.table[...].T.astype(dtype)) * self.readout_mult[...].astype(dtype)
-        return logits, {"embed": x0, **inter}
+        return logits[..., :self.cfg.vocab_size], {"embed": x0, **inter}

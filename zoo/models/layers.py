@@ -130,7 +130,9 @@ class Stack(nnx.Module):
 
     Applied with `jax.lax.scan` (`scan=True`: compile time flat in depth) or an unrolled loop. A block is
     called as `block(x, key) -> (x, intermediates)`; the stack returns x and the intermediates stacked. With
-    `remat`, each block's activations are recomputed in the backward pass instead of stored (`jax.checkpoint`).
+    `remat`, each block's activations are recomputed in the backward pass instead of stored (`jax.checkpoint`);
+    the blocks are then scanned, so only each block's input is kept (an unrolled loop lets XLA's CPU scheduler
+    undo the saving).
     """
 
     def __init__(self, make: Callable[[nnx.Rngs], nnx.Module], depth: int, rngs: nnx.Rngs, scan: bool = True,
@@ -159,7 +161,7 @@ class Stack(nnx.Module):
         if self.remat:
             apply = jax.checkpoint(apply)
 
-        if self.scan:
+        if self.scan or self.remat:
             return jax.lax.scan(lambda h, sk: apply(h, *sk), x, (state, keys))
         inters = []
         for i in range(stop - start):

@@ -22,9 +22,13 @@ def replicate(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
 
 
 class MemoryInput:
-    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int):
+    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
+                 grad_accum: int = 1):
         plan.check_batch(batch_size)
+        if grad_accum > 1:
+            plan.check_batch(batch_size // grad_accum, f"the microbatch (--batch-size / --grad-accum {grad_accum})")
         self.data, self.plan, self.batch_size, self.seed = data, plan, batch_size, seed
+        self.rows = process_rows(plan.batch, batch_size)
         ways = plan.batch_ways
         self.eval_batch_size = -(-eval_batch_size // ways) * ways  # a multiple of the batch split
         self.arrays = {split: {k: replicate(v, plan.replicated) for k, v in data.splits[split].items()}

@@ -29,7 +29,7 @@ from zoo.train.errors import TrainingDiverged
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.input import MemoryInput
 from zoo.train.logger import Logger, console
-from zoo.train.mesh import MeshPlan
+from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run
 from zoo.train.setup import Setup, setup
 from zoo.train.state import restore_or_init
@@ -111,12 +111,17 @@ def _train(s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say) -> dict[
     plan.check_model(state)
     run.start(start)
     n_params = zoo.models.param_count(state["params"])
-    say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {n_params:,} parameters; "
-        f"{s.steps} steps of batch {cfg.batch_size}; run dir {run.dir}")
+    held = per_device_bytes({"params": state["params"], "opt": state["opt"]})
+    say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {n_params:,} parameters "
+        f"(with the optimizer state {held / 2**20:.3f} MiB per device); {s.steps} steps of batch {cfg.batch_size}; "
+        f"run dir {run.dir}")
     plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1) if start == 0 else {}
     if plugin_report:
         say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in plugin_report.items()))
-    batches = MemoryInput(s.data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed)
+    batches = MemoryInput(s.data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed, cfg.grad_accum)
+    if jax.process_count() > 1:
+        console.print(f"process {jax.process_index()} of {jax.process_count()} reads rows {batches.rows.start}:"
+                      f"{batches.rows.stop} of every batch of {cfg.batch_size}", highlight=False)
     steps = Steps(s, plan, batches, state, say)
     diversity = _diversity_probe(s, batches)
 
