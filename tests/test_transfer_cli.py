@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from zoo import transfer
+from zoo.sweeps.transfer import check_lrs
 
 # MLP-ResNet depth 4, Adam, 300 steps on the 16-dimensional random-teacher task (as tests/test_sweep_transfer.py):
 # SP's best LR falls like 1/width there, muP's stays put.
@@ -58,3 +59,10 @@ def test_transfer_bad_input(tmp_path, capsys):
     assert "--target-seeds must be positive" in error([*CASE, *out, "--target-seeds", "0"], capsys)
     assert "--proxy-width must be positive" in error([*CASE, *out, "--proxy-width", "0"], capsys)
     assert "has no option" in error([*CASE, *out, "--param-opt", "bogus=1"], capsys)
+
+
+def test_default_check_grid_brackets_the_transferred_lr():
+    assert check_lrs(-9.0, 0.5, []) == [2.0**-10, 2.0**-9.5, 2.0**-9, 2.0**-8.5, 2.0**-8]
+    assert check_lrs(-9.0, 1.0, [1e-3]) == [1e-3]
+    args = transfer.parser().parse_args(["--out", "x", "--check-target", "--seeds", "2"])
+    assert args.check_target == "" and args.seeds == 2

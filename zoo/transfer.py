@@ -73,13 +73,18 @@ def main(argv: list[str] | None = None) -> None:
         from rich.console import Console
 
         from zoo.sweeps import transfer_report
-        from zoo.sweeps.transfer import run_transfer
+        from zoo.sweeps.transfer import run_transfer, target_config
 
         arms = run_transfer(spec)
         Console().print(transfer_report.table(arms, spec))
         png = transfer_report.plot(arms, spec, spec.out / "transfer.png")
         (spec.out / "transfer.json").write_text(json.dumps(transfer_report.to_json(arms, spec), indent=1) + "\n")
         print(f"plot: {png}\nnumbers: {spec.out / 'transfer.json'}")
+        for arm, run in zip(arms, spec.arms(), strict=True):
+            if arm.lr_log2 is not None:
+                path = spec.out / arm.param / "target.json"
+                path.write_text(json.dumps(target_config(spec, run, arm.lr_log2), indent=1) + "\n")
+                print(f"{arm.param}'s target with checkpoints: python train.py --config {path}")
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -147,6 +147,12 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
                losses, spec.check is not None)
 
 
+def target_config(spec: TransferSpec, run: RunConfig, lr_log2: float) -> dict[str, Any]:
+    """The target as a train.py config file (`train.py --config FILE`): the arm's settings at the target size,
+    its base size, and the transferred LR, for a run with checkpoints and curves."""
+    return {**run.to_json(), "width": spec.target[0], "depth": spec.target[1], "lr": 2.0**lr_log2}
+
+
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:
     """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs."""
     if spec.proxy == spec.target:
