@@ -113,16 +113,18 @@ def plot(arms: list[Arm], spec: TransferSpec, path: Path) -> Path:
         shown = report.Summary(arm.proxy.curves + (arm.target.curves if arm.checked and arm.target else []),
                                arm.proxy.axis if not arm.checked else _axis(spec), arm.proxy.grid_step, spec.metric)
         report.panel(ax, shown, f"{_name(arm)}: tune at {_size(spec.proxy)}, train at {_size(spec.target)}")
+        roles = {shown.label(c): role for c, role in zip(shown.curves, ("proxy", "target"), strict=False)}
+        for line in ax.get_lines():
+            if line.get_label() in roles:
+                line.set_label(f"{roles[line.get_label()]}: {line.get_label()}")
         if arm.lr_log2 is not None:
             ax.axvline(arm.lr_log2, color="0.4", ls=":", lw=1)
     _share_y(axes[0])
     for ax, arm in zip(axes[0], arms, strict=True):
-        if arm.lr_log2 is None:
-            continue
-        lo, hi = ax.get_ylim()
-        y, marker = (arm.target_loss, "D") if arm.target_loss is not None else (hi, "X")
-        ax.plot([arm.lr_log2], [y], marker, color="tab:red", ms=10, mec="k", mew=0.8, clip_on=False, zorder=5,
-                label=f"target {_size(spec.target)} at transferred LR: {target_text(arm)}")
+        if arm.lr_log2 is not None:
+            y, marker = (arm.target_loss, "D") if arm.target_loss is not None else (ax.get_ylim()[1], "X")
+            ax.plot([arm.lr_log2], [y], marker, color="tab:red", ms=10, mec="k", mew=0.8, clip_on=False, zorder=5,
+                    label=f"target {_size(spec.target)} at the transferred LR: {target_text(arm)}")
         ax.legend(fontsize=8)
     fig.suptitle(verdict(arms, spec) + f"  ({settings(spec)})", fontsize=10)
     fig.tight_layout()
