@@ -1,12 +1,14 @@
 """`python -m zoo.transfer` end to end: muP's tuned-small-trained-big target beats SP's tuned the same way; errors."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from zoo import transfer
-from zoo.sweeps.transfer import check_lrs
+from zoo.config import RunConfig
+from zoo.sweeps.transfer import TransferSpec, check_lrs, target_config
 
 # MLP-ResNet depth 4, Adam, 300 steps on the 16-dimensional random-teacher task (as tests/test_sweep_transfer.py):
 # SP's best LR falls like 1/width there, muP's stays put.
@@ -66,3 +68,18 @@ def test_default_check_grid_brackets_the_transferred_lr():
     assert check_lrs(-9.0, 1.0, [1e-3]) == [1e-3]
     args = transfer.parser().parse_args(["--out", "x", "--check-target", "--seeds", "2"])
     assert args.check_target == "" and args.seeds == 2
+
+
+def test_arms_scale_from_the_proxy_and_compare_without_options(tmp_path):
+    """Depth transfer: both arms' base depth (and width) is the proxy's, so the plugin scales from the size that was
+    tuned; the comparison arm takes no plugin options; the target config carries the transferred LR."""
+    run = RunConfig(model="mlp_resnet", param="depth_mup", param_opt={"alpha": 1.0})
+    spec = TransferSpec(run=run, lrs=[1e-3], proxy=(32, 2), target=(32, 16), out=tmp_path)
+    main, sp = spec.arms()
+    assert (main.param, main.param_opt, sp.param, sp.param_opt) == ("depth_mup", {"alpha": 1.0}, "sp", {})
+    assert {(r.base_width, r.base_depth) for r in (main, sp)} == {(32, 2)}
+    assert len(dataclasses.replace(spec, compare="depth_mup").arms()) == 1
+    given = dataclasses.replace(spec, run=dataclasses.replace(run, base_depth=1)).arms()[0]
+    assert (given.base_width, given.base_depth) == (32, 1)
+    cfg = target_config(spec, main, -9.0)
+    assert (cfg["width"], cfg["depth"], cfg["base_depth"], cfg["lr"]) == (32, 16, 2, 2.0**-9)
