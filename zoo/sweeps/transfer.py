@@ -134,8 +134,9 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
         echo(f"[{run.param}] every proxy LR diverged: no LR to transfer")
         return Arm(run.param, run.param_opt, proxy, seed_best, None, None, [], spec.check is not None)
     target_lrs = [2.0**best]
-    if spec.check is not None:
-        target_lrs = sorted({*target_lrs, *check_lrs(best, proxy.grid_step, spec.check)}, key=lr_key)
+    if spec.check is not None:  # one member per rounded log2 LR: a check LR equal to the transferred one is it
+        by_key = {lr_key(lr): lr for lr in check_lrs(best, proxy.grid_step, spec.check)}
+        target_lrs = sorted({**by_key, lr_key(2.0**best): 2.0**best}.values())
     target_seeds = range(run.seed, run.seed + spec.target_seeds)
     target_spec = SweepSpec(run=run, lrs=target_lrs, out=out / "target", widths=[tw], depths=[td],
                             seeds=spec.target_seeds, chunk=spec.chunk)
