@@ -30,14 +30,27 @@ def parser() -> argparse.ArgumentParser:
         "and the transfer score (grid steps the best LR moves across sizes).")
     a = p.add_argument
     a("--out", required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
-    a("--lrs", help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
     a("--widths", "--width", help="comma list of widths (default: the model's width)")
     a("--depths", "--depth", help="comma list of depths (default: the model's depth)")
-    a("--seeds", type=int, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
     a("--report-only", action="store_true", help="re-render the report from --out without training")
+    add_lr_flags(p)
+    add_run_flags(p)
+    return p
+
+
+def add_lr_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of an LR sweep (zoo.sweep and zoo.transfer): the grid, seeds, metric, chunk, compile cache."""
+    a = p.add_argument
+    a("--lrs", help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
+    a("--seeds", type=int, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
     a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
     a("--chunk", type=int, default=100, help="train steps per compiled scan")
     a("--cache-dir", default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The RunConfig flags every member shares (RUN_FLAGS, --param-opt, --model-opt); sizes are each tool's own."""
+    a = p.add_argument
     a("--model", help="model name (zoo.models.names())")
     a("--param", help="parametrization plugin (zoo.param.names())")
     a("--param-opt", action="append", type=_kv, metavar="K=V", help="plugin option, repeatable")
@@ -56,7 +69,6 @@ def parser() -> argparse.ArgumentParser:
     a("--augment", action=argparse.BooleanOptionalAction)
     a("--seed", type=int, help="first seed; also the seed of the shared batch order")
     a("--precision", help="f32 or bf16")
-    return p
 
 
 def show(out: Path, metric: str) -> report.Summary:
@@ -86,15 +98,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.report_only:
             show(out, args.metric)
             return
-        if not args.lrs:
-            raise ValueError("--lrs is required (unless --report-only)")
-        if args.seeds < 1 or args.chunk < 1:
-            raise ValueError("--seeds and --chunk must be positive")
+        check_lr_flags(args)
         spec = build_spec(args)
-        if args.cache_dir != "off":
-            from zoo.sweeps.runner import enable_compile_cache
-
-            enable_compile_cache(args.cache_dir)
+        use_compile_cache(args)
         from zoo.sweeps.runner import run_sweep
 
         run_sweep(spec)
@@ -104,10 +110,26 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1) from None
 
 
-def build_spec(args: argparse.Namespace):
-    """The SweepSpec of the parsed flags (model defaults < flags)."""
+def check_lr_flags(args: argparse.Namespace) -> None:
+    """--lrs given, --seeds and --chunk positive (the grid itself is read by parse_lrs)."""
+    if not args.lrs:
+        raise ValueError("--lrs is required")
+    if args.seeds < 1 or args.chunk < 1:
+        raise ValueError("--seeds and --chunk must be positive")
+
+
+def use_compile_cache(args: argparse.Namespace) -> None:
+    """JAX's persistent compile cache in --cache-dir, unless it is 'off'."""
+    if args.cache_dir != "off":
+        from zoo.sweeps.runner import enable_compile_cache
+
+        enable_compile_cache(args.cache_dir)
+
+
+def run_config(args: argparse.Namespace):
+    """The RunConfig of the parsed run flags (model defaults < flags); an unknown plugin, plugin option or model
+    option fails here, before any data is loaded."""
     from zoo.config import resolve
-    from zoo.sweeps.runner import SweepSpec
 
     flags = {k: getattr(args, k) for k in RUN_FLAGS}
     flags["param_opt"] = dict(args.param_opt or [])
@@ -116,8 +138,16 @@ def build_spec(args: argparse.Namespace):
     import zoo.models
     import zoo.param
 
-    zoo.param.get(run.param, **run.param_opt)  # unknown plugin or option: fail before loading data
+    zoo.param.get(run.param, **run.param_opt)
     zoo.models.config(run.model, **run.model_opt)
+    return run
+
+
+def build_spec(args: argparse.Namespace):
+    """The SweepSpec of the parsed flags (model defaults < flags)."""
+    from zoo.sweeps.runner import SweepSpec
+
+    run = run_config(args)
     widths = parse_ints(args.widths, "--widths") if args.widths else []
     depths = parse_ints(args.depths, "--depths") if args.depths else []
     return SweepSpec(run=run, lrs=parse_lrs(args.lrs), out=Path(args.out), widths=widths, depths=depths,

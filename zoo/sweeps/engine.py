@@ -117,8 +117,14 @@ class MemberTrainer:
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
     def evaluate(self, states: State) -> dict[str, np.ndarray]:
-        """Eval loss and accuracy over the eval split (per member when vmapped)."""
-        batches = [np.asarray(i) for i in self.data.eval_indices(self.eval_batch_size)]
+        """Eval loss and accuracy over the eval split (per member when vmapped).
+
+        K vmapped members see eval_batch_size // K examples each per eval step, so an eval step holds one
+        run's eval activations, not K of them (the loss is the example-weighted mean either way).
+        """
+        members = int(states["step"].shape[0]) if self.vmapped else 1
+        per_member = max(1, self.eval_batch_size // members)
+        batches = [np.asarray(i) for i in self.data.eval_indices(per_member)]
         totals: dict[str, Any] = {"loss": 0.0, "accuracy": 0.0}
         seen = 0
         for size in sorted({len(b) for b in batches}):

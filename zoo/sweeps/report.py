@@ -128,7 +128,7 @@ def plot_panels(panels: list[tuple[Summary, str]], path: Path) -> Path:
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), squeeze=False)
     for ax, (summary, title) in zip(axes[0], panels, strict=True):
-        _panel(ax, summary, title)
+        panel(ax, summary, title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -136,7 +136,8 @@ def plot_panels(panels: list[tuple[Summary, str]], path: Path) -> Path:
     return path
 
 
-def _panel(ax: Any, summary: Summary, title: str) -> None:
+def panel(ax: Any, summary: Summary, title: str) -> None:
+    """Draw `summary` on the matplotlib axes `ax` (as `plot` does)."""
     import matplotlib
 
     finite = np.concatenate([c.loss[np.isfinite(c.loss)] for c in summary.curves])

@@ -1,0 +1,85 @@
+"""`python -m zoo.transfer` end to end: muP's tuned-small-trained-big target beats SP's tuned the same way; errors."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from zoo import transfer
+from zoo.config import RunConfig
+from zoo.sweeps.transfer import TransferSpec, check_lrs, target_config
+
+# MLP-ResNet depth 4, Adam, 300 steps on the 16-dimensional random-teacher task (as tests/test_sweep_transfer.py):
+# SP's best LR falls like 1/width there, muP's stays put.
+CASE = ["--model", "mlp_resnet", "--param", "mup", "--proxy-width", "64", "--width", "512", "--depth", "4",
+        "--lrs", "2^-13:2^-7:1", "--steps", "300", "--batch-size", "64", "--optimizer", "adam",
+        "--data", "synthetic:teacher", "--cache-dir", "off"]
+
+
+def error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        transfer.main(argv)
+    assert e.value.code == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in lines[0]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_mup_target_beats_sp_target_at_transferred_lr(tmp_path, capsys):
+    """Proxy width 64 (the base width, where muP is SP), target 512; the check LR 2^-11 is 2 grid steps below
+    the proxies' best. muP: the transferred LR beats it at the target, and the target beats the proxy (wider is
+    better). SP: its hidden features grow like width under Adam, so its best LR moves down by ~log2(512/64) = 3
+    grid steps; the transferred LR overshoots, 2^-11 is better, and SP's target loses to muP's."""
+    out = tmp_path / "t"
+    transfer.main([*CASE, "--out", str(out), "--check-target", "2^-11"])
+    text = capsys.readouterr().out
+    assert "mup's target is better" in text and (out / "transfer.png").stat().st_size > 0
+    report = json.loads((out / "transfer.json").read_text())
+    mup, sp = report["arms"]
+    assert (mup["param"], sp["param"]) == ("mup", "sp")
+    np.testing.assert_allclose(mup["proxy"]["loss"], sp["proxy"]["loss"], rtol=1e-5)  # the same model at width 64
+    assert mup["transferred_log2_lr"] == sp["transferred_log2_lr"] and not mup["proxy"]["at_grid_edge"]
+    assert mup["target_loss"] < sp["target_loss"], report["verdict"]
+    assert mup["target_loss"] < mup["proxy"]["best_loss"]
+    assert mup["miss_grid_steps"] == 0 and sp["miss_grid_steps"] == 2
+    # a rerun trains nothing and reports the same numbers
+    transfer.main([*CASE, "--out", str(out), "--check-target", "2^-11"])
+    assert capsys.readouterr().out.count("done, skipped") == 4
+    assert json.loads((out / "transfer.json").read_text()) == report
+
+
+def test_transfer_bad_input(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "x")]
+    i = CASE.index("--lrs")
+    no_lrs = CASE[:i] + CASE[i + 2:]
+    assert "--lrs is required" in error([*no_lrs, *out], capsys)
+    assert "is the target" in error([*CASE, *out, "--proxy-width", "512"], capsys)
+    assert "unknown parametrization" in error([*CASE, *out, "--compare", "nope"], capsys)
+    assert "learning rates" in error([*CASE, *out, "--check-target", "2^-4:2^-8:1"], capsys)
+    assert "--target-seeds must be positive" in error([*CASE, *out, "--target-seeds", "0"], capsys)
+    assert "--proxy-width must be positive" in error([*CASE, *out, "--proxy-width", "0"], capsys)
+    assert "has no option" in error([*CASE, *out, "--param-opt", "bogus=1"], capsys)
+
+
+def test_default_check_grid_brackets_the_transferred_lr():
+    assert check_lrs(-9.0, 0.5, []) == [2.0**-10, 2.0**-9.5, 2.0**-9, 2.0**-8.5, 2.0**-8]
+    assert check_lrs(-9.0, 1.0, [1e-3]) == [1e-3]
+    args = transfer.parser().parse_args(["--out", "x", "--check-target", "--seeds", "2"])
+    assert args.check_target == "" and args.seeds == 2
+
+
+def test_arms_scale_from_the_proxy_and_compare_without_options(tmp_path):
+    """Depth transfer: both arms' base depth (and width) is the proxy's, so the plugin scales from the size that was
+    tuned; the comparison arm takes no plugin options; the target config carries the transferred LR."""
+    run = RunConfig(model="mlp_resnet", param="depth_mup", param_opt={"alpha": 1.0})
+    spec = TransferSpec(run=run, lrs=[1e-3], proxy=(32, 2), target=(32, 16), out=tmp_path)
+    main, sp = spec.arms()
+    assert (main.param, main.param_opt, sp.param, sp.param_opt) == ("depth_mup", {"alpha": 1.0}, "sp", {})
+    assert {(r.base_width, r.base_depth) for r in (main, sp)} == {(32, 2)}
+    assert len(dataclasses.replace(spec, compare="depth_mup").arms()) == 1
+    given = dataclasses.replace(spec, run=dataclasses.replace(run, base_depth=1)).arms()[0]
+    assert (given.base_width, given.base_depth) == (32, 1)
+    cfg = target_config(spec, main, -9.0)
+    assert (cfg["width"], cfg["depth"], cfg["base_depth"], cfg["lr"]) == (32, 16, 2, 2.0**-9)

@@ -1,0 +1,167 @@
+"""The muTransfer recipe (Tensor Programs V, Yang et al. 2022, Sec. 4): tune the LR on a small proxy, train the
+big target at the proxy's best LR, and run the same recipe under a comparison parametrization (SP by default,
+whose best LR moves with width, so its transferred LR is off at the target).
+
+    spec = TransferSpec(run=RunConfig(model="gpt", param="mup", steps=2000, data="shakespeare"),
+                        lrs=parse_lrs("2^-12:2^-6:1"), proxy=(128, 6), target=(1024, 6), out=Path("runs/t"))
+    arms = run_transfer(spec)  # one Arm per parametrization: the proxy sweep, the target run, the check
+
+Every run is a sweep-engine run (zoo.sweeps.runner.run_sweep): the target is a vmapped program of one member
+per target seed (plus the --check-target LRs), on the same batches as the proxy, so proxy and target losses are
+measured alike, and a rerun skips what is finished. Runs live in OUT/<param>/proxy and OUT/<param>/target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.config import RunConfig
+from zoo.sweeps import report
+from zoo.sweeps.grid import lr_key
+from zoo.sweeps.runner import SweepSpec, run_sweep
+
+CHECK_STEPS = 2  # the default --check-target grid: the transferred LR +- this many proxy grid steps
+
+
+@dataclasses.dataclass
+class TransferSpec:
+    """run: the shared settings (its param is the arm under test; width and depth are ignored). proxy and
+    target: (width, depth). The base width and depth default to the proxy's. check: None (no target sweep),
+    [] (the transferred LR +- CHECK_STEPS grid steps) or the LRs to sweep at the target."""
+
+    run: RunConfig
+    lrs: list[float]
+    proxy: tuple[int, int]
+    target: tuple[int, int]
+    out: Path
+    compare: str | None = "sp"
+    seeds: int = 1
+    target_seeds: int = 1
+    check: list[float] | None = None
+    metric: str = "train_loss"
+    chunk: int = 100
+
+    def arms(self) -> list[RunConfig]:
+        """The run settings of each parametrization: the one under test, then the comparison (no options)."""
+        base = dict(base_width=self.run.base_width or self.proxy[0], base_depth=self.run.base_depth or self.proxy[1])
+        runs = [dataclasses.replace(self.run, **base)]
+        if self.compare and self.compare != self.run.param:
+            runs.append(dataclasses.replace(self.run, param=self.compare, param_opt={}, **base))
+        return runs
+
+
+@dataclasses.dataclass
+class Arm:
+    """One parametrization's recipe. proxy: its LR sweep; seed_best: each seed's best log2 LR there; lr_log2: the
+    transferred LR (None when every proxy LR diverged); target: the target's curve over the LRs it trained (the
+    transferred one, plus the check LRs), seeds averaged; target_losses: per target seed at the transferred LR."""
+
+    param: str
+    param_opt: dict[str, Any]
+    proxy: report.Summary
+    seed_best: list[float | None]
+    lr_log2: float | None
+    target: report.Summary | None
+    target_losses: list[float | None]
+    checked: bool
+
+    @property
+    def target_curve(self) -> report.Curve | None:
+        return None if self.target is None else self.target.curves[0]
+
+    @property
+    def transferred(self) -> int | None:
+        """Index of the transferred LR in the target curve."""
+        c = self.target_curve
+        if c is None or self.lr_log2 is None:
+            return None
+        return int(np.flatnonzero(np.isclose(c.log2_lr, self.lr_log2))[0])
+
+    @property
+    def target_loss(self) -> float | None:
+        """The target's loss at the transferred LR, seeds averaged; None if it diverged."""
+        i = self.transferred
+        return None if i is None or self.target_curve.diverged[i] else float(self.target_curve.loss[i])
+
+    @property
+    def target_diverged(self) -> bool:
+        i = self.transferred
+        return i is not None and bool(self.target_curve.diverged[i])
+
+    @property
+    def miss(self) -> float | None:
+        """(transferred - the target's own best log2 LR) in proxy grid steps, when the target was checked."""
+        c = self.target_curve
+        if not self.checked or c is None or c.best is None or self.lr_log2 is None:
+            return None
+        return (self.lr_log2 - c.best_log2_lr) / self.proxy.grid_step
+
+
+def check_lrs(lr_log2: float, grid_step: float, lrs: list[float] | None) -> list[float]:
+    """The check LRs: `lrs` as given, or the transferred LR +- CHECK_STEPS proxy grid steps."""
+    if lrs:
+        return lrs
+    return [2.0 ** (lr_log2 + k * grid_step) for k in range(-CHECK_STEPS, CHECK_STEPS + 1)]
+
+
+def select(records: list[dict[str, Any]], size: tuple[int, int], lrs: list[float], seeds: range
+           ) -> list[dict[str, Any]]:
+    """The records of this (width, depth), these LRs and seeds (a sweep dir may also hold earlier runs' members)."""
+    keys = {lr_key(lr) for lr in lrs}
+    return [r for r in records
+            if (r["width"], r["depth"]) == size and lr_key(r["lr"]) in keys and r["seed"] in seeds]
+
+
+def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str], None]) -> Arm:
+    """The proxy sweep, its best LR, and the target trained there (and at the check LRs)."""
+    out = spec.out / run.param
+    (pw, pd), (tw, td) = spec.proxy, spec.target
+    seeds = range(run.seed, run.seed + spec.seeds)
+    proxy_spec = SweepSpec(run=run, lrs=spec.lrs, out=out / "proxy", widths=[pw], depths=[pd], seeds=spec.seeds,
+                           chunk=spec.chunk)
+    proxy_records = select(run_sweep(proxy_spec, lambda s: echo(f"[{run.param} proxy] {s}"), data),
+                           spec.proxy, spec.lrs, seeds)
+    proxy = report.summarize(proxy_records, spec.metric)
+    seed_best = [report.summarize([r for r in proxy_records if r["seed"] == s], spec.metric).curves[0].best_log2_lr
+                 for s in seeds]
+    best = proxy.curves[0].best_log2_lr
+    if best is None:
+        echo(f"[{run.param}] every proxy LR diverged: no LR to transfer")
+        return Arm(run.param, run.param_opt, proxy, seed_best, None, None, [], spec.check is not None)
+    target_lrs = [2.0**best]
+    if spec.check is not None:  # one member per rounded log2 LR: a check LR equal to the transferred one is it
+        by_key = {lr_key(lr): lr for lr in check_lrs(best, proxy.grid_step, spec.check)}
+        target_lrs = sorted({**by_key, lr_key(2.0**best): 2.0**best}.values())
+    target_seeds = range(run.seed, run.seed + spec.target_seeds)
+    target_spec = SweepSpec(run=run, lrs=target_lrs, out=out / "target", widths=[tw], depths=[td],
+                            seeds=spec.target_seeds, chunk=spec.chunk)
+    target_records = select(run_sweep(target_spec, lambda s: echo(f"[{run.param} target] {s}"), data),
+                            spec.target, target_lrs, target_seeds)
+    at_lr = sorted((r for r in target_records if lr_key(r["lr"]) == lr_key(2.0**best)), key=lambda r: r["seed"])
+    losses = [None if r["diverged"] or r[spec.metric] is None else float(r[spec.metric]) for r in at_lr]
+    return Arm(run.param, run.param_opt, proxy, seed_best, best, report.summarize(target_records, spec.metric),
+               losses, spec.check is not None)
+
+
+def target_config(spec: TransferSpec, run: RunConfig, lr_log2: float) -> dict[str, Any]:
+    """The target as a train.py config file (`train.py --config FILE`): the arm's settings at the target size,
+    its base size, and the transferred LR, for a run with checkpoints and curves."""
+    return {**run.to_json(), "width": spec.target[0], "depth": spec.target[1], "lr": 2.0**lr_log2}
+
+
+def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:
+    """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs."""
+    if spec.proxy == spec.target:
+        raise ValueError(f"the proxy (width {spec.proxy[0]}, depth {spec.proxy[1]}) is the target; give a smaller "
+                         "--proxy-width or --proxy-depth")
+    if data is None:
+        import zoo.data
+
+        run = spec.run
+        data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir)
+    return [run_arm(spec, run, data, echo) for run in spec.arms()]

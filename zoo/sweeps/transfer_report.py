@@ -1,0 +1,171 @@
+"""The transfer report: a rich table, a PNG (one panel per parametrization: the proxy's loss against log2 LR,
+the target at the transferred LR, and the target's own curve when checked) and a JSON of the same numbers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.sweeps import report
+from zoo.sweeps.transfer import Arm, TransferSpec
+
+
+def _size(size: tuple[int, int]) -> str:
+    return f"w{size[0]} d{size[1]}"
+
+
+def _name(arm: Arm) -> str:
+    opts = ", ".join(f"{k}={v}" for k, v in sorted(arm.param_opt.items()))
+    return arm.param + (f" ({opts})" if opts else "")
+
+
+def _lr(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def _spread(values: list[float | None]) -> str:
+    """`a..b` over the seeds' values, `diverged` if any seed has none."""
+    if any(v is None for v in values):
+        return "a seed diverged"
+    return f"{min(values):g}..{max(values):g}"
+
+
+def settings(spec: TransferSpec) -> str:
+    """`model, optimizer, N steps, data`: what both parametrizations share."""
+    run = spec.run
+    return f"{run.model}, {run.optimizer}, {run.steps} steps, batch {run.batch_size}, {run.data}"
+
+
+def target_text(arm: Arm) -> str:
+    """The target's loss at the transferred LR: mean (+- std over target seeds), or why there is none."""
+    if arm.lr_log2 is None:
+        return "not trained (proxy diverged)"
+    if arm.target_diverged:
+        return "diverged"
+    losses = [v for v in arm.target_losses if v is not None]
+    std = f" +- {np.std(losses):.4f}" if len(losses) > 1 else ""
+    return f"{arm.target_loss:.4f}{std}"
+
+
+def table(arms: list[Arm], spec: TransferSpec) -> Any:
+    """One row per parametrization: the proxy's best log2 LR (and per-seed spread), its loss, the target's loss
+    at that LR and, when checked, the target's own best LR and how many grid steps the transferred LR misses."""
+    from rich.table import Table
+
+    metric = spec.metric.replace("_", " ")
+    t = Table(title=f"tune at {_size(spec.proxy)}, train at {_size(spec.target)}: {settings(spec)}")
+    t.add_column("param")
+    t.add_column("proxy best log2 LR", justify="right")
+    if spec.seeds > 1:
+        t.add_column(f"per seed ({spec.seeds})", justify="right")
+    t.add_column(f"proxy {metric}", justify="right")
+    t.add_column(f"target {metric} at it", justify="right")
+    if spec.check is not None:
+        t.add_column("target's own best log2 LR", justify="right")
+        t.add_column(f"its {metric}", justify="right")
+        t.add_column("miss (grid steps)", justify="right")
+    for arm in arms:
+        proxy = arm.proxy.curves[0]
+        edge = " (grid edge)" if proxy.at_edge else ""
+        row = [_name(arm), _lr(arm.lr_log2) + edge]
+        if spec.seeds > 1:
+            row.append(_spread(arm.seed_best))
+        row += ["all diverged" if proxy.best is None else f"{proxy.best_loss:.4f}", target_text(arm)]
+        if spec.check is not None:
+            c = arm.target_curve
+            if c is None or c.best is None:
+                row += ["-", "all diverged" if c is not None else "-", "-"]
+            else:
+                row += [_lr(c.best_log2_lr) + (" (grid edge)" if c.at_edge else ""), f"{c.best_loss:.4f}",
+                        f"{arm.miss:+g}"]
+        t.add_row(*row)
+    t.caption = verdict(arms, spec)
+    return t
+
+
+def verdict(arms: list[Arm], spec: TransferSpec) -> str:
+    """One line: which parametrization's target is better at its transferred LR."""
+    losses = {_name(a): a.target_loss for a in arms}
+    if len(arms) < 2:
+        return f"target {spec.metric.replace('_', ' ')}: {target_text(arms[0])}"
+    (a, la), (b, lb) = losses.items()
+    if la is None and lb is None:
+        return f"neither target trained at its transferred LR ({a}: {target_text(arms[0])}, {b}: " \
+               f"{target_text(arms[1])})"
+    if lb is None or (la is not None and la < lb):
+        return f"{a}'s target is better: {target_text(arms[0])} vs {b}'s {target_text(arms[1])}"
+    return f"{b}'s target is better: {target_text(arms[1])} vs {a}'s {target_text(arms[0])}"
+
+
+def plot(arms: list[Arm], spec: TransferSpec, path: Path) -> Path:
+    """One panel per parametrization, on a shared y range: the proxy curve (and the target's checked curve);
+    a diamond at the target's loss at the transferred LR (an x at the top if it diverged); a dotted line there."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(arms), figsize=(6.0 * len(arms), 4.6), squeeze=False)
+    for ax, arm in zip(axes[0], arms, strict=True):
+        shown = report.Summary(arm.proxy.curves + (arm.target.curves if arm.checked and arm.target else []),
+                               arm.proxy.axis if not arm.checked else _axis(spec), arm.proxy.grid_step, spec.metric)
+        report.panel(ax, shown, f"{_name(arm)}: tune at {_size(spec.proxy)}, train at {_size(spec.target)}")
+        roles = {shown.label(c): role for c, role in zip(shown.curves, ("proxy", "target"), strict=False)}
+        for line in ax.get_lines():
+            if line.get_label() in roles:
+                line.set_label(f"{roles[line.get_label()]}: {line.get_label()}")
+        if arm.lr_log2 is not None:
+            ax.axvline(arm.lr_log2, color="0.4", ls=":", lw=1)
+    _share_y(axes[0])
+    for ax, arm in zip(axes[0], arms, strict=True):
+        if arm.lr_log2 is not None:
+            y, marker = (arm.target_loss, "D") if arm.target_loss is not None else (ax.get_ylim()[1], "X")
+            ax.plot([arm.lr_log2], [y], marker, color="tab:red", ms=10, mec="k", mew=0.8, clip_on=False, zorder=5,
+                    label=f"target {_size(spec.target)} at the transferred LR: {target_text(arm)}")
+        ax.legend(fontsize=8)
+    fig.suptitle(verdict(arms, spec) + f"  ({settings(spec)})", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _axis(spec: TransferSpec) -> str:
+    """What differs between proxy and target: width, depth or both (the panel's curve labels)."""
+    width, depth = spec.proxy[0] != spec.target[0], spec.proxy[1] != spec.target[1]
+    return "shape" if width and depth else "depth" if depth else "width"
+
+
+def _share_y(axes: Any) -> None:
+    """The union of the panels' y ranges on every panel (log scale if any panel chose it)."""
+    log = any(ax.get_yscale() == "log" for ax in axes)
+    lo = min(ax.get_ylim()[0] for ax in axes)
+    hi = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        if log:
+            ax.set_yscale("log")
+        ax.set_ylim(max(lo, 1e-6) if log else lo, hi)
+
+
+def to_json(arms: list[Arm], spec: TransferSpec) -> dict[str, Any]:
+    """The report's numbers (None where diverged or not run)."""
+
+    def curve(c: report.Curve) -> dict[str, Any]:
+        return {"log2_lr": c.log2_lr.tolist(), "loss": [None if math.isnan(v) else float(v) for v in c.loss],
+                "diverged": c.diverged.tolist(), "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
+                "at_grid_edge": c.at_edge}
+
+    return {"proxy": {"width": spec.proxy[0], "depth": spec.proxy[1]},
+            "target": {"width": spec.target[0], "depth": spec.target[1]},
+            "metric": spec.metric, "run": spec.run.to_json(), "compare": spec.compare, "lrs": spec.lrs,
+            "seeds": spec.seeds, "target_seeds": spec.target_seeds, "verdict": verdict(arms, spec),
+            "arms": [{"param": a.param, "param_opt": a.param_opt, "proxy": curve(a.proxy.curves[0]),
+                      "proxy_seed_best_log2_lr": a.seed_best, "transferred_log2_lr": a.lr_log2,
+                      "target_loss": a.target_loss, "target_diverged": a.target_diverged,
+                      "target_seed_losses": a.target_losses,
+                      "target_check": curve(a.target_curve) if a.checked and a.target else None,
+                      "miss_grid_steps": a.miss} for a in arms]}
