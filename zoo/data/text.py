@@ -24,11 +24,8 @@ def load(path: str, seq_len: int, byte_level: bool = False) -> Dataset:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ValueError(f"text file {src} is not UTF-8 ({err}); use byte-level tokens") from err
-    return from_text(text, CharTokenizer.fit([text]), seq_len, str(src))
-
-
-def from_text(text: str, tokenizer: Tokenizer, seq_len: int, name: str) -> Dataset:
-    return from_tokens(tokenizer.encode(text), tokenizer, seq_len, name)
+    tokenizer = CharTokenizer.fit([text])
+    return from_tokens(tokenizer.encode(text), tokenizer, seq_len, str(src))
 
 
 def from_tokens(tokens: np.ndarray, tokenizer: Tokenizer, seq_len: int, name: str) -> Dataset:
