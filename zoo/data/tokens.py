@@ -46,12 +46,12 @@ class TokenFile:
 
     def __getitem__(self, pos: np.ndarray | slice) -> np.ndarray:
         mapped = np.memmap(self.path, self.dtype, mode="r", shape=(self.length,))
-        out = np.array(mapped[pos])
+        out = mapped[pos].copy() if isinstance(pos, slice) else mapped[pos]  # a fancy index copies already
         del mapped  # unmaps the file
-        bad = np.flatnonzero(out.ravel() >= self.vocab_size)
-        if bad.size:
-            where = (range(self.length)[pos] if isinstance(pos, slice) else np.asarray(pos).ravel())[bad[0]]
-            raise ValueError(f"{self.path}: token {int(out.ravel()[bad[0]])} at position {where} is outside the "
+        if out.size and int(out.max()) >= self.vocab_size:
+            bad = int(np.argmax(out.ravel() >= self.vocab_size))
+            where = (range(self.length)[pos] if isinstance(pos, slice) else np.asarray(pos).ravel())[bad]
+            raise ValueError(f"{self.path}: token {int(out.ravel()[bad])} at position {where} is outside the "
                              f"vocabulary of {self.vocab_size} in {META}")
         return out
 
