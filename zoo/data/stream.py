@@ -36,18 +36,19 @@ class _ReadStep:
 
 
 def stream(data: DataView, split: str, *, batch_size: int, seed: int, start_step: int = 0,
-           rows: slice = slice(None), workers: int = 0, buffer: int = 2) -> Iterator[tuple[int, Batch]]:
+           rows: slice = slice(None), workers: int = 0, buffer: int = 4) -> Iterator[tuple[int, Batch]]:
     """(step, host batch) for step = start_step, start_step + 1, ... (endless; stop when done).
 
-    workers: processes that read and decode (0: in this process); buffer: batches each worker reads ahead.
+    workers: processes that read and decode (0: threads of this process); buffer: batches each process reads
+    ahead, in as many threads, so at most (workers + 1) * buffer batches are in memory at once.
     A failure (a corrupt image, a worker that died) raises DataError with one line naming the step."""
     import grain  # imports JAX and orbax: only when a set streams
 
-    if workers < 0:
-        raise ValueError(f"workers must be at least 0, got {workers}")
+    if workers < 0 or buffer < 1:
+        raise ValueError(f"need workers >= 0 and buffer >= 1, got {workers} and {buffer}")
     data.indices(split, start_step, batch_size, seed)  # a bad split or batch size fails here, in one line
     ds = grain.MapDataset.range(start_step, HORIZON).map(_ReadStep(data, split, batch_size, seed, rows))
-    it = ds.to_iter_dataset()
+    it = ds.to_iter_dataset(grain.ReadOptions(num_threads=buffer, prefetch_buffer_size=buffer))
     if workers:
         _absl_flags_parsed()
         it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=buffer))
@@ -70,10 +71,10 @@ def _checked(it: Iterator[tuple[int, Batch]], step: int, split: str) -> Iterator
             try:
                 at, batch = next(it)
             except Exception as err:  # whatever a reader or grain raises, as one line
-                text = str(err).strip()
-                why = text.splitlines()[0] if text else type(err).__name__
+                why = (str(err).strip() or type(err).__name__).splitlines()[0]
                 raise DataError(f"reading step {step} of split {split!r} failed: {why}") from None
-            yield at, {k: np.array(v) for k, v in batch.items()}  # out of grain's shared memory, which is freed
+            # worker batches arrive in grain's shared memory: copied out, so it is freed now
+            yield at, {k: v if type(v) is np.ndarray else np.array(v) for k, v in batch.items()}
             step += 1
     finally:
         close = getattr(it, "close", None)

@@ -74,12 +74,13 @@ class TfdsImages:
             raise ValueError(f"tfds split {what} is empty")
 
     def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
-        try:
-            examples = [self.source[int(i)] for i in idx]
-        except Exception as err:  # ArrayRecord and the feature decoders raise many types
-            raise ValueError(f"tfds split {self.what}: cannot read examples {int(idx[0])}..: "
-                             f"{str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}"
-                             ) from None
+        examples = []
+        for i in idx:
+            try:
+                examples.append(self.source[int(i)])
+            except Exception as err:  # ArrayRecord and the feature decoders raise many types
+                why = (str(err).strip() or type(err).__name__).splitlines()[0]
+                raise ValueError(f"tfds split {self.what}: cannot read example {int(i)}: {why}") from None
         x = np.stack([np.asarray(e["image"], np.uint8) for e in examples])
         y = np.array([int(e["label"]) for e in examples], np.int32)
         return {"x": x, "y": y}
