@@ -63,12 +63,12 @@ def compare(name: str, unit: str, per_batch: int, in_memory: zoo.data.Dataset, s
     _, base = rate(host, steps)
     print(f"\n{name}: batches of {batch}")
     print(f"  {'path':<26}{'start s':>9}{'batches/s':>11}{unit + '/s':>14}{'vs in-memory':>14}")
-    print(f"  {'in-memory (host gather)':<26}{'':>9}{base:>11.1f}{base * per_batch:>14,.0f}{1.0:>14.2f}")
+    print(f"  {'in-memory (host gather)':<26}{'':>9}{base:>11.1f}{base * per_batch:>14,.0f}{1.0:>14.3g}")
     for w in workers:
         it = zoo.data.stream(streamed, "train", batch_size=batch, seed=0, workers=w)
         start, r = rate(it, steps)
         it.close()
-        print(f"  {f'streamed, {w} workers':<26}{start:>9.1f}{r:>11.1f}{r * per_batch:>14,.0f}{r / base:>14.2f}")
+        print(f"  {f'streamed, {w} workers':<26}{start:>9.1f}{r:>11.1f}{r * per_batch:>14,.0f}{r / base:>14.3g}")
 
 
 def main() -> None:
