@@ -127,7 +127,7 @@ def test_prepare_command_line(tmp_path, corpus, capsys):
     ok = subprocess.run([sys.executable, "-m", "zoo.data.prepare", "text", str(corpus), "--out", str(tmp_path / "tok"),
                          "--tokenizer", "byte"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
-    assert "tokenizing corpus.txt" in ok.stdout and f"tokens:{tmp_path / 'tok'}" in ok.stdout
+    assert "tokenizing corpus.txt" in ok.stderr and f"tokens:{tmp_path / 'tok'}" in ok.stdout
     for args, message in [((str(corpus), "--out", str(tmp_path / "tok")), "already holds a token directory"),
                           ((str(corpus), "--out", str(tmp_path / "x"), "--tokenizer", "bpe"), "unknown tokenizer"),
                           ((str(tmp_path / "nope.txt"), "--out", str(tmp_path / "y")), "no file or folder")]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from zoo.data import tokens
@@ -112,9 +113,10 @@ def split_tail(whole: Path, train: Path, val: Path, count: int, itemsize: int) -
 
 @contextlib.contextmanager
 def progress(description: str, total: int, unit_bytes: bool) -> Iterator[Advance]:
-    """A progress bar; yields the function that advances it."""
+    """A progress bar on stderr; yields the function that advances it."""
     count = DownloadColumn() if unit_bytes else TextColumn("{task.completed}/{task.total} documents")
-    with Progress(TextColumn("{task.description}"), BarColumn(), count, TimeRemainingColumn()) as bar:
+    columns = (TextColumn("{task.description}"), BarColumn(), count, TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
 
