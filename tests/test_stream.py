@@ -125,6 +125,20 @@ def test_stream_is_a_function_of_seed_and_step(token_dir, folder, tmp_path):
         stream(images, "validation", batch_size=2, seed=0)
 
 
+@pytest.mark.slow
+def test_workers_give_the_same_batches_in_order(token_dir):
+    """Two worker processes (each reading every other step from the memory-mapped file) and none: the same
+    (step, batch) sequence."""
+    data = zoo.data.load(f"tokens:{token_dir}", seq_len=16, stream=True)
+    with deadline(120):
+        parallel = list(islice(stream(data, "train", batch_size=8, seed=1, start_step=3, workers=2), 5))
+    serial = list(islice(stream(data, "train", batch_size=8, seed=1, start_step=3), 5))
+    assert [s for s, _ in parallel] == [s for s, _ in serial] == [3, 4, 5, 6, 7]
+    for (_, a), (_, b) in zip(parallel, serial, strict=True):
+        np.testing.assert_array_equal(a["x"], b["x"])
+        np.testing.assert_array_equal(a["y"], b["y"])
+
+
 def test_size_rule(token_dir, folder, tmp_path):
     assert zoo.data.load(f"tokens:{token_dir}", seq_len=16).streamed is False
     nbytes = 4 * (token_dir / "train.bin").stat().st_size // 2 + 4 * (token_dir / "val.bin").stat().st_size // 2
