@@ -103,16 +103,17 @@ def sample(run_dir: str, prompt: str, tokens: int, temperature: float = 1.0, top
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m zoo.sample", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m zoo.sample",
+                                description="Continue a prompt with a trained GPT run, decoding with its tokenizer.")
     a = p.add_argument
     a("run_dir", help="a GPT run directory (config.json and checkpoints/)")
-    a("--prompt", default="\n", help="text to continue")
-    a("--tokens", type=int, default=200, help="how many tokens to generate")
-    a("--temperature", type=float, default=1.0, help="softmax temperature (0: always the most likely token)")
-    a("--top-k", type=int, help="draw only among the K most likely tokens")
-    a("--step", type=int, help="the checkpoint step (default: the latest)")
-    a("--seed", type=int, default=0, help="seed of the draws")
+    a("--prompt", default="\n", help="text to continue (default: a newline)")
+    a("--tokens", type=int, default=200, help="how many tokens to generate (default: 200)")
+    a("--temperature", type=float, default=1.0, help="softmax temperature; 0 always takes the most likely token "
+      "(default: 1)")
+    a("--top-k", type=int, help="draw only among the K most likely tokens (default: all)")
+    a("--step", type=int, help="the checkpoint's step (default: the latest)")
+    a("--seed", type=int, default=0, help="seed of the draws (default: 0)")
     args: Any = p.parse_args(argv)
     try:
         text = sample(args.run_dir, args.prompt, args.tokens, args.temperature, args.top_k, args.step, args.seed)

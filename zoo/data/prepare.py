@@ -174,11 +174,13 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m zoo.data.prepare", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m zoo.data.prepare", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text file, "
+        "a folder of text files, or a tfds text set.")
     p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
     p.add_argument("source", help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
-    p.add_argument("--out", required=True, help="the token directory to write (train.bin, val.bin, meta.json)")
+    p.add_argument("--out", required=True, help="the token directory to write")
     p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens)")
     p.add_argument("--data-dir", help="the tfds data dir")
     args = p.parse_args(argv)
