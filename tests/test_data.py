@@ -112,12 +112,12 @@ def test_text_char_level(tmp_path):
     path.write_text(text, encoding="utf-8")
     ds = zoo.data.load(f"text:{path}", seq_len=16)
     assert ds.kind == "text" and ds.eval_split == "val" and ds.in_shape == (16,) and ds.seq_len == 16
-    assert ds.vocab == sorted(set(text)) and ds.num_classes == len(set(text))
+    assert ds.tokenizer.chars == sorted(set(text)) and ds.num_classes == len(set(text))
     train, val = ds.splits["train"]["tokens"], ds.splits["val"]["tokens"]
     assert len(train) == int(0.9 * 602) == 541 and len(val) == 61
     assert train.dtype == np.int32
     assert ds.decode(np.concatenate([train, val])) == text
-    assert np.array_equal(ds.encode("hello é"), [ds.vocab.index(c) for c in "hello é"])
+    assert np.array_equal(ds.encode("hello é"), [ds.tokenizer.chars.index(c) for c in "hello é"])
     assert ds.size("train") == 541 - 16
     with pytest.raises(ValueError, match="not in the vocabulary"):
         ds.encode("xyz")
@@ -129,7 +129,7 @@ def test_text_byte_level(tmp_path):
     path.write_text(text, encoding="utf-8")
     ds = zoo.data.load(f"text:{path}", seq_len=8, byte_level=True)
     raw = text.encode("utf-8")
-    assert ds.num_classes == 256 and ds.vocab is None
+    assert ds.num_classes == 256 and ds.tokenizer.meta() == {"kind": "byte"}
     tokens = np.concatenate([ds.splits["train"]["tokens"], ds.splits["val"]["tokens"]])
     assert tokens.tolist() == list(raw) and len(ds.splits["train"]["tokens"]) == int(0.9 * len(raw))
     assert ds.decode(tokens) == text and ds.encode("wö").tolist() == list("wö".encode())
@@ -273,7 +273,7 @@ def test_tfds_mock_no_network(tmp_path):
 
 def test_bundled_shakespeare():
     ds = zoo.data.load("shakespeare", seq_len=256)
-    assert ds.num_classes == 65 and len(ds.vocab) == 65
+    assert ds.num_classes == 65 and len(ds.tokenizer.chars) == 65
     assert len(ds.splits["train"]["tokens"]) == 1_003_854 and len(ds.splits["val"]["tokens"]) == 111_540
     assert ds.decode(ds.splits["train"]["tokens"][:14]) == "First Citizen:"
 

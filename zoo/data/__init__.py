@@ -1,7 +1,11 @@
-"""Data sources behind one small interface: `load(spec) -> Dataset` (host arrays, batch indices, device gather)."""
+"""Data sources behind one small interface: `load(spec) -> DataView`, either an in-memory `Dataset` (host arrays,
+batch indices, device gather) or a `Streamed` set read batch by batch through `stream` (grain)."""
 
 from zoo.data import augment
 from zoo.data.dataset import Dataset
 from zoo.data.sources import load
+from zoo.data.stream import DataError, stream
+from zoo.data.streamed import Streamed
+from zoo.data.view import DataView
 
-__all__ = ["Dataset", "augment", "load"]
+__all__ = ["DataError", "DataView", "Dataset", "Streamed", "augment", "load", "stream"]

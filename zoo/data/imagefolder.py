@@ -16,6 +16,8 @@ from PIL import Image, UnidentifiedImageError
 
 from zoo.data import cache
 from zoo.data.dataset import Dataset
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
+from zoo.data.view import DataView
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
 EVAL_SPLITS = ("test", "val", "validation")
@@ -26,15 +28,23 @@ PARALLEL_MIN = 4096
 Entry = tuple[str, str, str, str | bytes]
 
 
-def load(path: str, cache_dir: str | None = None) -> Dataset:
-    """A directory or .tar[.gz] laid out as split/class/image; class names sorted -> labels."""
+def load(path: str, cache_dir: str | None = None, stream: bool | None = None,
+         limit: int = IN_MEMORY_LIMIT) -> DataView:
+    """A directory or .tar[.gz] laid out as split/class/image; class names sorted -> labels.
+
+    A directory too big for memory (or with stream=True) is read image by image; an archive is decoded whole."""
     src = Path(path).expanduser()
     if not src.exists():
         raise FileNotFoundError(f"image folder not found: {src}")
     if src.is_dir():
         entries = _dir_entries(src)
+        if entries and streams(stream, len(entries) * _decode_one(*min(entries)[2:]).nbytes, limit):
+            return _streamed(src, entries)
         fingerprint = _dir_fingerprint(src, entries)
     else:
+        if stream:
+            raise ValueError(f"{src} is an archive, which cannot be read one image at a time; extract it to a "
+                             "folder to stream it")
         entries = None
         fingerprint = cache.file_fingerprint(src)
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
@@ -129,29 +139,71 @@ def _decode_all(items: list[tuple[str, str | bytes]]) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _decode(src: Path, entries: list[Entry]) -> dict[str, np.ndarray]:
+def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[Entry]]]:
+    """Class names (sorted; a label is the rank) and each split's entries, sorted by class then name."""
     if not entries:
         raise ValueError(f"no images found in {src}; expected split/class/image.(jpg|png) inside")
     entries = sorted(entries, key=lambda e: (e[0], e[1], e[2]))
     classes = sorted({e[1] for e in entries})
+    splits: dict[str, list[Entry]] = {}
+    for e in entries:
+        splits.setdefault(e[0], []).append(e)
+    return classes, splits
+
+
+def _decode(src: Path, entries: list[Entry]) -> dict[str, np.ndarray]:
+    classes, splits = _layout(src, entries)
     label = {c: i for i, c in enumerate(classes)}
-    x = _decode_all([(e[2], e[3]) for e in entries])
     arrays: dict[str, np.ndarray] = {"classes": np.array(classes)}
-    splits = [e[0] for e in entries]
-    for split in sorted(set(splits)):
-        lo, hi = splits.index(split), len(splits) - splits[::-1].index(split)
-        arrays[f"{split}.x"] = x[lo:hi]
-        arrays[f"{split}.y"] = np.array([label[e[1]] for e in entries[lo:hi]], np.int32)
+    x = _decode_all([(e[2], e[3]) for split in sorted(splits) for e in splits[split]])
+    start = 0
+    for split in sorted(splits):
+        n = len(splits[split])
+        arrays[f"{split}.x"] = x[start:start + n]
+        arrays[f"{split}.y"] = np.array([label[e[1]] for e in splits[split]], np.int32)
+        start += n
     return arrays
+
+
+def _eval_split(src: Path, names: list[str]) -> str:
+    if "train" not in names:
+        raise ValueError(f"image folder {src} has no train split (found: {', '.join(names)})")
+    eval_split = next((s for s in EVAL_SPLITS if s in names), None)
+    if eval_split is None:
+        raise ValueError(f"image folder {src} has no test or val split (found: {', '.join(names)})")
+    return eval_split
 
 
 def _dataset(src: Path, arrays: dict[str, np.ndarray]) -> Dataset:
     names = sorted(k[:-2] for k in arrays if k.endswith(".x"))
     splits = {s: {"x": arrays[f"{s}.x"], "y": arrays[f"{s}.y"]} for s in names}
-    if "train" not in splits:
-        raise ValueError(f"image folder {src} has no train split (found: {', '.join(names)})")
-    eval_split = next((s for s in EVAL_SPLITS if s in splits), None)
-    if eval_split is None:
-        raise ValueError(f"image folder {src} has no test or val split (found: {', '.join(names)})")
+    eval_split = _eval_split(src, names)
     return Dataset(kind="image", splits=splits, num_classes=len(arrays["classes"]),
                    in_shape=tuple(splits["train"]["x"].shape[1:]), eval_split=eval_split)
+
+
+class ImageFiles:
+    """An image split as a Reader: files (names relative to `root`, stored as compact bytes) decoded when a batch
+    asks for them, in grain's workers."""
+
+    def __init__(self, root: Path, names: list[str], labels: np.ndarray, shape: tuple[int, ...]):
+        self.root, self.names, self.labels, self.shape = root, np.array([n.encode() for n in names]), labels, shape
+        self.size = len(labels)
+
+    def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        paths = [str(self.root / self.names[i].decode()) for i in idx]
+        x = _decode_chunk([(p, p) for p in paths])
+        if x.shape[1:] != self.shape:
+            raise ValueError(f"image {paths[0]} has shape {x.shape[1:]}, but the first training image has "
+                             f"{self.shape}")
+        return {"x": x, "y": self.labels[idx]}
+
+
+def _streamed(src: Path, entries: list[Entry]) -> Streamed:
+    classes, splits = _layout(src, entries)
+    label = {c: i for i, c in enumerate(classes)}
+    eval_split = _eval_split(src, sorted(splits))
+    shape = _decode_one(*splits["train"][0][2:]).shape
+    readers = {s: ImageFiles(src, [e[2] for e in es], np.array([label[e[1]] for e in es], np.int32), shape)
+               for s, es in splits.items()}
+    return Streamed(kind="image", readers=readers, num_classes=len(classes), in_shape=shape, eval_split=eval_split)

@@ -1,21 +1,24 @@
-"""`load(spec)`: one entry point from a data spec string to a Dataset."""
+"""`load(spec)`: one entry point from a data spec string to a data set, in memory or streamed by size."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.data import imagefolder, synthetic, text
-from zoo.data.dataset import Dataset
+from zoo.data import imagefolder, synthetic, text, tokens
+from zoo.data.streamed import IN_MEMORY_LIMIT, maybe_streamed
+from zoo.data.view import DataView
 
 BUNDLED = Path(__file__).parents[2] / "data"
 SHORT_NAMES = {"cifar10": ("imagefolder", "cifar10-jpeg.tar.gz"), "shakespeare": ("text", "tinyshakespeare.txt")}
-FORMS = ("synthetic, synthetic:text, synthetic:teacher, imagefolder:<dir or .tar.gz>, text:<file>, "
+FORMS = ("synthetic, synthetic:text, synthetic:teacher, imagefolder:<dir or .tar.gz>, text:<file>, tokens:<dir>, "
          f"tfds:<name>[:<eval split>], or a short name ({', '.join(SHORT_NAMES)})")
 
 
 def load(spec: str, *, seq_len: int = 256, byte_level: bool = False, data_dir: str | None = None,
-         cache_dir: str | None = None) -> Dataset:
-    """The Dataset named by `spec`.
+         cache_dir: str | None = None, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT) -> DataView:
+    """The data set named by `spec`: an in-memory `Dataset` (put on the device whole) when its decoded size is
+    at most `limit` bytes, else a `Streamed` one read batch by batch (`zoo.data.stream`); `stream` True or
+    False forces either way.
 
     `data_dir` is the tfds data dir for tfds specs and the folder holding the bundled files for short names
     (default: the repository's data/). `cache_dir` holds decoded images (default $ZOO_CACHE or ~/.cache/zoo).
@@ -25,18 +28,21 @@ def load(spec: str, *, seq_len: int = 256, byte_level: bool = False, data_dir: s
         kind, filename = SHORT_NAMES[kind]
         arg = str(Path(data_dir or BUNDLED) / filename)
     if kind == "synthetic" and arg in ("", "image"):
-        return synthetic.images()
+        return maybe_streamed(synthetic.images(), stream, limit)
     if kind == "synthetic" and arg == "text":
-        return synthetic.tokens(seq_len)
+        return maybe_streamed(synthetic.tokens(seq_len), stream, limit)
     if kind == "synthetic" and arg == "teacher":
-        return synthetic.teacher()
+        return maybe_streamed(synthetic.teacher(), stream, limit)
     if kind == "imagefolder" and arg:
-        return imagefolder.load(arg, cache_dir)
+        return imagefolder.load(arg, cache_dir, stream, limit)
     if kind == "text" and arg:
-        return text.load(arg, seq_len, byte_level)
+        return maybe_streamed(text.load(arg, seq_len, byte_level), stream, limit)
+    if kind == "tokens" and arg:
+        return tokens.load(arg, seq_len, stream, limit)
     if kind == "tfds" and arg:
         from zoo.data import tfds_source  # tensorflow-datasets takes over a second to import: only when asked
 
         name, _, split = arg.partition(":")
-        return tfds_source.load(name, split or None, data_dir)
+        return tfds_source.load(name, split or None, data_dir, seq_len=seq_len, byte_level=byte_level,
+                                stream=stream, limit=limit)
     raise ValueError(f"unknown data spec {spec!r}; use {FORMS}")

@@ -6,6 +6,7 @@ import numpy as np
 
 from zoo.data import text
 from zoo.data.dataset import Dataset
+from zoo.data.tokenizer import CharTokenizer
 
 
 def images(num_train: int = 4096, num_test: int = 1024, num_classes: int = 10, size: int = 32) -> Dataset:
@@ -46,5 +47,5 @@ def tokens(seq_len: int, length: int = 220_000, vocab_size: int = 64, branching:
     for c in choices:
         tok = successors[tok][c]
         stream.append(tok)
-    vocab = [chr(48 + i) for i in range(vocab_size)]
-    return text.from_tokens(np.array(stream, np.int32), vocab_size, seq_len, vocab, name="synthetic:text")
+    vocab = CharTokenizer(chr(48 + i) for i in range(vocab_size))  # ids 0..63 print as '0'..'o'
+    return text.from_tokens(np.array(stream, np.int32), vocab, seq_len, name="synthetic:text")

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.data.dataset import Dataset
+from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
 
 TRAIN_FRACTION = 0.9
 
@@ -18,28 +19,34 @@ def load(path: str, seq_len: int, byte_level: bool = False) -> Dataset:
         raise FileNotFoundError(f"text file not found: {src}")
     raw = src.read_bytes()
     if byte_level:
-        tokens, vocab, num_classes = np.frombuffer(raw, np.uint8).astype(np.int32), None, 256
-    else:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"text file {src} is not UTF-8 ({err}); use byte-level tokens") from err
-        codes = np.frombuffer(text.encode("utf-32-le"), "<u4")
-        chars, inverse = np.unique(codes, return_inverse=True)
-        tokens, vocab, num_classes = inverse.astype(np.int32), [chr(c) for c in chars], len(chars)
-    return from_tokens(tokens, num_classes, seq_len, vocab, name=str(src))
+        return from_tokens(np.frombuffer(raw, np.uint8).astype(np.int32), ByteTokenizer(), seq_len, str(src))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"text file {src} is not UTF-8 ({err}); use byte-level tokens") from err
+    tokenizer = CharTokenizer.fit([text])
+    return from_tokens(tokenizer.encode(text), tokenizer, seq_len, str(src))
 
 
-def from_tokens(tokens: np.ndarray, num_classes: int, seq_len: int, vocab: list[str] | None,
-                name: str) -> Dataset:
+def from_tokens(tokens: np.ndarray, tokenizer: Tokenizer, seq_len: int, name: str) -> Dataset:
     """A text Dataset from one token stream: the first 90% is train, the rest val."""
+    cut = int(len(tokens) * TRAIN_FRACTION)
+    return from_splits({"train": tokens[:cut], "val": tokens[cut:]}, tokenizer, seq_len, name)
+
+
+def from_splits(splits: dict[str, np.ndarray], tokenizer: Tokenizer, seq_len: int, name: str,
+                eval_split: str = "val") -> Dataset:
+    """A text Dataset from int32 token streams per split."""
+    check_lengths({s: len(t) for s, t in splits.items()}, seq_len, name)
+    return Dataset(kind="text", splits={s: {"tokens": t} for s, t in splits.items()},
+                   num_classes=tokenizer.vocab_size, in_shape=(seq_len,), eval_split=eval_split, seq_len=seq_len,
+                   tokenizer=tokenizer)
+
+
+def check_lengths(lengths: dict[str, int], seq_len: int, name: str) -> None:
+    """Every split must hold at least one window of seq_len + 1 tokens."""
     if seq_len < 1:
         raise ValueError(f"seq_len must be at least 1, got {seq_len}")
-    cut = int(len(tokens) * TRAIN_FRACTION)
-    splits = {"train": {"tokens": tokens[:cut]}, "val": {"tokens": tokens[cut:]}}
-    for split, arrays in splits.items():
-        if len(arrays["tokens"]) <= seq_len:
-            raise ValueError(f"{name}: the {split} split has {len(arrays['tokens'])} tokens, "
-                             f"fewer than seq_len + 1 = {seq_len + 1}")
-    return Dataset(kind="text", splits=splits, num_classes=num_classes, in_shape=(seq_len,), eval_split="val",
-                   seq_len=seq_len, vocab=vocab)
+    for split, n in lengths.items():
+        if n <= seq_len:
+            raise ValueError(f"{name}: the {split} split has {n} tokens, fewer than seq_len + 1 = {seq_len + 1}")

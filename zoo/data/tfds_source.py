@@ -1,27 +1,59 @@
-"""Image classification sets from tensorflow-datasets via `tfds.data_source` (no TensorFlow), read into memory."""
+"""tensorflow-datasets sets via `tfds.data_source` (random access over ArrayRecord files, no TensorFlow).
+
+Image classification sets (features image, label) go into memory when they fit and are read batch by batch
+(decoded in grain's workers) when they do not. Text sets (a text feature) are tokenized into memory; one too big
+for that is prepared into token files first (`python -m zoo.data.prepare tfds NAME`).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import tensorflow_datasets as tfds
 
+from zoo.data import text
 from zoo.data.dataset import Dataset
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
+from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
+from zoo.data.view import DataView
+
+TEXT_FEATURES = ("text", "content", "document", "article")
 
 
-def load(name: str, eval_split: str | None = None, data_dir: str | None = None) -> Dataset:
-    """Splits "train" and `eval_split` (default "test", else "validation") with features "image" and "label"."""
+def load(name: str, eval_split: str | None = None, data_dir: str | None = None, *, seq_len: int = 256,
+         byte_level: bool = False, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT) -> DataView:
+    """Splits "train" and `eval_split` (default "test", else "validation")."""
+    sources, eval_split = open_splits(name, eval_split, data_dir)
+    features = sources["train"].dataset_info.features
+    if text_feature(features) is not None:
+        return _text(name, sources, eval_split, seq_len, byte_level, stream, limit)
+    if "image" not in features or "label" not in features:
+        raise ValueError(f"tfds dataset {name!r} has features {', '.join(features)}; only image classification "
+                         f"sets (image, label) and text sets ({', '.join(TEXT_FEATURES)}) are supported")
+    shape = tuple(features["image"].shape)
+    if None in shape:
+        raise ValueError(f"tfds dataset {name!r} has images of varying size {shape}; use a fixed-size variant "
+                         "(e.g. imagenet_resized/64x64)")
+    readers = {s: TfdsImages(src, f"{name}:{s}") for s, src in sources.items()}
+    streamed = Streamed(kind="image", readers=readers, num_classes=features["label"].num_classes, in_shape=shape,
+                        eval_split=eval_split)
+    if streams(stream, sum(r.size for r in readers.values()) * int(np.prod(shape)), limit):
+        return streamed
+    splits = {s: r.read(np.arange(r.size)) for s, r in readers.items()}
+    return Dataset(kind="image", splits=splits, num_classes=streamed.num_classes, in_shape=shape,
+                   eval_split=eval_split)
+
+
+def open_splits(name: str, eval_split: str | None, data_dir: str | None) -> tuple[dict[str, Any], str]:
+    """The data sources of "train" and of the eval split (default "test", else "validation"), and its name."""
     train = _source(name, "train", data_dir)
-    info = train.dataset_info
-    if "image" not in info.features or "label" not in info.features:
-        raise ValueError(f"tfds dataset {name!r} has features {', '.join(info.features)}; "
-                         "only image classification sets (image, label) are supported")
-    known = list(info.splits)
     if eval_split is None:
+        known = list(train.dataset_info.splits)
         eval_split = "validation" if "validation" in known and "test" not in known else "test"
-    splits = {"train": _read(train, f"{name}:train"),
-              eval_split: _read(_source(name, eval_split, data_dir), f"{name}:{eval_split}")}
-    return Dataset(kind="image", splits=splits, num_classes=info.features["label"].num_classes,
-                   in_shape=tuple(splits["train"]["x"].shape[1:]), eval_split=eval_split)
+    return {"train": train, eval_split: train if eval_split == "train" else _source(name, eval_split, data_dir)}, \
+        eval_split
 
 
 def _source(name: str, split: str, data_dir: str | None):
@@ -33,11 +65,49 @@ def _source(name: str, split: str, data_dir: str | None):
         raise ValueError(f"tfds dataset {name!r} has no split {split!r}: {err}") from err
 
 
-def _read(source, what: str) -> dict[str, np.ndarray]:
-    examples = [source[i] for i in range(len(source))]
-    if not examples:
-        raise ValueError(f"tfds split {what} is empty")
-    x = np.stack([np.asarray(e["image"], np.uint8) for e in examples])
-    y = np.array([int(e["label"]) for e in examples], np.int32)
-    return {"x": x, "y": y}
+class TfdsImages:
+    """An image split as a Reader: the examples of a batch fetched (and their images decoded) on demand."""
 
+    def __init__(self, source: Any, what: str):
+        self.source, self.what, self.size = source, what, len(source)
+        if not self.size:
+            raise ValueError(f"tfds split {what} is empty")
+
+    def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        examples = []
+        for i in idx:
+            try:
+                examples.append(self.source[int(i)])
+            except Exception as err:  # ArrayRecord and the feature decoders raise many types
+                why = (str(err).strip() or type(err).__name__).splitlines()[0]
+                raise ValueError(f"tfds split {self.what}: cannot read example {int(i)}: {why}") from None
+        x = np.stack([np.asarray(e["image"], np.uint8) for e in examples])
+        y = np.array([int(e["label"]) for e in examples], np.int32)
+        return {"x": x, "y": y}
+
+
+def text_feature(features: Any) -> str | None:
+    """The name of a set's text feature, if it has one."""
+    return next((f for f in TEXT_FEATURES if f in features and isinstance(features[f], tfds.features.Text)), None)
+
+
+def texts(source: Any, feature: str) -> Iterator[str]:
+    """A split's documents, one at a time."""
+    for i in range(len(source)):
+        value = source[i][feature]
+        yield value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _text(name: str, sources: dict[str, Any], eval_split: str, seq_len: int, byte_level: bool,
+          stream: bool | None, limit: int) -> DataView:
+    """Documents joined by newlines, tokenized (bytes, or the characters of all splits) into memory."""
+    info = sources["train"].dataset_info
+    recorded = [info.splits[s].num_bytes if s in info.splits else 0 for s in sources]
+    if streams(stream, 4 * sum(recorded), limit):  # int32 tokens: at most 4 bytes per byte of text
+        raise ValueError(f"tfds text set {name!r} is too big for memory; prepare it as token files "
+                         f"(python -m zoo.data.prepare tfds {name} --out DIR) and use --data tokens:DIR")
+    feature = text_feature(info.features)
+    docs = {s: "\n".join(texts(src, feature)) for s, src in sources.items()}
+    tokenizer = ByteTokenizer() if byte_level else CharTokenizer.fit(docs.values())
+    splits = {s: tokenizer.encode(d) for s, d in docs.items()}
+    return text.from_splits(splits, tokenizer, seq_len, f"tfds:{name}", eval_split=eval_split)

@@ -1,0 +1,74 @@
+"""prepare -> tokens:DIR -> train.py -> zoo.sample, for the char, byte and BPE tokenizers; bad input as one line."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from cli_utils import run_train
+
+from zoo import sample
+from zoo.config import RunConfig
+from zoo.data import prepare
+from zoo.train.checkpoint import load_params
+
+LINE = "abcdefghijklmnopqrstuvwxyz\n"  # each token has one successor: a 2-block GPT learns it in 40 steps
+TRAIN = ["--model", "gpt", "--width", "64", "--depth", "2", "--model-opt", "dropout=0", "--seq-len", "16",
+         "--batch-size", "16", "--lr", "1e-2", "--warmup", "0", "--schedule", "constant", "--steps", "40",
+         "--ckpt-every", "20", "--eval-every", "40"]
+
+
+def _train(tmp_path, tokenizer: str):
+    (tmp_path / "corpus.txt").write_text(LINE * 400)
+    prepare.prepare("text", str(tmp_path / "corpus.txt"), str(tmp_path / "tok"), tokenizer)
+    run = tmp_path / "run"
+    proc = run_train([*TRAIN, "--data", f"tokens:{tmp_path / 'tok'}", "--run-dir", str(run)])
+    assert proc.returncode == 0, proc.stderr
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokenizer", ["char", "byte", "bpe:300"])
+def test_prepare_train_sample_round_trip(tmp_path, tokenizer, capsys):
+    """The trained model continues the corpus: greedy samples decode to the corpus's own text."""
+    run = _train(tmp_path, tokenizer)
+    model, data = sample.load_run(str(run))
+    prompt = data.encode(LINE)
+
+    def text(**kw) -> str:
+        return data.decode(sample.generate(model, prompt, 40, **kw))
+
+    greedy = text(temperature=0)
+    assert len(greedy) >= 40 and greedy == (LINE * 20)[:len(greedy)]
+    assert text(temperature=0.5, top_k=1) == greedy  # top-1 is greedy
+    assert text(temperature=1.0, seed=3) == text(temperature=1.0, seed=3)
+    if tokenizer == "char":
+        sample.main([str(run), "--prompt", LINE, "--tokens", "30", "--temperature", "0"])
+        assert capsys.readouterr().out == LINE + (LINE * 2)[:30] + "\n"
+        with pytest.raises(SystemExit):
+            sample.main([str(run), "--prompt", "ABC"])
+        assert capsys.readouterr().err == "error: characters not in the vocabulary: 'ABC'\n"
+        with pytest.raises(ValueError, match="top-k must be between 1 and the vocabulary size 27"):
+            sample.sample(str(run), LINE, tokens=5, top_k=28)
+        if "step" in inspect.signature(load_params).parameters:  # checkpoints by step (the loop's load_params)
+            assert len(sample.sample(str(run), LINE, tokens=5, step=20)) == 5
+            with pytest.raises(FileNotFoundError, match="no checkpoint at step 7"):
+                sample.sample(str(run), LINE, tokens=5, step=7)
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    def error(*args: str) -> str:
+        with pytest.raises(SystemExit) as stop:
+            sample.main(list(args))
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 1 and len(lines) == 1 and lines[0].startswith("error: ")
+        return lines[0]
+
+    assert "is not a run directory" in error(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(RunConfig(model="mlp_resnet").to_json()))
+    assert "trained a mlp_resnet; sampling needs a GPT run" in error(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(RunConfig(model="gpt", data="synthetic:text").to_json()))
+    assert "checkpoints" in error(str(tmp_path))
+    assert "--tokens must be at least 1" in error(str(tmp_path), "--tokens", "0")
+    assert "--temperature must be >= 0" in error(str(tmp_path), "--temperature", "-1")

@@ -1,0 +1,196 @@
+"""Token directories from a corpus (the `tokens:DIR` format of zoo.data.tokens), written a chunk at a time:
+
+    python -m zoo.data.prepare text FILE_OR_DIR --out DIR --tokenizer char|byte|bpe:SIZE
+    python -m zoo.data.prepare tfds NAME --out DIR --tokenizer ...
+
+Text: the files (a folder's, in sorted order) are one stream whose first 90% of tokens is train.bin and the rest
+val.bin, as `text:FILE` splits. tfds: the documents of train and of the eval split, joined by newlines. `char`
+takes the corpus's characters (a first pass), `byte` its UTF-8 bytes, `bpe:SIZE` trains a sentencepiece BPE of
+SIZE tokens on the corpus and stores it in DIR (tokenizer.model), so sampling decodes with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from zoo.data import tokens
+from zoo.data.text import TRAIN_FRACTION
+from zoo.data.tokenizer import BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
+
+CHUNK = 1 << 22  # characters read (and encoded) at a time
+Advance = Callable[[int], None]
+
+
+def text_files(source: Path) -> list[Path]:
+    """The file itself, or every non-hidden file under the folder in sorted order."""
+    if source.is_file():
+        return [source]
+    if not source.is_dir():
+        raise FileNotFoundError(f"no file or folder {source}")
+    files = sorted(p for p in source.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(source).parts))
+    if not files:
+        raise ValueError(f"no files under {source}")
+    return files
+
+
+def read_chunks(files: list[Path], errors: str, advance: Advance = lambda n: None) -> Iterator[str]:
+    """The files' text in pieces of about CHUNK characters ending at a line end; `errors="surrogateescape"`
+    carries bytes that are not UTF-8 through (the byte tokenizer gives them back)."""
+    for path in files:
+        try:
+            with path.open(encoding="utf-8", errors=errors, newline="") as f:
+                while chunk := f.read(CHUNK):
+                    chunk += f.readline()
+                    advance(len(chunk.encode("utf-8", "surrogateescape")))
+                    yield chunk
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path} is not UTF-8 ({err}); use --tokenizer byte") from None
+
+
+def lines(chunks: Iterable[str]) -> Iterator[str]:
+    for chunk in chunks:
+        yield from chunk.splitlines()
+
+
+def joined(docs: Iterable[str], advance: Advance = lambda n: None) -> Iterator[str]:
+    """Pieces whose concatenation is "\\n".join(docs), each about CHUNK characters."""
+    piece: list[str] = []
+    size = 0
+    for i, doc in enumerate(docs):
+        piece.append(doc if i == 0 else "\n" + doc)
+        size += len(doc) + 1
+        advance(1)
+        if size >= CHUNK:
+            yield "".join(piece)
+            piece, size = [], 0
+    if piece:
+        yield "".join(piece)
+
+
+def fit(spec: str, chunks: Callable[[], Iterator[str]]) -> Tokenizer:
+    """The tokenizer `spec` names, fitted to the corpus (`chunks()` gives a fresh pass over it)."""
+    kind, size = parse(spec)
+    if kind == "byte":
+        return ByteTokenizer()
+    if kind == "char":
+        return CharTokenizer.fit(chunks())
+    return BPETokenizer.fit(lines(chunks()), size)
+
+
+def encode_to(path: Path, chunks: Iterable[str], tokenizer: Tokenizer) -> int:
+    """Appends the tokens of `chunks` to `path` in the directory's dtype; returns how many were written."""
+    dtype = np.dtype(tokens.DTYPES[tokens.dtype_for(tokenizer.vocab_size)])
+    count = 0
+    with path.open("ab") as f:
+        for chunk in chunks:
+            ids = tokenizer.encode(chunk).astype(dtype)
+            f.write(ids.tobytes())
+            count += len(ids)
+    return count
+
+
+def split_tail(whole: Path, train: Path, val: Path, count: int, itemsize: int) -> dict[str, int]:
+    """Moves the last (1 - TRAIN_FRACTION) of the tokens in `whole` to `val`; `whole` becomes `train`."""
+    cut = int(count * TRAIN_FRACTION)
+    with whole.open("r+b") as src, val.open("wb") as dst:
+        src.seek(cut * itemsize)
+        while block := src.read(CHUNK):
+            dst.write(block)
+        src.truncate(cut * itemsize)
+    os.replace(whole, train)
+    return {"train": cut, "val": count - cut}
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int, unit_bytes: bool) -> Iterator[Advance]:
+    """A progress bar on stderr; yields the function that advances it."""
+    count = DownloadColumn() if unit_bytes else TextColumn("{task.completed}/{task.total} documents")
+    columns = (TextColumn("{task.description}"), BarColumn(), count, TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def prepare_text(source: Path, out: Path, spec: str) -> dict[str, int]:
+    files = text_files(source)
+    errors = "surrogateescape" if parse(spec)[0] == "byte" else "strict"
+    tokenizer = fit(spec, lambda: read_chunks(files, errors))
+    whole = out / "all.bin.partial"
+    with progress(f"tokenizing {source.name}", sum(p.stat().st_size for p in files), unit_bytes=True) as advance:
+        count = encode_to(whole, read_chunks(files, errors, advance), tokenizer)
+    itemsize = np.dtype(tokens.DTYPES[tokens.dtype_for(tokenizer.vocab_size)]).itemsize
+    counts = split_tail(whole, out / "train.bin", out / "val.bin", count, itemsize)
+    tokens.write_meta(out, tokenizer, counts, str(source.resolve()))
+    _save(tokenizer, out)
+    return counts
+
+
+def prepare_tfds(name: str, out: Path, spec: str, data_dir: str | None) -> dict[str, int]:
+    from zoo.data import tfds_source
+
+    sources, eval_split = tfds_source.open_splits(name, None, data_dir)
+    feature = tfds_source.text_feature(sources["train"].dataset_info.features)
+    if feature is None:
+        raise ValueError(f"tfds dataset {name!r} has no text feature ({', '.join(tfds_source.TEXT_FEATURES)})")
+    tokenizer = fit(spec, lambda: (piece for src in sources.values()
+                                   for piece in joined(tfds_source.texts(src, feature))))
+    counts = {}
+    for split, target in (("train", "train"), (eval_split, "val")):
+        with progress(f"tokenizing {name}:{split}", len(sources[split]), unit_bytes=False) as advance:
+            counts[target] = encode_to(out / f"{target}.bin", joined(tfds_source.texts(sources[split], feature),
+                                                                      advance), tokenizer)
+    tokens.write_meta(out, tokenizer, counts, f"tfds:{name}")
+    _save(tokenizer, out)
+    return counts
+
+
+def _save(tokenizer: Tokenizer, out: Path) -> None:
+    if isinstance(tokenizer, BPETokenizer):
+        tokenizer.save(out)
+
+
+def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = None) -> dict[str, int]:
+    """Writes the token directory `out`; returns its token counts per split."""
+    parse(spec)  # a bad tokenizer fails before any work
+    target = Path(out).expanduser()
+    if (target / tokens.META).exists():
+        raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("train.bin", "val.bin", "all.bin.partial"):
+        (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+    if kind == "text":
+        return prepare_text(Path(source).expanduser(), target, spec)
+    return prepare_tfds(source, target, spec, data_dir)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python -m zoo.data.prepare", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text file, "
+        "a folder of text files, or a tfds text set.")
+    p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
+    p.add_argument("source", help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
+    p.add_argument("--out", required=True, help="the token directory to write")
+    p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens)")
+    p.add_argument("--data-dir", help="the tfds data dir")
+    args = p.parse_args(argv)
+    try:
+        counts = prepare(args.kind, args.source, args.out, args.tokenizer, args.data_dir)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens; use --data tokens:{args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Data sets read one batch at a time on the host (token files, image folders, tfds), and the size rule that
+decides between them and the in-memory path."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from zoo.data.dataset import Dataset
+from zoo.data.tokenizer import Tokenizer
+from zoo.data.view import DataView, Reader
+
+# Decoded bytes of all splits above which a set streams instead of living on the device whole.
+IN_MEMORY_LIMIT = 1 << 30
+
+
+def streams(stream: bool | None, decoded_bytes: int, limit: int = IN_MEMORY_LIMIT) -> bool:
+    """The size rule: `stream` when given (a flag forcing either way), else whether the set exceeds `limit`."""
+    return decoded_bytes > limit if stream is None else stream
+
+
+@dataclasses.dataclass
+class Streamed(DataView):
+    """A DataView over per-split Readers that fetch (decode) only the examples asked for."""
+
+    kind: str
+    readers: dict[str, Reader]
+    num_classes: int
+    in_shape: tuple[int, ...]
+    eval_split: str
+    seq_len: int | None = None
+    tokenizer: Tokenizer | None = None
+    streamed = True
+
+    def reader(self, split: str) -> Reader:
+        if split not in self.readers:
+            raise ValueError(f"no split {split!r}; this data set has {', '.join(sorted(self.readers))}")
+        return self.readers[split]
+
+    @classmethod
+    def from_dataset(cls, ds: Dataset) -> Streamed:
+        """An in-memory set served through the streamed path (its host arrays read batch by batch)."""
+        return cls(kind=ds.kind, readers={s: ds.reader(s) for s in ds.splits}, num_classes=ds.num_classes,
+                   in_shape=ds.in_shape, eval_split=ds.eval_split, seq_len=ds.seq_len, tokenizer=ds.tokenizer)
+
+
+def maybe_streamed(ds: Dataset, stream: bool | None, limit: int = IN_MEMORY_LIMIT) -> DataView:
+    """A set that is decoded in host memory anyway (a text file, an archive, a synthetic set): streamed only when
+    forced or when it is too big for the device."""
+    return Streamed.from_dataset(ds) if streams(stream, ds.nbytes(), limit) else ds

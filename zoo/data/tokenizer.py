@@ -1,0 +1,161 @@
+"""Tokenizers shared by every text source (text files, token files, tfds text): encode str -> ids, decode ids -> str.
+
+Three kinds: `char` (the sorted characters of the corpus), `byte` (UTF-8 bytes, 256 ids) and `bpe` (a
+sentencepiece model trained on the corpus). Each describes itself in a JSON-able dict (`meta()`), stored in a
+token directory's meta.json, from which `from_meta` rebuilds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+BPE_MODEL = "tokenizer.model"
+
+
+class Tokenizer(Protocol):
+    vocab_size: int
+
+    def encode(self, text: str) -> np.ndarray:
+        """Text -> int32 token ids."""
+
+    def decode(self, ids: np.ndarray | list[int]) -> str:
+        """Token ids -> text."""
+
+    def meta(self) -> dict[str, Any]:
+        """A JSON-able description from which `from_meta` rebuilds this tokenizer."""
+
+
+def _codes(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), "<u4")
+
+
+class CharTokenizer:
+    """id = the rank of the character among the corpus's sorted characters."""
+
+    def __init__(self, chars: Iterable[str]):
+        self.chars = sorted(set(chars))
+        self.vocab_size = len(self.chars)
+        self._codes = _codes("".join(self.chars))
+
+    @classmethod
+    def fit(cls, texts: Iterable[str]) -> CharTokenizer:
+        """The characters of all `texts` (read one at a time; only the character set is kept)."""
+        seen: set[str] = set()
+        for t in texts:
+            seen.update(t)
+        return cls(seen)
+
+    def encode(self, text: str) -> np.ndarray:
+        codes = _codes(text)
+        ids = np.searchsorted(self._codes, codes)
+        bad = (ids >= self.vocab_size) | (self._codes[np.minimum(ids, self.vocab_size - 1)] != codes)
+        if bad.any():
+            missing = "".join(sorted({chr(c) for c in codes[bad]}))
+            raise ValueError(f"characters not in the vocabulary: {missing!r}")
+        return ids.astype(np.int32)
+
+    def decode(self, ids: np.ndarray | list[int]) -> str:
+        return "".join(self.chars[i] for i in np.asarray(ids, np.int64).ravel())
+
+    def meta(self) -> dict[str, Any]:
+        return {"kind": "char", "chars": "".join(self.chars)}
+
+
+class ByteTokenizer:
+    """id = the UTF-8 byte (bytes that are not UTF-8, read with errors="surrogateescape", come back as they were);
+    decoding replaces invalid byte sequences."""
+
+    vocab_size = 256
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.frombuffer(text.encode("utf-8", "surrogateescape"), np.uint8).astype(np.int32)
+
+    def decode(self, ids: np.ndarray | list[int]) -> str:
+        return np.asarray(ids, np.int64).ravel().astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+
+    def meta(self) -> dict[str, Any]:
+        return {"kind": "byte"}
+
+
+class BPETokenizer:
+    """A sentencepiece BPE model. Trained to round-trip any text: no normalization, no dummy prefix, whitespace
+    kept, newline a piece of its own, and unseen characters fall back to their UTF-8 bytes."""
+
+    def __init__(self, model: bytes):
+        import sentencepiece as spm
+
+        self.model = model
+        self.sp = spm.SentencePieceProcessor(model_proto=model)
+        self.vocab_size = self.sp.get_piece_size()
+
+    @classmethod
+    def fit(cls, lines: Iterator[str], vocab_size: int, max_lines: int = 2_000_000) -> BPETokenizer:
+        """Trains on (a uniform sample of at most `max_lines` of) the corpus's lines."""
+        import io
+
+        import sentencepiece as spm
+
+        model = io.BytesIO()
+        failed: list[Exception] = []
+
+        def read() -> Iterator[str]:  # sentencepiece would bury the corpus's own errors in its traceback text
+            try:
+                yield from lines
+            except Exception as err:
+                failed.append(err)
+
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=read(), model_writer=model, vocab_size=vocab_size, model_type="bpe",
+                character_coverage=1.0, byte_fallback=True, normalization_rule_name="identity",
+                remove_extra_whitespaces=False, add_dummy_prefix=False, user_defined_symbols=["\n"],
+                allow_whitespace_only_pieces=True, split_digits=True, hard_vocab_limit=False,
+                input_sentence_size=max_lines, shuffle_input_sentence=True, minloglevel=2)
+        except RuntimeError as err:
+            if not failed:
+                raise ValueError(f"sentencepiece could not train a BPE of size {vocab_size}: "
+                                 f"{str(err).strip().splitlines()[-1]}") from None
+        if failed:
+            raise failed[0]
+        return cls(model.getvalue())
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.asarray(self.sp.encode(text), np.int32)
+
+    def decode(self, ids: np.ndarray | list[int]) -> str:
+        return self.sp.decode(np.asarray(ids, np.int64).ravel().tolist())
+
+    def meta(self) -> dict[str, Any]:
+        return {"kind": "bpe", "model": BPE_MODEL}
+
+    def save(self, directory: Path) -> None:
+        (directory / BPE_MODEL).write_bytes(self.model)
+
+
+def from_meta(meta: dict[str, Any], directory: Path) -> Tokenizer:
+    """The tokenizer a token directory's meta.json describes (a BPE model is read from `directory`)."""
+    kind = meta.get("kind")
+    if kind == "char":
+        return CharTokenizer(meta["chars"])
+    if kind == "byte":
+        return ByteTokenizer()
+    if kind == "bpe":
+        path = directory / meta["model"]
+        if not path.is_file():
+            raise FileNotFoundError(f"the BPE model {path} named in {directory / 'meta.json'} is missing")
+        return BPETokenizer(path.read_bytes())
+    raise ValueError(f"{directory / 'meta.json'}: unknown tokenizer kind {kind!r} (char, byte or bpe)")
+
+
+def parse(spec: str) -> tuple[str, int | None]:
+    """'char' | 'byte' | 'bpe:SIZE' -> (kind, size)."""
+    kind, _, size = spec.partition(":")
+    if kind in ("char", "byte") and not size:
+        return kind, None
+    if kind == "bpe" and size.isdigit() and int(size) > 0:
+        return kind, int(size)
+    raise ValueError(f"unknown tokenizer {spec!r}; use char, byte or bpe:SIZE (e.g. bpe:4096)")
