@@ -32,9 +32,11 @@ def test_run_leaves_metrics_checkpoints_and_plot(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
-    """Kill -9 part-way, rerun the same command: the final params equal those of an uninterrupted run."""
-    args = [*SMALL, "--param", "mup", "--base-width", "16", "--steps", "60", "--ckpt-every", "10"]
+@pytest.mark.parametrize("stream", ["false", "true"])
+def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, stream):
+    """Kill -9 part-way, rerun the same command: the final params equal those of an uninterrupted run, with the
+    data on the device or streamed from the host (grain), which restarts at the restored step."""
+    args = [*SMALL, "--param", "mup", "--base-width", "16", "--steps", "60", "--ckpt-every", "10", "--stream", stream]
     whole = tmp_path / "whole"
     assert run_train([*args, "--run-dir", str(whole)]).returncode == 0
 

@@ -72,6 +72,10 @@ class RunConfig:
                        "imagefolder:<dir|.tar.gz>, text:<file>, tfds:<name>[:split]")
     data_dir: str | None = _field(None, "data dir for tfds and the bundled files", identity=False,
                                   shown="tfds's own; the bundled data/ folder")
+    stream: bool | None = _field(None, "stream batches from the host through grain instead of holding the set on "
+                                 "the devices", identity=False, shown="by decoded size: over 1 GiB streams")
+    workers: int = _field(0, "processes that read and decode streamed batches (0: threads of the training process)",
+                          identity=False)
     seq_len: int = _field(256, "context length for text data")
     byte_level: bool = _field(False, "text as bytes instead of characters")
     augment: bool = _field(False, "CIFAR pad-crop and flip")
@@ -107,6 +111,7 @@ class RunConfig:
         for name in ("batch_size", "eval_batch_size", "eval_every", "ckpt_every", "log_every", "keep", "seq_len",
                      "grad_accum"):
             check(name, lambda v: v >= 1, "must be positive")
+        check("workers", lambda v: v >= 0, "must be >= 0")
         for name in ("width", "depth", "base_width", "base_depth", "steps"):
             check(name, lambda v: v is None or v >= 1, "must be positive")
         check("lr", lambda v: math.isfinite(v) and v > 0, "must be positive and finite")

@@ -61,11 +61,20 @@ def enable_compile_cache(path: str | Path) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
+def load_data(run: RunConfig) -> Any:
+    """The data of a sweep: members gather their batches on the device, so the set must fit in memory."""
+    data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir,
+                         stream=run.stream)
+    if data.streamed:
+        raise ValueError(f"sweeps hold their data on the device; {run.data} streams: sweep on a subset that fits")
+    return data
+
+
 def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = None) -> list[dict[str, Any]]:
     """Train every missing member of every shape; returns all records of the sweep in spec.out."""
     run = spec.run
     if data is None:
-        data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir)
+        data = load_data(run)
     widths, depths = spec.sizes()
     probe = dataclasses.replace(run, width=widths[0], depth=depths[0])
     settings = spec.settings(setup(probe, data).steps)

@@ -23,7 +23,7 @@ import numpy as np
 from zoo.config import RunConfig
 from zoo.sweeps import report
 from zoo.sweeps.grid import lr_key
-from zoo.sweeps.runner import SweepSpec, run_sweep
+from zoo.sweeps.runner import SweepSpec, load_data, run_sweep
 
 CHECK_STEPS = 2  # the default --check-target grid: the transferred LR +- this many proxy grid steps
 
@@ -160,8 +160,5 @@ def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], Non
         raise ValueError(f"the proxy (width {spec.proxy[0]}, depth {spec.proxy[1]}) is the target; give a smaller "
                          "--proxy-width or --proxy-depth")
     if data is None:
-        import zoo.data
-
-        run = spec.run
-        data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir)
+        data = load_data(spec.run)
     return [run_arm(spec, run, data, echo) for run in spec.arms()]

@@ -1,8 +1,12 @@
 """The loop's input: the batch of every step, a function of (seed, step), sharded over the mesh's data x fsdp.
 
-Small sets live on the devices whole (replicated) and a step's batch is gathered inside the jitted step from its
-indices, so the input pipeline never bounds a small model. Each process passes only its rows of the batch
-(`jax.make_array_from_process_local_data`).
+Two paths with the same batches (`zoo.data` shares the index function):
+- MemoryInput: small sets live on the devices whole (replicated) and a step's batch is gathered inside the
+  jitted step from its indices, so the input pipeline never bounds a small model;
+- StreamInput: sets that do not fit are read on the host, batch after batch, by grain (`zoo.data.stream`,
+  decoding in worker processes), and each host batch is placed on the devices.
+Each process passes only its rows of the batch (`jax.make_array_from_process_local_data`); with streaming it
+also reads only those.
 """
 
 from __future__ import annotations
@@ -16,14 +20,24 @@ import numpy as np
 from zoo.train.mesh import MeshPlan, process_rows
 
 
+def open_input(data: Any, plan: MeshPlan, cfg: Any, start: int) -> MemoryInput | StreamInput:
+    """The input of a run: streamed when the data set streams (zoo.data's size rule or --stream)."""
+    if data.streamed:
+        return StreamInput(data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed, cfg.grad_accum, start,
+                           cfg.workers)
+    return MemoryInput(data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed, cfg.grad_accum)
+
+
 def replicate(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
     """A host array (the same on every process) placed whole on every device of the sharding's mesh."""
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-class MemoryInput:
+class _Input:
+    """What both paths share: the batch split checks, this process's rows, and fixed-size padded eval batches."""
+
     def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
-                 grad_accum: int = 1):
+                 grad_accum: int):
         plan.check_batch(batch_size)
         if grad_accum > 1:
             plan.check_batch(batch_size // grad_accum, f"the microbatch (--batch-size / --grad-accum {grad_accum})")
@@ -31,28 +45,83 @@ class MemoryInput:
         self.rows = process_rows(plan.batch, batch_size)
         ways = plan.batch_ways
         self.eval_batch_size = -(-eval_batch_size // ways) * ways  # a multiple of the batch split
+
+    def _global(self, local: np.ndarray, rows: int) -> jax.Array:
+        """This process's part of a global batch of `rows` rows, as one array sharded over the mesh."""
+        return jax.make_array_from_process_local_data(self.plan.batch, local, (rows, *local.shape[1:]))
+
+    def _eval_batches(self) -> Iterator[tuple[np.ndarray, np.ndarray, slice]]:
+        """(indices, weights, this process's rows) of each eval batch, padded to one size (one compile)."""
+        rows = process_rows(self.plan.batch, self.eval_batch_size)
+        for idx in self.data.eval_indices(self.eval_batch_size):
+            pad = self.eval_batch_size - len(idx)
+            weight = np.concatenate([np.ones(len(idx), np.float32), np.zeros(pad, np.float32)])
+            yield np.concatenate([np.asarray(idx, np.int32), np.zeros(pad, np.int32)]), weight, rows
+
+    def close(self) -> None:
+        """Nothing to release (streams stop their workers here)."""
+
+
+class MemoryInput(_Input):
+    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
+                 grad_accum: int = 1):
+        super().__init__(data, plan, batch_size, eval_batch_size, seed, grad_accum)
         self.arrays = {split: {k: replicate(v, plan.replicated) for k, v in data.splits[split].items()}
                        for split in ("train", data.eval_split)}
         self.shardings = {"arrays": jax.tree.map(lambda _: plan.replicated, self.arrays["train"]), "idx": plan.batch}
         self.eval_shardings = {**self.shardings, "weight": plan.batch}
 
-    def _global(self, host: np.ndarray) -> jax.Array:
-        rows = process_rows(self.plan.batch, len(host))
-        return jax.make_array_from_process_local_data(self.plan.batch, host[rows], host.shape)
-
-    def train_args(self, step: int) -> dict[str, Any]:
+    def args_at(self, step: int) -> dict[str, Any]:
         idx = np.asarray(self.data.indices("train", step, self.batch_size, self.seed), np.int32)
-        return {"arrays": self.arrays["train"], "idx": self._global(idx)}
+        return {"arrays": self.arrays["train"], "idx": self._global(idx[self.rows], self.batch_size)}
+
+    train_args = args_at  # step by step, or any step: the same
 
     def batch(self, args: dict[str, Any]) -> dict[str, jax.Array]:
         """Inside the jitted step: the batch {"x", "y"} of `args`."""
         return self.data.gather(args["arrays"], args["idx"])
 
     def eval_args(self) -> Iterator[dict[str, Any]]:
-        """The eval split in batches of one fixed size (one compile), padded rows weighted 0."""
-        for idx in self.data.eval_indices(self.eval_batch_size):
-            pad = self.eval_batch_size - len(idx)
-            weight = np.concatenate([np.ones(len(idx), np.float32), np.zeros(pad, np.float32)])
-            idx = np.concatenate([np.asarray(idx, np.int32), np.zeros(pad, np.int32)])
-            yield {"arrays": self.arrays[self.data.eval_split], "idx": self._global(idx),
-                   "weight": self._global(weight)}
+        for idx, weight, rows in self._eval_batches():
+            n = len(idx)
+            yield {"arrays": self.arrays[self.data.eval_split], "idx": self._global(idx[rows], n),
+                   "weight": self._global(weight[rows], n)}
+
+
+class StreamInput(_Input):
+    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
+                 grad_accum: int, start: int, workers: int):
+        from zoo.data.stream import stream
+
+        super().__init__(data, plan, batch_size, eval_batch_size, seed, grad_accum)
+        self.shardings = {"x": plan.batch, "y": plan.batch}
+        self.eval_shardings = {**self.shardings, "weight": plan.batch}
+        self._stream = stream(data, "train", batch_size=batch_size, seed=seed, start_step=start, rows=self.rows,
+                              workers=workers)
+
+    def _place(self, host: dict[str, np.ndarray], rows: int) -> dict[str, jax.Array]:
+        return {k: self._global(host[k], rows) for k in ("x", "y")}
+
+    def args_at(self, step: int) -> dict[str, Any]:
+        """Any step's batch, read directly (for the compile and the check before a save)."""
+        idx = self.data.indices("train", step, self.batch_size, self.seed)[self.rows]
+        return self._place(self.data.read("train", idx), self.batch_size)
+
+    def train_args(self, step: int) -> dict[str, Any]:
+        """The next batch of the stream, which must be step `step`'s."""
+        at, host = next(self._stream)
+        if at != step:
+            raise RuntimeError(f"the data stream is at step {at}, the loop at {step}")
+        return self._place(host, self.batch_size)
+
+    def batch(self, args: dict[str, Any]) -> dict[str, jax.Array]:
+        return {"x": args["x"], "y": args["y"]}
+
+    def eval_args(self) -> Iterator[dict[str, Any]]:
+        for idx, weight, rows in self._eval_batches():
+            n = len(idx)
+            yield {**self._place(self.data.read(self.data.eval_split, idx[rows]), n),
+                   "weight": self._global(weight[rows], n)}
+
+    def close(self) -> None:
+        self._stream.close()

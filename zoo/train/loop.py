@@ -4,7 +4,7 @@
     run = Run.open(cfg)                          run dir, lock, identity, finished?         (run.py)
     plan = MeshPlan.from_spec(cfg.mesh)          devices, mesh axes, shardings              (mesh.py)
     state, start = restore_or_init(...)          verified checkpoints, --fork-from, --init-from (state.py)
-    batches = MemoryInput(...)                   the batch of (seed, step), sharded         (input.py)
+    batches = open_input(...)                    the batch of (seed, step): on device or streamed (input.py)
     steps = Steps(...)                           jitted train and eval steps, memory checked (below)
     for step in range(start, steps):             metrics one step late, divergence guard, eval, checkpoints,
         ...                                      signals                                    (guard.py, logger.py)
@@ -27,7 +27,7 @@ from zoo.train import memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.errors import TrainingDiverged
 from zoo.train.guard import DivergenceGuard, StopSignals
-from zoo.train.input import MemoryInput
+from zoo.train.input import MemoryInput, StreamInput, open_input
 from zoo.train.logger import Logger, console
 from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run
@@ -61,13 +61,13 @@ class Steps:
     """The train step jitted with the state's and the batch's shardings and the state donated, compiled ahead of
     time (so its memory is checked before it runs); eval as weighted sums over fixed-size batches."""
 
-    def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput, state: Any, say):
+    def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput | StreamInput, state: Any, say):
         prog = s.program
         state_sh = jax.tree.map(lambda x: x.sharding, state)
         train = jax.jit(lambda st, args: prog.train_step(st, batches.batch(args)),
                         in_shardings=(state_sh, batches.shardings), out_shardings=(state_sh, plan.replicated),
                         donate_argnums=0)
-        args = batches.train_args(0)
+        args = batches.args_at(0)
         flash = s.cfg.precision == "bf16" and jax.default_backend() == "gpu"
         needed = memory.activation_bytes(prog, state, jax.eval_shape(batches.batch, args), flash)
         memory.check_activations(needed, plan.batch_ways, s.cfg.grad_accum,
@@ -87,7 +87,7 @@ class Steps:
 
     def loss_at(self, state: Any, step: int) -> dict[str, float]:
         """The loss of `state` on step `step`'s batch (no dropout): checked before a state is saved."""
-        return jax.device_get(self._loss(state, self.batches.train_args(step)))
+        return jax.device_get(self._loss(state, self.batches.args_at(step)))
 
     def evaluate(self, state: Any) -> dict[str, float]:
         totals: dict[str, float] = {}
@@ -118,12 +118,12 @@ def _train(s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say) -> dict[
     plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1) if start == 0 else {}
     if plugin_report:
         say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in plugin_report.items()))
-    batches = MemoryInput(s.data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed, cfg.grad_accum)
+    batches = open_input(s.data, plan, cfg, start)
     if jax.process_count() > 1:
         console.print(f"process {jax.process_index()} of {jax.process_count()} reads rows {batches.rows.start}:"
                       f"{batches.rows.stop} of every batch of {cfg.batch_size}", highlight=False)
     steps = Steps(s, plan, batches, state, say)
-    diversity = _diversity_probe(s, batches)
+    diversity = _diversity_probe(s)
 
     def advice() -> str:
         last = ckpts.latest_step()
@@ -180,6 +180,7 @@ def _train(s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say) -> dict[
     finally:
         signals.restore()
         logger.close()
+        batches.close()
     ckpts.wait()
     summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": n_params,
                "run_dir": str(run.dir), **({"plugin_report": plugin_report} if plugin_report else {})}
@@ -193,7 +194,7 @@ def _signal_name(signum: int | None) -> str:
     return signal.Signals(signum).name if signum else "signal"
 
 
-def _diversity_probe(s: Setup, batches: MemoryInput) -> Any:
+def _diversity_probe(s: Setup) -> Any:
     """With --diversity LAMBDA: state -> the log-log slope of feature diversity d(eps) at depth fraction LAMBDA
     (zoo.diagnostics.diversity) on the first (up to) 256 eval inputs; None otherwise."""
     if s.cfg.diversity is None:
@@ -202,7 +203,7 @@ def _diversity_probe(s: Setup, batches: MemoryInput) -> Any:
 
     default_eps(s.model_cfg.depth, s.cfg.diversity)  # a too-shallow model is refused before training starts
     idx = next(iter(s.data.eval_indices(min(256, s.cfg.eval_batch_size))))
-    x = s.data.gather({k: jnp.asarray(v) for k, v in s.data.splits[s.data.eval_split].items()}, jnp.asarray(idx))["x"]
+    x = jnp.asarray(s.data.read(s.data.eval_split, idx)["x"])
     probe = diversity_probe(s.program, s.cfg.diversity)
     return lambda state: probe(state, x)[1]
 
