@@ -6,8 +6,8 @@
     state, start = restore_or_init(...)          verified checkpoints, --fork-from, --init-from (state.py)
     batches = open_input(...)                    the batch of (seed, step): on device or streamed (input.py)
     steps = Steps(...)                           jitted train and eval steps, memory checked (below)
-    for step in range(start, steps):             metrics one step late, divergence guard, eval, checkpoints,
-        ...                                      signals                                    (guard.py, logger.py)
+    Session(...).run(): for each step, train;    metrics one step late, divergence guard, eval, checkpoints,
+        then after_step                          signals                                    (below, guard.py)
 """
 
 from __future__ import annotations
@@ -48,9 +48,13 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         plan = MeshPlan.from_spec(cfg.mesh)
         ckpts = Checkpoints(run.dir, keep=cfg.keep)
         try:
-            return _train(s, run, plan, ckpts, say)
+            summary = Session(s, run, plan, ckpts, say).run()
         finally:
             ckpts.close()
+        run.finish(summary)
+        say(f"done: best eval {json.dumps({k: round(v, 4) for k, v in summary['best_eval'].items()})}; "
+            f"{summary.get('ms_per_step', 0):.1f} ms/step; curves in {run.dir / 'curves.png'}")
+        return summary
 
 
 def _say(main: bool):
@@ -105,89 +109,116 @@ def _mesh_text(plan: MeshPlan) -> str:
     return ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
 
 
-def _train(s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say) -> dict[str, Any]:
-    cfg = s.cfg
-    state, start, meta = restore_or_init(s, plan, ckpts, say)
-    plan.check_model(state)
-    run.start(start)
-    n_params = zoo.models.param_count(state["params"])
-    held = per_device_bytes({"params": state["params"], "opt": state["opt"]})
-    say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {n_params:,} parameters "
-        f"(with the optimizer state {held / 2**20:.3f} MiB per device); {s.steps} steps of batch {cfg.batch_size}; "
-        f"run dir {run.dir}")
-    plugin_report = s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1) if start == 0 else {}
-    if plugin_report:
-        say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in plugin_report.items()))
-    batches = open_input(s.data, plan, cfg, start)
-    if jax.process_count() > 1:
-        console.print(f"process {jax.process_index()} of {jax.process_count()} reads rows {batches.rows.start}:"
-                      f"{batches.rows.stop} of every batch of {cfg.batch_size}", highlight=False)
-    steps = Steps(s, plan, batches, state, say)
-    diversity = _diversity_probe(s)
+class Session:
+    """One training session, from the restored step to the end. `run()` is the step loop; after each step the
+    named parts run on schedule: `observe` (metrics one step late, the divergence guard, the log), `evaluate`,
+    `checkpoint` and `stop` (a signal asked for it)."""
 
-    def advice() -> str:
-        last = ckpts.latest_step()
+    def __init__(self, s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say):
+        cfg = self.cfg = s.cfg
+        self.s, self.run_dir, self.ckpts, self.say = s, run.dir, ckpts, say
+        self.state, self.start, meta = restore_or_init(s, plan, ckpts, say)
+        plan.check_model(self.state)
+        run.start(self.start)
+        self.n_params = zoo.models.param_count(self.state["params"])
+        held = per_device_bytes({"params": self.state["params"], "opt": self.state["opt"]})
+        say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {self.n_params:,} parameters "
+            f"(with the optimizer state {held / 2**20:.3f} MiB per device); {s.steps} steps of batch "
+            f"{cfg.batch_size}; run dir {run.dir}")
+        self.plugin_report = (s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1)
+                              if self.start == 0 else {})
+        if self.plugin_report:
+            say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in self.plugin_report.items()))
+        self.batches = open_input(s.data, plan, cfg, self.start)
+        if jax.process_count() > 1:
+            console.print(f"process {jax.process_index()} of {jax.process_count()} reads rows "
+                          f"{self.batches.rows.start}:{self.batches.rows.stop} of every batch of {cfg.batch_size}",
+                          highlight=False)
+        self.steps = Steps(s, plan, self.batches, self.state, say)
+        self.diversity = _diversity_probe(s)
+        text = s.data.kind == "text"
+        self.per_step = cfg.batch_size * (cfg.seq_len if text else 1)
+        self.logger = Logger(run.dir, s.steps, self.start, "tok" if text else "img", self.per_step,
+                             enabled=run.main)
+        self.guard = DivergenceGuard(cfg.max_loss_ratio, meta.get("first_loss"), self.advice)
+        self.best: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+        self.pending = None  # (step, metrics on device): fetched one step late
+        self.busy_s = 0.0  # time spent on evals and checkpoints, left out of the step time
+
+    def run(self) -> dict[str, Any]:
+        signals = StopSignals()
+        t0 = time.perf_counter()
+        try:
+            for step in range(self.start, self.s.steps):
+                self.state, metrics = self.steps.train(self.state, self.batches.train_args(step))
+                self.after_step(step + 1, metrics, signals)
+            self.observe()
+        finally:
+            signals.restore()
+            self.logger.close()
+            self.batches.close()
+        self.ckpts.wait()
+        return self.summary(time.perf_counter() - t0 - self.busy_s)
+
+    def after_step(self, done: int, metrics: Any, signals: StopSignals) -> None:
+        self.observe()
+        self.pending = (done, metrics)
+        evaluate = done % self.cfg.eval_every == 0 or done == self.s.steps
+        save = done % self.cfg.ckpt_every == 0 or done == self.s.steps or signals.requested
+        if evaluate or save:
+            self.observe()
+        t0 = time.perf_counter()
+        if evaluate:
+            self.evaluate(done)
+        if save:
+            self.checkpoint(done)
+        self.busy_s += time.perf_counter() - t0
+        if signals.requested:
+            self.ckpts.wait()
+            self.say(f"stopped by {_signal_name(signals.signum)} at step {done}; checkpoint saved; rerun the same "
+                     f"command to resume ({self.run_dir})")
+            signals.raise_stop()
+
+    def observe(self) -> None:
+        """The pending step's metrics: fetched (the next step is already queued), guarded, logged."""
+        if self.pending is None:
+            return
+        step, metrics = self.pending
+        self.pending = None
+        m = jax.device_get(metrics)
+        self.guard.check(step, m)
+        self.logger.train(step, m, log=step % self.cfg.log_every == 0 or step == self.s.steps)
+
+    def evaluate(self, done: int) -> None:
+        self.last = self.steps.evaluate(self.state)
+        if self.diversity is not None:
+            self.last["diversity_slope"] = self.diversity(self.state)
+        self.logger.eval(done, self.last)
+        self.best = _better(self.best, self.last)
+
+    def checkpoint(self, done: int) -> None:
+        """Save, unless the state diverged: non-finite parameters, or a bad loss on the next batch."""
+        if not bool(all_finite(self.state["params"])):
+            raise TrainingDiverged(f"the parameters became non-finite at step {done}; stopped without saving this "
+                                   f"state. {self.advice()}")
+        self.guard.check(done + 1, self.steps.loss_at(self.state, done))
+        self.ckpts.save(done, self.state, {"step": done, "data_position": done, "config": self.cfg.to_json(),
+                                           "plugin": self.s.plugin.spec(), "first_loss": self.guard.first_loss})
+
+    def advice(self) -> str:
+        last = self.ckpts.latest_step()
         if last is None:
             return "No checkpoint was saved: lower --lr and start again in a new --run-dir."
         return (f"The last good checkpoint is step {last}. To go on with a lower LR, rerun with --fork-from "
-                f"{run.dir}:{last} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
+                f"{self.run_dir}:{last} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
 
-    text = s.data.kind == "text"
-    logger = Logger(run.dir, s.steps, start, "tok" if text else "img",
-                    cfg.batch_size * (cfg.seq_len if text else 1), enabled=run.main)
-    guard = DivergenceGuard(cfg.max_loss_ratio, meta.get("first_loss"), advice)
-    signals = StopSignals()
-    best: dict[str, float] = {}
-    last: dict[str, float] = {}
-
-    def observe(step: int, metrics: Any) -> None:
-        m = jax.device_get(metrics)
-        guard.check(step, m)
-        logger.train(step, m, log=step % cfg.log_every == 0 or step == s.steps)
-
-    try:
-        pending = None  # (step, metrics on device): fetched one step late
-        for step in range(start, s.steps):
-            state, metrics = steps.train(state, batches.train_args(step))
-            if pending is not None:
-                observe(*pending)
-            done, pending = step + 1, (step + 1, metrics)
-            evaluate = done % cfg.eval_every == 0 or done == s.steps
-            save = done % cfg.ckpt_every == 0 or done == s.steps or signals.requested
-            if evaluate or save:
-                observe(*pending)
-                pending = None
-            if evaluate:
-                last = steps.evaluate(state)
-                if diversity is not None:
-                    last["diversity_slope"] = diversity(state)
-                logger.eval(done, last)
-                best = _better(best, last)
-            if save:
-                if not bool(all_finite(state["params"])):
-                    raise TrainingDiverged(f"the parameters became non-finite at step {done}; stopped without "
-                                           f"saving this state. {advice()}")
-                guard.check(done + 1, steps.loss_at(state, done))  # the loss of the state about to be saved
-                ckpts.save(done, state, {"step": done, "data_position": done, "config": cfg.to_json(),
-                                         "plugin": s.plugin.spec(), "first_loss": guard.first_loss})
-            if signals.requested:
-                ckpts.wait()
-                say(f"stopped by {_signal_name(signals.signum)} at step {done}; checkpoint saved; rerun the same "
-                    f"command to resume ({run.dir})")
-                signals.raise_stop()
-        if pending is not None:
-            observe(*pending)
-    finally:
-        signals.restore()
-        logger.close()
-        batches.close()
-    ckpts.wait()
-    summary = {"steps": s.steps, "best_eval": best, "final_eval": last, "params": n_params,
-               "run_dir": str(run.dir), **({"plugin_report": plugin_report} if plugin_report else {})}
-    run.finish(summary)
-    say(f"done: best eval {json.dumps({k: round(v, 4) for k, v in best.items()})}; curves in "
-        f"{run.dir / 'curves.png'}")
-    return summary
+    def summary(self, train_s: float) -> dict[str, Any]:
+        ran = self.s.steps - self.start
+        speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": self.per_step * ran / train_s} if ran else {}
+        return {"steps": self.s.steps, "best_eval": self.best, "final_eval": self.last, "params": self.n_params,
+                "run_dir": str(self.run_dir), **speed,
+                **({"plugin_report": self.plugin_report} if self.plugin_report else {})}
 
 
 def _signal_name(signum: int | None) -> str:
