@@ -186,7 +186,8 @@ def test_model_presets_are_the_models_defaults(model):
 
 @pytest.mark.slow
 def test_every_preset_builds_and_trains_two_steps(tmp_path):
-    """Each configs/*.yaml at a shrunk size (width, depth, data, batch and context overridden) runs 2 steps."""
+    """Each configs/*.yaml at a shrunk size (width, depth, data, image size, batch and context overridden) runs 2
+    steps."""
     assert {"gpt2_124m.yaml", "vit_s16_imagenet.yaml", "run.yaml"} <= set(PRESETS)
     argvs = []
     for name in PRESETS:
@@ -194,7 +195,7 @@ def test_every_preset_builds_and_trains_two_steps(tmp_path):
         text = model == "gpt"
         shrink = ["--width", "64", "--depth", "1", "--steps", "2", "--eval-every", "2", "--eval-batch-size", "32",
                   "--batch-size", "8", "--grad-accum", "2", "--data", "synthetic:text" if text else "synthetic",
-                  "--seq-len", "32", "--run-dir", str(tmp_path / name)]
+                  "--seq-len", "32", "--run-dir", str(tmp_path / name), *([] if text else ["--image-size", "32"])]
         argvs.append(["--config", str(ROOT / "configs" / name), *shrink])
     for name, (code, err) in zip(PRESETS, run_main_many(argvs, timeout=600), strict=True):
         assert code == 0, (name, err)

@@ -76,6 +76,9 @@ class RunConfig:
                                  "the devices", identity=False, shown="by decoded size: over 1 GiB streams")
     workers: int = _field(0, "processes that read and decode streamed batches (0: threads of the training process)",
                           identity=False)
+    image_size: int | None = _field(None, "resize every image (shorter side) to N and center-crop it to N x N as it is "
+                                    "read, so sets of varying image size work", metavar="N",
+                                    shown="the set's own, which must be one size")
     seq_len: int = _field(256, "context length for text data")
     byte_level: bool = _field(False, "text as bytes instead of characters")
     augment: bool = _field(False, "CIFAR pad-crop and flip")
@@ -112,7 +115,7 @@ class RunConfig:
                      "grad_accum"):
             check(name, lambda v: v >= 1, "must be positive")
         check("workers", lambda v: v >= 0, "must be >= 0")
-        for name in ("width", "depth", "base_width", "base_depth", "steps"):
+        for name in ("width", "depth", "base_width", "base_depth", "steps", "image_size"):
             check(name, lambda v: v is None or v >= 1, "must be positive")
         check("lr", lambda v: math.isfinite(v) and v > 0, "must be positive and finite")
         check("epochs", lambda v: v is None or (math.isfinite(v) and v > 0), "must be positive")

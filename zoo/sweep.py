@@ -16,7 +16,7 @@ from zoo.sweeps.grid import parse_ints, parse_lrs
 
 RUN_FLAGS = ("model", "param", "base_width", "base_depth", "optimizer", "schedule", "warmup", "min_lr_ratio", "b1",
              "b2", "eps", "weight_decay", "clip_norm", "clip_rms", "steps", "batch_size", "eval_batch_size", "data",
-             "data_dir", "seq_len", "byte_level", "augment", "seed", "precision")
+             "data_dir", "image_size", "seq_len", "byte_level", "augment", "seed", "precision")
 
 
 def default_cache_dir() -> str:

@@ -1,4 +1,7 @@
-"""Image folders (root/split/class/image) from a directory or a tar archive, decoded once with PIL and cached."""
+"""Image folders (root/split/class/image) from a directory or a tar archive, decoded once with PIL and cached.
+
+Every image is decoded in one mode (that of the first training image: grayscale, else RGB) and, with `image_size`,
+resized and center-cropped to N x N (`zoo.data.resize`), so folders whose images vary in size work."""
 
 from __future__ import annotations
 
@@ -9,12 +12,13 @@ import tarfile
 import warnings
 import zlib
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from zoo.data import cache
+from zoo.data import cache, resize
 from zoo.data.dataset import Dataset
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.view import DataView
@@ -28,9 +32,10 @@ PARALLEL_MIN = 4096
 Entry = tuple[str, str, str, str | bytes]
 
 
-def load(path: str, cache_dir: str | None = None, stream: bool | None = None,
-         limit: int = IN_MEMORY_LIMIT) -> DataView:
-    """A directory or .tar[.gz] laid out as split/class/image; class names sorted -> labels.
+def load(path: str, cache_dir: str | None = None, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT,
+         image_size: int | None = None) -> DataView:
+    """A directory or .tar[.gz] laid out as split/class/image; class names sorted -> labels. Images at their own
+    size (which must be one), or resized and center-cropped to `image_size` x `image_size`.
 
     A directory too big for memory (or with stream=True) is read image by image; an archive is decoded whole."""
     src = Path(path).expanduser()
@@ -38,8 +43,9 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None,
         raise FileNotFoundError(f"image folder not found: {src}")
     if src.is_dir():
         entries = _dir_entries(src)
-        if entries and streams(stream, len(entries) * _decode_one(*min(entries)[2:]).nbytes, limit):
-            return _streamed(src, entries)
+        if entries and streams(stream, len(entries) * _decode_one(*min(entries)[2:], None, image_size).nbytes,
+                               limit):
+            return _streamed(src, entries, image_size)
         fingerprint = _dir_fingerprint(src, entries)
     else:
         if stream:
@@ -47,10 +53,12 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None,
                              "folder to stream it")
         entries = None
         fingerprint = cache.file_fingerprint(src)
+    if image_size is not None:
+        fingerprint += f"|image_size={image_size}"
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
     arrays = cache.load(where)
     if arrays is None:
-        arrays = _decode(src, entries if entries is not None else _tar_entries(src))
+        arrays = _decode(src, entries if entries is not None else _tar_entries(src), image_size)
         cache.save(where, arrays)
     return _dataset(src, arrays)
 
@@ -99,43 +107,62 @@ def _tar_entries(path: Path) -> list[Entry]:
     return found
 
 
-def _decode_one(name: str, payload: str | bytes) -> np.ndarray:
+def _decode_one(name: str, payload: str | bytes, mode: str | None = None, image_size: int | None = None
+                ) -> np.ndarray:
+    """One image, uint8 (H, W, C): converted to `mode` ("L" or "RGB"; None: "L" when it is grayscale, else
+    "RGB"), and resized and center-cropped to `image_size` x `image_size` when given."""
     try:
         with Image.open(payload if isinstance(payload, str) else io.BytesIO(payload)) as im:
-            if im.mode not in ("L", "RGB"):
-                im = im.convert("RGB")
+            mode = mode or ("L" if im.mode == "L" else "RGB")
+            if im.mode != mode:
+                im = im.convert(mode)
+            if image_size is not None:
+                im = resize.center_square(im, image_size)
             arr = np.asarray(im)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
         raise ValueError(f"cannot decode image {name}: {err}") from err
     return arr[..., None] if arr.ndim == 2 else arr
 
 
-def _decode_chunk(items: list[tuple[str, str | bytes]]) -> np.ndarray:
-    first = _decode_one(*items[0])
+def _set_mode(first: Entry) -> str:
+    """The mode every image of a folder is decoded in: that of its first training image (grayscale or RGB), so a
+    folder mixing grayscale and colour files (ImageNet has both) stacks."""
+    return "L" if _decode_one(*first[2:]).shape[-1] == 1 else "RGB"
+
+
+def _other_size(name: str, shape: tuple[int, ...], first: str, first_shape: tuple[int, ...]) -> ValueError:
+    return ValueError(f"image {name} has shape {shape}, but {first} has {first_shape}; pass --image-size N (e.g. "
+                      "224) to resize and center-crop every image to N x N")
+
+
+def _decode_chunk(items: list[tuple[str, str | bytes]], mode: str | None = None, image_size: int | None = None
+                  ) -> np.ndarray:
+    first = _decode_one(*items[0], mode, image_size)
     out = np.empty((len(items), *first.shape), np.uint8)
     out[0] = first
     for i, (name, payload) in enumerate(items[1:], 1):
-        arr = _decode_one(name, payload)
+        arr = _decode_one(name, payload, mode, image_size)
         if arr.shape != first.shape:
-            raise ValueError(f"image {name} has shape {arr.shape}, but {items[0][0]} has {first.shape}")
+            raise _other_size(name, arr.shape, items[0][0], first.shape)
         out[i] = arr
     return out
 
 
-def _decode_all(items: list[tuple[str, str | bytes]]) -> np.ndarray:
+def _decode_all(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None) -> np.ndarray:
     """All images stacked; a fork pool over chunks for large sets (the children only run PIL, never JAX)."""
     chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
     workers = min(len(os.sched_getaffinity(0)), 8, len(chunks))
+    decode = partial(_decode_chunk, mode=mode, image_size=image_size)
     if workers < 2 or len(items) < PARALLEL_MIN:
-        parts = [_decode_chunk(c) for c in chunks]
+        parts = [decode(c) for c in chunks]
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                parts = list(pool.map(_decode_chunk, chunks))
+                parts = list(pool.map(decode, chunks))
     for c, p in zip(chunks, parts, strict=True):
         if p.shape[1:] != parts[0].shape[1:]:
-            raise ValueError(f"image {c[0][0]} has shape {p.shape[1:]}, but {chunks[0][0][0]} has {parts[0].shape[1:]}")
+            raise _other_size(c[0][0], p.shape[1:], chunks[0][0][0], parts[0].shape[1:])
     return np.concatenate(parts)
 
 
@@ -151,11 +178,13 @@ def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[
     return classes, splits
 
 
-def _decode(src: Path, entries: list[Entry]) -> dict[str, np.ndarray]:
+def _decode(src: Path, entries: list[Entry], image_size: int | None) -> dict[str, np.ndarray]:
     classes, splits = _layout(src, entries)
+    _eval_split(src, sorted(splits))
     label = {c: i for i, c in enumerate(classes)}
     arrays: dict[str, np.ndarray] = {"classes": np.array(classes)}
-    x = _decode_all([(e[2], e[3]) for split in sorted(splits) for e in splits[split]])
+    x = _decode_all([(e[2], e[3]) for split in sorted(splits) for e in splits[split]], _set_mode(splits["train"][0]),
+                    image_size)
     start = 0
     for split in sorted(splits):
         n = len(splits[split])
@@ -183,27 +212,28 @@ def _dataset(src: Path, arrays: dict[str, np.ndarray]) -> Dataset:
 
 
 class ImageFiles:
-    """An image split as a Reader: files (names relative to `root`, stored as compact bytes) decoded when a batch
-    asks for them, in grain's workers."""
+    """An image split as a Reader: files (names relative to `root`, stored as compact bytes) decoded (in `mode`,
+    resized and center-cropped to `image_size` when given) when a batch asks for them, in grain's workers."""
 
-    def __init__(self, root: Path, names: list[str], labels: np.ndarray, shape: tuple[int, ...]):
+    def __init__(self, root: Path, names: list[str], labels: np.ndarray, shape: tuple[int, ...], mode: str,
+                 image_size: int | None):
         self.root, self.names, self.labels, self.shape = root, np.array([n.encode() for n in names]), labels, shape
-        self.size = len(labels)
+        self.mode, self.image_size, self.size = mode, image_size, len(labels)
 
     def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         paths = [str(self.root / self.names[i].decode()) for i in idx]
-        x = _decode_chunk([(p, p) for p in paths])
+        x = _decode_chunk([(p, p) for p in paths], self.mode, self.image_size)
         if x.shape[1:] != self.shape:
-            raise ValueError(f"image {paths[0]} has shape {x.shape[1:]}, but the first training image has "
-                             f"{self.shape}")
+            raise _other_size(paths[0], x.shape[1:], "the first training image", self.shape)
         return {"x": x, "y": self.labels[idx]}
 
 
-def _streamed(src: Path, entries: list[Entry]) -> Streamed:
+def _streamed(src: Path, entries: list[Entry], image_size: int | None) -> Streamed:
     classes, splits = _layout(src, entries)
     label = {c: i for i, c in enumerate(classes)}
     eval_split = _eval_split(src, sorted(splits))
-    shape = _decode_one(*splits["train"][0][2:]).shape
-    readers = {s: ImageFiles(src, [e[2] for e in es], np.array([label[e[1]] for e in es], np.int32), shape)
-               for s, es in splits.items()}
+    mode = _set_mode(splits["train"][0])
+    shape = _decode_one(*splits["train"][0][2:], mode, image_size).shape
+    readers = {s: ImageFiles(src, [e[2] for e in es], np.array([label[e[1]] for e in es], np.int32), shape, mode,
+                             image_size) for s, es in splits.items()}
     return Streamed(kind="image", readers=readers, num_classes=len(classes), in_shape=shape, eval_split=eval_split)

@@ -1,8 +1,10 @@
 """tensorflow-datasets sets via `tfds.data_source` (random access over ArrayRecord files, no TensorFlow).
 
 Image classification sets (features image, label) go into memory when they fit and are read batch by batch
-(decoded in grain's workers) when they do not. Text sets (a text feature) are tokenized into memory; one too big
-for that is prepared into token files first (`python -m zoo.data.prepare tfds NAME`).
+(decoded in grain's workers) when they do not; with `image_size` every image is resized and center-cropped to
+N x N as it is read (`zoo.data.resize`), so sets whose images vary in size (imagenet2012) work. Text sets (a text
+feature) are tokenized into memory; one too big for that is prepared into token files first
+(`python -m zoo.data.prepare tfds NAME`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow_datasets as tfds
 
-from zoo.data import text
+from zoo.data import resize, text
 from zoo.data.dataset import Dataset
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
@@ -23,20 +25,26 @@ TEXT_FEATURES = ("text", "content", "document", "article")
 
 
 def load(name: str, eval_split: str | None = None, data_dir: str | None = None, *, seq_len: int = 256,
-         byte_level: bool = False, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT) -> DataView:
-    """Splits "train" and `eval_split` (default "test", else "validation")."""
+         byte_level: bool = False, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT,
+         image_size: int | None = None) -> DataView:
+    """Splits "train" and `eval_split` (default "test", else "validation"); images at their own (fixed) size, or
+    resized and center-cropped to `image_size` x `image_size`."""
     sources, eval_split = open_splits(name, eval_split, data_dir)
     features = sources["train"].dataset_info.features
     if text_feature(features) is not None:
+        if image_size is not None:
+            raise ValueError(f"--image-size resizes images, but tfds dataset {name!r} is text")
         return _text(name, sources, eval_split, seq_len, byte_level, stream, limit)
     if "image" not in features or "label" not in features:
         raise ValueError(f"tfds dataset {name!r} has features {', '.join(features)}; only image classification "
                          f"sets (image, label) and text sets ({', '.join(TEXT_FEATURES)}) are supported")
     shape = tuple(features["image"].shape)
-    if None in shape:
-        raise ValueError(f"tfds dataset {name!r} has images of varying size {shape}; use a fixed-size variant "
-                         "(e.g. imagenet_resized/64x64)")
-    readers = {s: TfdsImages(src, f"{name}:{s}") for s, src in sources.items()}
+    if image_size is not None:
+        shape = (image_size, image_size, shape[-1])
+    elif None in shape:
+        raise ValueError(f"tfds dataset {name!r} has images of varying size {shape}; pass --image-size 224 to "
+                         "resize and center-crop them (or use a fixed-size variant, e.g. imagenet_resized/64x64)")
+    readers = {s: TfdsImages(src, f"{name}:{s}", image_size) for s, src in sources.items()}
     streamed = Streamed(kind="image", readers=readers, num_classes=features["label"].num_classes, in_shape=shape,
                         eval_split=eval_split)
     if streams(stream, sum(r.size for r in readers.values()) * int(np.prod(shape)), limit):
@@ -66,10 +74,11 @@ def _source(name: str, split: str, data_dir: str | None):
 
 
 class TfdsImages:
-    """An image split as a Reader: the examples of a batch fetched (and their images decoded) on demand."""
+    """An image split as a Reader: the examples of a batch fetched (and their images decoded, and resized and
+    center-cropped to `image_size` when given) on demand."""
 
-    def __init__(self, source: Any, what: str):
-        self.source, self.what, self.size = source, what, len(source)
+    def __init__(self, source: Any, what: str, image_size: int | None = None):
+        self.source, self.what, self.size, self.image_size = source, what, len(source), image_size
         if not self.size:
             raise ValueError(f"tfds split {what} is empty")
 
@@ -81,9 +90,12 @@ class TfdsImages:
             except Exception as err:  # ArrayRecord and the feature decoders raise many types
                 why = (str(err).strip() or type(err).__name__).splitlines()[0]
                 raise ValueError(f"tfds split {self.what}: cannot read example {int(i)}: {why}") from None
-        x = np.stack([np.asarray(e["image"], np.uint8) for e in examples])
+        x = np.stack([self._image(np.asarray(e["image"], np.uint8)) for e in examples])
         y = np.array([int(e["label"]) for e in examples], np.int32)
         return {"x": x, "y": y}
+
+    def _image(self, image: np.ndarray) -> np.ndarray:
+        return image if self.image_size is None else resize.square(image, self.image_size)
 
 
 def text_feature(features: Any) -> str | None:

@@ -64,7 +64,7 @@ def enable_compile_cache(path: str | Path) -> None:
 def load_data(run: RunConfig) -> Any:
     """The data of a sweep: members gather their batches on the device, so the set must fit in memory."""
     data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir,
-                         stream=run.stream)
+                         stream=run.stream, image_size=run.image_size)
     if data.streamed:
         raise ValueError(f"sweeps hold their data on the device; {run.data} streams: sweep on a subset that fits")
     return data

@@ -38,7 +38,7 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     zoo.models.config(cfg.model, **cfg.model_opt)  # unknown model or option: refused before the data loads
     if data is None:
         data = zoo.data.load(cfg.data, seq_len=cfg.seq_len, byte_level=cfg.byte_level, data_dir=cfg.data_dir,
-                             stream=cfg.stream)
+                             stream=cfg.stream, image_size=cfg.image_size)
     zoo.models.check_data(cfg.model, data.kind, tuple(data.in_shape), cfg.data)
     model_cfg = zoo.models.config(cfg.model, **_model_overrides(cfg, data))
     cfg.width, cfg.depth = model_cfg.width, model_cfg.depth
