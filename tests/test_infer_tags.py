@@ -116,3 +116,17 @@ def test_non_array_leaves_get_no_tag():
     wide = {"w": jax.ShapeDtypeStruct((16, 16), jnp.float32), "act": jax.nn.relu}
     tags = P.infer_tags(base, wide, base_width=8, width=16)
     assert tags["act"] is None and tags["w"].kind == "hidden"
+
+
+def test_flax_frozen_dict_and_nested_lists():
+    """Linen's FrozenDict and lists of layers are read like any pytree: paths "params/dense/kernel", "layers/1"."""
+    from flax.core import FrozenDict
+
+    def params(n):
+        return FrozenDict({"params": {"dense": {"kernel": jnp.zeros((5, n)), "bias": jnp.zeros((n,))}},
+                           "layers": [jnp.zeros((n, n)), jnp.zeros((n, 3))]})
+
+    tags = P.infer_tags(params(8), params(24), base_width=8, width=24, rules={"^layers/1$": "readout"})
+    assert tags["params"]["dense"]["kernel"].kind == "input" and tags["params"]["dense"]["bias"].kind == "vector"
+    assert [t.kind for t in tags["layers"]] == ["hidden", "output"] and tags["layers"][1].role == "readout"
+    assert tags["layers"][0].width_mult == 3.0

@@ -145,6 +145,17 @@ def assert_close(got, want, what, rtol=1e-4):
     assert err <= rtol * scale, (what, err, scale)
 
 
+def premise(model: str, width: int) -> None:
+    """What `trainer` relies on: a native model equals the SP-form graph run with the native parameters and
+    multipliers (the graphs differ only in tags and base sizes, which the forward pass does not read)."""
+    graphdef, params, rest = split(model, width, PLUGINS["abcd"], True)
+    sp_graph, sp_params, sp_rest = split(model, width, P.get("sp"), False)
+    x = batch(model)["x"]
+    want = jax.jit(lambda p, r: nnx.merge(graphdef, p, r)(x)[0])(params, rest)
+    got = jax.jit(lambda p, r: nnx.merge(sp_graph, p, r)(x)[0])(relabel(params, sp_params), relabel(rest, sp_rest))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [2 * BASE_WIDTH, 4 * BASE_WIDTH])
 @pytest.mark.parametrize("model", sorted(MODELS))
@@ -152,7 +163,9 @@ def test_multiplier_free_training_equals_native(model, width):
     """mup, depth_mup, ntk_mup (s = 1/2) and a Depth-muP-like abcd plugin in other gauges (attn_exp = 1, branch,
     readout and attention constants set), at 2x and 4x the base width and 4x the base depth, f32, Adam and SGD with
     weight decay: the initial parameters W_free = c W_native (rtol 1e-6), and after each of 5 steps the losses and
-    logits agree to rtol 1e-4, and after the last W_free = c W_native to rtol 1e-4, for every parameter."""
+    logits agree to rtol 1e-4, and after the last W_free = c W_native to rtol 1e-4, for every parameter (normwise;
+    the key bias, a null direction of softmax, only through the logits)."""
+    premise(model, width)
     runs, meta = [], []
     for plugin in PLUGINS.values():
         free, tags, realization = free_inputs(model, width, plugin)
@@ -176,19 +189,6 @@ def test_multiplier_free_training_equals_native(model, width):
             assert not np.allclose(logits[2 * i, -1], logits[2 * i, 0])  # it trained
 
 
-def test_zoo_native_forward_is_the_sp_graph_with_native_multipliers():
-    """The premise of `trainer`: a native model equals the SP-form graph run with the native parameters and
-    multipliers (the graphs differ only in tags and base sizes, which the forward pass does not read)."""
-    for model in MODELS:
-        plugin = PLUGINS["abcd"]
-        graphdef, params, rest = split(model, 2 * BASE_WIDTH, plugin, True)
-        sp_graph, sp_params, sp_rest = split(model, 2 * BASE_WIDTH, P.get("sp"), False)
-        x = batch(model)["x"]
-        want = nnx.merge(graphdef, params, rest)(x)[0]
-        got = nnx.merge(sp_graph, relabel(params, sp_params), relabel(rest, sp_rest))(x)[0]
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-
-
 def test_rules_of_a_tag_tree_equal_the_models_own():
     """zoo.optim.build on a pytree of Tags: the per-parameter trees equal those from the nnx metadata."""
     _, params, _ = split("gpt", 64, PLUGINS["depth_mup"], True)
@@ -208,3 +208,33 @@ def test_a_plain_dict_of_tags_builds_a_chain():
     updates, _ = tx.update(grads, tx.init(params), params)
     np.testing.assert_allclose(updates["w"], -0.1 / 4.0, rtol=1e-5)
     np.testing.assert_allclose(updates["w_in"], -0.1, rtol=1e-5)
+
+
+def test_what_has_no_place_to_go_is_refused_in_one_line():
+    """critical's skip multiplier mu scales the residual stream (no parameter): refused unless mu = 1; a branch
+    multiplier != 1 needs branch_output leaves; a query needs the head dims."""
+    with pytest.raises(ValueError, match="skip multiplier mu") as err:
+        P.multiplier_free(P.get("critical"))
+    assert "\n" not in str(err.value)
+    P.multiplier_free(P.get("critical", sigma_w=1.0, sigma_b=0.0, mu=1.0))
+    branch = {"w": Tag("hidden", 8, 8, width_mult=2.0, branch=True, depth=8, base_depth=2)}
+    with pytest.raises(ValueError, match="mark the matrix that ends each residual branch"):
+        P.multiplier_free(P.get("depth_mup"), branch)
+    P.multiplier_free(P.get("mup"), branch)  # no depth exponent: the branch multiplier is 1
+    query = {"q": Tag("hidden", 8, 8, width_mult=2.0, role="query")}
+    with pytest.raises(ValueError, match="head_dim"):
+        P.multiplier_free(P.get("mup"), query)
+
+
+def test_folded_multipliers():
+    """c = m^-a (times readout_mult), times branch_mult (L/L0)^-alpha on a branch output and s(d, d0) sqrt(d) on a
+    query: depth_mup at m = 4, L/L0 = 4, head dim 64 over a base 16 (muP's logits q.k/d: s sqrt(d) = sqrt(d0/d))."""
+    free = P.multiplier_free(P.get("depth_mup", readout_mult=3.0), head_dim=64, base_head_dim=16)
+    tag = functools.partial(Tag, fan_in=64, fan_out=64, width_mult=4.0)
+    np.testing.assert_allclose(free.folded(tag("output")), 3.0 / 4.0)
+    np.testing.assert_allclose(free.folded(tag("hidden", branch=True, depth=8, base_depth=2, role="branch_output")),
+                               0.5)
+    np.testing.assert_allclose(free.folded(tag("hidden", role="query")), 0.5)
+    np.testing.assert_allclose(free.folded(tag("input")), 1.0)
+    # the init factor: muP's output std (b = 0 -> after the shift b = 1, std0/m) over SP's (std0/sqrt(m))
+    np.testing.assert_allclose(free.init_factor(tag("output")), 3.0 * 4.0**-0.5)

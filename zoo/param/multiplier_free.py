@@ -133,8 +133,13 @@ def rescale_init(params: Any, tags: Any, plugin: Parametrization) -> Any:
     """The model's own SP init (fan-in std for hidden and output matrices, width-independent for the rest) turned
     into the multiplier-free plugin's: W' = c * (plugin std / SP std) * W, leaf by leaf (non-tagged leaves kept)."""
     free = plugin if isinstance(plugin, MultiplierFree) else multiplier_free(plugin, tags)
+    return scale_leaves(params, jax.tree.map(free.init_factor, tags, is_leaf=lambda x: isinstance(x, Tag)))
 
-    def one(tag, w):
-        return w if tag is None else w * jnp.asarray(free.init_factor(tag), w.dtype)
 
-    return jax.tree.map(one, tags, params, is_leaf=lambda x: x is None or isinstance(x, Tag))
+def scale_leaves(params: Any, factors: Any) -> Any:
+    """params * factors leaf by leaf, where `factors` mirrors `params` (None: leave the leaf alone); the factors may
+    be traced arrays."""
+    def one(f, w):
+        return w if f is None else w * jnp.asarray(f, w.dtype)
+
+    return jax.tree.map(one, factors, params, is_leaf=lambda x: x is None)
