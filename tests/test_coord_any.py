@@ -39,7 +39,7 @@ def images(size: int = 16):
     return {"x": jax.random.normal(kx, (size, 32, 32, 3)), "y": jax.random.randint(ky, (size,), 0, 10)}
 
 
-def tokens(size: int = 4, length: int = 16):
+def tokens(size: int = 2, length: int = 8):
     kx, ky = jax.random.split(jax.random.key(0))
     return {"x": jax.random.randint(kx, (size, length), 0, 65), "y": jax.random.randint(ky, (size, length), 0, 65)}
 

@@ -32,21 +32,15 @@ MODELS = {
 
 
 def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
-    """A run directory as train.py leaves it (config.json, checkpoints/1) at 2x the base width (32 -> 64) and 2x
-    the base depth (2 -> 4), its parameters moved off their init (biases and gains too) by a fixed perturbation."""
-    cfg = RunConfig(model=model, param=param, width=64, base_width=32, depth=4, base_depth=2, batch_size=8, steps=1,
+    """A run directory as train.py leaves it (config.json, checkpoints/1) at 2x the base width (16 -> 32) and 2x
+    the base depth (1 -> 2), its parameters moved off their init (biases and gains too) by a fixed perturbation."""
+    cfg = RunConfig(model=model, param=param, width=32, base_width=16, depth=2, base_depth=1, batch_size=8, steps=1,
                     run_dir=str(run_dir), **{**MODELS[model], **overrides})
     run = setup(cfg)
-
-    @jax.jit
-    def init(key):
-        state = run.program.init(key)
-        leaves, treedef = jax.tree.flatten(state["params"])
-        keys = jax.random.split(jax.random.key(1), len(leaves))
-        return {**state, "params": jax.tree.unflatten(treedef, [w + 0.05 * jax.random.normal(k, w.shape)
-                                                                for w, k in zip(leaves, keys, strict=True)])}
-
-    state = init(jax.random.PRNGKey(cfg.seed))
+    state = jax.jit(run.program.init)(jax.random.PRNGKey(cfg.seed))
+    rng = np.random.default_rng(1)
+    state["params"] = jax.tree.map(lambda w: np.asarray(w) + 0.05 * rng.standard_normal(w.shape, np.float32),
+                                   state["params"])
     ckpts = Checkpoints(run_dir)
     ckpts.save(1, state, {"step": 1, "config": cfg.to_json(), "plugin": run.plugin.spec()})
     ckpts.wait()
@@ -83,7 +77,7 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
     out = tmp_path / "out"
     export(tmp_path / "run", out, echo=lambda _: None)
     cfg, sp_model, loaded, meta = exported_model(out)
-    assert (cfg.param, cfg.base_width, cfg.base_depth, cfg.width, cfg.depth) == ("sp", 64, 4, 64, 4)
+    assert (cfg.param, cfg.base_width, cfg.base_depth, cfg.width, cfg.depth) == ("sp", 32, 2, 32, 2)
     assert meta["exported_from"]["param"] == "depth_mup" and meta["step"] == 1
     x = random_inputs(run.model_cfg, 4, jax.random.key(3))
     want = np.asarray(jax.jit(lambda state, x: run.program.model(state)(x)[0])(state, x))

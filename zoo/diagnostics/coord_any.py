@@ -43,12 +43,14 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mapping[str, jax.Array], *,
                 widths: Sequence[int] | None = None, depths: Sequence[int] | None = None, width: int | None = None,
-                depth: int = 1, base_depth: int = 1, rules: Mapping[str, Any] | None = None, layout: str = "in_out",
+                depth: int = 1, base_depth: int | None = None, rules: Mapping[str, Any] | None = None,
+                layout: str = "in_out",
                 head_dim: int | Callable[[int], int] | None = None, optimizer: str = "adam", lr: float = 1e-3,
                 steps: int = 3, seeds: int = 3, tol: float = 0.15,
                 loss: Callable[[jax.Array, jax.Array], jax.Array] = cross_entropy) -> dict[str, Any]:
-    """A width sweep (`widths`, at `depth`, base width min(widths)) or a depth sweep (`depths`, at `width`, which is
-    then the base width). `head_dim` (a number, or a function of width) is needed when a rule marks a query.
+    """A width sweep (`widths`, at `depth`; base width min(widths), base depth `depth` unless given) or a depth sweep
+    (`depths`, at `width`, then the base width; base depth 1 unless given). `head_dim` (a number, or a function of
+    width) is needed when a rule marks a query.
     Returns {"axis", "sizes", "data", "slopes", "expected", "verdicts", "passed"}."""
     if (widths is None) == (depths is None):
         raise ValueError("give widths (a width sweep) or depths (a depth sweep), not both")
@@ -58,8 +60,9 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     if axis == "depth" and width is None:
         raise ValueError("a depth sweep needs the width it runs at")
     heads = head_dim if callable(head_dim) else (lambda _: head_dim)
-    optim_cfg = optim.OptimConfig(name=optimizer, lr=lr)
+    optim.OptimConfig(name=optimizer, lr=lr)  # an unknown optimizer is refused before anything runs
     base_width = min(sizes) if axis == "width" else width
+    base_depth = base_depth or (depth if axis == "width" else 1)
     infer = dict(rules=rules, layout=layout)
     rows, kinds = [], set()
     for size in sizes:
@@ -67,7 +70,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         tags = tags_at(init, w, d, base_width, base_depth, **infer)
         kinds |= {t.kind for t in tag_leaves(tags) if t.kind != "output" and not t.role.startswith("readout")}
         free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
-        data = changes(init, apply, free, tags, batch, w, d, seeds, steps, optim_cfg, loss)
+        data = changes(init, apply, free, tags, batch, w, d, seeds, steps, optimizer, lr, loss)
         rows.append(verdict.at_depth_fractions(data, d) if axis == "depth" else data)
     data = coord.seed_means(rows)
     slopes = coord.slopes(sizes, data)
@@ -95,7 +98,7 @@ def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int
 
 
 def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: Mapping[str, jax.Array], width: int,
-            depth: int, seeds: int, steps: int, optim_cfg: optim.OptimConfig,
+            depth: int, seeds: int, steps: int, optimizer: str, lr: float,
             loss: Callable[[jax.Array, jax.Array], jax.Array]) -> dict[str, np.ndarray]:
     """Layer -> [seed, step] RMS of the change h_t - h_0 of each intermediate and of the output ("output")."""
     def f32(tree):
@@ -103,7 +106,7 @@ def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: M
 
     factors = f32(jax.tree.map(free.init_factor, tags, is_leaf=lambda t: isinstance(t, Tag)))
     rules = [f32(r) for r in optim.rules(free, tags)]
-    run = _program(init, apply, width, depth, steps, optim_cfg.name, optim_cfg.lr, loss)
+    run = _program(init, apply, width, depth, steps, optimizer, lr, loss)
     runs = [run(jax.random.key(s), factors, rules, jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
             for s in range(seeds)]
     return coord.flatten(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
@@ -122,18 +125,18 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
 
     @jax.jit
     def run(key, factors, rules, x, y):
-        params = jax.lax.optimization_barrier(scale_leaves(init(key, width, depth), factors))  # h0 and h_t alike
+        params = scale_leaves(init(key, width, depth), factors)
         tx = optim.chain(optim_cfg, *rules)
         stacked = coord.stacked_entries(features, params, x)
-        h0 = features(params, x)
 
-        def step(carry, _):
+        def step(carry, _):  # h_t is read before update t + 1: h_0 and h_t come from the same code, bit for bit
             params, opt = carry
+            h = features(params, x)
             grads = jax.grad(lambda p: loss(apply(p, x, width, depth)[0], y))(params)
             updates, opt = tx.update(grads, opt, params)
-            params = optax.apply_updates(params, updates)
-            return (params, opt), jax.tree.map(coord.rms_change, features(params, x), h0, stacked)
+            return (optax.apply_updates(params, updates), opt), h
 
-        return jax.lax.scan(step, (params, tx.init(params)), length=steps)[1]
+        hs = jax.lax.scan(step, (params, tx.init(params)), length=steps + 1)[1]
+        return jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms_change(ht, h[0], s))(h[1:]), hs, stacked)
 
     return run
