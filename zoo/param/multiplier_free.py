@@ -102,6 +102,9 @@ class MultiplierFree(Parametrization):
         """The plugin's own predictions: the same training in another gauge."""
         return self.plugin.expected_slopes(*args, **kwargs)
 
+    def describe(self) -> str:
+        return f"multiplier-free form of {self.plugin.describe()}"
+
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "options": {"plugin": self.plugin.spec(), "head_dim": self.head_dim,
                                                "base_head_dim": self.base_head_dim}}
