@@ -28,8 +28,8 @@ from zoo import optim
 from zoo.diagnostics import coord, verdict
 from zoo.param import predict
 from zoo.param.base import Parametrization
+from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
 from zoo.param.infer import infer_tags
-from zoo.param.multiplier_free import multiplier_free, scale_leaves, tag_leaves
 from zoo.param.tags import Tag
 
 Init = Callable[[jax.Array, int, int], Any]

@@ -103,9 +103,9 @@ def run_config(run_dir: Path) -> RunConfig:
         data = json.loads(path.read_text())
     except json.JSONDecodeError:
         raise ValueError(f"{path} is not valid JSON") from None
-    unknown = sorted(set(data) - set(FIELDS))
-    if not isinstance(data, dict) or unknown:
-        raise ValueError(f"{path} is not a zoo run config (unknown keys {', '.join(unknown[:3])})")
+    unknown = sorted(set(data) - set(FIELDS)) if isinstance(data, dict) else ["(not a mapping)"]
+    if unknown:
+        raise ValueError(f"{path} is not a zoo run config: {', '.join(unknown[:3])}")
     return RunConfig(**data)
 
 

@@ -21,9 +21,9 @@ from zoo.param.base import Parametrization
 from zoo.param.completep import CompleteP
 from zoo.param.critical import Critical
 from zoo.param.depth_mup import DepthMuP
+from zoo.param.gauge import MultiplierFree, multiplier_free, rescale_init
 from zoo.param.infer import infer_tags
 from zoo.param.mean_field import MeanField
-from zoo.param.multiplier_free import MultiplierFree, multiplier_free, rescale_init
 from zoo.param.mup import MuP
 from zoo.param.ntk import NTK
 from zoo.param.ntk_mup import NTKMuP
