@@ -109,15 +109,18 @@ def test_finetune_from_the_export_under_sp(tmp_path, capsys):
     assert set(start) == set(end) and any(not np.array_equal(start[k], end[k]) for k in start)
 
 
+@pytest.mark.slow
 def test_bad_exports_are_one_line(tmp_path, capsys):
-    """A missing run, an occupied --out, a critical run (its skip multiplier mu scales the residual stream) and a
-    gelu MLP-ResNet under depth_mup (its branch multiplier acts after a non-homogeneous phi) are refused in one
-    line with exit status 2, and nothing is written."""
+    """A missing run, a missing --step, an occupied --out, a critical run (its skip multiplier mu scales the
+    residual stream) and a gelu MLP-ResNet under depth_mup (its branch multiplier acts after a non-homogeneous phi)
+    are refused in one line with exit status 2, and nothing is written."""
     cases = [(["nowhere", "--out", str(tmp_path / "a")], "no config.json there")]
     make_run(tmp_path / "crit", "mlp_resnet", param="critical", model_opt={"bias": True})
     cases.append(([str(tmp_path / "crit"), "--out", str(tmp_path / "b")], "skip multiplier mu = 0"))
     make_run(tmp_path / "gelu", "mlp_resnet", model_opt={"activation": "gelu"})
     cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "c")], "not homogeneous"))
+    cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "e"), "--step", "7"],
+                  "no checkpoint at step 7; it has [1]"))
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "keep.txt").write_text("mine")
     cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "d")], "exists and is not an empty directory"))

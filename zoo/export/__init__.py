@@ -113,6 +113,9 @@ def restore(run_dir: Path, program: Any, seed: int, step: int | None) -> tuple[d
     """The run's train state at `step` (default: the latest checkpoint) and that step."""
     if not (run_dir / "checkpoints").is_dir():
         raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there")
+    saved = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+    if step is not None and step not in saved:
+        raise FileNotFoundError(f"{run_dir}: no checkpoint at step {step}; it has {saved or 'none'}")
     ckpts = Checkpoints(run_dir)
     try:
         step = ckpts.latest_step() if step is None else step
