@@ -21,6 +21,7 @@ import optax
 from flax import nnx
 
 from zoo.param.base import Parametrization
+from zoo.param.tags import Tag
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lion", "adafactor")
 SCHEDULES = ("constant", "cosine", "linear")
@@ -114,10 +115,22 @@ def add_decayed_weights_tree(decay: Any) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
 
-def per_param(params: nnx.State, fn: Callable[[Any], Any]) -> Any:
-    """A tree shaped like `params` holding fn(tag) for each tagged parameter."""
-    return jax.tree.map(lambda v: v.replace(fn(v.get_metadata()["tag"])), params,
-                        is_leaf=lambda x: isinstance(x, nnx.Variable))
+def per_param(params: Any, fn: Callable[[Tag], Any]) -> Any:
+    """A tree shaped like `params` holding fn(tag) for each parameter. `params` is a state of tagged nnx.Params (the
+    tag in their metadata) or any pytree of Tags (zoo.param.infer_tags; its None leaves are not parameters)."""
+
+    def one(x):
+        if x is None or isinstance(x, Tag):
+            return None if x is None else fn(x)
+        value = x.get_value()
+        return x.replace(fn(value if isinstance(value, Tag) else x.get_metadata()["tag"]))
+
+    return jax.tree.map(one, params, is_leaf=lambda x: x is None or isinstance(x, (nnx.Variable, Tag)))
+
+
+def rules(plugin: Parametrization, params: Any) -> tuple[Any, Any, Any]:
+    """The per-parameter trees of the chain: gradient pre-scale, LR multiplier and weight-decay multiplier."""
+    return per_param(params, plugin.grad_scale), per_param(params, plugin.lr_mult), per_param(params, plugin.wd_mult)
 
 
 def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
@@ -132,17 +145,23 @@ def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
     return optax.identity()
 
 
-def build(cfg: OptimConfig, plugin: Parametrization, params: nnx.State) -> optax.GradientTransformation:
-    """The optax chain for `params` (a state of tagged nnx.Params, possibly abstract) under `plugin`."""
-    parts = [scale_by_tree(per_param(params, plugin.grad_scale))]
+def build(cfg: OptimConfig, plugin: Parametrization, params: Any) -> optax.GradientTransformation:
+    """The optax chain for `params` under `plugin`: a state of tagged nnx.Params (possibly abstract) or a pytree of
+    Tags (zoo.param.infer_tags, for a model zoo did not build)."""
+    return chain(cfg, *rules(plugin, params))
+
+
+def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any) -> optax.GradientTransformation:
+    """The chain from its per-parameter trees (see `rules`); their leaves may be traced arrays."""
+    parts = [scale_by_tree(grad_scale)]
     if cfg.clip_norm:
         parts.append(optax.clip_by_global_norm(cfg.clip_norm))
     parts.append(base_transform(cfg))
     if cfg.clip_rms:
         parts.append(optax.clip_by_block_rms(cfg.clip_rms))
-    parts.append(scale_by_tree(per_param(params, plugin.lr_mult)))
+    parts.append(scale_by_tree(lr_mult))
     if cfg.decay:
-        parts.append(add_decayed_weights_tree(per_param(params, lambda t: cfg.decay * plugin.wd_mult(t))))
+        parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
     parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg)))
     return optax.chain(*parts)
 

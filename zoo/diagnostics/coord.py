@@ -26,15 +26,15 @@ from zoo.param.base import Parametrization
 from zoo.train.step import Batch, build_program, prepare_inputs
 
 
-def _rms_change(h: jax.Array, h0: jax.Array, stacked: bool) -> jax.Array:
+def rms_change(h: jax.Array, h0: jax.Array, stacked: bool) -> jax.Array:
     """RMS of h - h0 over batch and coordinates; one per block for a stacked (L, B, ...) entry."""
     return jnp.sqrt(jnp.mean(jnp.square((h - h0).astype(jnp.float32)), axis=tuple(range(int(stacked), h.ndim))))
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, np.ndarray]:
+def flatten(tree: Any, prefix: str = "") -> dict[str, np.ndarray]:
     """Nested dict of [seed, step] or [seed, step, L] arrays -> flat name -> [seed, step]."""
     if isinstance(tree, dict):
-        return {k: v for key, sub in tree.items() for k, v in _flatten(sub, f"{prefix}{key}/").items()}
+        return {k: v for key, sub in tree.items() for k, v in flatten(sub, f"{prefix}{key}/").items()}
     if tree.ndim == 3:
         return {f"{prefix}{l}": tree[..., l] for l in range(tree.shape[-1])}
     return {prefix[:-1]: tree}
@@ -55,10 +55,7 @@ def changes(model_name: str, plugin: Parametrization, seeds: Sequence[int], step
         logits, inter = prog.model(state)(x)
         return {**inter, "output": logits}
 
-    # stacked entries are those whose leading axis does not follow the batch size
-    abstract = jax.eval_shape(prog.init, jax.random.key(0))
-    shapes, shapes_plus = (jax.eval_shape(features, abstract, v) for v in (x, jnp.concatenate([x, x[:1]])))
-    stacked = jax.tree.map(lambda a, b: a.shape[0] == b.shape[0], shapes, shapes_plus)
+    stacked = stacked_entries(features, jax.eval_shape(prog.init, jax.random.key(0)), x)
 
     @jax.jit
     def run(state):
@@ -66,19 +63,31 @@ def changes(model_name: str, plugin: Parametrization, seeds: Sequence[int], step
 
         def step(state, _):
             state, _ = prog.train_step(state, batch)
-            return state, jax.tree.map(_rms_change, features(state, x), h0, stacked)
+            return state, jax.tree.map(rms_change, features(state, x), h0, stacked)
 
         return jax.lax.scan(step, state, length=steps)[1]
 
     runs = [run(prog.init(jax.random.key(s))) for s in seeds]
-    return _flatten(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
+    return flatten(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
 
 
 def coord_data(model_name: str, plugin: Parametrization, widths: Sequence[int], seeds: int | Sequence[int],
                steps: int, optim_cfg: OptimConfig, batch: Batch, **model_overrides: Any) -> dict[str, np.ndarray]:
     """Layer -> [width, step] geometric mean over seeds of RMS(h_t - h_0), t = 1..steps."""
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    rows = [changes(model_name, plugin, seeds, steps, optim_cfg, batch, width=w, **model_overrides) for w in widths]
+    return seed_means([changes(model_name, plugin, seeds, steps, optim_cfg, batch, width=w, **model_overrides)
+                       for w in widths])
+
+
+def stacked_entries(features: Any, state: Any, x: jax.Array) -> Any:
+    """Which entries of features(state, x) are stacked per block, (L, B, ...): their leading axis does not follow
+    the batch size (checked on shapes only)."""
+    shapes, shapes_plus = (jax.eval_shape(features, state, v) for v in (x, jnp.concatenate([x, x[:1]])))
+    return jax.tree.map(lambda a, b: a.shape[0] == b.shape[0], shapes, shapes_plus)
+
+
+def seed_means(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One row per size of layer -> [seed, step] RMS changes -> layer -> [size, step] geometric means over seeds."""
     with np.errstate(divide="ignore"):  # a layer that did not move (zero readout, t = 1) has log RMS = -inf
         return {k: np.exp(np.stack([np.log(r[k]).mean(0) for r in rows])) for k in rows[0]}
 

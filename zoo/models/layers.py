@@ -62,11 +62,6 @@ def scales(cfg: Any, plugin: Parametrization) -> tuple[Scale, Scale, int]:
             base_width)
 
 
-def base_fan_in(tag: Tag) -> float:
-    """The fan-in at the base width (hidden and output layers read a width-sized input)."""
-    return tag.fan_in / tag.width_mult if tag.kind in ("hidden", "output") else tag.fan_in
-
-
 def tagged_param(key: jax.Array, plugin: Parametrization, tag: Tag, shape: tuple[int, ...],
                  std0: float | None = None, const: float = 0.0, axes: tuple[str | None, ...] = ()) -> nnx.Param:
     """N(const, (plugin std)^2) with std0 (the SP std at the base width) defaulting to 1/sqrt(base fan_in).
@@ -74,7 +69,7 @@ def tagged_param(key: jax.Array, plugin: Parametrization, tag: Tag, shape: tuple
     `axes` names each dimension for sharding ("embed", "heads", "mlp", "vocab", ...; zoo.train.mesh maps names
     to mesh axes)."""
     if std0 is None:
-        std0 = base_fan_in(tag) ** -0.5
+        std0 = tag.base_fan_in ** -0.5
     std = plugin.init_std(tag, std0)
     zero = isinstance(std, (int, float)) and std == 0  # a plugin may give a std where std0 is 0 (critical biases)
     value = jnp.full(shape, const) if zero else const + std * jax.random.normal(key, shape, jnp.float32)

@@ -45,9 +45,8 @@ class Block(nnx.Module):
         self.phi_name, self.ms, self.pre_nonlin = cfg.activation, cfg.mean_subtract, cfg.pre_nonlin
         self.norm = LayerNorm(n, scale=scale, rngs=rngs, branch=True) if cfg.pre_ln else None
         self.w1 = Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
-        self.w2 = None
-        if cfg.block_depth == 2:
-            self.w2 = Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
+        self.w2 = (Dense(n, n, kind="hidden", scale=scale, rngs=rngs, bias=cfg.bias, branch=True)
+                   if cfg.block_depth == 2 else None)  # one assignment: nnx fixes data vs static at the first
         self.branch = scale.branch_multiplier()
         self.skip = scale.skip_multiplier()
 

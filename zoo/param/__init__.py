@@ -3,6 +3,12 @@
     zoo.param.get("depth_mup", alpha=1.0)   # an instance
     zoo.param.names()                       # what is registered
     zoo.param.register(MyParam)             # a new plugin, usable by every model and tool
+
+Any JAX model (Haiku, Flax Linen, Equinox, a plain pytree) under a plugin, through its init and optimizer:
+
+    tags = zoo.param.infer_tags(params_at_base_width, params, base_width=64, width=1024)
+    free = zoo.param.multiplier_free(zoo.param.get("mup"), tags)
+    params = zoo.param.rescale_init(params, tags, free)    # then zoo.optim.build(cfg, free, tags)
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from zoo.param.base import Parametrization
 from zoo.param.completep import CompleteP
 from zoo.param.critical import Critical
 from zoo.param.depth_mup import DepthMuP
+from zoo.param.gauge import MultiplierFree, multiplier_free, rescale_init
+from zoo.param.infer import infer_tags
 from zoo.param.mean_field import MeanField
 from zoo.param.mup import MuP
 from zoo.param.ntk import NTK
@@ -81,4 +89,5 @@ def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
 for _cls in (SP, NTK, MuP, MeanField, DepthMuP, CompleteP, NTKMuP, ABCD, Critical):
     register(_cls)
 
-__all__ = ["KINDS", "Parametrization", "Tag", "get", "names", "options", "register"]
+__all__ = ["KINDS", "MultiplierFree", "Parametrization", "Tag", "get", "infer_tags", "multiplier_free", "names",
+           "options", "register", "rescale_init"]

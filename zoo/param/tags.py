@@ -34,6 +34,11 @@ class Tag:
             raise ValueError(f"unknown parameter kind {self.kind!r}; kinds are {', '.join(KINDS)}")
 
     @property
+    def base_fan_in(self) -> float:
+        """The fan-in at the base width (hidden and output layers read a width-sized input)."""
+        return self.fan_in / self.width_mult if self.kind in ("hidden", "output") else self.fan_in
+
+    @property
     def depth_ratio(self) -> float:
         """L / L0 for parameters inside residual branches, 1 elsewhere."""
         return self.depth / self.base_depth if self.branch else 1.0

@@ -1,0 +1,155 @@
+"""zoo.diagnostics.coord_any.coord_check: the coordinate check of any (init, apply) pair, with the CLI's verdict.
+
+The examples' models (Haiku MLP and transformer, Flax Linen MLP, Equinox MLP) reach the plugins only through
+their init and optimizer (infer_tags -> multiplier_free -> rescale_init -> zoo.optim.build)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+import zoo.models as M
+import zoo.param as P
+from zoo import coord_check as cli
+from zoo.diagnostics.coord_any import coord_check
+from zoo.diagnostics.inputs import random_batch
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+WIDTHS = [128, 256, 512, 1024]
+
+
+@functools.cache
+def example(name: str):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclass modules (Linen, Equinox) look themselves up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def images(size: int = 16):
+    kx, ky = jax.random.split(jax.random.key(0))
+    return {"x": jax.random.normal(kx, (size, 32, 32, 3)), "y": jax.random.randint(ky, (size,), 0, 10)}
+
+
+def tokens(size: int = 2, length: int = 8):
+    kx, ky = jax.random.split(jax.random.key(0))
+    return {"x": jax.random.randint(kx, (size, length), 0, 65), "y": jax.random.randint(ky, (size, length), 0, 65)}
+
+
+def moved(result) -> dict[str, np.ndarray]:
+    """Layer -> slopes at the steps where it moved (under a zero readout the hidden layers stand still at t = 1)."""
+    return {k: v[np.isfinite(v)] for k, v in result["slopes"].items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,layout", [("haiku_mlp", "in_out"), ("linen_mlp", "in_out"), ("equinox_mlp", "out_in")])
+def test_mlp_examples_under_mup_are_flat_in_width(name, layout):
+    """muP (zero readout, as muP allows: a random one adds a V0.dh/n term shrinking like n^-1/2, -0.1 to -0.15 at
+    these widths) on the untouched Haiku, Linen and Equinox MLPs, widths 128..1024, Adam, 3 steps, 3 seeds: every
+    hidden activation's and the output's slope is 0 +- 0.1 (TP IVb: r = 0), and the verdict passes at tol 0.1."""
+    m = example(name)
+    result = coord_check(m.init, m.apply, P.get("mup", zero_init=True), images(), widths=WIDTHS, depth=2,
+                         layout=layout, tol=0.1)
+    slopes = moved(result)
+    assert {"embed", "hidden_0", "hidden_1", "output"} <= set(slopes)
+    for layer, s in slopes.items():
+        assert s.size >= 2 and np.all(np.abs(s) <= 0.1), (layer, s)
+    assert result["passed"]
+
+
+@pytest.mark.slow
+def test_haiku_mlp_under_sp_with_constant_lr_blows_up():
+    """SP with one constant Adam LR: hidden weights move by Theta(lr) per entry, so activations grow with width
+    (seed_tp4b_adam.md 6): some slope >= 0.5 (the output's is about +0.75), and the verdict fails."""
+    m = example("haiku_mlp")
+    result = coord_check(m.init, m.apply, P.get("sp"), images(), widths=WIDTHS, depth=2)
+    assert max(np.nanmax(s) for s in result["slopes"].values()) >= 0.5
+    assert not result["passed"]
+
+
+@pytest.mark.slow
+def test_haiku_transformer_under_mup_is_flat_in_width():
+    """The Haiku pre-LN transformer (query and branch-output rules) under muP with a zero readout and zero query,
+    widths 128..1024 at a fixed head dim: every block's output and the logits have slope 0 +- 0.1."""
+    m = example("haiku_transformer")
+    result = coord_check(m.init, m.apply, P.get("mup", zero_init=True), tokens(), widths=WIDTHS, depth=2,
+                         rules=m.RULES, head_dim=m.HEAD_DIM, tol=0.1)
+    slopes = moved(result)
+    assert {"embed", "blocks/0", "blocks/1", "output"} <= set(slopes)
+    for layer, s in slopes.items():
+        assert s.size >= 2 and np.all(np.abs(s) <= 0.1), (layer, s)
+    assert result["passed"]
+
+
+@pytest.mark.slow
+def test_haiku_transformer_under_depth_mup_is_flat_in_depth():
+    """Depth-muP on the Haiku transformer, depths 4..32 at width 64 (base depth 1): the change of the residual
+    stream at depth fractions 1/4..1 and of the logits is flat in depth, slope 0 +- 0.1 (TP VI: L^max(1 - alpha -
+    gamma, -gamma) = L^0); without the depth rules (SP) it grows like L^~1 and the verdict fails."""
+    m = example("haiku_transformer")
+    kwargs = dict(depths=[4, 8, 16, 32], width=64, rules=m.RULES, head_dim=m.HEAD_DIM, tol=0.1)
+    result = coord_check(m.init, m.apply, P.get("depth_mup"), tokens(), **kwargs)
+    assert {"blocks@0.25", "blocks@0.5", "blocks@0.75", "blocks@1", "output"} <= set(result["slopes"])
+    for layer, s in result["slopes"].items():
+        assert np.all(np.abs(s) <= 0.1), (layer, s)
+    assert result["passed"]
+    sp = coord_check(m.init, m.apply, P.get("sp"), tokens(), **kwargs)
+    assert min(sp["slopes"]["blocks@1"]) >= 0.5 and not sp["passed"]
+
+
+MLP = dict(depth=2, in_shape=(8,), num_classes=4)
+
+
+def zoo_mlp(width: int, depth: int) -> nnx.Module:
+    """The zoo's MLP-ResNet in SP form (no multipliers: base sizes = its sizes), abstract."""
+    cfg = M.config("mlp_resnet", **{**MLP, "width": width, "depth": depth, "base_width": width, "base_depth": depth})
+    return nnx.eval_shape(lambda: M.create("mlp_resnet", cfg, P.get("sp"), nnx.Rngs(0)))
+
+
+def zoo_init(key, width, depth):
+    cfg = M.config("mlp_resnet", **{**MLP, "width": width, "depth": depth, "base_width": width, "base_depth": depth})
+    init_key = jax.random.split(key)[0]  # as zoo.train.step.Program.init
+    return nnx.state(M.create("mlp_resnet", cfg, P.get("sp"), nnx.Rngs(init_key)), nnx.Param)
+
+
+def zoo_apply(params, x, width, depth):
+    graphdef, _, rest = nnx.split(zoo_mlp(width, depth), nnx.Param, ...)
+    rest = jax.tree.map(lambda a: np.ones(a.shape, a.dtype), rest)  # SP form: every multiplier is 1
+    return nnx.merge(graphdef, params, rest)(x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plugin", ["mup", "ntk"])
+def test_same_verdict_as_the_cli(plugin):
+    """`python -m zoo.coord_check` (native multipliers) and coord_check on the same model written in SP form
+    (multiplier-free path) see the same training: slopes agree to 1e-3 and every layer's verdict is the same."""
+    widths = [64, 128, 256]
+    args = cli.parser().parse_args(["--model", "mlp_resnet", "--param", plugin, "--model-opt", "depth=2",
+                                    "--model-opt", "in_shape=8", "--model-opt", "num_classes=4"])
+    native = cli.sweep(args, "width", widths, {})
+    batch = random_batch(M.config("mlp_resnet", **MLP), args.batch, jax.random.key(1234))
+    rules = {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output"}
+    free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, widths=widths, depth=2, rules=rules, tol=args.tol)
+    want = {v.layer: v for v in native["verdicts"]}
+    assert set(want) == {v.layer for v in free["verdicts"]}
+    for v in free["verdicts"]:
+        np.testing.assert_allclose(v.slopes, want[v.layer].slopes, atol=1e-3, err_msg=v.layer)
+        assert (v.passed, v.expected) == (want[v.layer].passed, want[v.layer].expected), v.layer
+
+
+def test_bad_sweeps_are_one_line():
+    m = example("haiku_mlp")
+    with pytest.raises(ValueError, match="not both"):
+        coord_check(m.init, m.apply, P.get("mup"), images(), widths=[64, 128], depths=[2, 4])
+    with pytest.raises(ValueError, match="at least two"):
+        coord_check(m.init, m.apply, P.get("mup"), images(), widths=[64])
+    with pytest.raises(ValueError, match="needs the width"):
+        coord_check(m.init, m.apply, P.get("mup"), images(), depths=[2, 4])

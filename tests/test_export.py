@@ -1,0 +1,133 @@
+"""`python -m zoo.export`: a run with every multiplier folded into its weights (SP form), as orbax + safetensors +
+a config that builds the same architecture under `--param sp` at base width = width and base depth = depth."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+import zoo.models as M
+import zoo.param as P
+from zoo.config import RunConfig
+from zoo.diagnostics.inputs import random_inputs
+from zoo.export import export
+from zoo.export.__main__ import main as export_main
+from zoo.train.checkpoint import Checkpoints, load_params, path_str
+from zoo.train.setup import setup
+
+MODELS = {
+    "mlp_resnet": dict(data="synthetic", model_opt={"bias": True, "pre_ln": True}),
+    "mixer": dict(data="synthetic", model_opt={"patch": 8, "token_dim": 8}),
+    "vit": dict(data="synthetic", model_opt={"patch": 8, "head_dim": 16}),
+    # tied embeddings (exported untied) and a fixed head count (the head dim grows with width)
+    "gpt": dict(data="synthetic:text", seq_len=16, model_opt={"head_dim": 16, "tie_embeddings": True,
+                                                               "scale_heads": False}),
+}
+
+
+def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
+    """A run directory as train.py leaves it (config.json, checkpoints/1) at 2x the base width (16 -> 32) and 2x
+    the base depth (1 -> 2), its parameters moved off their init (biases and gains too) by a fixed perturbation."""
+    cfg = RunConfig(model=model, param=param, width=32, base_width=16, depth=2, base_depth=1, batch_size=8, steps=1,
+                    run_dir=str(run_dir), **{**MODELS[model], **overrides})
+    run = setup(cfg)
+    state = jax.jit(run.program.init)(jax.random.PRNGKey(cfg.seed))
+    rng = np.random.default_rng(1)
+    state["params"] = jax.tree.map(lambda w: np.asarray(w) + 0.05 * rng.standard_normal(w.shape, np.float32),
+                                   state["params"])
+    ckpts = Checkpoints(run_dir)
+    ckpts.save(1, state, {"step": 1, "config": cfg.to_json(), "plugin": run.plugin.spec()})
+    ckpts.wait()
+    ckpts.close()
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_json()))
+    return run, state
+
+
+def exported_model(out: Path):
+    """The export as another program would see it: the SP model its config.json builds, with the params read back
+    by path (as --init-from reads them)."""
+    cfg = RunConfig(**json.loads((out / "config.json").read_text()))
+    model_cfg = setup(cfg).model_cfg
+
+    def create():
+        return M.create(cfg.model, model_cfg, P.get(cfg.param), nnx.Rngs(0))
+
+    loaded, meta = load_params(out)
+    graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
+    rest = jax.jit(lambda: nnx.split(create(), nnx.Param, ...)[2])()  # the multipliers (the init is dead code)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    assert {path_str(p) for p, _ in flat} == set(loaded)
+    params = jax.tree_util.tree_unflatten(treedef, [loaded[path_str(p)] for p, _ in flat])
+    return cfg, jax.jit(lambda x: nnx.merge(graphdef, params, rest)(x)[0]), loaded, meta
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
+    """depth_mup at 2x base width and depth: the exported SP-form network (built from its config.json under sp,
+    base sizes = sizes, params read back from its checkpoint) gives the run's logits to rtol 1e-5 (f32, normwise);
+    model.safetensors holds the same arrays; a tied GPT embedding comes back untied."""
+    run, state = make_run(tmp_path / "run", model)
+    out = tmp_path / "out"
+    export(tmp_path / "run", out, echo=lambda _: None)
+    cfg, sp_model, loaded, meta = exported_model(out)
+    assert (cfg.param, cfg.base_width, cfg.base_depth, cfg.width, cfg.depth) == ("sp", 32, 2, 32, 2)
+    assert meta["exported_from"]["param"] == "depth_mup" and meta["step"] == 1
+    x = random_inputs(run.model_cfg, 4, jax.random.key(3))
+    want = np.asarray(jax.jit(lambda state, x: run.program.model(state)(x)[0])(state, x))
+    got = np.asarray(sp_model(x))
+    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), np.linalg.norm(got - want)
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(out / "model.safetensors"))
+    assert set(tensors) == set(loaded) and all(np.array_equal(tensors[k], loaded[k]) for k in loaded)
+    if model == "gpt":
+        assert cfg.model_opt["tie_embeddings"] is False and "head/kernel" in loaded
+
+
+@pytest.mark.slow
+def test_finetune_from_the_export_under_sp(tmp_path, capsys):
+    """`train.py --config DIR/config.json --init-from DIR` trains the export under sp: every parameter is loaded
+    (none re-initialised), and two steps of training keep the loss finite and move the parameters."""
+    from zoo.train.loop import train
+
+    make_run(tmp_path / "run", "mlp_resnet")
+    export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
+    cfg = RunConfig(**json.loads((tmp_path / "out" / "config.json").read_text()))
+    cfg = dataclasses.replace(cfg, init_from=str(tmp_path / "out"), run_dir=str(tmp_path / "ft"), steps=2,
+                              eval_every=2, eval_batch_size=256)
+    summary = train(cfg)
+    assert "re-initialised" not in capsys.readouterr().out
+    assert np.isfinite(summary["final_eval"]["loss"])
+    start, end = load_params(tmp_path / "out")[0], load_params(tmp_path / "ft")[0]
+    assert set(start) == set(end) and any(not np.array_equal(start[k], end[k]) for k in start)
+
+
+@pytest.mark.slow
+def test_bad_exports_are_one_line(tmp_path, capsys):
+    """A missing run, a missing --step, an occupied --out, a critical run (its skip multiplier mu scales the
+    residual stream) and a gelu MLP-ResNet under depth_mup (its branch multiplier acts after a non-homogeneous phi)
+    are refused in one line with exit status 2, and nothing is written."""
+    cases = [(["nowhere", "--out", str(tmp_path / "a")], "no config.json there")]
+    make_run(tmp_path / "crit", "mlp_resnet", param="critical", model_opt={"bias": True})
+    cases.append(([str(tmp_path / "crit"), "--out", str(tmp_path / "b")], "skip multiplier mu = 0"))
+    make_run(tmp_path / "gelu", "mlp_resnet", model_opt={"activation": "gelu"})
+    cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "c")], "not homogeneous"))
+    cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "e"), "--step", "7"],
+                  "no checkpoint at step 7; it has [1]"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "keep.txt").write_text("mine")
+    cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "d")], "exists and is not an empty directory"))
+    for argv, needle in cases:
+        with pytest.raises(SystemExit) as code:
+            export_main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code.value.code == 2 and needle in err and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crit", "d", "gelu"]
+    assert (tmp_path / "d" / "keep.txt").read_text() == "mine"

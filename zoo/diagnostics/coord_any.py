@@ -1,0 +1,142 @@
+"""The coordinate check of any JAX model (Haiku, Flax Linen, Equinox, plain functions), with the CLI's verdict.
+
+    result = coord_check(init, apply, zoo.param.get("mup"), batch, widths=[128, 256, 512, 1024])
+    result["passed"], result["verdicts"]          # one verdict per layer, as `python -m zoo.coord_check` gives
+
+`init(key, width, depth)` is the model's own SP init at that size and `apply(params, x, width, depth)` returns
+(output, intermediates): a dict (nested dicts allowed) of arrays, each (B, ...) or stacked per block (L, B, ...);
+"embed" is judged as the input layer, "attn_logits..." as attention, the rest as hidden. The plugin reaches the
+model through its multiplier-free form (zoo.param.multiplier_free: tags from two widths, rescale_init, the zoo's
+optax chain). Each size trains `steps` steps on `batch` from `seeds` inits; the RMS change of every intermediate
+and of the output is fitted against log size (zoo.diagnostics.coord) and judged against the plugin's predicted
+slope (zoo.diagnostics.verdict). Depth sweeps run at the base width, with base depth 1 like the CLI's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from zoo import optim
+from zoo.diagnostics import coord, verdict
+from zoo.param import predict
+from zoo.param.base import Parametrization
+from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
+from zoo.param.infer import infer_tags
+from zoo.param.tags import Tag
+
+Init = Callable[[jax.Array, int, int], Any]
+Apply = Callable[[Any, jax.Array, int, int], tuple[jax.Array, dict]]
+
+
+def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Mean softmax cross-entropy with integer labels (one per example, or per token)."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels).mean()
+
+
+def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mapping[str, jax.Array], *,
+                widths: Sequence[int] | None = None, depths: Sequence[int] | None = None, width: int | None = None,
+                depth: int = 1, base_depth: int | None = None, rules: Mapping[str, Any] | None = None,
+                layout: str = "in_out",
+                head_dim: int | Callable[[int], int] | None = None, optimizer: str = "adam", lr: float = 1e-3,
+                steps: int = 3, seeds: int = 3, tol: float = 0.15,
+                loss: Callable[[jax.Array, jax.Array], jax.Array] = cross_entropy) -> dict[str, Any]:
+    """A width sweep (`widths`, at `depth`; base width min(widths), base depth `depth` unless given) or a depth sweep
+    (`depths`, at `width`, then the base width; base depth 1 unless given). `head_dim` (a number, or a function of
+    width) is needed when a rule marks a query.
+    Returns {"axis", "sizes", "data", "slopes", "expected", "verdicts", "passed"}."""
+    if (widths is None) == (depths is None):
+        raise ValueError("give widths (a width sweep) or depths (a depth sweep), not both")
+    axis, sizes = ("width", list(widths)) if widths is not None else ("depth", list(depths))
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ValueError(f"a {axis} sweep needs at least two positive {axis}s, got {sizes}")
+    if axis == "depth" and width is None:
+        raise ValueError("a depth sweep needs the width it runs at")
+    heads = head_dim if callable(head_dim) else (lambda _: head_dim)
+    optim.OptimConfig(name=optimizer, lr=lr)  # an unknown optimizer is refused before anything runs
+    base_width = min(sizes) if axis == "width" else width
+    base_depth = base_depth or (depth if axis == "width" else 1)
+    infer = dict(rules=rules, layout=layout)
+    rows, kinds = [], set()
+    for size in sizes:
+        w, d = (size, depth) if axis == "width" else (width, size)
+        tags = tags_at(init, w, d, base_width, base_depth, **infer)
+        kinds |= {t.kind for t in tag_leaves(tags) if t.kind != "output" and not t.role.startswith("readout")}
+        free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
+        data = changes(init, apply, free, tags, batch, w, d, seeds, steps, optimizer, lr, loss)
+        rows.append(verdict.at_depth_fractions(data, d) if axis == "depth" else data)
+    data = coord.seed_means(rows)
+    slopes = coord.slopes(sizes, data)
+    head_dim_slope = 0.0 if head_dim is None or axis == "depth" else float(
+        np.log(heads(sizes[-1]) / heads(sizes[0])) / np.log(sizes[-1] / sizes[0]))
+    raw = plugin.expected_slopes(optimizer, axis, tuple(sorted(kinds)), head_dim_slope)
+    capped = predict.stable(raw)
+    expected = {g: (capped[g], raw[g]) for g in raw}
+    verdicts = verdict.judge(slopes, data, expected, tol)
+    return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": expected,
+            "verdicts": verdicts, "passed": all(v.passed for v in verdicts)}
+
+
+def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int, **infer: Any) -> Any:
+    """Tags of the model at (width, depth) against base_width; at the base width itself the kinds come from a
+    model twice as wide, with multiplier 1."""
+    def shapes(w):
+        return jax.eval_shape(lambda k: init(k, w, depth), jax.random.key(0))
+
+    sizes = dict(depth=depth, base_depth=base_depth)
+    if width != base_width:
+        return infer_tags(shapes(base_width), shapes(width), base_width=base_width, width=width, **sizes, **infer)
+    tags = infer_tags(shapes(2 * width), shapes(width), base_width=2 * width, width=width, **sizes, **infer)
+    return jax.tree.map(lambda t: dataclasses.replace(t, width_mult=1.0), tags, is_leaf=lambda x: isinstance(x, Tag))
+
+
+def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: Mapping[str, jax.Array], width: int,
+            depth: int, seeds: int, steps: int, optimizer: str, lr: float,
+            loss: Callable[[jax.Array, jax.Array], jax.Array]) -> dict[str, np.ndarray]:
+    """Layer -> [seed, step] RMS of the change h_t - h_0 of each intermediate and of the output ("output")."""
+    def f32(tree):
+        return jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), tree)
+
+    factors = f32(jax.tree.map(free.init_factor, tags, is_leaf=lambda t: isinstance(t, Tag)))
+    rules = [f32(r) for r in optim.rules(free, tags)]
+    run = _program(init, apply, width, depth, steps, optimizer, lr, loss)
+    runs = [run(jax.random.key(s), factors, rules, jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
+            for s in range(seeds)]
+    return coord.flatten(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
+
+
+@functools.lru_cache(maxsize=16)
+def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optimizer: str, lr: float,
+             loss: Callable) -> Callable:
+    """The jitted run of one size: init, rescale, `steps` steps, RMS changes. The plugin enters only through the
+    init factors and the optimizer's per-parameter trees, which are arguments: every plugin shares one compile."""
+    optim_cfg = optim.OptimConfig(name=optimizer, lr=lr)
+
+    def features(params, x):
+        out, inter = apply(params, x, width, depth)
+        return {**inter, "output": out}
+
+    @jax.jit
+    def run(key, factors, rules, x, y):
+        params = scale_leaves(init(key, width, depth), factors)
+        tx = optim.chain(optim_cfg, *rules)
+        stacked = coord.stacked_entries(features, params, x)
+
+        def step(carry, _):  # h_t is read before update t + 1: h_0 and h_t come from the same code, bit for bit
+            params, opt = carry
+            h = features(params, x)
+            grads = jax.grad(lambda p: loss(apply(p, x, width, depth)[0], y))(params)
+            updates, opt = tx.update(grads, opt, params)
+            return (optax.apply_updates(params, updates), opt), h
+
+        hs = jax.lax.scan(step, (params, tx.init(params)), length=steps + 1)[1]
+        return jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms_change(ht, h[0], s))(h[1:]), hs, stacked)
+
+    return run

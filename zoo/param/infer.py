@@ -1,0 +1,168 @@
+"""Tags for any model's parameters, from their shapes at two widths (microsoft/mup's base shapes; the kinds of
+TP IVb Defs 2.9.11/2.9.12) and regex rules for what shapes cannot tell.
+
+    tags = infer_tags(params_at_64, params_at_256, base_width=64, width=256,
+                      rules={r"block_\\d+/": "branch", r"/query/": "query", r"/(attn_out|mlp_out)/": "branch_output"},
+                      depth=8, base_depth=2)
+
+An axis is a *width axis* when its size changes between the two widths, by exactly m = width / base_width (a
+width n, 4n in an MLP, the head count at a fixed head dim, the head dim at a fixed head count). With k width axes:
+
+    k = 0: scalar      k >= 2: hidden (at most 2 width factors: a fan-in and a fan-out)
+    k = 1: vector (a 1-D leaf); otherwise input when the width axis is the fan-out, output when it is in the fan-in
+
+The fan-out is the last axis and the fan-in the product of the others under `layout="in_out"` (Flax, Haiku and
+jax kernels [fan_in, fan_out]; embedding tables [vocab, width]); under "out_in" (Equinox and PyTorch Linear
+weights [fan_out, fan_in]) the first axis is the fan-out.
+
+`rules` maps a regex (re.search on the leaf's path, keys joined by "/") to a role or a tuple of roles:
+    stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan
+    branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
+    branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
+    query          the attention query (and its bias): the attention-logit scale folds into it
+    readout        the output layer (output kind)
+    input, hidden, output, vector, scalar: the kind itself
+A leaf whose kind the shapes leave open, or that fits no kind, is one ValueError naming it and the rule to add.
+Leaves that are not arrays (an Equinox module's functions) are not parameters: their tag is None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+
+from zoo.param.tags import KINDS, Tag
+
+STRUCTURE_ROLES = ("stacked", "branch")
+NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
+ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS
+LAYOUTS = ("in_out", "out_in")
+
+
+def leaf_path(path: Sequence[Any]) -> str:
+    """A pytree key path as "block_0/mlp/w" (dict keys, attribute names, indices; nnx's "value" key dropped)."""
+    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
+    return "/".join(p for p in parts if p != "value")
+
+
+def is_array(x: Any) -> bool:
+    """Arrays and abstract arrays (jax.ShapeDtypeStruct) are parameters; anything else in a pytree is not."""
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
+               rules: Mapping[str, str | Sequence[str]] | None = None, depth: int | None = None,
+               base_depth: int | None = None, layout: str = "in_out") -> Any:
+    """A pytree shaped like `params` with a Tag per array leaf (None elsewhere): kind, fan-in/out and width
+    multiplier m = width / base_width from the shapes of `params_base` (the same model at base_width) and
+    `params`; branch, depth and role from `rules`. Arrays may be abstract (jax.eval_shape)."""
+    if width == base_width:
+        raise ValueError(f"infer_tags needs two different widths to see which axes grow; both are {width}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    compiled = _compile(rules or {})
+    base_flat = {leaf_path(p): x for p, x in jax.tree_util.tree_flatten_with_path(params_base)[0]}
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    names = [leaf_path(p) for p, _ in flat]
+    _same_leaves(set(base_flat), set(names))
+    used: set[str] = set()
+    tags = []
+    for name, (_, x) in zip(names, flat, strict=True):
+        if not is_array(x):
+            tags.append(None)
+            continue
+        roles = set()
+        for pattern, (regex, given) in compiled.items():
+            if regex.search(name):
+                roles |= given
+                used.add(pattern)
+        tags.append(_tag(name, tuple(base_flat[name].shape), tuple(x.shape), roles, width / base_width, layout,
+                         depth, base_depth))
+    unused = [p for p in compiled if p not in used]
+    if unused:
+        raise ValueError(f"rule {unused[0]!r} matches no parameter; paths look like {names[0]!r}")
+    return jax.tree_util.tree_unflatten(treedef, tags)
+
+
+def _compile(rules: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[re.Pattern, set[str]]]:
+    out = {}
+    for pattern, roles in rules.items():
+        roles = {roles} if isinstance(roles, str) else set(roles)
+        bad = sorted(roles - set(ROLES))
+        if bad:
+            raise ValueError(f"rule {pattern!r}: unknown role {bad[0]!r}; roles are {', '.join(ROLES)}")
+        try:
+            out[pattern] = (re.compile(pattern), roles)
+        except re.error as e:
+            raise ValueError(f"rule {pattern!r} is not a regular expression ({e})") from None
+    return out
+
+
+def _same_leaves(base: set[str], names: set[str]) -> None:
+    for missing, there, here in ((names - base, "width", "base width"), (base - names, "base width", "width")):
+        if missing:
+            raise ValueError(f"parameter {sorted(missing)[0]!r} exists at the {there} but not at the {here}: "
+                             "the two parameter trees must come from the same model")
+
+
+def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, layout: str,
+         depth: int | None, base_depth: int | None) -> Tag:
+    if len(base_shape) != len(shape):
+        raise ValueError(f"parameter {name!r} has shape {base_shape} at the base width and {shape} at the width: "
+                         "the number of axes must not change")
+    kinds = roles & set(KINDS) | ({"output"} if "readout" in roles else set())
+    named = roles & set(NAMED_ROLES)
+    if len(kinds) > 1 or len(named) > 1:
+        raise ValueError(f"parameter {name!r} matches rules with conflicting roles {sorted(kinds | named)}")
+    if "stacked" in roles:
+        if not shape or shape[0] != base_shape[0]:
+            raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): a 'stacked' rule needs a leading "
+                             "axis that does not change with width")
+        base_shape, shape = base_shape[1:], shape[1:]
+    elif not kinds and depth is not None and len(shape) >= 2 and shape[0] == base_shape[0] == depth:
+        raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
+                         f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}} (or its kind, e.g. 'input')")
+    grows = []
+    for axis, (b, n) in enumerate(zip(base_shape, shape, strict=True)):
+        if b != n and not math.isclose(n, b * m):
+            raise ValueError(f"parameter {name!r}: axis {axis} changes from {b} to {n}, not by the width ratio "
+                             f"{m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
+                             "'vector'}")
+        grows.append(b != n)
+    fan_in, fan_out, kind = _fans_and_kind(shape, grows, layout)
+    if kind is None and not kinds:
+        raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has {sum(grows)} width axes; no kind has "
+                         f"more than 2. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: 'hidden'}}")
+    branch = "branch" in roles or "branch_output" in roles
+    if branch and (depth is None or base_depth is None):
+        raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
+    return Tag(kind=kinds.pop() if kinds else kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
+               depth=depth if branch else 1, base_depth=base_depth if branch else 1,
+               role=named.pop() if named else "")
+
+
+def _fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
+    """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says."""
+    if not shape:
+        return 1, 1, "scalar"
+    if len(shape) == 1:
+        return 1, shape[0], "vector" if grows[0] else "scalar"
+    out_axis = len(shape) - 1 if layout == "in_out" else 0
+    fan_out = shape[out_axis]
+    fan_in = math.prod(shape) // fan_out
+    k = sum(grows)
+    if k == 0:
+        return fan_in, fan_out, "scalar"
+    if k == 2:
+        return fan_in, fan_out, "hidden"
+    if k == 1:
+        return fan_in, fan_out, "input" if grows[out_axis] else "output"
+    return fan_in, fan_out, None
+
+
+def _exact(name: str) -> str:
+    return "^" + re.escape(name) + "$"
