@@ -18,8 +18,9 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export import export
 from zoo.export.__main__ import main as export_main
-from zoo.train.checkpoint import Checkpoints, load_params, path_str
+from zoo.train.checkpoint import Checkpoints, load_params
 from zoo.train.setup import setup
+from zoo.tree import key_path
 
 MODELS = {
     "mlp_resnet": dict(data="synthetic", model_opt={"bias": True, "pre_ln": True}),
@@ -62,8 +63,8 @@ def exported_model(out: Path):
     graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
     rest = jax.jit(lambda: nnx.split(create(), nnx.Param, ...)[2])()  # the multipliers (the init is dead code)
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
-    assert {path_str(p) for p, _ in flat} == set(loaded)
-    params = jax.tree_util.tree_unflatten(treedef, [loaded[path_str(p)] for p, _ in flat])
+    assert {key_path(p) for p, _ in flat} == set(loaded)
+    params = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
     return cfg, jax.jit(lambda x: nnx.merge(graphdef, params, rest)(x)[0]), loaded, meta
 
 

@@ -9,7 +9,7 @@ from flax import nnx
 
 import zoo.models as M
 import zoo.param as P
-from zoo.param.infer import leaf_path
+from zoo.tree import key_path
 
 SMALL = {
     "mlp_resnet": dict(in_shape=(12,), num_classes=5, bias=True, pre_ln=True, block_depth=2),
@@ -28,11 +28,11 @@ def zoo_params(name: str, width: int, base_width: int, depth: int = 3, base_dept
 
 def own_tags(params) -> dict:
     flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]
-    return {leaf_path(p): v.get_metadata()["tag"] for p, v in flat}
+    return {key_path(p): v.get_metadata()["tag"] for p, v in flat}
 
 
 def inferred(tags) -> dict:
-    return {leaf_path(p): t for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
+    return {key_path(p): t for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

@@ -21,9 +21,9 @@ from flax import nnx
 import zoo.models as M
 import zoo.param as P
 from zoo import optim
-from zoo.param.infer import leaf_path
 from zoo.param.tags import Tag
 from zoo.train.step import loss_and_metrics
+from zoo.tree import key_path
 
 BASE_WIDTH, DEPTH, BASE_DEPTH, STEPS = 32, 4, 1, 5
 MODELS = {
@@ -128,13 +128,13 @@ def free_inputs(model, width, plugin):
 
 def folded(tree, tags, free):
     """Path -> c * W for every parameter W of `tree`."""
-    c = {leaf_path(p): free.folded(t) for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
-    return {leaf_path(p): np.asarray(w, np.float64) * c[leaf_path(p)]
+    c = {key_path(p): free.folded(t) for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
+    return {key_path(p): np.asarray(w, np.float64) * c[key_path(p)]
             for p, w in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 def paths(tree) -> dict:
-    return {leaf_path(p): np.asarray(w, np.float64) for p, w in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    return {key_path(p): np.asarray(w, np.float64) for p, w in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 def assert_close(got, want, what, rtol=1e-4):

@@ -65,7 +65,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         assert stop.value.code == 1 and len(lines) == 1 and lines[0].startswith("error: ")
         return lines[0]
 
-    assert "is not a run directory" in error(str(tmp_path))
+    assert "no config.json there (is it a zoo run directory?)" in error(str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps(RunConfig(model="mlp_resnet").to_json()))
     assert "trained a mlp_resnet; sampling needs a GPT run" in error(str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps(RunConfig(model="gpt", data="synthetic:text").to_json()))

@@ -9,9 +9,7 @@ given the last seq_len tokens as context.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -20,22 +18,16 @@ import numpy as np
 from flax import nnx
 
 import zoo.models
-from zoo.config import FIELDS, RunConfig
 from zoo.data.view import DataView
-from zoo.train.checkpoint import load_params, path_str
+from zoo.train.checkpoint import load_params
+from zoo.train.run import read_run_config
 from zoo.train.setup import setup
+from zoo.tree import key_path
 
 
 def load_run(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataView]:
     """The run's GPT with its checkpoint's parameters, and its data set (whose tokenizer encodes and decodes)."""
-    path = Path(run_dir)
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.json)")
-    try:
-        values = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError:
-        raise ValueError(f"{path / 'config.json'} is not valid JSON") from None
-    cfg = RunConfig(**{k: v for k, v in values.items() if k in FIELDS})
+    cfg = read_run_config(run_dir)
     if cfg.model != "gpt":
         raise ValueError(f"{run_dir} trained a {cfg.model}; sampling needs a GPT run")
     params, _ = load_params(run_dir) if step is None else load_params(run_dir, step)
@@ -45,7 +37,7 @@ def load_run(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataVie
     flat, treedef = jax.tree_util.tree_flatten_with_path(fresh)
     leaves = []
     for p, leaf in flat:
-        name = path_str(p)
+        name = key_path(p)
         if name not in params or params[name].shape != leaf.shape:
             got = "missing" if name not in params else f"of shape {params[name].shape}"
             raise ValueError(f"{run_dir}: the checkpoint's {name} is {got}, but the run's config builds "

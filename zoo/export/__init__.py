@@ -27,13 +27,14 @@ from flax import nnx
 
 import zoo.models
 import zoo.param
-from zoo.config import FIELDS, RunConfig
+from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export.fold import folded_params
 from zoo.models.transformer import attention_heads
-from zoo.param.infer import leaf_path
 from zoo.train.checkpoint import Checkpoints
+from zoo.train.run import read_run_config
 from zoo.train.setup import setup
+from zoo.tree import key_path
 
 CHECK_RTOL = 1e-4  # the exported logits agree with the run's to ~1e-6 in f32; a failed fold is off by far more
 
@@ -42,7 +43,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
            echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Writes the SP form of `run_dir`'s checkpoint `step` (default: the latest) into `out`; returns its config."""
     run_dir, out = Path(run_dir), Path(out)
-    cfg = run_config(run_dir)
+    cfg = read_run_config(run_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
     run = setup(cfg)
@@ -94,34 +95,22 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     return sp_cfg.to_json()
 
 
-def run_config(run_dir: Path) -> RunConfig:
-    """The run's resolved config (its config.json)."""
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{run_dir}: no config.json there; is it a zoo run directory?")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise ValueError(f"{path} is not valid JSON") from None
-    unknown = sorted(set(data) - set(FIELDS)) if isinstance(data, dict) else ["(not a mapping)"]
-    if unknown:
-        raise ValueError(f"{path} is not a zoo run config: {', '.join(unknown[:3])}")
-    return RunConfig(**data)
-
-
 def restore(run_dir: Path, program: Any, seed: int, step: int | None) -> tuple[dict[str, Any], int]:
-    """The run's train state at `step` (default: the latest checkpoint) and that step."""
+    """The run's verified train state at `step` (default: its newest good checkpoint) and that step."""
     if not (run_dir / "checkpoints").is_dir():
         raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there")
-    saved = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
-    if step is not None and step not in saved:
-        raise FileNotFoundError(f"{run_dir}: no checkpoint at step {step}; it has {saved or 'none'}")
     ckpts = Checkpoints(run_dir)
     try:
-        step = ckpts.latest_step() if step is None else step
+        abstract = jax.eval_shape(program.init, jax.random.PRNGKey(seed))
         if step is None:
-            raise FileNotFoundError(f"{run_dir}: the run has no checkpoint yet")
-        state, _ = ckpts.restore(jax.eval_shape(program.init, jax.random.PRNGKey(seed)), step)
+            found = ckpts.restore_latest(abstract, report=print, move_bad=False)
+            if found is None:
+                raise FileNotFoundError(f"{run_dir}: the run has no checkpoint yet")
+            state, _, step = found
+        elif step not in ckpts.steps():
+            raise FileNotFoundError(f"{run_dir}: no checkpoint at step {step}; it has {ckpts.steps() or 'none'}")
+        else:
+            state, _ = ckpts.restore(step, abstract)
     finally:
         ckpts.close()
     return state, step
@@ -146,12 +135,12 @@ def fill(abstract: nnx.State, params: dict[str, jax.Array]) -> nnx.State:
     flat, treedef = jax.tree_util.tree_flatten_with_path(abstract)
     leaves = []
     for path, leaf in flat:
-        name = leaf_path(path)
+        name = key_path(path)
         if name not in params or params[name].shape != leaf.shape:
             raise ValueError(f"the SP-form model's {name} {leaf.shape} has no counterpart in the run")
         leaves.append(params[name])
     if len(leaves) != len(params):
-        extra = sorted(set(params) - {leaf_path(p) for p, _ in flat})
+        extra = sorted(set(params) - {key_path(p) for p, _ in flat})
         raise ValueError(f"the run's {extra[0]} has no place in the SP-form model")
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
@@ -159,5 +148,5 @@ def fill(abstract: nnx.State, params: dict[str, jax.Array]) -> nnx.State:
 def save_safetensors(path: Path, params: nnx.State, cfg: RunConfig) -> None:
     from safetensors.numpy import save_file
 
-    flat = {leaf_path(p): np.asarray(v) for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
+    flat = {key_path(p): np.asarray(v) for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
     save_file(flat, str(path), metadata={"format": "zoo SP form", "config": json.dumps(cfg.to_json())})

@@ -25,7 +25,7 @@ from flax import nnx
 from zoo.models import mlp_resnet, transformer
 from zoo.models.gpt import GPT
 from zoo.models.layers import Dense
-from zoo.param.infer import leaf_path
+from zoo.tree import key_path
 
 HOMOGENEOUS = {"relu": "positive", "abs": "positive", "identity": "any"}  # phi(c u) = c phi(u) for these c
 
@@ -33,7 +33,7 @@ HOMOGENEOUS = {"relu": "positive", "abs": "positive", "identity": "any"}  # phi(
 def folded_params(model: nnx.Module) -> dict[str, jax.Array]:
     """Path ("stack/blocks/attn/q/kernel") -> the parameter with every multiplier the model applies to it folded
     in; a tied GPT readout comes out as an untied "head/kernel"."""
-    raw = {leaf_path(p): v for p, v in jax.tree_util.tree_flatten_with_path(nnx.state(model, nnx.Param))[0]}
+    raw = {key_path(p): v for p, v in jax.tree_util.tree_flatten_with_path(nnx.state(model, nnx.Param))[0]}
     factors: dict[str, list[jax.Array]] = {}
 
     def scale(path: str, factor: Any, *names: str) -> None:

@@ -36,17 +36,12 @@ from typing import Any
 import jax
 
 from zoo.param.tags import KINDS, Tag
+from zoo.tree import key_path
 
 STRUCTURE_ROLES = ("stacked", "branch")
 NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS
 LAYOUTS = ("in_out", "out_in")
-
-
-def leaf_path(path: Sequence[Any]) -> str:
-    """A pytree key path as "block_0/mlp/w" (dict keys, attribute names, indices; nnx's "value" key dropped)."""
-    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
-    return "/".join(p for p in parts if p != "value")
 
 
 def is_array(x: Any) -> bool:
@@ -65,9 +60,9 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     compiled = _compile(rules or {})
-    base_flat = {leaf_path(p): x for p, x in jax.tree_util.tree_flatten_with_path(params_base)[0]}
+    base_flat = {key_path(p): x for p, x in jax.tree_util.tree_flatten_with_path(params_base)[0]}
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
-    names = [leaf_path(p) for p, _ in flat]
+    names = [key_path(p) for p, _ in flat]
     _same_leaves(set(base_flat), set(names))
     used: set[str] = set()
     tags = []

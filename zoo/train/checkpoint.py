@@ -27,15 +27,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from zoo.train.errors import CheckpointError, one_line
+from zoo.tree import key_path
 
 log = logging.getLogger("zoo")
 TRASH = "trash"
-
-
-def path_str(path: tuple) -> str:
-    """A tree path as 'embed/kernel' (orbax's and nnx's 'value' leaf keys dropped)."""
-    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
-    return "/".join(p for p in parts if p != "value")
 
 
 def _bits(x: jax.Array) -> jax.Array:
@@ -69,7 +64,7 @@ def checksums(tree: Any) -> dict[str, list[int]]:
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
     sums = _checksums([jnp.asarray(v) for _, v in flat])
     host = np.asarray(sums.addressable_shards[0].data if isinstance(sums, jax.Array) else sums)
-    return {path_str(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, host, strict=True)}
+    return {key_path(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, host, strict=True)}
 
 
 class Checkpoints:
@@ -195,4 +190,4 @@ def load_params(run_dir: str | Path, step: int | None = None) -> tuple[dict[str,
     finally:
         ckpts.close()
     flat = jax.tree_util.tree_flatten_with_path(state["params"])[0]
-    return {path_str(p): np.asarray(v) for p, v in flat}, {**meta, "step": step}
+    return {key_path(p): np.asarray(v) for p, v in flat}, {**meta, "step": step}

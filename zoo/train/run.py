@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from zoo.config import RunConfig, identity_changes
+from zoo.config import FIELDS, RunConfig, identity_changes
 from zoo.train.distributed import is_main
 from zoo.train.lock import RunLock
 from zoo.train.logger import console, plot_curves, trim_metrics, write_atomic
@@ -85,6 +85,17 @@ class Run:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def read_run_config(run_dir: str | Path) -> RunConfig:
+    """A run dir's resolved config (its config.json) as a RunConfig (for --fork-from, export and sampling);
+    settings a newer zoo added take their defaults."""
+    values = _read_config(Path(run_dir))
+    if values is None:
+        raise FileNotFoundError(f"{run_dir}: no config.json there (is it a zoo run directory?)")
+    if "model" not in values:
+        raise ValueError(f"{Path(run_dir) / 'config.json'} is not a zoo run's config (it names no model)")
+    return RunConfig(**{k: v for k, v in values.items() if k in FIELDS})
 
 
 def _read_config(path: Path) -> dict[str, Any] | None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoo.config import FIELDS, RunConfig
-from zoo.train.checkpoint import Checkpoints, load_params, path_str
+from zoo.train.checkpoint import Checkpoints, load_params
 from zoo.train.mesh import MeshPlan
+from zoo.train.run import read_run_config
 from zoo.train.setup import Setup
+from zoo.tree import key_path
 
 State = dict[str, Any]
 Report = Callable[[str], None]
@@ -63,7 +63,7 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     from zoo.train.setup import setup
 
     src_dir, step = parse_fork(s.cfg.fork_from)
-    src_cfg = _run_config(src_dir)
+    src_cfg = read_run_config(src_dir)
     src = setup(src_cfg, s.data if src_cfg.data == s.cfg.data and src_cfg.seq_len == s.cfg.seq_len else None)
     target, _ = abstract_state(src, plan)
     ckpts = Checkpoints(src_dir)
@@ -89,17 +89,9 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     return state, int(step), {k: v for k, v in meta.items() if k == "first_loss"}
 
 
-def _run_config(run_dir: Path) -> RunConfig:
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"--fork-from {run_dir}: no config.json there (is it a run dir?)")
-    values = json.loads(path.read_text())
-    return RunConfig(**{k: v for k, v in values.items() if k in FIELDS})
-
-
 def _same_params(new: Any, old: Any, src: Path) -> None:
-    shapes = {path_str(p): v.shape for p, v in jax.tree_util.tree_flatten_with_path(new)[0]}
-    before = {path_str(p): v.shape for p, v in jax.tree_util.tree_flatten_with_path(old)[0]}
+    shapes = {key_path(p): v.shape for p, v in jax.tree_util.tree_flatten_with_path(new)[0]}
+    before = {key_path(p): v.shape for p, v in jax.tree_util.tree_flatten_with_path(old)[0]}
     if shapes != before:
         diff = sorted(k for k in shapes.keys() | before.keys() if shapes.get(k) != before.get(k))
         raise ValueError(f"--fork-from {src}: the model differs ({', '.join(diff[:4])}"
@@ -118,7 +110,7 @@ def _named(tree: Any, owner: str = "") -> Iterator[tuple[tuple[str, str], Any]]:
             yield from _named(t, owner)
     else:
         for p, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-            yield (owner, path_str(p)), leaf
+            yield (owner, key_path(p)), leaf
 
 
 def _transplant_opt(fresh: Any, old: Any) -> tuple[Any, list[str]]:
@@ -144,7 +136,7 @@ def init_from(state: State, run_dir: str, report: Report) -> State:
     flat, treedef = jax.tree_util.tree_flatten_with_path(state["params"])
     leaves, fresh = [], []
     for path, new in flat:
-        name = path_str(path)
+        name = key_path(path)
         old = loaded.get(name)
         if old is not None and old.shape == new.shape:
             leaves.append(jax.device_put(jnp.asarray(old, new.dtype), new.sharding))
