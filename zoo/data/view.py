@@ -7,6 +7,7 @@ two paths give the same batches.
 
 from __future__ import annotations
 
+import abc
 import functools
 from typing import Any, Protocol
 
@@ -74,7 +75,7 @@ class ImageArrays:
         return {"x": self.x[idx], "y": self.y[idx]}
 
 
-class DataView:
+class DataView(abc.ABC):
     """What every data set offers. Subclasses set the metadata fields and implement `reader(split)`.
 
     kind: "image" or "text"; num_classes: classes, or the vocabulary size for text; in_shape: one example's
@@ -89,8 +90,9 @@ class DataView:
     tokenizer: Tokenizer | None
     streamed: bool = False  # True: the loop reads batches on the host (zoo.data.stream), not from device arrays
 
+    @abc.abstractmethod
     def reader(self, split: str) -> Reader:
-        raise NotImplementedError
+        """The split as a random-access Reader (unknown splits: one clear error)."""
 
     def size(self, split: str) -> int:
         """Examples (images) or window starts (text: tokens - seq_len)."""
