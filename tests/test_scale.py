@@ -200,3 +200,20 @@ def test_every_preset_builds_and_trains_two_steps(tmp_path):
     for name, (code, err) in zip(PRESETS, run_main_many(argvs, timeout=600), strict=True):
         assert code == 0, (name, err)
         assert json.loads((tmp_path / name / "summary.json").read_text())["steps"] == 2
+
+
+@pytest.mark.slow
+def test_sweep_members_split_over_devices_equal_one_device(tmp_path):
+    """A vmapped sweep of 8 members on 8 devices (a data mesh, one member each) gives the 1-device results."""
+    args = ["-m", "zoo.sweep", "--model", "mlp_resnet", "--param", "mup", "--width", "32", "--depth", "2", "--lrs",
+            "2^-12:2^-8.5:0.5", "--steps", "10", "--batch-size", "16", "--data", "synthetic", "--cache-dir", "off"]
+    out = {}
+    for devices in (1, 8):
+        run = tmp_path / f"d{devices}"
+        proc = subprocess.run([sys.executable, *args, "--out", str(run)], cwd=ROOT, capture_output=True, text=True,
+                              env=child_env({"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}))
+        assert proc.returncode == 0, proc.stderr
+        rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+        out[devices] = np.array([[r["train_loss"], r["eval_loss"]] for r in sorted(rows, key=lambda r: r["lr"])])
+    assert out[1].shape == (8, 2)
+    np.testing.assert_allclose(out[8], out[1], rtol=1e-5)

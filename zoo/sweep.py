@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from zoo.cli import _kv, _model_value, add_optimizer_flags
+from zoo.cli import _model_value, add_flags
 from zoo.sweeps import report, results
 from zoo.sweeps.grid import parse_ints, parse_lrs
 
@@ -49,26 +49,11 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
-    """The RunConfig flags every member shares (RUN_FLAGS, --param-opt, --model-opt); sizes are each tool's own."""
-    a = p.add_argument
-    a("--model", help="model name (zoo.models.names())")
-    a("--param", help="parametrization plugin (zoo.param.names())")
-    a("--param-opt", action="append", type=_kv, metavar="K=V", help="plugin option, repeatable")
-    a("--model-opt", action="append", type=_kv, metavar="K=V", help="model config option, repeatable")
-    a("--base-width", type=int, help="base width n0 (default: the smallest width)")
-    a("--base-depth", type=int, help="base depth L0 (default: the smallest depth)")
-    a("--steps", type=int, help="train steps per member")
-    a("--batch-size", type=int, help="batch size (one batch shared by all members)")
-    a("--eval-batch-size", type=int, help="eval batch size")
-    add_optimizer_flags(p)
-    a("--data", help="cifar10, shakespeare, synthetic, synthetic:text, synthetic:teacher, imagefolder:..., text:..., "
-      "tfds:...")
-    a("--data-dir")
-    a("--seq-len", type=int)
-    a("--byte-level", action="store_const", const=True)
-    a("--augment", action=argparse.BooleanOptionalAction)
-    a("--seed", type=int, help="first seed; also the seed of the shared batch order")
-    a("--precision", help="f32 or bf16")
+    """The RunConfig flags every member shares (RUN_FLAGS, from the schema as train.py has them); sizes are each
+    tool's own, and the base sizes default to the smallest."""
+    p.add_argument("--base-width", type=int, help="base width n0 (default: the smallest width)")
+    p.add_argument("--base-depth", type=int, help="base depth L0 (default: the smallest depth)")
+    add_flags(p, ["param_opt", "model_opt", *(f for f in RUN_FLAGS if f not in ("base_width", "base_depth"))])
 
 
 def show(out: Path, metric: str) -> report.Summary:

@@ -3,8 +3,9 @@
 Both paths run the same `Program.train_step` inside a jitted `lax.scan` over chunks of steps, batches
 gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. Each member's peak LR is a traced
 value in its optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
-with one seed share their initial weights across learning rates. Compile time (ahead-of-time lowering, which
-also covers persistent-cache hits) is timed apart from steady-state running.
+with one seed share their initial weights across learning rates. With several devices, the members are split
+over a `data` mesh (each device trains K / devices of them; the data is replicated). Compile time
+(ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from steady-state running.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from zoo.train.step import Program, State
 
@@ -89,9 +92,15 @@ class MemberTrainer:
         return out
 
     def init(self, lrs: np.ndarray, seeds: np.ndarray) -> State:
-        """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR."""
+        """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR.
+        Vmapped members are split over the devices when their number divides evenly."""
         keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.int32))
-        return self._call("init", self._init, keys, jnp.asarray(lrs, jnp.float32), fast_compile=True)
+        states = self._call("init", self._init, keys, jnp.asarray(lrs, jnp.float32), fast_compile=True)
+        n = jax.device_count()
+        if self.vmapped and n > 1 and len(lrs) % n == 0:
+            mesh = jax.make_mesh((n,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+            states = jax.device_put(states, NamedSharding(mesh, P("data")))
+        return states
 
     def batch_indices(self, start: int, count: int) -> np.ndarray:
         """The train indices of steps start .. start+count-1, shape [count, batch]."""
