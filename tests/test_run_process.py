@@ -69,3 +69,16 @@ def test_one_process_per_run_dir_and_a_dead_owner_is_taken_over(tmp_path):
     third = run_train([*SMALL, "--steps", "3", "--ckpt-every", "3", "--run-dir", str(run)])
     assert third.returncode == 0, third.stderr
     assert f"took over the lock of {run} from pid {first.pid}" in third.stderr
+
+
+def test_huge_losses_keep_the_progress_line_whole(tmp_path, capsys):
+    """A log-file progress line shows a loss of 6.7e31 in 4 significant digits, not 32 digits that push the rate
+    and ETA off the line."""
+    from zoo.train.logger import Logger
+
+    logger = Logger(tmp_path, total=100, start=0, unit="img", examples_per_step=16)
+    for step in (1, 2):
+        logger.train(step, {"loss": 6.7e31 * step, "grad_norm": 1.0}, log=True)
+    logger.close()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step 2/100")]
+    assert lines and "loss 1.34e+32" in lines[0] and "img/s" in lines[0] and "ETA" in lines[0], lines
