@@ -20,7 +20,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from zoo.train.step import Program, State
+from zoo.train.step import RUN_ONCE, Program, State
 
 
 class MemberTrainer:
@@ -78,12 +78,12 @@ class MemberTrainer:
     def _call(self, name: str, fn: Callable, *args: Any, fast_compile: bool = False) -> Any:
         """fn(*args), compiled ahead of time once per argument shapes; compile and run time accumulated.
 
-        fast_compile: XLA backend optimisation off, for programs that run once (init compiles ~5x faster).
+        fast_compile: XLA backend optimisation off (RUN_ONCE), for programs that run once (init).
         """
         key = (name, jax.tree.structure(args), tuple(np.shape(a) for a in jax.tree.leaves(args)))
         if key not in self._compiled:
             t0 = time.perf_counter()
-            options = {"xla_backend_optimization_level": 0} if fast_compile else None
+            options = RUN_ONCE if fast_compile else None
             self._compiled[key] = fn.lower(*args).compile(compiler_options=options)
             self.compile_s += time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -15,6 +15,7 @@ from zoo.train.checkpoint import Checkpoints, load_params
 from zoo.train.mesh import MeshPlan
 from zoo.train.run import read_run_config
 from zoo.train.setup import Setup
+from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
 
 State = dict[str, Any]
@@ -41,7 +42,8 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
         state, meta, step = found
         report(f"resumed {ckpts.run_dir} from step {step}")
         return state, step, meta
-    state = jax.jit(s.program.init, out_shardings=shardings)(jax.random.PRNGKey(s.cfg.seed))
+    key = jax.random.PRNGKey(s.cfg.seed)
+    state = jax.jit(s.program.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
     if s.cfg.fork_from:
         return fork(state, s, plan, report)
     if s.cfg.init_from:

@@ -25,6 +25,9 @@ from zoo.param.base import Parametrization
 
 State = dict[str, Any]
 Batch = dict[str, jax.Array]
+# Compiler options for programs that run once (init): XLA's backend optimisation off compiles them about twice as
+# fast, and their run time does not matter.
+RUN_ONCE = {"xla_backend_optimization_level": 0}
 
 
 def prepare_inputs(x: jax.Array, dtype: Any) -> jax.Array:
