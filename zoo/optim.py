@@ -132,19 +132,40 @@ def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
     return optax.identity()
 
 
-def build(cfg: OptimConfig, plugin: Parametrization, params: nnx.State) -> optax.GradientTransformation:
-    """The optax chain for `params` (a state of tagged nnx.Params, possibly abstract) under `plugin`."""
-    parts = [scale_by_tree(per_param(params, plugin.grad_scale))]
+class Rules(NamedTuple):
+    """The plugin's per-parameter numbers, trees shaped like the params: gradient pre-scale m^d r^alpha, LR
+    multiplier m^-c r^-gamma and decoupled weight decay wd * wd_mult (None without weight decay)."""
+
+    grad_scale: Any
+    lr_mult: Any
+    decay: Any
+
+
+def rules(cfg: OptimConfig, plugin: Parametrization, params: nnx.State) -> Rules:
+    """The per-parameter rules of `plugin` for `params` (a state of tagged nnx.Params, possibly abstract)."""
+    decay = per_param(params, lambda t: cfg.decay * plugin.wd_mult(t)) if cfg.decay else None
+    return Rules(per_param(params, plugin.grad_scale), per_param(params, plugin.lr_mult), decay)
+
+
+def chain(cfg: OptimConfig, r: Rules) -> optax.GradientTransformation:
+    """The optax chain from per-parameter rules (numbers, or arrays traced inside jit so one compiled step serves
+    every plugin of one shape)."""
+    parts = [scale_by_tree(r.grad_scale)]
     if cfg.clip_norm:
         parts.append(optax.clip_by_global_norm(cfg.clip_norm))
     parts.append(base_transform(cfg))
     if cfg.clip_rms:
         parts.append(optax.clip_by_block_rms(cfg.clip_rms))
-    parts.append(scale_by_tree(per_param(params, plugin.lr_mult)))
-    if cfg.decay:
-        parts.append(add_decayed_weights_tree(per_param(params, lambda t: cfg.decay * plugin.wd_mult(t))))
+    parts.append(scale_by_tree(r.lr_mult))
+    if r.decay is not None:
+        parts.append(add_decayed_weights_tree(r.decay))
     parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg)))
     return optax.chain(*parts)
+
+
+def build(cfg: OptimConfig, plugin: Parametrization, params: nnx.State) -> optax.GradientTransformation:
+    """The optax chain for `params` (a state of tagged nnx.Params, possibly abstract) under `plugin`."""
+    return chain(cfg, rules(cfg, plugin, params))
 
 
 def set_lr(opt_state: Any, lr: jax.Array) -> Any:
