@@ -117,9 +117,11 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(args.param, **dict(args.param_opt))
     optim_cfg = OptimConfig(name=args.optimizer, lr=FIRST_LR if args.lr is None else args.lr)
-    # base depth 1: every depth is then well inside the 1/sqrt(L) regime, where (1 + v/L)^L is already near its
-    # limit e^v; a base of min(depths) makes the shallowest run unscaled and tilts the slopes by finite-depth terms
-    base = {"base_width": min(sizes)} if axis == "width" else {"base_depth": 1}
+    # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the
+    # 1/sqrt(L) regime, where (1 + v/L)^L is already near its limit e^v (a base of min(depths) makes the shallowest
+    # run unscaled and tilts the slopes by finite-depth terms). A base given with --model-opt is kept.
+    base_key = "base_width" if axis == "width" else "base_depth"
+    base = {base_key: overrides.get(base_key) or (min(sizes) if axis == "width" else 1)}
     cfg = zoo.models.config(args.model, **{**overrides, **base, axis: min(sizes)})
     batch = random_batch(cfg, args.batch, jax.random.key(1234))
     seeds = list(range(args.seeds))
