@@ -1,6 +1,7 @@
 """Coordinate checks on ViT, MLP-Mixer and GPT (seed_tp4b_adam.md sections 5-6): log-log slope against width of
 the RMS change of every activation, of the attention logits and of the output after t = 1..3 Adam steps, geometric
 mean over 2 seeds, at widths 128, 256, 512 (from 64 on, ViT's first pre-activation still shows a -0.2 transient).
+The four plugins of a model share one compiled program per width (zoo.diagnostics.coord.CoordRun).
 
 Attention runs at a fixed head count (scale_heads=False), so the head dim d grows with width and the logit scale
 matters: muP's 1/d keeps the logits' change from growing, SP's 1/sqrt(d) lets it grow like d^(1/2) (TP-V
