@@ -80,8 +80,9 @@ def linear_change(changes: Any) -> float:
 
     from zoo.diagnostics.verdict import group_of
 
-    ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
-              for k, v in changes.init.items() if group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
+    with np.errstate(divide="ignore"):  # a layer that did not move at a step (zero readout, t = 1): log 0
+        ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
+                  for k, v in changes.init.items() if group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
     return float(max(ratios))
 
 

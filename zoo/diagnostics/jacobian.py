@@ -15,6 +15,7 @@ seeds at every grid point (common random numbers), so `find_critical` bisects a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -103,10 +104,12 @@ def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch
              key: int = 0, base: Critical | None = None) -> tuple[np.ndarray, np.ndarray]:
     """chi_hat of `critical`-plugin models at each grid point: values maps sigma_w / sigma_b / mu to arrays of one
     shape (missing ones keep base's, else the model's critical defaults). Returns mean and stderr, that shape."""
-    base = (base or Critical()).for_model(model_name, cfg)
     unknown = sorted(set(values) - set(AXES))
     if unknown:
         raise ValueError(f"grid over {', '.join(unknown)}: only sigma_w, sigma_b and mu can vary")
+    base = base or Critical()
+    gridded = {k: float(np.ravel(values[k])[0]) for k in values if getattr(base, k) is None}  # not for theory
+    base = dataclasses.replace(base, **gridded).for_model(model_name, cfg)
     arrays = {k: np.asarray(values.get(k, getattr(base, k)), np.float32) for k in AXES}
     shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
     flat = {k: jnp.asarray(np.broadcast_to(a, shape).ravel()) for k, a in arrays.items()}

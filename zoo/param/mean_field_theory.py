@@ -302,5 +302,5 @@ def critical_point(block: Block, mu: float, sigma_b: float | None = None, bias: 
         sigma_w, sigma_b = line_point(block, mu)
     if not bias:
         raise ValueError(f"{reason}; the critical point (sigma_w, sigma_b) = ({sigma_w:.3f}, {sigma_b:.3f}) needs "
-                         "biases: build the model with bias=true")
+                         "biases: build the model with bias=true (or give sigma_w)")
     return sigma_w, sigma_b
