@@ -23,7 +23,7 @@ MLP = ["--model", "mlp_resnet", "--widths", "128,256,512", "--model-opt", "activ
 # GPT with the shapes of test_coord_slopes_models (its compiled programs serve both). The readout term
 # V0 . (Delta h) still carries its n^-1/2 random part at these widths, so the muP output slope sits near -0.2 (it
 # vanishes with a zero-initialized readout); tol 0.25 leaves SP's +0.3..+1 failing.
-GPT = ["--model", "gpt", "--widths", "128,256,512", "--batch", "8", "--lr", "3e-3", "--seeds", "2", "--tol", "0.25",
+GPT = ["--model", "gpt", "--widths", "128,512", "--batch", "8", "--lr", "3e-3", "--seeds", "2", "--tol", "0.25",
        *(f"--model-opt={o}" for o in ("depth=2", "head_dim=16", "seq_len=16", "vocab_size=32", "scale_heads=false",
                                       "base_width=64"))]
 DEPTHS = ["--model", "mlp_resnet", "--depths", "8,32,128", "--width", "64", "--seeds", "2"]

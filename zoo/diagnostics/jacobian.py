@@ -95,7 +95,12 @@ def apjn(model_name: str, cfg: Any, plugin: Parametrization, l0: int = 0, *, see
 
 
 def chi_hat(model_name: str, cfg: Any, plugin: Parametrization, **estimate: Any) -> tuple[float, float]:
-    """The one-block APJN at the last block, J^{L-1,L} (~ chi_J*), and its standard error."""
+    """The one-block APJN at the last block, J^{L-1,L} (~ chi_J*), and its standard error. Under `critical` through
+    the grid program of the model config, shared with its phase diagrams and bisections."""
+    if isinstance(plugin, Critical):
+        bound = plugin.for_model(model_name, cfg)
+        mean, err = chi_grid(model_name, cfg, {k: [float(getattr(bound, k))] for k in AXES}, **estimate)
+        return float(mean[0]), float(err[0])
     mean, err = apjn(model_name, cfg, plugin, cfg.depth - 1, **estimate)
     return float(mean[1]), float(err[1])
 
