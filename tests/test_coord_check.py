@@ -1,5 +1,6 @@
-"""`python -m zoo.coord_check` as a user runs it, and the slopes plugins predict (TP IVb section 3, Thm 2.8.12;
-seed_tp4b_adam.md sections 3 and 6)."""
+"""`python -m zoo.coord_check` as a user runs it (its `main`, in-process, so compiled programs are shared across
+tests), and the slopes plugins predict (TP IVb section 3, Thm 2.8.12; TP VI section 7; seed_tp4b_adam.md sections 3
+and 6, seed_depth_mup.md sections 1.3 and 5)."""
 
 from __future__ import annotations
 
@@ -9,58 +10,127 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import zoo.models as M
 import zoo.param as P
+from zoo.coord_check import main
+from zoo.diagnostics import verdict
 
-ROOT = Path(__file__).resolve().parents[1]
-MLP = ["--model", "mlp_resnet", "--widths", "64,128,256", "--model-opt", "depth=2", "--model-opt", "in_shape=16",
-       "--seeds", "2"]
-# GPT at these widths: the readout term V0 . (Delta h) still carries its n^-1/2 random part, so the muP output
-# slope sits near -0.2 (it vanishes with a zero-initialized readout); tol 0.25 leaves SP's +0.3..+1 failing.
-GPT = ["--model", "gpt", "--widths", "64,128,256", "--model-opt", "depth=2", "--model-opt", "seq_len=16",
-       "--model-opt", "vocab_size=32", "--batch", "1", "--lr", "3e-3", "--seeds", "2", "--tol", "0.25"]
+# the tanh MLP-ResNet of depth 8 on CIFAR-sized inputs (3072 features), whose input layer's change is large
+MLP = ["--model", "mlp_resnet", "--widths", "128,256,512", "--model-opt", "activation=tanh", "--seeds", "2"]
+# GPT with the shapes of test_coord_slopes_models (its compiled programs serve both). The readout term
+# V0 . (Delta h) still carries its n^-1/2 random part at these widths, so the muP output slope sits near -0.2 (it
+# vanishes with a zero-initialized readout); tol 0.25 leaves SP's +0.3..+1 failing.
+GPT = ["--model", "gpt", "--widths", "128,512", "--batch", "8", "--lr", "3e-3", "--seeds", "2", "--tol", "0.25",
+       *(f"--model-opt={o}" for o in ("depth=2", "head_dim=16", "seq_len=16", "vocab_size=32", "scale_heads=false",
+                                      "base_width=64"))]
+DEPTHS = ["--model", "mlp_resnet", "--depths", "8,32,128", "--width", "64", "--seeds", "2"]
 
 
-def coord_check(args: list[str], out: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    return subprocess.run([sys.executable, "-m", "zoo.coord_check", *args, "--out", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+def coord_check(args: list[str], out: Path, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of `python -m zoo.coord_check ARGS --out OUT`."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--out", str(out)])
+    captured = capsys.readouterr()
+    return exit_.value.code, captured.out, captured.err
+
+
+def record(out: Path, axis: str) -> dict:
+    return json.loads((out / f"coord_check_{axis}.json").read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_args", [MLP, GPT], ids=["mlp_resnet", "gpt"])
 @pytest.mark.parametrize("param, status", [("mup", 0), ("sp", 1)])
-def test_verdict_and_exit_status(tmp_path, model_args, param, status):
+def test_verdict_and_exit_status(tmp_path, capsys, model_args, param, status):
     """muP keeps every layer's change flat in width (PASS, exit 0); SP with a constant Adam LR grows the hidden
-    and output changes (r = -1 < 0: unstable), so the check FAILs with exit status 1; a table, a PNG and a JSON
-    with the slopes are written either way."""
-    proc = coord_check([*model_args, "--param", param], tmp_path)
-    assert proc.returncode == status, proc.stdout + proc.stderr
-    assert ("PASS" if status == 0 else "FAIL") in proc.stdout
-    record = json.loads((tmp_path / "coord_check_width.json").read_text())
-    assert record["passed"] is (status == 0)
+    and output changes (r = -1 < 0: unstable), so the check FAILs with exit status 1 and says why, even on the
+    MLP whose 3072-feature input layer's width-independent change hides most of the growth at these widths (hidden
+    slopes only +0.04..+0.2: the old verdict, against the prediction capped at 0, let such layers pass). A table, a
+    PNG and a JSON with the slopes are written either way."""
+    code, out, err = coord_check([*model_args, "--param", param], tmp_path, capsys)
+    assert code == status, out + err
+    assert ("PASS" if status == 0 else "FAIL") in out
+    rec = record(tmp_path, "width")
+    assert rec["passed"] is (status == 0) and bool(rec["unstable"]) is (status == 1)
     assert (tmp_path / "coord_check_width.png").stat().st_size > 10_000
-    hidden = [v for v in record["layers"].values() if v["group"] == "hidden"]
-    if param == "sp":
-        assert max(max(v["slopes"]) for v in hidden) >= 0.3
+    hidden = [s for v in rec["layers"].values() if v["group"] in ("hidden", "stream") for s in v["slopes"]]
+    if param == "mup":
+        assert max(abs(s) for s in hidden) <= 0.15
     else:
-        assert max(abs(s) for v in hidden for s in v["slopes"]) <= 0.15
+        assert "unstable by theory" in out and "hidden change grows like width^+1.00" in out
+        assert min(hidden) > 0 and max(hidden) >= (0.3 if "gpt" in model_args else 0.1), hidden
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("param, status", [("depth_mup", 0), ("mup", 1)])
-def test_depth_sweep_verdict(tmp_path, param, status):
+def test_depth_sweep_verdict(tmp_path, capsys, param, status):
     """Against depth (TP VI section 7, seed_depth_mup.md section 5): Depth-muP's branch multiplier L^-1/2 and branch
-    LR L^-1/2 keep every block's change flat in L (PASS); muP alone (alpha = gamma = 0) grows it (FAIL). Only the
-    depth sweep runs when --depths comes without --widths."""
-    proc = coord_check(["--model", "mlp_resnet", "--param", param, "--depths", "4,8,16", "--width", "64",
-                        "--model-opt", "in_shape=16", "--seeds", "2"], tmp_path)
-    assert proc.returncode == status, proc.stdout + proc.stderr
-    record = json.loads((tmp_path / "coord_check_depth.json").read_text())
-    assert record["sizes"] == [4, 8, 16] and not (tmp_path / "coord_check_width.json").exists()
-    hidden = [max(v["slopes"]) for v in record["layers"].values() if v["group"] == "hidden"]
-    assert (max(hidden) <= 0.15) if status == 0 else (max(hidden) >= 0.5), hidden
+    LR L^-1/2 keep every block's change flat in L, the total and the branch parameters' part alike (PASS); muP alone
+    (alpha = gamma = 0) is unstable by theory (Claims 7.1-7.2) and its changes grow (FAIL). Only the depth sweep
+    runs when --depths comes without --widths."""
+    code, out, err = coord_check([*DEPTHS, "--param", param], tmp_path, capsys)
+    assert code == status, out + err
+    rec = record(tmp_path, "depth")
+    assert rec["sizes"] == [8, 32, 128] and not (tmp_path / "coord_check_width.json").exists()
+    hidden = [max(v["slopes"]) for v in rec["layers"].values() if v["group"] in ("hidden", "stream")]
+    branch = [s for v in rec["branch_layers"].values() for s in v["slopes"]]
+    assert {v["group"] for v in rec["branch_layers"].values()} == {"stream", "output"}
+    if status == 0:
+        assert max(hidden) <= 0.15 and max(abs(s) for s in branch) <= 0.15, (hidden, branch)
+    else:
+        assert max(hidden) >= 0.5 and "unstable by theory" in out, hidden
+
+
+@pytest.mark.slow
+def test_growth_predicted_by_theory_fails_even_when_the_total_looks_flat(tmp_path, capsys):
+    """Depth-muP with gamma = 0 (TP VI: alpha + gamma = 1/2 < 1) predicts updates growing like L^(1/2). At practical
+    depths the input and readout layers' Theta(1) change dominates the total, whose slope stays near 0; the change
+    the residual-branch parameters cause alone shows the growth: slope +0.5 +- 0.15 on the residual stream and the
+    output. The verdict is FAIL, "unstable by theory", exit 1 (it used to PASS on the flat total)."""
+    code, out, err = coord_check([*DEPTHS, "--param", "depth_mup", "--param-opt", "gamma=0"], tmp_path, capsys)
+    assert code == 1 and "unstable by theory" in out and "alpha + gamma = 0.5 < 1" in out, out + err
+    rec = record(tmp_path, "depth")
+    assert rec["passed"] is False and rec["expected_branch"]["stream"] == 0.5
+    total = [s for v in rec["layers"].values() for s in v["slopes"]]
+    branch = {k: v["slopes"] for k, v in rec["branch_layers"].items() if v["group"] in ("stream", "output")}
+    assert max(total) <= 0.25, total
+    np.testing.assert_allclose(np.array(list(branch.values())), 0.5, atol=0.15, err_msg=str(branch))
+    assert (tmp_path / "coord_check_depth_branch.png").stat().st_size > 10_000
+
+
+def test_unstable_plugin_fails_even_when_slopes_match():
+    """A layer whose slope matches a growing prediction is still no PASS: theory's reasons (a positive expected slope
+    for a group the model has, an init that blows up) make the plugin fail. SP + Adam is unstable on the
+    MLP-ResNet (hidden +1), muP is not; hidden weights without the 1/sqrt(n) init blow up at init."""
+    cfg = M.config("mlp_resnet", width=64, depth=2, in_shape=(16,))
+    sp = verdict.expected("mlp_resnet", cfg, P.get("sp"), "adam", groups=["input", "hidden", "stream", "output"])
+    assert any("hidden change grows like width^+1.00" in r for r in sp.unstable), sp.unstable
+    assert verdict.expected("mlp_resnet", cfg, P.get("mup"), "adam").unstable == []
+    no_init_scale = P.get("abcd", hidden="0,0,1,1", input="0,0,0,1", vector="0,0,0,1", output="1,0,0,1")
+    assert any("a + b = 0 < 0.5" in r for r in verdict.expected("mlp_resnet", cfg, no_init_scale, "adam").unstable)
+    slopes = {"pre/0": np.array([1.0, 1.0]), "output": np.array([0.5, 0.5])}
+    data = {k: np.ones((3, 2)) for k in slopes}
+    as_predicted = verdict.judge(slopes, data, {"hidden": 1.0, "output": 0.5}, stable=False)
+    assert all(v.matches and not v.passed for v in as_predicted)
+    assert all(v.passed for v in verdict.judge(slopes, data, {"hidden": 1.0, "output": 0.5}, stable=True))
+
+
+@pytest.mark.slow
+def test_default_lr_keeps_the_smallest_width_linear(tmp_path, capsys):
+    """NTK on the tanh MLP-ResNet with CIFAR-sized inputs (3072 features, depth 8): at lr 1e-3 an activation at the
+    smallest width moves by more than its own size, the saturating tanh bends the changes and the slopes miss -1/2
+    (FAIL). The default LR, chosen from a first measurement at the smallest width, keeps every change within 0.1 of
+    its activation, and the check PASSes."""
+    args = [*MLP, "--param", "ntk"]
+    code, out, err = coord_check([*args, "--lr", "1e-3"], tmp_path, capsys)
+    assert code == 1 and record(tmp_path, "width")["linear_change"] > 1.0, out + err
+    code, out, err = coord_check(args, tmp_path, capsys)
+    rec = record(tmp_path, "width")
+    assert code == 0, out + err
+    assert rec["lr_chosen"] and rec["lr"] < 1e-3 and rec["linear_change"] <= 0.1 and "(chosen)" in out
 
 
 @pytest.mark.parametrize("args, expect", [
@@ -70,19 +140,29 @@ def test_depth_sweep_verdict(tmp_path, param, status):
     (["--param", "mupp"], "unknown parametrization 'mupp'"),
     (["--model", "resnet"], "unknown model 'resnet'"),
     (["--model-opt", "in_shape=x"], "takes integers"),
+    (["--lr", "nan"], "--lr must be a positive number"),
+    (["--linear-limit", "0"], "--linear-limit must be positive"),
 ])
-def test_bad_input_is_one_line(tmp_path, args, expect):
-    proc = coord_check(args, tmp_path)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert expect in proc.stderr.strip().splitlines()[-1]
+def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
+    code, out, err = coord_check(args, tmp_path, capsys)
+    assert code == 2 and "Traceback" not in err, out + err
+    assert expect in err.strip().splitlines()[-1]
+
+
+def test_bad_input_from_the_shell_is_one_line(tmp_path):
+    """The module run as a program: exit status 2 and one line, no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "zoo.coord_check", "--widths", "64", "--out", str(tmp_path)],
+                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == ["error: a width sweep needs at least two --widths"]
 
 
 @pytest.mark.parametrize("name, opts, optimizer, expected", [
-    ("mup", {}, "adam", {"input": 0, "hidden": 0, "output": 0, "attention": 0}),
+    ("mup", {}, "adam", {"input": 0, "hidden": 0, "stream": 0, "output": 0, "attention": 0}),
     ("mup", {}, "sgd", {"input": 0, "hidden": 0, "output": 0}),
     ("mean_field", {}, "sgd", {"input": 0, "hidden": 0, "output": 0}),
-    ("ntk", {}, "adam", {"input": -0.5, "hidden": -0.5, "output": 0}),
+    ("ntk", {}, "adam", {"input": -0.5, "hidden": -0.5, "stream": -0.5, "output": 0}),
     ("ntk", {}, "sgd", {"input": -0.5, "hidden": -0.5, "output": 0}),
     ("ntk_mup", {"s": 0.5}, "adam", {"input": -0.25, "hidden": -0.25, "output": 0}),
     ("sp", {}, "adam", {"input": 0, "hidden": 1, "attention": 1.5}),
@@ -98,16 +178,27 @@ def test_expected_slopes_match_tp4b(name, opts, optimizer, expected):
     """Predicted width slopes, Delta h ~ n^-min r and Delta f ~ n^max(-r_out, 1 - a_out - b_out - r), against the
     rows of seed_tp4b_adam.md section 6 (head dim ~ n): muP 0 (attention logits 0 with 1/d, +1/2 with 1/sqrt(d));
     NTK -1/2 and 0; UP_1/4 -1/4; SP + Adam hidden +1, logits +3/2; SP + SGD (-1/2, +1/2, +1); SP with Adam LR 1/n
-    everywhere (-1, 0, +1/2: unstable, TP IVb Remark 2.2.7); SP with LR n^-3/2 (-3/2, -1/2, 0)."""
+    everywhere (-1, 0, +1/2: unstable, TP IVb Remark 2.2.7); SP with LR n^-3/2 (-3/2, -1/2, 0). The residual
+    stream moves like the hidden pre-activations."""
     slopes = P.get(name, **opts).expected_slopes(optimizer, head_dim_slope=1.0)
     for group, value in expected.items():
         assert slopes[group] == pytest.approx(value), (group, slopes)
 
 
-def test_expected_depth_slopes():
-    """TP VI section 7: the hidden and output changes move like L^(1 - alpha - gamma): flat for Depth-muP and for the
-    ODE scaling, sqrt(L) for (1/2, 0), L^-1/2 for (1/2, 1)."""
-    assert P.get("depth_mup").expected_slopes(axis="depth")["hidden"] == 0
-    assert P.get("depth_mup", alpha=1, gamma=0).expected_slopes(axis="depth")["output"] == 0
-    assert P.get("depth_mup", alpha=0.5, gamma=0).expected_slopes(axis="depth")["hidden"] == 0.5
-    assert P.get("depth_mup", alpha=0.5, gamma=1).expected_slopes(axis="depth")["hidden"] == -0.5
+@pytest.mark.parametrize("alpha, gamma, total, branch", [
+    (0.5, 0.5, 0.0, 0.0),    # Depth-muP: flat
+    (1.0, 0.0, 0.0, 0.0),    # the ODE scaling (CompleteP): flat
+    (0.5, 0.0, 0.5, 0.5),    # branch multiplier only: sqrt(L), unstable
+    (0.5, 1.0, 0.0, -0.5),   # alpha + gamma > 1: the branch part vanishes like L^-1/2, the total is the input's
+    (0.0, 0.0, 1.0, 1.0),    # muP alone: L
+])
+def test_expected_depth_slopes(alpha, gamma, total, branch):
+    """TP VI section 7: the branch parameters' change moves the residual stream and the output like
+    L^(1 - alpha - gamma); the input and readout layers add Theta(1), so the totals are L^max(0, 1 - alpha - gamma).
+    Unstable: alpha < 1/2 (at init) or alpha + gamma < 1 (in training), Claims 7.1-7.2."""
+    plugin = P.get("depth_mup", alpha=alpha, gamma=gamma)
+    got, got_branch = plugin.expected_slopes(axis="depth"), plugin.expected_slopes(axis="depth", branch_only=True)
+    assert got["input"] == 0 and got["stream"] == got["output"] == total
+    assert got_branch["stream"] == got_branch["output"] == branch and "input" not in got_branch
+    assert got_branch["hidden"] == max(branch, -gamma)
+    assert bool(plugin.instabilities("depth")) is (alpha < 0.5 or alpha + gamma < 1)

@@ -1,6 +1,8 @@
 """Coordinate checks on ViT, MLP-Mixer and GPT (seed_tp4b_adam.md sections 5-6): log-log slope against width of
 the RMS change of every activation, of the attention logits and of the output after t = 1..3 Adam steps, geometric
-mean over 2 seeds, at widths 128, 256, 512 (from 64 on, ViT's first pre-activation still shows a -0.2 transient).
+mean over 2 seeds, between widths 128 and 512 (from 64 on, ViT's first pre-activation still shows a -0.2
+transient).
+The four plugins of a model share one compiled program per width (zoo.diagnostics.coord.CoordRun).
 
 Attention runs at a fixed head count (scale_heads=False), so the head dim d grows with width and the logit scale
 matters: muP's 1/d keeps the logits' change from growing, SP's 1/sqrt(d) lets it grow like d^(1/2) (TP-V
@@ -15,7 +17,7 @@ import zoo.param as P
 from zoo.diagnostics.coord import coord_data, slopes
 from zoo.optim import OptimConfig
 
-WIDTHS = [128, 256, 512]
+WIDTHS = [128, 512]
 MODELS = {
     "vit": dict(depth=2, head_dim=16, in_shape=(8, 8, 3), patch=4, num_classes=4, scale_heads=False, base_width=64),
     "mixer": dict(depth=2, in_shape=(8, 8, 3), patch=4, token_dim=8, num_classes=4, base_width=64),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 
 import jax
@@ -12,7 +14,8 @@ from cli_utils import SMALL, one_clean_line, run_train
 
 import zoo.models as M
 import zoo.param as P
-from zoo.diagnostics.diversity import diversity_of, feature_diversity
+from zoo import optim
+from zoo.diagnostics.diversity import diversity_probe, feature_diversity
 from zoo.optim import OptimConfig
 from zoo.train.step import build_program
 
@@ -44,26 +47,39 @@ def _teacher(n: int, d: int = 16, classes: int = 10) -> tuple[np.ndarray, np.nda
     return x, y.astype(np.int32)
 
 
-def _slopes(alpha: float, gamma: float) -> tuple[float, float]:
-    """Diversity slope at init and after 200 Adam steps of the linear MLP-ResNet (TP VI section 5: phi = id, MS),
-    width 64, L = 256 (L0 = 1), on a 10-class teacher task."""
+ADAM = OptimConfig(name="adam", lr=3e-2)
+
+
+@functools.cache
+def _shared() -> tuple:
+    """The linear MLP-ResNet (TP VI section 5: phi = id, MS), width 64, L = 256 (L0 = 1), its 200 Adam steps on a
+    10-class teacher task and its diversity probe, each compiled once for every plugin: the plugin's per-parameter
+    rules are an argument and its multipliers live in the state."""
     cfg = M.config("mlp_resnet", width=64, depth=256, base_depth=1, in_shape=(16,), activation="identity")
-    plugin = P.get("depth_mup", alpha=alpha, gamma=gamma)
-    prog = build_program(lambda r: M.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig(name="adam", lr=3e-2))
+    prog = build_program(lambda r: M.create("mlp_resnet", cfg, P.get("depth_mup"), r), P.get("depth_mup"), ADAM)
     x, y = map(jnp.asarray, _teacher(4096))
-    state = prog.init(jax.random.key(0))
-    probe = {"x": x[:256], "y": y[:256]}
-    before = diversity_of(prog, state, probe)[1]
 
     @jax.jit
-    def train(state):
+    def train(state, rules):
+        stepper = dataclasses.replace(prog, tx=optim.chain(ADAM, *rules))
+
         def step(state, i):
             idx = jax.random.randint(jax.random.fold_in(jax.random.key(1), i), (16,), 0, len(y))
-            return prog.train_step(state, {"x": x[idx], "y": y[idx]})[0], None
+            return stepper.train_step(state, {"x": x[idx], "y": y[idx]})[0], None
 
         return jax.lax.scan(step, state, jnp.arange(200))[0]
 
-    return before, diversity_of(prog, train(state), probe)[1]
+    return cfg, train, diversity_probe(prog), x[:256]
+
+
+def _slopes(alpha: float, gamma: float) -> tuple[float, float]:
+    """Diversity slope at init and after training under depth_mup(alpha, gamma)."""
+    cfg, train, probe, x = _shared()
+    plugin = P.get("depth_mup", alpha=alpha, gamma=gamma)
+    prog = build_program(lambda r: M.create("mlp_resnet", cfg, plugin, r), plugin, ADAM)
+    state = prog.init(jax.random.key(0))
+    rules = optim.rules(plugin, jax.eval_shape(prog.init, jax.random.key(0))["params"])
+    return probe(state, x)[1], probe(train(state, rules), x)[1]
 
 
 @pytest.mark.slow

@@ -2,8 +2,16 @@
 
 Trains each width (and depth) for a few steps on one random batch, measures the RMS of every intermediate's
 change h_t - h_0 (zoo.diagnostics.coord), fits the log-log slope per layer and step, and compares it with the
-slope the plugin predicts (TP IVb section 3; capped at 0: growth means instability). Prints a table, writes
-coord_check.png and coord_check.json to --out, and exits 1 when any layer fails, 0 when all pass.
+slope the plugin predicts (TP IVb section 3, TP VI section 7). In depth it also measures the change the
+residual-branch parameters cause alone, the part that scales like L^(1 - alpha - gamma) (the input and readout
+layers' Theta(1) change dominates the total at practical depths). A plugin that theory calls unstable along the
+axis (a growing change, or an init that blows up) fails whatever the slopes. Prints a table, writes
+coord_check_<axis>.png and .json to --out, and exits 1 when any layer fails or the plugin is unstable, 0 otherwise.
+
+Unless --lr is given, the learning rate is chosen from a first measurement at the smallest size: the largest of
+1e-3, 1e-3/sqrt(10), 1e-4, ... at which no activation (embedding, pre-activations, residual stream) moves by more
+than --linear-limit of its RMS at init over the --steps steps, so the changes stay in the linear regime where
+theory's slopes show already at small sizes.
 
     python -m zoo.coord_check --model mlp_resnet --param mup
     python -m zoo.coord_check --model gpt --param sp --widths 64,128,256 --model-opt seq_len=16
@@ -23,6 +31,7 @@ from typing import Any
 from zoo.cli import _kv
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
+FIRST_LR, LR_STEP, LOWEST_LR = 1e-3, 10**0.5, 1e-7
 
 
 def _ints(text: str) -> list[int]:
@@ -53,8 +62,10 @@ def parser() -> argparse.ArgumentParser:
     a("--width", type=int, default=None, help="width of the depth sweep (default: the smallest of --widths)")
     a("--steps", type=int, default=3, help="training steps t = 1..T")
     a("--optimizer", default="adam", help="sgd, momentum, adam, adamw, lion, adafactor")
-    a("--lr", type=float, default=1e-3, help="learning rate at the base width (constant; small enough that the "
-      "changes stay below the activations, where the theory's slopes show at small widths)")
+    a("--lr", type=float, default=None, help="learning rate at the base size (constant) (default: the largest of "
+      f"{FIRST_LR:g} / sqrt(10)^k whose changes at the smallest size stay within --linear-limit)")
+    a("--linear-limit", type=float, default=0.1, help="largest change RMS(h_t - h_0) / RMS(h_0) of an activation at "
+      "the smallest size that the chosen learning rate allows")
     a("--seeds", type=int, default=3, help="initializations (geometric mean)")
     a("--batch", type=int, default=16, help="examples in the one training batch")
     a("--tol", type=float, default=0.15, help="allowed |slope - expected|")
@@ -62,12 +73,38 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def linear_change(changes: Any) -> float:
+    """The largest RMS(h_t - h_0) / RMS(h_0) over the embedding, pre-activation and residual-stream layers and the
+    steps (geometric mean over seeds); layers that are zero at init are left out."""
+    import numpy as np
+
+    from zoo.diagnostics.verdict import group_of
+
+    with np.errstate(divide="ignore"):  # a layer that did not move at a step (zero readout, t = 1): log 0
+        ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
+                  for k, v in changes.init.items() if group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
+    return float(max(ratios))
+
+
+def choose_lr(run: Any, seeds: list[int], limit: float) -> tuple[float, Any, float]:
+    """The largest LR of FIRST_LR / LR_STEP^k whose linear_change stays within `limit`, with its measurement."""
+    lr = FIRST_LR
+    while True:
+        changes = run(seeds, lr)
+        change = linear_change(changes)
+        if change <= limit:
+            return lr, changes, change
+        if lr / LR_STEP < LOWEST_LR:
+            raise ValueError(f"no learning rate down to {LOWEST_LR:g} keeps the changes within --linear-limit "
+                             f"{limit:g} of the activations (at lr {lr:.3g}: {change:.3g}); give --lr")
+        lr /= LR_STEP
+
+
 def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
     """One sweep over width or depth: data, slopes, expectations and verdicts (dropout off unless asked)."""
     import dataclasses
 
     import jax
-    import numpy as np
 
     import zoo.models
     import zoo.param
@@ -80,30 +117,49 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
     if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(args.model))}:
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(args.param, **dict(args.param_opt))
-    optim_cfg = OptimConfig(name=args.optimizer, lr=args.lr)
-    # base depth 1: every depth is then well inside the 1/sqrt(L) regime, where (1 + v/L)^L is already near its
-    # limit e^v; a base of min(depths) makes the shallowest run unscaled and tilts the slopes by finite-depth terms
-    base = {"base_width": min(sizes)} if axis == "width" else {"base_depth": 1}
-    cfg = zoo.models.config(args.model, **{**overrides, **base, axis: sizes[0]})
+    optim_cfg = OptimConfig(name=args.optimizer, lr=FIRST_LR if args.lr is None else args.lr)
+    # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the
+    # 1/sqrt(L) regime, where (1 + v/L)^L is already near its limit e^v (a base of min(depths) makes the shallowest
+    # run unscaled and tilts the slopes by finite-depth terms). A base given with --model-opt is kept.
+    base_key = "base_width" if axis == "width" else "base_depth"
+    base = {base_key: overrides.get(base_key) or (min(sizes) if axis == "width" else 1)}
+    cfg = zoo.models.config(args.model, **{**overrides, **base, axis: min(sizes)})
     batch = random_batch(cfg, args.batch, jax.random.key(1234))
-    if axis == "width":
-        data = coord.coord_data(args.model, plugin, sizes, args.seeds, args.steps, optim_cfg, batch,
-                                **overrides, **base)
+    seeds = list(range(args.seeds))
+
+    def run_at(size: int) -> coord.CoordRun:
+        return coord.CoordRun(args.model, plugin, args.steps, optim_cfg, batch, branch=axis == "depth",
+                              **{**overrides, **base, axis: size})
+
+    first = run_at(min(sizes))
+    if args.lr is None:
+        lr, measured, change = choose_lr(first, seeds, args.linear_limit)
     else:
-        width, rest = overrides["width"], {k: v for k, v in overrides.items() if k != "width"}
-        rows = [verdict.at_depth_fractions(
-            coord.coord_data(args.model, plugin, [width], args.seeds, args.steps, optim_cfg, batch,
-                             **{**rest, "depth": d, **base}), d) for d in sizes]
-        data = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
-    slopes = coord.slopes(sizes, data)
-    expectations = verdict.expected(args.model, cfg, plugin, args.optimizer, axis)
-    verdicts = verdict.judge(slopes, data, expectations, args.tol)
-    return {"axis": axis, "sizes": sizes, "data": data, "expected": expectations, "verdicts": verdicts,
-            "config": {**overrides, **base}}
+        lr, measured = args.lr, first(seeds)
+        change = linear_change(measured)
+    runs = [measured if size == min(sizes) else run_at(size)(seeds, lr) for size in sizes]
+    if axis == "depth":
+        runs = [dataclasses.replace(r, total=verdict.at_depth_fractions(r.total, d),
+                                    branch=verdict.at_depth_fractions(r.branch, d))
+                for r, d in zip(runs, sizes, strict=True)]
+    data = coord.geometric_mean([r.total for r in runs])
+    # the branch parameters' part where it is one power law, L^(1 - alpha - gamma): the residual stream and the
+    # logits (a pre-activation adds its own weights' L^-gamma, a transient at small depths; the logits do not move
+    # under a zero readout)
+    branch = {k: v for k, v in coord.geometric_mean([r.branch for r in runs]).items()
+              if verdict.group_of(k) in ("stream", "output") and (v > 0).any()}
+    groups = {verdict.group_of(k) for k in data}
+    exp = verdict.expected(args.model, cfg, plugin, args.optimizer, axis, sorted(groups))
+    stable = not exp.unstable
+    verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, args.tol, stable)
+    branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, args.tol, stable)
+    return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "expected": exp, "verdicts": verdicts,
+            "branch_verdicts": branch_verdicts, "lr": lr, "linear_change": change, "config": {**overrides, **base}}
 
 
 def report(args: argparse.Namespace, result: dict[str, Any]) -> bool:
-    """Print the table, write the PNG and the JSON; True when every layer passes."""
+    """Print the table, write the PNG(s) and the JSON; True when every layer passes and theory calls the plugin
+    stable."""
     import dataclasses
 
     from rich.console import Console
@@ -111,40 +167,51 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> bool:
 
     from zoo.diagnostics import coord_plot
 
-    axis, sizes, verdicts = result["axis"], result["sizes"], result["verdicts"]
-    table = Table(title=f"coordinate check: {args.model} / {args.param} / {args.optimizer} lr={args.lr}, "
+    axis, sizes, exp = result["axis"], result["sizes"], result["expected"]
+    lr = f"lr={result['lr']:.3g}" + ("" if args.lr is not None else " (chosen)")
+    table = Table(title=f"coordinate check: {args.model} / {args.param} / {args.optimizer} {lr}, "
                         f"{axis}s {','.join(map(str, sizes))}")
     for col in ("layer", "group", f"RMS at {axis} {sizes[0]}", f"at {sizes[-1]}",
                 "slope t=" + ",".join(str(t + 1) for t in range(args.steps)), "expected", "verdict"):
         table.add_column(col, justify="left" if col in ("layer", "group") else "right")
-    for v in verdicts:
-        rms = result["data"][v.layer][:, -1]
-        expected = f"{v.expected:+.2f}" + ("" if v.raw == v.expected else f" (theory {v.raw:+.2f}: unstable)")
-        table.add_row(v.layer, v.group, f"{rms[0]:.3g}", f"{rms[-1]:.3g}", " ".join(_slope(s) for s in v.slopes),
-                      ("<= " if v.group == "attention" else "") + expected,
-                      "[green]PASS[/]" if v.passed else "[red]FAIL[/]")
-    passed = all(v.passed for v in verdicts)
+    rows = [(v, result["data"], "") for v in result["verdicts"]] + \
+        [(v, result["branch"], " (branch)") for v in result["branch_verdicts"]]
+    for v, data, part in rows:
+        rms = data[v.layer][:, -1]
+        verdict = "[green]PASS[/]" if v.passed else "[red]FAIL[/]" + ("" if not v.matches else " (unstable)")
+        table.add_row(v.layer + part, v.group, f"{rms[0]:.3g}", f"{rms[-1]:.3g}", " ".join(_slope(s) for s in v.slopes),
+                      ("<= " if v.group == "attention" else "") + f"{v.expected:+.2f}", verdict)
+    passed = not exp.unstable and all(v.passed for v, _, _ in rows)
     console = Console(width=160)
     console.print(table)
-    failed = sorted({v.group for v in verdicts if not v.passed})
+    console.print(f"largest change of an activation at {axis} {min(sizes)}: {result['linear_change']:.3g} of its RMS")
+    failed = sorted({v.group for v, _, _ in rows if not v.matches})
     out = Path(args.out)
     png = out / f"coord_check_{axis}.png"
-    title = (f"{args.model} / {args.param} {dict(args.param_opt) or ''} / {args.optimizer} lr={args.lr}: "
-             f"{'PASS' if passed else 'FAIL (' + ', '.join(failed) + ')'}")
-    coord_plot.plot(sizes, result["data"], {g: e for g, (e, _) in result["expected"].items()}, png, title, axis,
-                    failed)
+    verdict_text = "PASS" if passed else "FAIL (" + ", ".join(failed or ["unstable by theory"]) + ")"
+    title = f"{args.model} / {args.param} {dict(args.param_opt) or ''} / {args.optimizer} {lr}: {verdict_text}"
+    coord_plot.plot(sizes, result["data"], exp.total, png, title, axis, failed)
+    if result["branch"]:
+        coord_plot.plot(sizes, result["branch"], exp.branch, out / f"coord_check_{axis}_branch.png",
+                        title + " (branch parameters alone)", axis, failed)
     record = {
         "model": args.model, "param": args.param, "param_opt": dict(args.param_opt), "optimizer": args.optimizer,
-        "lr": args.lr, "steps": args.steps, "seeds": args.seeds, "tol": args.tol, "axis": axis, "sizes": sizes,
+        "lr": result["lr"], "lr_chosen": args.lr is None, "linear_change": result["linear_change"],
+        "steps": args.steps, "seeds": args.seeds, "tol": args.tol, "axis": axis, "sizes": sizes,
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in result["config"].items()},
-        "expected": {g: {"expected": e, "theory": r} for g, (e, r) in result["expected"].items()},
+        "expected": exp.total, "expected_branch": exp.branch, "unstable": exp.unstable,
         "layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["data"][v.layer].tolist()}
-                   for v in verdicts},
+                   for v in result["verdicts"]},
+        "branch_layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["branch"][v.layer].tolist()}
+                          for v in result["branch_verdicts"]},
         "passed": passed,
     }
     (out / f"coord_check_{axis}.json").write_text(json.dumps(record, indent=1))
-    console.print(f"{'[green]PASS[/]' if passed else '[red]FAIL[/]'} ({axis}): {png}")
-    output = [v for v in verdicts if v.group == "output" and not v.passed]
+    if exp.unstable:
+        console.print(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}; {png}")
+    else:
+        console.print(f"{'[green]PASS[/]' if passed else '[red]FAIL[/]'} ({axis}): {png}")
+    output = [v for v in result["verdicts"] if v.group == "output" and not v.matches]
     if axis == "width" and output and all(-0.5 < s < 0 for s in output[0].slopes if s == s) and \
             not dict(args.param_opt).get("zero_init"):
         console.print("hint: only shrinking output changes fail. A random readout V0 adds V0 . dh / n to the "
@@ -160,8 +227,10 @@ def _slope(s: float) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
-        if args.steps < 1 or args.seeds < 1 or args.batch < 1 or args.tol <= 0:
-            raise ValueError("--steps, --seeds, --batch and --tol must be positive")
+        if args.steps < 1 or args.seeds < 1 or args.batch < 1 or args.tol <= 0 or args.linear_limit <= 0:
+            raise ValueError("--steps, --seeds, --batch, --tol and --linear-limit must be positive")
+        if args.lr is not None and not 0 < args.lr < float("inf"):
+            raise ValueError(f"--lr must be a positive number, got {args.lr}")
         sweeps = []
         widths = args.widths or ([] if args.depths else DEFAULT_WIDTHS)
         if len(widths) > 1 or not args.depths:

@@ -1,7 +1,9 @@
 """`python -m zoo.criticality`: chi_hat, correlation length and trainable depth of a model under the `critical`
-plugin, a phase diagram over two of (sigma_w, sigma_b, mu), or the critical value of one of them.
+plugin, the APJN profile J^{0,l} with its power-law exponent, a phase diagram over two of (sigma_w, sigma_b, mu),
+or the critical value of one of them.
 
     python -m zoo.criticality --model mlp_resnet --depth 50 --model-opt mean_subtract=false
+    python -m zoo.criticality --model mlp_resnet --depth 50 --model-opt pre_ln=true --profile --out runs/profile
     python -m zoo.criticality --model mlp_resnet --model-opt activation=erf --model-opt mean_subtract=false \\
         --model-opt bias=true --param-opt mu=0 --grid sigma_b=0:1:9 --grid sigma_w=0.25:2.5:9 --out runs/phase
     python -m zoo.criticality --model mlp_resnet --model-opt pre_ln=true --model-opt pre_nonlin=true \\
@@ -19,6 +21,8 @@ import math
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from zoo.cli import _kv
 from zoo.diagnostics.jacobian import AXES
@@ -68,7 +72,10 @@ def parser() -> argparse.ArgumentParser:
     a("--grid", action="append", type=_grid, default=[], metavar="NAME=lo:hi:n",
       help="phase-diagram axis, twice (x then y)")
     a("--find", type=_find, metavar="NAME=lo:hi", help="bisect NAME for chi_hat = 1")
-    a("--out", default="runs/criticality", help="output directory (phase_diagram.png, criticality.json)")
+    a("--profile", action="store_true", help="measure J^{0,l} for every block l, fit its power-law exponent over "
+      "l in [L/5, L] and plot it (apjn_profile.png)")
+    a("--out", default="runs/criticality", help="output directory (apjn_profile.png, phase_diagram.png, "
+      "criticality.json)")
     return p
 
 
@@ -78,7 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     import zoo.models
     import zoo.param
-    from zoo.diagnostics import jacobian, phase
+    from zoo.diagnostics import jacobian, phase, run_report
     from zoo.diagnostics.options import model_overrides
 
     overrides = model_overrides(args.model, args.model_opt)
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["critical"] = {name: value}
         console.print(f"critical {name} = {value:.4f}  (chi_hat = 1 with {fixed or 'the default options'})")
         plugin = zoo.param.get("critical", **{**fixed, name: value})
-    report = plugin.report(args.model, cfg, **estimate)
+    report = run_report(args.model, cfg, plugin, **estimate)
     out["report"] = report
     table = Table(title=f"{args.model} width {args.width} depth {args.depth}, critical plugin")
     table.add_column("quantity")
@@ -112,6 +119,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         table.add_row(key, f"{value:.4g}")
     console.print(table)
     Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        out["profile"] = _profile(args, cfg, plugin.for_model(args.model, cfg), estimate, console)
     if args.grid:
         (xn, xs), (yn, ys) = args.grid
         rest = {k: v for k, v in fixed.items() if k not in (xn, yn)}
@@ -124,6 +133,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         console.print(f"phase diagram: {png}")
     (Path(args.out) / "criticality.json").write_text(json.dumps(_plain(out), indent=1))
     return out
+
+
+def _profile(args: argparse.Namespace, cfg: Any, plugin: Any, estimate: dict[str, int], console: Any) -> dict:
+    """J^{0,l} for l = 0..L, its fitted exponent, the figure; the infinite-width product of the chi^l for the
+    MLP-ResNet. Prints ten rows of the profile and the exponent."""
+    from zoo.diagnostics import jacobian, profile
+    from zoo.param import mean_field_theory as theory
+
+    mean, err = jacobian.apjn(args.model, cfg, plugin, 0, **estimate)
+    depth = cfg.depth
+    slope, (lo, hi) = profile.exponent(mean, depth), profile.fit_range(depth)
+    infinite = None
+    if args.model == "mlp_resnet":
+        block = theory.Block.of(cfg, float(plugin.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
+        chis, _ = theory.recursion(block, float(plugin.sigma_w), float(plugin.sigma_b), float(plugin.mu), depth)
+        infinite = np.cumprod(chis) if len(chis) == depth else None
+    rows = sorted({int(round(v)) for v in np.geomspace(1, depth, 10)})
+    console.print("APJN J^{0,l}: " + "  ".join(f"l={l}: {mean[l]:.4g}" for l in rows))
+    console.print(f"power-law exponent of J^{{0,l}} over l in [{lo}, {hi}]: {slope:+.3f}")
+    png = Path(args.out) / "apjn_profile.png"
+    profile.plot(mean, err, png, f"{args.model} L={depth} n={args.width}", infinite)
+    console.print(f"APJN profile: {png}")
+    return {"apjn": mean.tolist(), "stderr": err.tolist(), "exponent": slope, "fit": [lo, hi],
+            "infinite_width": None if infinite is None else [1.0, *infinite.tolist()]}
 
 
 def _plain(x: Any) -> Any:

@@ -72,7 +72,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
         data = changes(init, apply, free, tags, batch, w, d, seeds, steps, optimizer, lr, loss)
         rows.append(verdict.at_depth_fractions(data, d) if axis == "depth" else data)
-    data = coord.seed_means(rows)
+    data = coord.geometric_mean(rows)
     slopes = coord.slopes(sizes, data)
     head_dim_slope = 0.0 if head_dim is None or axis == "depth" else float(
         np.log(heads(sizes[-1]) / heads(sizes[0])) / np.log(sizes[-1] / sizes[0]))
@@ -109,7 +109,7 @@ def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: M
     run = _program(init, apply, width, depth, steps, optimizer, lr, loss)
     runs = [run(jax.random.key(s), factors, rules, jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
             for s in range(seeds)]
-    return coord.flatten(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
+    return coord.per_layer(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
 
 
 @functools.lru_cache(maxsize=16)
@@ -137,6 +137,6 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
             return (optax.apply_updates(params, updates), opt), h
 
         hs = jax.lax.scan(step, (params, tx.init(params)), length=steps + 1)[1]
-        return jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms_change(ht, h[0], s))(h[1:]), hs, stacked)
+        return jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms(ht - h[0], s))(h[1:]), hs, stacked)
 
     return run

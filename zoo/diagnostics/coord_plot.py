@@ -10,7 +10,7 @@ import numpy as np
 
 from zoo.diagnostics.verdict import group_of
 
-ORDER = ("input", "hidden", "attention", "output")
+ORDER = ("input", "hidden", "stream", "attention", "output")
 
 
 def group_means(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -15,6 +15,7 @@ seeds at every grid point (common random numbers), so `find_critical` bisects a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -94,7 +95,12 @@ def apjn(model_name: str, cfg: Any, plugin: Parametrization, l0: int = 0, *, see
 
 
 def chi_hat(model_name: str, cfg: Any, plugin: Parametrization, **estimate: Any) -> tuple[float, float]:
-    """The one-block APJN at the last block, J^{L-1,L} (~ chi_J*), and its standard error."""
+    """The one-block APJN at the last block, J^{L-1,L} (~ chi_J*), and its standard error. Under `critical` through
+    the grid program of the model config, shared with its phase diagrams and bisections."""
+    if isinstance(plugin, Critical):
+        bound = plugin.for_model(model_name, cfg)
+        mean, err = chi_grid(model_name, cfg, {k: [float(getattr(bound, k))] for k in AXES}, **estimate)
+        return float(mean[0]), float(err[0])
     mean, err = apjn(model_name, cfg, plugin, cfg.depth - 1, **estimate)
     return float(mean[1]), float(err[1])
 
@@ -103,10 +109,12 @@ def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch
              key: int = 0, base: Critical | None = None) -> tuple[np.ndarray, np.ndarray]:
     """chi_hat of `critical`-plugin models at each grid point: values maps sigma_w / sigma_b / mu to arrays of one
     shape (missing ones keep base's, else the model's critical defaults). Returns mean and stderr, that shape."""
-    base = (base or Critical()).for_model(model_name, cfg)
     unknown = sorted(set(values) - set(AXES))
     if unknown:
         raise ValueError(f"grid over {', '.join(unknown)}: only sigma_w, sigma_b and mu can vary")
+    base = base or Critical()
+    gridded = {k: float(np.ravel(values[k])[0]) for k in values if getattr(base, k) is None}  # not for theory
+    base = dataclasses.replace(base, **gridded).for_model(model_name, cfg)
     arrays = {k: np.asarray(values.get(k, getattr(base, k)), np.float32) for k in AXES}
     shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
     flat = {k: jnp.asarray(np.broadcast_to(a, shape).ravel()) for k, a in arrays.items()}

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from zoo.diagnostics import jacobian, mean_field
+from zoo.diagnostics import jacobian
+from zoo.param import mean_field_theory as theory
 from zoo.param.critical import Critical
 
 
@@ -30,12 +31,12 @@ def theory_line(cfg: Any, x: tuple[str, Sequence[float]], fixed: dict[str, float
     """The infinite-width critical sigma_w at each x value (sigma_b or mu) of an MLP-ResNet; NaN where none."""
     xn, xs = x
     base = Critical(**{"sigma_w": 1.0, **(fixed or {})}).for_model("mlp_resnet", cfg)
-    block = mean_field.Block.of(cfg, float(base.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
+    block = theory.Block.of(cfg, float(base.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
     out = []
     for v in xs:
         opts = {"sigma_b": float(base.sigma_b), "mu": float(base.mu), xn: float(v)}
         try:
-            out.append(mean_field.critical_sigma_w(block, opts["sigma_b"], opts["mu"]))
+            out.append(theory.critical_sigma_w(block, opts["sigma_b"], opts["mu"]))
         except ValueError:
             out.append(np.nan)
     return np.asarray(out)

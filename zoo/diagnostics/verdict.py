@@ -1,11 +1,15 @@
 """Coordinate-check verdicts: each layer's measured log-log slope against the slope its plugin predicts.
 
 Layers fall in groups: "embed" (the input layer's output) is input, "output" the logits, "attn_logits/l"
-attention, everything else hidden. The expectation is the plugin's prediction (Parametrization.expected_slopes,
-TP IVb section 3) capped at 0, the stable value: a growing coordinate means the parametrization is unstable and
-the check fails. A layer passes when |slope - expected| <= tol at every step it moved; attention logits only need
-slope <= expected + tol (under muP with 1/d they shrink at small widths, a finite-size transient that
-plateaus near n ~ 1024; seed_tp4b_adam.md section 6.5).
+attention, "blocks/l" (the residual stream after block l) stream, everything else (pre-activations inside the
+blocks) hidden. The expectation is the plugin's prediction (Parametrization.expected_slopes, TP IVb section 3, TP VI
+section 7). A layer matches when |slope - expected| <= tol at every step it moved; attention logits only need
+slope <= expected + tol (under muP with 1/d they shrink at small widths, a finite-size transient that plateaus near
+n ~ 1024; seed_tp4b_adam.md section 6.5).
+
+A plugin that theory calls unstable along the swept axis never passes, whatever the slopes at the sizes measured:
+a positive expected slope for a group the model has (its changes grow without bound), or an init that blows up
+(Parametrization.instabilities). A flat slope there only means the sizes were too small to see the growth.
 """
 
 from __future__ import annotations
@@ -19,18 +23,19 @@ import numpy as np
 from flax import nnx
 
 from zoo import models
-from zoo.param import predict
 from zoo.param.base import Parametrization
 
 ONE_SIDED = ("attention",)
 
 
 def group_of(layer: str) -> str:
-    """input, hidden, output or attention."""
+    """input, hidden, stream, output or attention."""
     if layer == "embed":
         return "input"
     if layer == "output":
         return "output"
+    if layer.startswith("blocks"):
+        return "stream"
     return "attention" if layer.startswith("attn_logits") else "hidden"
 
 
@@ -42,12 +47,29 @@ def model_kinds(model_name: str, cfg: Any, plugin: Parametrization) -> tuple[str
     return tuple(sorted({t.kind for t in tags if t.kind != "output" and not t.role.startswith("readout")}))
 
 
-def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str, axis: str = "width") -> dict:
-    """Group -> (stable expectation, raw prediction) of the slope against width or depth."""
+@dataclasses.dataclass
+class Expectation:
+    """Group -> predicted slope with every parameter trained (`total`) and, in depth, with only the residual-branch
+    parameters moved (`branch`); `unstable`: theory's reasons this plugin blows up along the axis (none: stable)."""
+
+    total: dict[str, float]
+    branch: dict[str, float]
+    unstable: list[str]
+
+
+def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str, axis: str = "width",
+             groups: Sequence[str] | None = None) -> Expectation:
+    """The plugin's predictions along width or depth; `groups`: those the model has (default: every group)."""
     head_dim_slope = 0.0 if getattr(cfg, "scale_heads", True) else 1.0
-    raw = plugin.expected_slopes(optimizer, axis, model_kinds(model_name, cfg, plugin), head_dim_slope)
-    capped = predict.stable(raw)
-    return {g: (capped[g], raw[g]) for g in raw}
+    kinds = model_kinds(model_name, cfg, plugin)
+    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope)
+    branch = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, branch_only=True) if axis == "depth" \
+        else {}
+    present = set(total) if groups is None else set(groups)
+    growing = {g: s for part in (total, branch) for g, s in part.items() if g in present and s > 0}
+    unstable = plugin.instabilities(axis, kinds) + [
+        f"the {g} change grows like {axis}^{s:+.2f}" for g, s in sorted(growing.items())]
+    return Expectation(total, branch, list(dict.fromkeys(unstable)))
 
 
 @dataclasses.dataclass
@@ -56,24 +78,24 @@ class LayerVerdict:
     group: str
     slopes: list[float]  # one per step
     expected: float
-    raw: float
-    passed: bool
+    matches: bool  # the slopes agree with the prediction
+    passed: bool  # matches, and the plugin is stable by theory
 
 
-def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectations: dict[str, tuple[float, float]],
-          tol: float = 0.15) -> list[LayerVerdict]:
+def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectations: dict[str, float],
+          tol: float = 0.15, stable: bool = True) -> list[LayerVerdict]:
     """One verdict per layer. A step where the layer did not move at any size (zero change: hidden layers at t = 1
     under a zero-initialized readout) is skipped; any other NaN slope (diverged training) fails."""
     out = []
     for layer, s in slopes.items():
         group = group_of(layer)
-        exp, raw = expectations[group]
+        exp = expectations[group]
         s = np.atleast_1d(np.asarray(s, np.float64))
         still = np.all(np.asarray(data[layer]).reshape(-1, len(s)) == 0, axis=0)
         dev = s - exp if group in ONE_SIDED else np.abs(s - exp)
         moved = ~still
-        ok = bool(moved.any() and np.all(np.isfinite(s[moved])) and np.all(dev[moved] <= tol))
-        out.append(LayerVerdict(layer, group, [float(v) for v in s], exp, raw, ok))
+        matches = bool(moved.any() and np.all(np.isfinite(s[moved])) and np.all(dev[moved] <= tol))
+        out.append(LayerVerdict(layer, group, [float(v) for v in s], exp, matches, matches and stable))
     return out
 
 

@@ -18,22 +18,6 @@ class Multiplier(nnx.Variable):
     """A forward multiplier chosen by the plugin; state (not a parameter), so sweeps can vmap over it."""
 
 
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "relu": jax.nn.relu,
-    "abs": jnp.abs,
-    "gelu": jax.nn.gelu,
-    "tanh": jnp.tanh,
-    "erf": jax.scipy.special.erf,
-    "identity": lambda x: x,
-}
-
-
-def activation(name: str) -> Callable[[jax.Array], jax.Array]:
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; choose from {', '.join(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
-
-
 class Scale:
     """Where a layer sits in the scaling: width multiplier m = n/n0 and, for residual branches, L and L0."""
 

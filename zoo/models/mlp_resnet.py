@@ -16,7 +16,8 @@ import math
 import jax
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Scale, Stack, activation, scales
+from zoo.activations import activation
+from zoo.models.layers import Dense, LayerNorm, Scale, Stack, scales
 from zoo.param.base import Parametrization
 
 

@@ -18,6 +18,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
+from zoo.param import predict
 from zoo.param.tags import KINDS, Tag
 
 ABCD = tuple[Any, Any, Any, Any]
@@ -104,24 +105,31 @@ class Parametrization:
         del model_name, cfg
         return self
 
-    def report(self, model_name: str, cfg: Any, **estimate: Any) -> dict[str, float]:
-        """Numbers a run logs when it starts under this plugin (the `critical` plugin: its chi); none here."""
-        del model_name, cfg, estimate
+    def report(self, model_name: str, cfg: Any, **_: Any) -> dict[str, float]:
+        """What theory says of this plugin on a model, for the run-start report (zoo.diagnostics.run_report, which
+        adds measurements); none here, the `critical` plugin's point and chi. Keyword arguments are ignored."""
+        del model_name, cfg
         return {}
 
     def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
-                        head_dim_slope: float = 1.0) -> dict[str, float]:
-        """Group (input, hidden, output, attention) -> predicted log-log slope of the activations' change
-        against width or depth, from this plugin's abcd table and (alpha, gamma); see zoo.param.predict."""
-        from zoo.param import predict
-
+                        head_dim_slope: float = 1.0, branch_only: bool = False) -> dict[str, float]:
+        """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
+        against width or depth, from this plugin's abcd table and (alpha, gamma); in depth, with branch_only, of the
+        change the residual-branch parameters cause alone. See zoo.param.predict."""
         if axis == "depth":
-            return predict.depth_slopes(self.alpha, self.gamma)
+            return predict.depth_slopes(self.alpha, self.gamma, branch_only)
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
         e = math.log2(float(self.attn_scale(64, 64)) / float(self.attn_scale(128, 64)))  # logits ~ d_head^-e
         return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope)
+
+    def instabilities(self, axis: str = "width", kinds: tuple[str, ...] = ("input", "vector", "hidden")) -> list[str]:
+        """Why theory says this plugin blows up at init along `axis` (growth in training shows as a positive
+        expected slope); empty when it does not. See zoo.param.predict."""
+        if axis == "depth":
+            return predict.depth_instabilities(self.alpha, self.gamma)
+        return predict.init_instabilities(self.table_for, kinds)
 
     def attn_scale(self, d_head: int, base_d_head: int) -> Any:
         """Attention-logit scale attn_mult * d0^(e - 1/2) / d^e: 1/sqrt(d) at the base head dim."""

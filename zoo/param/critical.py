@@ -5,11 +5,13 @@ SP exponents with the init of the partial-Jacobian paper's eq. (1):
     hidden weights ~ N(0, sigma_w^2 / fan_in),   branch biases ~ N(0, sigma_b^2),   x <- mu x + branch(x)
 
 (mu multiplies the skip path; mu = 0 is a plain MLP). Options left at None take the model's critical point,
-chi_J* = 1: for the MLP-ResNet from the infinite-width recursion of its block (zoo.diagnostics.mean_field; it
-reproduces the closed forms, e.g. ReLU sigma_w^2 = 2, erf sigma_w^2 = pi/4 at sigma_b = 0, pre-LN
-sigma_b / sigma_w = sqrt(E phi'^2 - E phi^2)); mu defaults to 1 with LayerNorm in the block (then every
-(sigma_w, sigma_b) is critical, Thm 1.3) and to 0 without. The transformers and the Mixer are pre-LN with mu = 1:
-sigma_w = 1, sigma_b = 0. `report` gives chi, the correlation length and the predicted trainable depth.
+chi_J* = 1: for the MLP-ResNet from the infinite-width theory of its block (zoo.param.mean_field_theory.
+critical_point: ReLU sigma_w^2 = 2 and erf, tanh sigma_w^2 phi'(0)^2 = 1 at sigma_b = 0; GELU's half-stable point
+(1.408, 0.416), which needs biases; pre-LN without a residual sigma_b / sigma_w on its line); mu defaults to 1 with
+LayerNorm in the block (then every (sigma_w, sigma_b) is critical, Thm 1.3, and sigma_w is the one at which the
+stream's variance doubles over the stack, so the end-to-end APJN stays O(1) at any depth) and to 0 without. The
+transformers and the Mixer are pre-LN with mu = 1: sigma_w = 1, sigma_b = 0. `report` gives the point and, for the
+MLP-ResNet, the infinite-width chi at its last block; zoo.diagnostics.run_report adds the measured chi_hat.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from zoo.param import mean_field_theory as theory
 from zoo.param.base import SP_TABLE, Parametrization
 from zoo.param.tags import Tag
 
@@ -55,40 +58,30 @@ class Critical(Parametrization):
             return self
         residual_ln = getattr(cfg, "pre_ln", True)  # the transformers and the Mixer are pre-LN
         mu = self.mu if self.mu is not None else (1.0 if residual_ln else 0.0)
-        sigma_b = self.sigma_b if self.sigma_b is not None else 0.0
-        sigma_w = self.sigma_w
-        if sigma_w is None:
-            if residual_ln and float(mu) == 1.0:
-                sigma_w = 1.0
-            elif model_name == "mlp_resnet":
-                from zoo.diagnostics import mean_field
+        sigma_w, sigma_b = self.sigma_w, self.sigma_b
+        if sigma_w is None and residual_ln and float(mu) == 1.0:  # every init is critical (Thm 1.3)
+            sb = 0.0 if sigma_b is None else float(sigma_b)
+            sigma_w = theory.residual_sigma_w(self._block(cfg), cfg.depth, sb) if model_name == "mlp_resnet" else 1.0
+        elif sigma_w is None and model_name == "mlp_resnet":
+            given = None if sigma_b is None else float(sigma_b)
+            sigma_w, sigma_b = theory.critical_point(self._block(cfg), float(mu), given, bias=cfg.bias)
+        elif sigma_w is None:
+            raise ValueError(f"the critical point of {model_name!r} with mu={mu} has no closed form; give "
+                             "sigma_w, or find it with `python -m zoo.criticality --find sigma_w`")
+        return dataclasses.replace(self, sigma_w=sigma_w, sigma_b=0.0 if sigma_b is None else sigma_b, mu=mu)
 
-                block = mean_field.Block.of(cfg, float(self.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
-                sigma_w = mean_field.critical_sigma_w(block, float(sigma_b), float(mu))
-            else:
-                raise ValueError(f"the critical point of {model_name!r} with mu={mu} has no closed form; give "
-                                 "sigma_w, or find it with `python -m zoo.criticality --find sigma_w`")
-        return dataclasses.replace(self, sigma_w=sigma_w, sigma_b=sigma_b, mu=mu)
-
-    def report(self, model_name: str, cfg: Any, measure: bool = True, **estimate: Any) -> dict[str, float]:
-        """sigma_w, sigma_b, mu; for the MLP-ResNet the infinite-width chi at its last block; with measure, chi_hat
-        (one-block APJN at the last block, Monte Carlo) and its standard error, the correlation length
-        xi = 1 / |ln chi_hat| and the trainable depth ~ 28 xi (the paper's App. L)."""
-        from zoo.diagnostics import jacobian
-
+    def report(self, model_name: str, cfg: Any, **_: Any) -> dict[str, float]:
+        """sigma_w, sigma_b, mu, and for the MLP-ResNet the infinite-width chi at its last block (the recursion from
+        the input's Q = 1). Measuring chi_hat is zoo.diagnostics.run_report's."""
         bound = self.for_model(model_name, cfg)
         out = {"sigma_w": float(bound.sigma_w), "sigma_b": float(bound.sigma_b), "mu": float(bound.mu)}
         if model_name == "mlp_resnet":
-            from zoo.diagnostics import mean_field
-
-            block = mean_field.Block.of(cfg, float(bound.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
-            chis, _ = mean_field.recursion(block, out["sigma_w"], out["sigma_b"], out["mu"], cfg.depth)
+            chis, _ = theory.recursion(bound._block(cfg), out["sigma_w"], out["sigma_b"], out["mu"], cfg.depth)
             out["chi_infinite_width"] = float(chis[-1])
-        if measure:
-            chi, err = jacobian.chi_hat(model_name, cfg, bound, **estimate)
-            xi = jacobian.correlation_length(chi)
-            out.update(chi=chi, chi_stderr=err, xi=xi, trainable_depth=28.0 * xi)
         return out
+
+    def _block(self, cfg: Any) -> theory.Block:
+        return theory.Block.of(cfg, float(self.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
 
 
 def _given(value: Any, option: str) -> Any:

@@ -13,19 +13,24 @@ the width, d* = a_out for the readout), i.e. c -> c - d + d* (Yang-Hu abc form).
     Delta f                ~ n^max(-r_out, 1 - a_out - b_out - r)
     Delta attention logits ~ n^(s (1 - e) - r)   for logits q.k / d_head^e with d_head ~ n^s
 
-In depth (TP VI section 7, branch multiplier L^-alpha, branch updates L^-gamma): the hidden activations and the
-output move like L^max(1 - alpha - gamma, -gamma); the input layer is not in a branch (L^0).
+In depth (TP VI section 7, branch multiplier L^-alpha, branch updates L^-gamma): the change caused by the
+residual-branch parameters alone moves the residual stream and the output like L^(1 - alpha - gamma) and the
+pre-activations inside a branch (and attention logits) like L^max(1 - alpha - gamma, -gamma) (their own weights
+move by L^-gamma); with every parameter trained, the input and readout layers add a Theta(1) change, so the totals
+are L^max(0, branch part) (the input layer's is L^0).
 
-These hold while the parametrization is stable (every r >= 0 and a_out + b_out + r >= 1, TP IVb Thm 2.8.12).
-Past that the change blows up and compounds, so the coordinate check compares against min(prediction, 0):
-a parametrization whose raw prediction is positive is unstable, and its check must fail.
+These hold while the parametrization is stable (TP IVb Thm 2.8.12: every r >= 0 and a_out + b_out + r >= 1, the
+init stable, L2.8.10: a + b = 0 on the input, 1/2 on hidden and >= 1/2 on the output layer; in depth, TP VI
+Claims 7.1-7.2: alpha >= 1/2 and alpha + gamma >= 1). A positive predicted slope is the signature of instability:
+the change blows up and compounds, so no measured slope can vouch for such a plugin; the init and depth
+conditions are `init_instabilities` and `depth_instabilities`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-GROUPS = ("input", "hidden", "output", "attention")
+GROUPS = ("input", "hidden", "stream", "output", "attention")
 SGD_LIKE = ("sgd", "momentum")
 ADAM_LIKE = ("adam", "adamw", "lion", "adafactor")
 
@@ -55,7 +60,8 @@ def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Itera
 def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
                  kinds: Iterable[str] = ("input", "vector", "hidden"), attn_exponent: float = 0.5,
                  head_dim_slope: float = 1.0) -> dict[str, float]:
-    """Group -> raw predicted log-log slope of the change of its activations against width."""
+    """Group -> raw predicted log-log slope of the change of its activations against width (the residual stream
+    moves like the hidden pre-activations)."""
     r = feature_exponents(abcd, optimizer, kinds)
     body = [v for k, v in r.items() if k != "output"]
     r_body = min(body) if body else 0.0
@@ -63,20 +69,46 @@ def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
     return _clean({
         "input": -r.get("input", r_body),
         "hidden": -r_body,
+        "stream": -r_body,
         "output": max(-r["output"], 1.0 - a_out - b_out - r_body),
         "attention": head_dim_slope * (1.0 - float(attn_exponent)) - r_body,
     })
 
 
-def depth_slopes(alpha: float, gamma: float) -> dict[str, float]:
-    """Group -> raw predicted log-log slope of the change against depth (TP VI section 7)."""
-    branch = max(1.0 - float(alpha) - float(gamma), -float(gamma))
-    return _clean({"input": 0.0, "hidden": branch, "output": branch, "attention": branch})
+def depth_slopes(alpha: float, gamma: float, branch_only: bool = False) -> dict[str, float]:
+    """Group -> raw predicted log-log slope of the change against depth (TP VI section 7): of the change caused
+    by the residual-branch parameters alone (branch_only; the input layer does not move), or with every parameter
+    trained."""
+    stream = 1.0 - float(alpha) - float(gamma)
+    inside = max(stream, -float(gamma))
+    if branch_only:
+        return _clean({"hidden": inside, "stream": stream, "output": stream, "attention": inside})
+    return _clean({"input": 0.0, "hidden": max(inside, 0.0), "stream": max(stream, 0.0), "output": max(stream, 0.0),
+                   "attention": max(inside, 0.0)})
 
 
-def stable(slopes: dict[str, float]) -> dict[str, float]:
-    """The slopes a stable parametrization would show: min(prediction, 0) (growth means instability)."""
-    return {k: min(v, 0.0) for k, v in slopes.items()}
+def init_instabilities(abcd: Callable[[str], tuple], kinds: Iterable[str]) -> list[str]:
+    """Why the init blows up with width (TP IVb L2.8.10): a + b < 0 on input-kind weights, < 1/2 on hidden and
+    output weights (their outputs grow like n^(bound - a - b))."""
+    bounds = {"input": 0.0, "hidden": 0.5, "output": 0.5}
+    out = []
+    for kind in sorted({*kinds, "output"} & set(bounds)):
+        a, b = (float(v) for v in abcd(kind)[:2])
+        if a + b < bounds[kind]:
+            out.append(f"{kind} weights have a + b = {a + b:g} < {bounds[kind]:g}: their outputs grow like "
+                       f"n^{bounds[kind] - a - b:g} at init")
+    return out
+
+
+def depth_instabilities(alpha: float, gamma: float) -> list[str]:
+    """Why a depth scaling blows up (TP VI Claims 7.1, 7.2): alpha < 1/2 at init, alpha + gamma < 1 in training."""
+    out = []
+    if float(alpha) < 0.5:
+        out.append(f"alpha = {float(alpha):g} < 1/2: the residual stream grows without bound with depth at init")
+    if float(alpha) + float(gamma) < 1.0:
+        out.append(f"alpha + gamma = {float(alpha) + float(gamma):g} < 1: the updates grow like "
+                   f"L^{1.0 - float(alpha) - float(gamma):g}")
+    return out
 
 
 def _clean(slopes: dict[str, float]) -> dict[str, float]:

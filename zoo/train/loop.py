@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 import zoo.models
 from zoo.config import RunConfig
+from zoo.diagnostics.report import run_report
 from zoo.train import memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.errors import TrainingDiverged
@@ -125,7 +126,7 @@ class Session:
         say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {self.n_params:,} parameters "
             f"(with the optimizer state {held / 2**20:.3f} MiB per device); {s.steps} steps of batch "
             f"{cfg.batch_size}; run dir {run.dir}")
-        self.plugin_report = (s.plugin.report(cfg.model, s.model_cfg, seeds=2, batch=4, probes=1)
+        self.plugin_report = (run_report(cfg.model, s.model_cfg, s.plugin, seeds=2, batch=4, probes=1)
                               if self.start == 0 else {})
         if self.plugin_report:
             say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in self.plugin_report.items()))

@@ -1,0 +1,24 @@
+"""The pointwise nonlinearities phi the models use, by name (a leaf module: the models apply them, the
+mean-field theory in zoo.param integrates them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "relu": jax.nn.relu,
+    "abs": jnp.abs,
+    "gelu": jax.nn.gelu,
+    "tanh": jnp.tanh,
+    "erf": jax.scipy.special.erf,
+    "identity": lambda x: x,
+}
+
+
+def activation(name: str) -> Callable[[jax.Array], jax.Array]:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; choose from {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
