@@ -26,7 +26,6 @@ import optax
 
 from zoo import optim
 from zoo.diagnostics import coord, verdict
-from zoo.param import predict
 from zoo.param.base import Parametrization
 from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
 from zoo.param.infer import infer_tags
@@ -76,11 +75,10 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     slopes = coord.slopes(sizes, data)
     head_dim_slope = 0.0 if head_dim is None or axis == "depth" else float(
         np.log(heads(sizes[-1]) / heads(sizes[0])) / np.log(sizes[-1] / sizes[0]))
-    raw = plugin.expected_slopes(optimizer, axis, tuple(sorted(kinds)), head_dim_slope)
-    capped = predict.stable(raw)
-    expected = {g: (capped[g], raw[g]) for g in raw}
-    verdicts = verdict.judge(slopes, data, expected, tol)
-    return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": expected,
+    exp = verdict.expectation(plugin, optimizer, axis, tuple(sorted(kinds)), head_dim_slope,
+                              sorted({verdict.group_of(k) for k in data}))
+    verdicts = verdict.judge(slopes, data, exp.total, tol, not exp.unstable)
+    return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": exp,
             "verdicts": verdicts, "passed": all(v.passed for v in verdicts)}
 
 

@@ -59,9 +59,16 @@ class Expectation:
 
 def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str, axis: str = "width",
              groups: Sequence[str] | None = None) -> Expectation:
-    """The plugin's predictions along width or depth; `groups`: those the model has (default: every group)."""
+    """The plugin's predictions along width or depth for a zoo model; `groups`: those the model has (default: every
+    group)."""
     head_dim_slope = 0.0 if getattr(cfg, "scale_heads", True) else 1.0
-    kinds = model_kinds(model_name, cfg, plugin)
+    return expectation(plugin, optimizer, axis, model_kinds(model_name, cfg, plugin), head_dim_slope, groups)
+
+
+def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple[str, ...],
+                head_dim_slope: float, groups: Sequence[str] | None = None) -> Expectation:
+    """The plugin's predictions for a model whose pre-readout parameters have `kinds` and whose head dim grows like
+    width^head_dim_slope; unstable where theory says the init blows up or a present group's change grows."""
     total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope)
     branch = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, branch_only=True) if axis == "depth" \
         else {}
