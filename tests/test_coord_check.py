@@ -18,15 +18,16 @@ import zoo.param as P
 from zoo.coord_check import main
 from zoo.diagnostics import verdict
 
-# the tanh MLP-ResNet of depth 8 on CIFAR-sized inputs (3072 features), whose input layer's change is large
-MLP = ["--model", "mlp_resnet", "--widths", "128,256,512", "--model-opt", "activation=tanh", "--seeds", "2"]
+# the tanh MLP-ResNet of depth 8 on CIFAR-sized inputs (3072 features), whose input layer's change is large; two
+# widths a factor 4 apart (one compiled program each, shared by every plugin and LR)
+MLP = ["--model", "mlp_resnet", "--widths", "128,512", "--model-opt", "activation=tanh", "--seeds", "2"]
 # GPT with the shapes of test_coord_slopes_models (its compiled programs serve both). The readout term
 # V0 . (Delta h) still carries its n^-1/2 random part at these widths, so the muP output slope sits near -0.2 (it
 # vanishes with a zero-initialized readout); tol 0.25 leaves SP's +0.3..+1 failing.
 GPT = ["--model", "gpt", "--widths", "128,512", "--batch", "8", "--lr", "3e-3", "--seeds", "2", "--tol", "0.25",
        *(f"--model-opt={o}" for o in ("depth=2", "head_dim=16", "seq_len=16", "vocab_size=32", "scale_heads=false",
                                       "base_width=64"))]
-DEPTHS = ["--model", "mlp_resnet", "--depths", "8,32,128", "--width", "64", "--seeds", "2"]
+DEPTHS = ["--model", "mlp_resnet", "--depths", "8,128", "--width", "64", "--seeds", "2"]
 
 
 def coord_check(args: list[str], out: Path, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
@@ -74,7 +75,7 @@ def test_depth_sweep_verdict(tmp_path, capsys, param, status):
     code, out, err = coord_check([*DEPTHS, "--param", param], tmp_path, capsys)
     assert code == status, out + err
     rec = record(tmp_path, "depth")
-    assert rec["sizes"] == [8, 32, 128] and not (tmp_path / "coord_check_width.json").exists()
+    assert rec["sizes"] == [8, 128] and not (tmp_path / "coord_check_width.json").exists()
     hidden = [max(v["slopes"]) for v in rec["layers"].values() if v["group"] in ("hidden", "stream")]
     branch = [s for v in rec["branch_layers"].values() for s in v["slopes"]]
     assert {v["group"] for v in rec["branch_layers"].values()} == {"stream", "output"}

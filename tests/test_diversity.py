@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_utils import SMALL, one_clean_line, run_train
+from cli_utils import SMALL, clean_error, run_main_many
 
 import zoo.models as M
 import zoo.param as P
@@ -100,12 +100,12 @@ def test_train_option_logs_the_slope_and_refuses_shallow_models(tmp_path):
     run = tmp_path / "div"
     args = [*SMALL, "--depth", "16", "--steps", "20", "--eval-every", "10", "--diversity", "0.5", "--param",
             "depth_mup"]
-    proc = run_train([*args, "--run-dir", str(run)])
-    assert proc.returncode == 0, proc.stderr
+    shallow = [*SMALL, "--depth", "2", "--steps", "2", "--diversity", "0.5", "--run-dir", str(tmp_path / "shallow")]
+    (code, stderr), refused = run_main_many([[*args, "--run-dir", str(run)], shallow])  # one interpreter for both
+    assert code == 0, stderr
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     slopes = [r["diversity_slope"] for r in rows if r["split"] == "eval"]
     assert len(slopes) == 2 and all(0.2 < s < 0.9 for s in slopes), slopes
     assert json.loads((run / "summary.json").read_text())["final_eval"]["diversity_slope"] == slopes[-1]
-    line = one_clean_line(run_train([*SMALL, "--depth", "2", "--steps", "2", "--diversity", "0.5",
-                                     "--run-dir", str(tmp_path / "shallow")]))
+    line = clean_error(*refused)
     assert "feature diversity" in line and "depth 2" in line

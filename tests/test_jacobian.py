@@ -141,7 +141,7 @@ def test_pre_ln_transformers_are_critical(model):
     [1, 1 + 3/L] for sigma_w^2 in {0.25, 1, 4} (section 6, check 6)."""
     small = {"mixer": dict(in_shape=(16, 16, 3), patch=4, token_dim=32), "vit": dict(in_shape=(8, 8, 3), patch=4,
              head_dim=16), "gpt": dict(seq_len=8, head_dim=16, dropout=0.0)}[model]
-    cfg = M.config(model, width=32, depth=16, **small)
+    cfg = M.config(model, width=32, depth=16, scan=True, **small)  # scanned blocks: half the compile time
     chi, err = jacobian.chi_grid(model, cfg, {"sigma_w": np.sqrt([0.25, 1.0, 4.0])}, seeds=6, batch=4, probes=2)
     assert np.all(chi >= 1.0) and np.all(chi <= 1.0 + 3.0 / 16), (chi, err)
 
