@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> float:
     args = p.parse_args(argv)
 
     base = eqx.filter_eval_shape(init, jax.random.key(0), args.base_width, args.depth)
-    model = init(jax.random.key(0), args.width, args.depth)
+    model = eqx.filter_jit(init)(jax.random.key(0), args.width, args.depth)  # one program
     tags = zoo.param.infer_tags(base, model, base_width=args.base_width, width=args.width, layout="out_in")
     free = zoo.param.multiplier_free(zoo.param.get(args.param), tags)
     model = zoo.param.rescale_init(model, tags, free)

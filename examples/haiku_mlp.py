@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> float:
     args = p.parse_args(argv)
 
     base = jax.eval_shape(lambda k: init(k, args.base_width, args.depth), jax.random.key(0))
-    params = init(jax.random.key(0), args.width, args.depth)
+    params = jax.jit(init, static_argnums=(1, 2))(jax.random.key(0), args.width, args.depth)  # one program
     tags = zoo.param.infer_tags(base, params, base_width=args.base_width, width=args.width)
     free = zoo.param.multiplier_free(zoo.param.get(args.param), tags)
     params = zoo.param.rescale_init(params, tags, free)

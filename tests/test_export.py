@@ -20,6 +20,7 @@ from zoo.export import export
 from zoo.export.__main__ import main as export_main
 from zoo.train.checkpoint import Checkpoints, load_params
 from zoo.train.setup import setup
+from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
 
 MODELS = {
@@ -38,7 +39,8 @@ def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
     cfg = RunConfig(model=model, param=param, width=32, base_width=16, depth=2, base_depth=1, batch_size=8, steps=1,
                     run_dir=str(run_dir), **{**MODELS[model], **overrides})
     run = setup(cfg)
-    state = jax.jit(run.program.init)(jax.random.PRNGKey(cfg.seed))
+    key = jax.random.PRNGKey(cfg.seed)
+    state = jax.jit(run.program.init).lower(key).compile(compiler_options=RUN_ONCE)(key)  # as train.py inits
     rng = np.random.default_rng(1)
     state["params"] = jax.tree.map(lambda w: np.asarray(w) + 0.05 * rng.standard_normal(w.shape, np.float32),
                                    state["params"])
@@ -52,7 +54,7 @@ def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
 
 def exported_model(out: Path):
     """The export as another program would see it: the SP model its config.json builds, with the params read back
-    by path (as --init-from reads them)."""
+    by path (as --init-from reads them). Returns (config, logits(params, x) to trace, params, loaded, meta)."""
     cfg = RunConfig(**json.loads((out / "config.json").read_text()))
     model_cfg = setup(cfg).model_cfg
 
@@ -61,11 +63,14 @@ def exported_model(out: Path):
 
     loaded, meta = load_params(out)
     graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
-    rest = jax.jit(lambda: nnx.split(create(), nnx.Param, ...)[2])()  # the multipliers (the init is dead code)
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     assert {key_path(p) for p, _ in flat} == set(loaded)
     params = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
-    return cfg, jax.jit(lambda x: nnx.merge(graphdef, params, rest)(x)[0]), loaded, meta
+
+    def logits(params, x):  # the multipliers from the SP model's own init (the rest of it is dead code)
+        return nnx.merge(graphdef, params, nnx.split(create(), nnx.Param, ...)[2])(x)[0]
+
+    return cfg, logits, params, loaded, meta
 
 
 @pytest.mark.slow
@@ -77,12 +82,12 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
     run, state = make_run(tmp_path / "run", model)
     out = tmp_path / "out"
     export(tmp_path / "run", out, echo=lambda _: None)
-    cfg, sp_model, loaded, meta = exported_model(out)
+    cfg, sp_logits, params, loaded, meta = exported_model(out)
     assert (cfg.param, cfg.base_width, cfg.base_depth, cfg.width, cfg.depth) == ("sp", 32, 2, 32, 2)
     assert meta["exported_from"]["param"] == "depth_mup" and meta["step"] == 1
     x = random_inputs(run.model_cfg, 4, jax.random.key(3))
-    want = np.asarray(jax.jit(lambda state, x: run.program.model(state)(x)[0])(state, x))
-    got = np.asarray(sp_model(x))
+    both = jax.jit(lambda state, params, x: (run.program.model(state)(x)[0], sp_logits(params, x)))
+    want, got = map(np.asarray, both.lower(state, params, x).compile(compiler_options=RUN_ONCE)(state, params, x))
     assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), np.linalg.norm(got - want)
     from safetensors.numpy import load_file
 

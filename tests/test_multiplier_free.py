@@ -4,7 +4,8 @@ the branch multiplier folded into the matrix ending each branch and the attentio
 The zoo's MLP-ResNet and GPT, written in SP form (built under `sp` at base width = width and base depth = depth:
 no multipliers, logits q.k / sqrt(d)), trained with infer_tags -> rescale_init -> zoo.optim.build(free, tags), must
 follow their native training under the plugin: after each of 5 steps W_free = c W_native for every parameter, with
-c the multiplier folded into it, and the logits and losses agree.
+c the multiplier folded into it, and the logits and losses agree. Both width multipliers (2 and 4) are taken at one
+width (64 over base widths 32 and 16): their runs share one compiled program.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import zoo.models as M
 import zoo.param as P
 from zoo import optim
 from zoo.param.tags import Tag
-from zoo.train.step import loss_and_metrics
+from zoo.train.step import RUN_ONCE, loss_and_metrics
 from zoo.tree import key_path
 
-BASE_WIDTH, DEPTH, BASE_DEPTH, STEPS = 32, 4, 1, 5
+WIDTH, BASE_WIDTHS, DEPTH, BASE_DEPTH, STEPS = 64, (32, 16), 4, 1, 5
 MODELS = {
     "mlp_resnet": (dict(in_shape=(8,), num_classes=4, bias=True, pre_ln=True, activation="relu"),
                    {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output"}),
@@ -47,16 +48,34 @@ OPTIM = {"adam": optim.OptimConfig(name="adam", lr=3e-3, weight_decay=0.01),
          "sgd": optim.OptimConfig(name="sgd", lr=0.1, weight_decay=0.01)}
 
 
-def config(model: str, width: int, plugin_form: bool):
-    """The native config (base width 32, base depth 1) or its SP form (base = the size itself)."""
-    base = dict(base_width=BASE_WIDTH, base_depth=BASE_DEPTH) if plugin_form else dict(base_width=width,
-                                                                                           base_depth=DEPTH)
+def config(model: str, width: int, base_width: int | None = None):
+    """The native config (base width `base_width`, base depth 1) or, without a base width, its SP form (base = the
+    size itself)."""
+    base = dict(base_width=base_width, base_depth=BASE_DEPTH) if base_width else dict(base_width=width,
+                                                                                      base_depth=DEPTH)
     return M.config(model, width=width, depth=DEPTH, scan=True, **base, **MODELS[model][0])
 
 
-def split(model: str, width: int, plugin, plugin_form: bool, seed: int = 0):
-    """(graphdef, params, rest) of a freshly initialised model."""
-    return nnx.split(M.create(model, config(model, width, plugin_form), plugin, nnx.Rngs(seed)), nnx.Param, ...)
+def create(model: str, width: int, plugin: str, base_width: int | None) -> nnx.Module:
+    """The model under plugin `plugin` (a name in PLUGINS, or "sp" for the SP form), seed 0."""
+    return M.create(model, config(model, width, base_width), P.get("sp") if plugin == "sp" else PLUGINS[plugin],
+                    nnx.Rngs(0))
+
+
+@functools.cache
+def initial_states(model: str, width: int) -> dict[str, tuple]:
+    """(params, rest) of the SP form ("sp") and of every plugin's native model at each base width ("name@base"),
+    from one program compiled without backend optimisation (it runs once; eager inits compile a kernel per op and
+    shape)."""
+    combos = {"sp": ("sp", None)} | {f"{name}@{base}": (name, base) for base in BASE_WIDTHS for name in PLUGINS}
+    return run_once(jax.jit(lambda: {k: nnx.split(create(model, width, *c), nnx.Param, ...)[1:]
+                                     for k, c in combos.items()}))
+
+
+def split(model: str, width: int, plugin: str, base_width: int | None = None):
+    """(graphdef, params, rest) of the initialised model (native at `base_width`, or the SP form)."""
+    graphdef = nnx.split(nnx.eval_shape(lambda: create(model, width, plugin, base_width)), nnx.Param, ...)[0]
+    return graphdef, *initial_states(model, width)["sp" if base_width is None else f"{plugin}@{base_width}"]
 
 
 def batch(model: str) -> dict[str, jax.Array]:
@@ -66,12 +85,16 @@ def batch(model: str) -> dict[str, jax.Array]:
     return {"x": jax.random.normal(kx, (8, 8)), "y": jax.random.randint(ky, (8,), 0, 4)}
 
 
-@functools.cache
+def run_once(fn, *args):
+    """The jitted `fn` on `args`, compiled without XLA's backend optimisation (each program here runs once)."""
+    return fn.lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+
+
 def trainer(model: str, width: int):
     """A jitted run of `STEPS` steps of each optimizer on the SP-form architecture, vmapped over runs whose
     multipliers (in `rest`), parameters and per-parameter optimizer trees are arguments: the native and the
     multiplier-free runs of every plugin share one compile."""
-    graphdef = split(model, width, P.get("sp"), False)[0]
+    graphdef = split(model, width, "sp")[0]
 
     def run_one(cfg, params, rest, rules, data):
         tx = optim.chain(cfg, *rules)
@@ -105,24 +128,25 @@ def as_f32(tree):
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), tree)
 
 
-def native_inputs(model, width, plugin):
+def native_inputs(model, width, base_width, name):
     """(params, rest, rules) of the native model, in the SP-form structure."""
-    _, params, rest = split(model, width, plugin, True)
-    _, sp_params, sp_rest = split(model, width, P.get("sp"), False)
+    plugin = PLUGINS[name]
+    _, params, rest = split(model, width, name, base_width)
+    _, sp_params, sp_rest = split(model, width, "sp")
     rules = [as_f32(relabel(r, sp_params)) for r in optim.rules(plugin, params)]
     return relabel(params, sp_params), relabel(rest, sp_rest), rules
 
 
-def free_inputs(model, width, plugin):
+def free_inputs(model, width, base_width, name):
     """(params, rest, rules) of the SP-form model through infer_tags -> rescale_init -> the chain's rules, and
     its tags and multiplier-free plugin."""
-    base = nnx.state(nnx.eval_shape(lambda: M.create(model, config(model, BASE_WIDTH, False), P.get("sp"),
-                                                     nnx.Rngs(0))), nnx.Param)
-    _, params, rest = split(model, width, P.get("sp"), False)
-    tags = P.infer_tags(base, params, base_width=BASE_WIDTH, width=width, rules=MODELS[model][1], depth=DEPTH,
+    base = nnx.state(nnx.eval_shape(lambda: M.create(model, config(model, base_width), P.get("sp"), nnx.Rngs(0))),
+                     nnx.Param)
+    _, params, rest = split(model, width, "sp")
+    tags = P.infer_tags(base, params, base_width=base_width, width=width, rules=MODELS[model][1], depth=DEPTH,
                         base_depth=BASE_DEPTH)
-    heads = dict(head_dim=width // 2, base_head_dim=BASE_WIDTH // 2) if model == "gpt" else {}
-    free = P.multiplier_free(plugin, tags, **heads)
+    heads = dict(head_dim=width // 2, base_head_dim=base_width // 2) if model == "gpt" else {}
+    free = P.multiplier_free(PLUGINS[name], tags, **heads)
     return (P.rescale_init(params, tags, free), rest, [as_f32(r) for r in optim.rules(free, tags)]), tags, free
 
 
@@ -146,34 +170,44 @@ def assert_close(got, want, what, rtol=1e-4):
 
 
 def premise(model: str, width: int) -> None:
-    """What `trainer` relies on: a native model equals the SP-form graph run with the native parameters and
-    multipliers (the graphs differ only in tags and base sizes, which the forward pass does not read)."""
-    graphdef, params, rest = split(model, width, PLUGINS["abcd"], True)
-    sp_graph, sp_params, sp_rest = split(model, width, P.get("sp"), False)
+    """What `trainer` relies on: a native model (at each base width) equals the SP-form graph run with the native
+    parameters and multipliers (the graphs differ only in tags and base sizes, which the forward pass does not
+    read)."""
+    sp_graph, sp_params, sp_rest = split(model, width, "sp")
+    natives = [split(model, width, "abcd", base) for base in BASE_WIDTHS]
     x = batch(model)["x"]
-    want = jax.jit(lambda p, r: nnx.merge(graphdef, p, r)(x)[0])(params, rest)
-    got = jax.jit(lambda p, r: nnx.merge(sp_graph, p, r)(x)[0])(relabel(params, sp_params), relabel(rest, sp_rest))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+    graphdefs = [g for g, _, _ in natives]
+
+    @jax.jit
+    def both(native_inputs, sp_inputs):  # one compile for every graph
+        return ([nnx.merge(g, p, r)(x)[0] for g, (p, r) in zip(graphdefs, native_inputs, strict=True)],
+                [nnx.merge(sp_graph, p, r)(x)[0] for p, r in sp_inputs])
+
+    want, got = run_once(both, [(p, r) for _, p, r in natives],
+                         [(relabel(p, sp_params), relabel(r, sp_rest)) for _, p, r in natives])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("width", [2 * BASE_WIDTH, 4 * BASE_WIDTH])
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_multiplier_free_training_equals_native(model, width):
+def test_multiplier_free_training_equals_native(model):
     """mup, depth_mup, ntk_mup (s = 1/2) and a Depth-muP-like abcd plugin in other gauges (attn_exp = 1, branch,
-    readout and attention constants set), at 2x and 4x the base width and 4x the base depth, f32, Adam and SGD with
-    weight decay: the initial parameters W_free = c W_native (rtol 1e-6), and after each of 5 steps the losses and
-    logits agree to rtol 1e-4, and after the last W_free = c W_native to rtol 1e-4, for every parameter (normwise;
-    the key bias, a null direction of softmax, only through the logits)."""
-    premise(model, width)
+    readout and attention constants set), at 2x and 4x the base width (64 over 32 and 16) and 4x the base depth,
+    f32, Adam and SGD with weight decay: the initial parameters W_free = c W_native (rtol 1e-6), and after each of 5
+    steps the losses and logits agree to rtol 1e-4, and after the last W_free = c W_native to rtol 1e-4, for every
+    parameter (normwise; the key bias, a null direction of softmax, only through the logits)."""
+    premise(model, WIDTH)
     runs, meta = [], []
-    for plugin in PLUGINS.values():
-        free, tags, realization = free_inputs(model, width, plugin)
-        runs += [native_inputs(model, width, plugin), free]
-        meta.append((tags, realization))
+    for base_width in BASE_WIDTHS:
+        for name in PLUGINS:
+            free, tags, realization = free_inputs(model, WIDTH, base_width, name)
+            runs += [native_inputs(model, WIDTH, base_width, name), free]
+            meta.append(((name, f"m={WIDTH // base_width}"), (tags, realization)))
     stacked = [jax.tree.map(lambda *xs: jnp.stack(xs), *part) for part in zip(*runs, strict=True)]
-    out = trainer(model, width)(*stacked, batch(model))
-    for i, (name, (tags, realization)) in enumerate(zip(PLUGINS, meta, strict=True)):
+    out = run_once(trainer(model, WIDTH), *stacked, batch(model))
+    for i, (name, (tags, realization)) in enumerate(meta):
         init_n, init_f = (jax.tree.map(lambda x, j=j: x[j], stacked[0]) for j in (2 * i, 2 * i + 1))
         want = folded(init_n, tags, realization)
         for path, w in paths(init_f).items():
@@ -191,7 +225,7 @@ def test_multiplier_free_training_equals_native(model, width):
 
 def test_rules_of_a_tag_tree_equal_the_models_own():
     """zoo.optim.build on a pytree of Tags: the per-parameter trees equal those from the nnx metadata."""
-    _, params, _ = split("gpt", 64, PLUGINS["depth_mup"], True)
+    _, params, _ = split("gpt", 64, "depth_mup", 32)
     tags = jax.tree.map(lambda v: v.get_metadata()["tag"], params, is_leaf=lambda x: isinstance(x, nnx.Variable))
     assert all(isinstance(t, Tag) for t in jax.tree.leaves(tags, is_leaf=lambda x: isinstance(x, Tag)))
     for a, b in zip(optim.rules(PLUGINS["depth_mup"], params), optim.rules(PLUGINS["depth_mup"], tags), strict=True):
