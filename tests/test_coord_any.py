@@ -78,7 +78,7 @@ def test_haiku_mlp_under_sp_with_constant_lr_blows_up():
     assert not result["passed"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_haiku_transformer_under_mup_is_flat_in_width():
     """The Haiku pre-LN transformer (query and branch-output rules) under muP with a zero readout and zero query,
     widths 128 and 512 at a fixed head dim: every block's output and the logits have slope 0 +- 0.1."""
@@ -92,7 +92,7 @@ def test_haiku_transformer_under_mup_is_flat_in_width():
     assert result["passed"]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_haiku_transformer_under_depth_mup_is_flat_in_depth():
     """Depth-muP on the Haiku transformer, depths 4 and 32 at width 64 (base depth 1): the change of the residual
     stream at depth fractions 1/4..1 and of the logits is flat in depth, slope 0 +- 0.1 (TP VI: L^max(1 - alpha -
@@ -129,7 +129,7 @@ def zoo_apply(params, x, width, depth):
     return nnx.merge(graphdef, params, rest)(x)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("plugin", ["mup", "ntk"])
 def test_same_verdict_as_the_cli(plugin):
     """`python -m zoo.coord_check` (native multipliers) and coord_check on the same model written in SP form

@@ -46,7 +46,7 @@ def measure(name: str, plugin) -> dict[str, np.ndarray]:
     return {g: np.stack(v) for g, v in groups.items() if v}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", list(MODELS))
 def test_mup_is_flat_sp_grows_and_sqrt_d_logits_grow(name):
     """muP (Adam, TP IVb Thm 2.8.19): hidden activations and the output change by Theta(1) in width, slope 0 +/-

@@ -40,7 +40,7 @@ def test_phase_diagram_is_ordered_below_and_chaotic_above(tmp_path, capsys):
     assert {"chi", "xi", "trainable_depth"} <= set(record["report"])
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_profile_prints_and_plots_the_apjn_power_law(tmp_path, capsys):
     """--profile measures J^{0,l} for every block, prints it with its power-law exponent fitted over l in [L/5, L]
     and plots it: a ReLU MLP (N = 512, L = 50, no LN, mu = 0) at the critical point the plugin picks, sigma_w^2 = 2,

@@ -73,7 +73,7 @@ def exported_model(out: Path):
     return cfg, logits, params, loaded, meta
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
     """depth_mup at 2x base width and depth: the exported SP-form network (built from its config.json under sp,

@@ -134,7 +134,7 @@ def test_critical_plugin_without_critical_point_is_one_line():
         P.get("critical", mu=1.0).for_model("mlp_resnet", mlp())
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("model", ["mixer", "vit", "gpt"])
 def test_pre_ln_transformers_are_critical(model):
     """Pre-LN blocks with mu = 1 (Mixer, ViT; GPT is our hypothesis, section 2): chi_hat of the last block lies in
@@ -192,6 +192,7 @@ def test_correlation_length_and_depth():
     assert jacobian.correlation_length(1.0) == float("inf")
 
 
+@pytest.mark.long
 def test_training_under_critical_reports_chi(tmp_path):
     """`train.py --param critical` logs the plugin's chi when the run starts and keeps it in summary.json; a
     ReLU MLP (mu = 0) takes sigma_w^2 = 2, where the infinite-width chi is 1."""

@@ -62,6 +62,7 @@ def close(a, b, rtol=1e-5, atol=1e-6):
     return all(jax.tree.leaves(jax.tree.map(lambda u, v: bool(jnp.allclose(u, v, rtol=rtol, atol=atol)), a, b)))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", ["vit", "mixer", "gpt"])
 def test_every_plugin_is_sp_at_the_base_shape(name):
     """Same init, same function, same first two Adam updates. The model code is compiled once (the graphdefs are
@@ -248,6 +249,7 @@ def image_task(rng, n, classes=4):
     return {"x": (templates[y] + 1.5 * rng.normal(size=(n, 8, 8, 3))).astype(np.float32), "y": y.astype(np.int32)}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", ["vit", "mixer"])
 def test_image_models_learn(name):
     """Each step sees fresh samples, so the accuracy a step reports (before its update) is held-out accuracy."""
@@ -270,7 +272,7 @@ def char_batches(text, vocab, seq, batch, seed):
         yield {"x": chunk[:, :-1], "y": chunk[:, 1:]}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_gpt_learns_shakespeare():
     """Char-level, 180 KB of text, 400 Adam steps of 32 x 64 tokens: validation loss below 2.2 nats (about 2.09;
     a bigram model gets about 2.5)."""

@@ -190,7 +190,7 @@ def premise(model: str, width: int) -> None:
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_multiplier_free_training_equals_native(model):
     """mup, depth_mup, ntk_mup (s = 1/2) and a Depth-muP-like abcd plugin in other gauges (attn_exp = 1, branch,

@@ -28,7 +28,7 @@ def _train(tmp_path, tokenizer: str):
     return run
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("tokenizer", ["char", "byte", "bpe:300"])
 def test_prepare_train_sample_round_trip(tmp_path, tokenizer, capsys):
     """The trained model continues the corpus: greedy samples decode to the corpus's own text."""

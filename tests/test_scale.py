@@ -48,7 +48,7 @@ def one_device(tmp_path_factory):
     return _losses(run)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("mesh")
 def test_meshes_equal_one_device_and_checkpoints_move_between_meshes(tmp_path, one_device):
     """10 GPT steps on 8 CPU devices under data=8, fsdp=8, data=4,tensor=2 and fsdp=4,tensor=2 give the 1-device
@@ -88,7 +88,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("mesh")
 def test_two_processes_train_as_one_program(tmp_path, one_device):
     """Two processes on 127.0.0.1 (jax.distributed, gloo, 4 CPU devices each) train 10 GPT steps with the
@@ -126,6 +126,7 @@ def _batch(model: str, n: int, tokens: int = 16):
     return {"x": rng.integers(0, 256, (n, 8, 8, 3)).astype(np.uint8), "y": rng.integers(0, 10, n).astype(np.int32)}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("model, cfg", [
     ("mlp_resnet", dict(width=64, depth=3, base_width=32, in_shape=(8, 8, 3))),
     ("gpt", dict(width=64, depth=2, base_width=64, vocab_size=32, seq_len=16, dropout=0.0)),
@@ -151,6 +152,7 @@ def test_grad_accumulation_equals_the_whole_batch(model, cfg):
         assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(b) + 1e-7 * total
 
 
+@pytest.mark.long
 def test_remat_keeps_losses_and_lowers_peak_memory():
     """--remat block recomputes each block in the backward pass: the same losses, and XLA's compiled temporary
     memory of the train step is lower (activations dominate at batch 64 x 64 tokens, width 32)."""
@@ -185,6 +187,7 @@ def test_model_presets_are_the_models_defaults(model):
            {k: v for k, v in default.items() if k not in ("width", "depth")}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_builds_and_trains_two_steps(name):
     """Each configs/*.yaml, shrunk (width 64, depth 1, batch 8 as 2 microbatches, synthetic data of its kind,
@@ -202,7 +205,7 @@ def test_every_preset_builds_and_trains_two_steps(name):
         assert np.isfinite(float(metrics["loss"])), name
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_sweep_members_split_over_devices_equal_one_device(tmp_path):
     """A vmapped sweep of 8 members on 8 devices (a data mesh, one member each) gives the 1-device results."""
     args = ["-m", "zoo.sweep", "--model", "mlp_resnet", "--param", "mup", "--width", "32", "--depth", "2", "--lrs",

@@ -24,7 +24,7 @@ def error(argv, capsys) -> str:
     return lines[-1]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_sweep_cli_runs_skips_and_reports(tmp_path, capsys):
     out = tmp_path / "s"
     args = [*BASE, "--out", str(out), "--widths", "16", "--lrs", "2^-9:2^-7:2"]

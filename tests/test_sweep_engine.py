@@ -42,7 +42,7 @@ def separate_run(prog, data, lr, seed):
     return np.array(losses), state, eval_loss
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_vmapped_members_equal_separate_runs(setup):
     data, prog = setup
     lrs, seeds = members([2.0**-12, 2.0**-10], seeds=2)  # K = 4: two LRs x two seeds

@@ -19,7 +19,7 @@ def depth_sweep(tmp_path, data, depths, **param_opt):
     return report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_depth_mup_transfers_and_no_depth_scaling_does_not(tmp_path):
     data = zoo.data.load("synthetic")
     mup = depth_sweep(tmp_path, data, [4, 16, 64])
@@ -32,7 +32,7 @@ def test_depth_mup_transfers_and_no_depth_scaling_does_not(tmp_path):
     assert deep.best is None or abs(deep.best_log2_lr - base) >= 2
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_mup_width_transfer_and_sp_shift(tmp_path):
     """Small version of docs/width_transfer.png (TP V's muTransfer): MLP-ResNet depth 2, widths 64 and 512 (base 64),
     Adam, 300 steps on synthetic:teacher. muP's best log2 LR moves at most 1 grid step; SP's moves at least 2 (Adam

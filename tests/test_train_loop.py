@@ -73,6 +73,7 @@ def _image_folder(root, classes: int, per_class: int = 6):
     return root
 
 
+@pytest.mark.long
 def test_init_from_ten_classes_into_five(tmp_path):
     """Finetuning: the body is loaded, the head (10 -> 5 classes) is re-initialised by the plugin."""
     ten, five = _image_folder(tmp_path / "ten", 10), _image_folder(tmp_path / "five", 5)
@@ -92,7 +93,7 @@ def test_init_from_ten_classes_into_five(tmp_path):
     np.testing.assert_allclose(new["stack/blocks/w1/kernel"], old["stack/blocks/w1/kernel"], atol=1e-6)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_cifar10_depth_mup_300_steps_reaches_35_percent(tmp_path):
     """Issue 3 acceptance: the bundled CIFAR-10, 300 steps on CPU, test accuracy >= 35%."""
     run = tmp_path / "cifar"

@@ -26,7 +26,7 @@ def error(argv, capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_mup_target_beats_sp_target_at_transferred_lr(tmp_path, capsys):
     """Proxy width 64 (the base width, where muP is SP), target 512; the check LR 2^-11 is 2 grid steps below
     the proxies' best. muP: the transferred LR beats it at the target, and the target beats the proxy (wider is
