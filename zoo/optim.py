@@ -2,16 +2,24 @@
 
     g -> g * m^d r^alpha            faithful gradient pre-scale (= Adam epsilon * m^-d r^-alpha; TP IVb Def 2.2.1)
       -> [clip global norm]         on the faithful gradients, which are Theta(1) in width
-      -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1)
+      -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1), or muon:
+                                    optax's scale_by_muon on the parameters routed to the spectral family, one
+                                    matrix per stacked layer, and adam on the rest (optax.partition)
       -> [clip update RMS]          per-parameter RMS threshold, width-independent (TP IVb 2.10.2)
-      -> * m^-c r^-gamma            per-parameter LR multiplier
+      -> * m^-c r^-gamma            per-parameter LR multiplier of the parameter's family (Muon: c - k/2)
       -> + wd * w                   decoupled weight decay: a per-step shrink lr*wd, width-independent (2.10.1)
       -> * -lr * schedule(t)        the global learning rate, kept in the optimizer state (vmappable)
+
+Each width and depth factor is applied once, here: Muon's update is the Newton-Schulz output itself (singular values
+about 1), with none of the shape factors other codebases put on it (docs/muon.md gives the factor between zoo's LR
+and theirs). Under Muon the entrywise part is Adam with b1, b2, eps; Muon has its own momentum muon_beta and uses eps
+in its Frobenius pre-normalisation, which the gradient pre-scale keeps faithful too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -20,10 +28,11 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from zoo.param import families
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lion", "adafactor")
+OPTIMIZERS = families.OPTIMIZERS
 SCHEDULES = ("constant", "cosine", "linear")
 
 
@@ -42,6 +51,9 @@ class OptimConfig:
     weight_decay: float | None = None  # None: 0.1 for adamw, 0 otherwise
     clip_norm: float | None = None
     clip_rms: float | None = None
+    muon_beta: float = 0.95  # Muon's (Nesterov) momentum
+    muon_io: bool = False  # Muon also on the input and output layers (by default they are Adam's)
+    ns_steps: int = 5  # Newton-Schulz iterations
 
     def __post_init__(self):
         if self.name not in OPTIMIZERS:
@@ -128,13 +140,59 @@ def per_param(params: Any, fn: Callable[[Tag], Any]) -> Any:
     return jax.tree.map(one, params, is_leaf=lambda x: x is None or isinstance(x, (nnx.Variable, Tag)))
 
 
-def rules(plugin: Parametrization, params: Any) -> tuple[Any, Any, Any]:
-    """The per-parameter trees of the chain: gradient pre-scale, LR multiplier and weight-decay multiplier."""
-    return per_param(params, plugin.grad_scale), per_param(params, plugin.lr_mult), per_param(params, plugin.wd_mult)
+class Rules(NamedTuple):
+    """The per-parameter trees of the chain (numbers, possibly traced): gradient pre-scale, LR multiplier and
+    weight-decay multiplier."""
+
+    grad_scale: Any
+    lr_mult: Any
+    wd_mult: Any
 
 
-def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
-    if cfg.name in ("adam", "adamw"):
+def family_of(cfg: OptimConfig | None, tag: Tag) -> str:
+    """The optimizer family of a tagged parameter (zoo.param.families); entrywise when no optimizer is given."""
+    return "adam" if cfg is None else families.family(cfg.name, tag.kind, cfg.muon_io)
+
+
+def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) -> Rules:
+    """The plugin's rules for each parameter under the family `cfg`'s optimizer puts it in (the LR multiplier is
+    the family's; the pre-scale and the weight decay are the same for every family)."""
+    return Rules(per_param(params, plugin.grad_scale),
+                 per_param(params, lambda tag: plugin.lr_mult(tag, family_of(cfg, tag))),
+                 per_param(params, plugin.wd_mult))
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """Where the optimizer sends one parameter: its family and, for the spectral family, how to find the matrix
+    (fan-in and layout of its tag) after any leading stacked-layer axes. A static pytree leaf-free node, so a tree of
+    routes passes through jit and vmap as structure."""
+
+    family: str
+    fan_in: int = 1
+    layout: str = "in_out"
+
+    def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
+        """Muon's (reduction, output) axes: the fan-out axis (last for in_out, first after the stacked axes for
+        out_in) and the fewest axes next to it whose sizes multiply to the fan-in; axes before them are stacked
+        layers, orthogonalised one by one."""
+        for j in range(1, len(shape)):
+            if self.layout == "in_out" and math.prod(shape[-1 - j:-1]) == self.fan_in:
+                return optax.contrib.MuonDimensionNumbers(tuple(range(-1 - j, -1)), -1)
+            if self.layout == "out_in" and math.prod(shape[-j:]) == self.fan_in:
+                return optax.contrib.MuonDimensionNumbers(tuple(range(-j, 0)), -1 - j)
+        raise ValueError(f"no axes of a parameter of shape {shape} multiply to its fan-in {self.fan_in} "
+                         f"({self.layout}): Muon cannot find its matrix")
+
+
+def routes(cfg: OptimConfig, params: Any) -> Any:
+    """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
+    return per_param(params, lambda tag: Route(family_of(cfg, tag), tag.fan_in, tag.layout))
+
+
+def entrywise_transform(cfg: OptimConfig) -> optax.GradientTransformation:
+    if cfg.name in ("adam", "adamw", "muon"):
         return optax.scale_by_adam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
     if cfg.name == "momentum":
         return optax.trace(decay=cfg.momentum)
@@ -145,18 +203,40 @@ def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
     return optax.identity()
 
 
+def base_transform(cfg: OptimConfig, route: Any = None) -> optax.GradientTransformation:
+    """The optimizer proper (the chain's `base` line); under muon, Muon on the spectral routes and Adam on the rest."""
+    if cfg.name not in families.SPECTRAL:
+        return entrywise_transform(cfg)
+    if route is None:
+        raise ValueError("muon needs each parameter's route (zoo.optim.routes): which leaves are matrices, and their "
+                         "axes")
+
+    def axes(updates):
+        def one(u, r):
+            return optax.MaskedNode() if isinstance(u, optax.MaskedNode) else r.matrix_axes(u.shape)
+
+        return jax.tree.map(one, updates, route, is_leaf=lambda x: isinstance(x, optax.MaskedNode))
+
+    muon = optax.contrib.scale_by_muon(ns_steps=cfg.ns_steps, beta=cfg.muon_beta, eps=cfg.eps,
+                                       weight_dimension_numbers=axes)
+    labels = jax.tree.map(lambda r: r.family, route, is_leaf=lambda x: isinstance(x, Route))
+    return optax.partition({"spectral": muon, "adam": entrywise_transform(cfg)}, labels)
+
+
 def build(cfg: OptimConfig, plugin: Parametrization, params: Any) -> optax.GradientTransformation:
     """The optax chain for `params` under `plugin`: a state of tagged nnx.Params (possibly abstract) or a pytree of
     Tags (zoo.param.infer_tags, for a model zoo did not build)."""
-    return chain(cfg, *rules(plugin, params))
+    return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params))
 
 
-def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any) -> optax.GradientTransformation:
-    """The chain from its per-parameter trees (see `rules`); their leaves may be traced arrays."""
+def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any,
+          route: Any = None) -> optax.GradientTransformation:
+    """The chain from its per-parameter trees (see `rules`; their leaves may be traced arrays) and, for muon, the
+    parameters' routes (see `routes`)."""
     parts = [scale_by_tree(grad_scale)]
     if cfg.clip_norm:
         parts.append(optax.clip_by_global_norm(cfg.clip_norm))
-    parts.append(base_transform(cfg))
+    parts.append(base_transform(cfg, route))
     if cfg.clip_rms:
         parts.append(optax.clip_by_block_rms(cfg.clip_rms))
     parts.append(scale_by_tree(lr_mult))

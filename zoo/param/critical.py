@@ -28,6 +28,7 @@ from zoo.param.tags import Tag
 class Critical(Parametrization):
     name = "critical"
     table = SP_TABLE
+    global_lr = True  # an init on SP's exponents: SP's one LR under every optimizer
 
     sigma_w: Any = None
     sigma_b: Any = None

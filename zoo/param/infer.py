@@ -35,13 +35,12 @@ from typing import Any
 
 import jax
 
-from zoo.param.tags import KINDS, Tag
+from zoo.param.tags import KINDS, LAYOUTS, Tag
 from zoo.tree import key_path
 
 STRUCTURE_ROLES = ("stacked", "branch")
 NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS
-LAYOUTS = ("in_out", "out_in")
 
 
 def is_array(x: Any) -> bool:
@@ -137,7 +136,7 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
     return Tag(kind=kinds.pop() if kinds else kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
                depth=depth if branch else 1, base_depth=base_depth if branch else 1,
-               role=named.pop() if named else "")
+               role=named.pop() if named else "", layout=layout)
 
 
 def _fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
