@@ -10,10 +10,13 @@
       -> + wd * w                   decoupled weight decay: a per-step shrink lr*wd, width-independent (2.10.1)
       -> * -lr * schedule(t)        the global learning rate, kept in the optimizer state (vmappable)
 
-Each width and depth factor is applied once, here: Muon's update is the Newton-Schulz output itself (singular values
-about 1), with none of the shape factors other codebases put on it (docs/muon.md gives the factor between zoo's LR
-and theirs). Under Muon the entrywise part is Adam with b1, b2, eps; Muon has its own momentum muon_beta and uses eps
-in its Frobenius pre-normalisation, which the gradient pre-scale keeps faithful too.
+Each width and depth factor is applied once, by the plugin's LR multiplier. Muon's update is the Newton-Schulz output
+O (singular values about 1) times one constant per matrix taken at the *base* shape, muon_rms * sqrt(max(fan_in0,
+fan_out0)): Moonlight's RMS matching (an update RMS of muon_rms = 0.2, AdamW's, so one LR serves the Muon and the
+Adam parameters), frozen at the base width so that it adds no width factor of its own (docs/muon.md gives the factor
+between zoo's LR and Keller Jordan's, Moonlight's and optax's conventions). Under Muon the entrywise part is Adam
+with b1, b2, eps; Muon has its own momentum muon_beta and uses eps in its Frobenius pre-normalisation, which the
+gradient pre-scale keeps faithful too.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class OptimConfig:
     clip_norm: float | None = None
     clip_rms: float | None = None
     muon_beta: float = 0.95  # Muon's (Nesterov) momentum
+    muon_rms: float = 0.2  # Muon's update RMS at the base shape (Moonlight: AdamW's, so the two share one LR)
     muon_io: bool = False  # Muon also on the input and output layers (by default they are Adam's)
     ns_steps: int = 5  # Newton-Schulz iterations
 
@@ -156,10 +160,20 @@ def family_of(cfg: OptimConfig | None, tag: Tag) -> str:
 
 def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) -> Rules:
     """The plugin's rules for each parameter under the family `cfg`'s optimizer puts it in (the LR multiplier is
-    the family's; the pre-scale and the weight decay are the same for every family)."""
-    return Rules(per_param(params, plugin.grad_scale),
-                 per_param(params, lambda tag: plugin.lr_mult(tag, family_of(cfg, tag))),
-                 per_param(params, plugin.wd_mult))
+    the family's, times Muon's base-shape constant on spectral leaves; the pre-scale and the weight decay are the
+    same for every family)."""
+    def lr_mult(tag: Tag) -> Any:
+        family = family_of(cfg, tag)
+        mult = plugin.lr_mult(tag, family)
+        return mult * spectral_constant(cfg, tag) if family == "spectral" else mult
+
+    return Rules(per_param(params, plugin.grad_scale), per_param(params, lr_mult), per_param(params, plugin.wd_mult))
+
+
+def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:
+    """muon_rms * sqrt(max(fan_in0, fan_out0)) at the base shape: Muon's update RMS equals muon_rms there (a full-rank
+    O of shape p x q has RMS 1/sqrt(max(p, q))); no width factor, the plugin's LR multiplier has them all."""
+    return cfg.muon_rms * math.sqrt(max(tag.base_fan_in, tag.base_fan_out))
 
 
 @jax.tree_util.register_static

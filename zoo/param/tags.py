@@ -46,6 +46,11 @@ class Tag:
         return self.fan_in / self.width_mult if self.kind in ("hidden", "output") else self.fan_in
 
     @property
+    def base_fan_out(self) -> float:
+        """The fan-out at the base width (input and hidden layers write a width-sized output)."""
+        return self.fan_out / self.width_mult if self.kind in ("input", "hidden") else self.fan_out
+
+    @property
     def depth_ratio(self) -> float:
         """L / L0 for parameters inside residual branches, 1 elsewhere."""
         return self.depth / self.base_depth if self.branch else 1.0
