@@ -127,7 +127,7 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                              f"{m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
                              "'vector'}")
         grows.append(b != n)
-    fan_in, fan_out, kind = _fans_and_kind(shape, grows, layout)
+    fan_in, fan_out, kind = fans_and_kind(shape, grows, layout)
     if kind is None and not kinds:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has {sum(grows)} width axes; no kind has "
                          f"more than 2. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: 'hidden'}}")
@@ -139,7 +139,7 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                role=named.pop() if named else "", layout=layout)
 
 
-def _fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
+def fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
     """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says."""
     if not shape:
         return 1, 1, "scalar"
