@@ -8,17 +8,18 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
     multiplier        m^-a                      the realized one: the variable's value to the power with which the
                                                 forward pass applies it
     init_rms          m^-(a+b)                  effective weight: multiplier times parameter
-    init_spectral     m^-(a+b) (sqrt(fan_in) + sqrt(fan_out))   an iid matrix's largest singular value
     update_rms        m^-(a+c) r^-gamma         entrywise family: Adam's first step is lr sign(g)
     update_spectral   m^-(a+c_muon) r^-gamma    spectral family: the Newton-Schulz output has norm about 1
     step_size         m^-(a+c-d) r^(alpha-gamma)   sgd family: effective update per unit of raw gradient
     wd_shrink         m^0 r^0                   decoupled weight decay (TP IVb 2.10.1)
     eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps sqrt(v)/|g| (Rem 2.2.6)
 
-    reported with theory's asymptotic law (they carry the gradient's own size, whose finite-width transients are
-    large: muP's logits shrink like m^-1/2 towards their limit 0, and with them a GPT's gradients at small widths)
+    reported with theory's asymptotic law (the first two carry the gradient's own size, whose finite-width transients
+    are large: muP's logits shrink like m^-1/2 towards their limit 0, and with them a GPT's gradients at small widths;
+    the edge of an iid matrix's spectrum is reached slowly when one side is small, 8 x n inputs)
     update_rms        m^-(a+c-d+d*) r^-gamma    sgd family: the LR m^(d-c) times a gradient of size m^-d*
     eps_ratio         m^(d*-d)                  Adam's epsilon against sqrt(v): a faithful plugin keeps it constant
+    init_spectral     m^-(a+b) (sqrt(fan_in) + sqrt(fan_out))   an iid matrix's largest singular value
 
 d* is the faithful pre-scale (TP IVb Lemma 2.8.11): the gradient of a parameter before the readout has entries
 m^-(a + a_out + b_out) (one power of m more for a scalar summed over the width), the readout's m^-a_out, the readout's
@@ -52,8 +53,6 @@ class Facts:
 
 def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
     """Whether `quantity` is judged for this parameter (module docstring)."""
-    if quantity == "init_spectral":
-        return facts.kind in MATRIX_KINDS
     if quantity == "update_rms":
         return facts.family == "adam"
     if quantity == "update_spectral":
@@ -71,6 +70,8 @@ def has_law(quantity: str, facts: Facts, optimizer: str) -> bool:
         return facts.family in ("adam", "sgd")
     if quantity == "eps_ratio":
         return judged("eps_scale", facts, optimizer)
+    if quantity == "init_spectral":
+        return facts.kind in MATRIX_KINDS
     return judged(quantity, facts, optimizer)
 
 

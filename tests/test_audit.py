@@ -1,0 +1,127 @@
+"""zoo.audit (issue 18): it finds nothing wrong with a correct run and catches each injected fault, naming the
+parameter and the rule. Runs on a small MLP-ResNet (pre-LN and biases: every kind, stacked vectors) at widths 32
+and 128 (m = 4) and depth 2."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import pytest
+from flax import nnx
+
+import zoo.param as P
+from zoo import optim
+from zoo.audit import ZooRun, audit
+from zoo.models import layers
+from zoo.optim import OptimConfig
+from zoo.param.mup import MuP
+
+WIDTHS = (32, 128)
+MODEL = {"in_shape": (8,), "num_classes": 4, "pre_ln": True, "bias": True}
+
+
+def run_of(plugin=None, optimizer="adam", weight_decay=0.1, **kw) -> ZooRun:
+    return ZooRun("mlp_resnet", plugin or P.get("mup"), OptimConfig(optimizer, lr=1e-2, weight_decay=weight_decay),
+                  MODEL, batch_size=8, **kw)
+
+
+@functools.cache
+def correct(optimizer: str):
+    return audit(run_of(optimizer=optimizer), WIDTHS)
+
+
+def failing(result) -> dict[str, set[str]]:
+    """Parameter -> the rules it fails."""
+    return {path: {c.quantity for c in p.checks if c.passed is False}
+            for a in result.axes for path, p in a.params.items() if not p.passed}
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "muon"])
+def test_a_correct_run_passes(optimizer):
+    result = correct(optimizer)
+    assert result.passed, result.failures()
+    assert len(result.axes[0].params) == 8  # embed + bias; per block norm gain and bias, w1 + bias; head + bias
+
+
+class GrowingDecay(MuP):
+    def wd_mult(self, tag):
+        return super().wd_mult(tag) * tag.width_mult
+
+
+def test_weight_decay_growing_with_width_fails():
+    bad = failing(audit(run_of(GrowingDecay()), WIDTHS))
+    assert bad and all(rules == {"wd_shrink"} for rules in bad.values())
+    assert set(bad) == {"embed/kernel", "stack/blocks/w1/kernel", "head/kernel"}
+
+
+class UnscaledEpsilon(MuP):
+    def grad_scale(self, tag):
+        return tag.depth_ratio ** self.alpha  # the width part m^d of the pre-scale forgotten
+
+
+def test_unscaled_adam_epsilon_fails():
+    """Adam's update is scale-invariant, so only the epsilon rule can see it (a coordinate check cannot)."""
+    bad = failing(audit(run_of(UnscaledEpsilon()), WIDTHS))
+    assert bad and all(rules == {"eps_scale"} for rules in bad.values())
+    assert "stack/blocks/w1/kernel" in bad and "head/kernel" in bad
+
+
+def test_readout_tagged_hidden_fails(monkeypatch):
+    init = layers.Dense.__init__
+
+    def mistagged(self, fan_in, fan_out, *, kind, **kw):
+        init(self, fan_in, fan_out, kind="hidden" if kind == "output" else kind, **kw)
+
+    monkeypatch.setattr(layers.Dense, "__init__", mistagged)
+    result = audit(run_of(), WIDTHS)
+    bad = failing(result)
+    assert set(bad) == {"head/kernel", "head/bias"} and {"kind", "multiplier", "init_rms"} <= bad["head/kernel"]
+    assert {"kind", "eps_scale"} == bad["head/bias"]  # a hidden layer's bias is a vector (epsilon m^-1), a readout's
+    # a scalar (epsilon m^0)
+    assert any("head/kernel" in line and "tagged hidden, shapes say output" in line for line in result.failures())
+
+
+def test_multiplier_applied_twice_fails(monkeypatch):
+    def twice(self, x):
+        y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...] * self.mult[...]
+        return y if self.bias is None else y + self.bias[...]
+
+    monkeypatch.setattr(layers.Dense, "__call__", twice)
+    bad = failing(audit(run_of(), WIDTHS))
+    assert set(bad) == {"head/kernel"}  # the only multiplier that is not 1 under muP
+    assert {"multiplier", "init_rms", "update_rms"} <= bad["head/kernel"]
+
+
+def shape_factor_on_top(cfg, plugin, params):
+    """Megatron-LM #3177: Muon's shape factor taken at the actual shape (Moonlight's sqrt(max(fan_in, fan_out)))
+    on top of the plugin's Muon LR, which already has the width scaling: a second m^(1/2) on hidden matrices."""
+    factor = optim.per_param(params, lambda t: math.sqrt(max(t.fan_in, t.fan_out) / max(t.base_fan_in, t.base_fan_out))
+                             if optim.family_of(cfg, t) == "spectral" else 1.0)
+    rules = optim.rules(plugin, params, cfg)
+    lr_mult = jax.tree.map(lambda a, b: a * b, rules.lr_mult, factor)
+    return optim.chain(cfg, rules.grad_scale, lr_mult, rules.wd_mult, route=optim.routes(cfg, params))
+
+
+def test_muon_shape_factor_on_top_of_mup_fails():
+    bad = failing(audit(run_of(optimizer="muon", chain=shape_factor_on_top), WIDTHS))
+    assert bad == {"stack/blocks/w1/kernel": {"update_spectral"}}
+
+
+def two_dims_to_muon(cfg, plugin, params):
+    """optax.contrib.muon's default routing: every 2-D array to Muon, so the stacked (L, n) norm gains and biases of
+    scanned blocks go to Muon as L x n matrices (and the stacked (L, n, n) hidden matrices to Adam)."""
+    def route(v):
+        shape = v.get_value().shape
+        return v.replace(optim.Route("spectral" if len(shape) == 2 else "adam", shape[0] if shape else 1))
+
+    routes = jax.tree.map(route, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    return optim.chain(cfg, *optim.rules(plugin, params, cfg), route=routes)
+
+
+def test_vector_parameter_sent_to_muon_fails():
+    bad = failing(audit(run_of(optimizer="muon", chain=two_dims_to_muon), WIDTHS))
+    for vector in ("stack/blocks/norm/gain", "stack/blocks/norm/bias", "stack/blocks/w1/bias"):
+        assert "update_rms" in bad[vector], bad
+    assert "update_spectral" in bad["stack/blocks/w1/kernel"]
