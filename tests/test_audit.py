@@ -5,10 +5,14 @@ and 128 (m = 4) and depth 2."""
 from __future__ import annotations
 
 import functools
+import json
 import math
+import subprocess
+import sys
 
 import jax
 import pytest
+from cli_utils import ROOT, child_env
 from flax import nnx
 
 import zoo.param as P
@@ -19,6 +23,7 @@ from zoo.optim import OptimConfig
 from zoo.param.mup import MuP
 
 WIDTHS = (32, 128)
+EIGHT = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
 MODEL = {"in_shape": (8,), "num_classes": 4, "pre_ln": True, "bias": True}
 
 
@@ -125,3 +130,40 @@ def test_vector_parameter_sent_to_muon_fails():
     for vector in ("stack/blocks/norm/gain", "stack/blocks/norm/bias", "stack/blocks/w1/bias"):
         assert "update_rms" in bad[vector], bad
     assert "update_spectral" in bad["stack/blocks/w1/kernel"]
+
+
+GPT = ["--model", "gpt", "--param", "mup", "--optimizer", "muon", "--weight-decay", "0.1", "--widths", "32,64",
+       "--depth", "1", "--batch-size", "16", "--model-opt", "head_dim=8", "--model-opt", "seq_len=8"]
+
+
+def gpt_run(**kw) -> ZooRun:
+    return ZooRun("gpt", P.get("mup"), OptimConfig("muon", lr=1e-2, weight_decay=0.1), {"head_dim": 8, "seq_len": 8},
+                  batch_size=16, **kw)
+
+
+def numbers(result) -> dict[tuple[str, str], list]:
+    return {(path, c.quantity): c.values for a in result.axes for path, p in a.params.items() for c in p.checks}
+
+
+@pytest.mark.long
+def test_mesh_and_accumulation_change_no_realized_rule(tmp_path):
+    """The GPT under Muon, audited on one device, with --grad-accum 4, and on 8 CPU devices under --mesh
+    fsdp=4,tensor=2 (the CLI in a subprocess): all PASS, with the same realized numbers (rtol 1e-5)."""
+    out = tmp_path / "mesh.json"
+    proc = subprocess.run([sys.executable, "-m", "zoo.audit", *GPT, "--mesh", "fsdp=4,tensor=2", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env(EIGHT))
+    one, accum = audit(gpt_run(), (32, 64), depth=1), audit(gpt_run(grad_accum=4), (32, 64), depth=1)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert one.passed and accum.passed, one.failures() + accum.failures()
+    mesh = json.loads(out.read_text())
+    assert mesh["passed"] and mesh["run"]["mesh"] == "fsdp=4,tensor=2"
+    mesh_numbers = {(path, q): c["values"] for path, p in mesh["axes"]["width"]["params"].items()
+                    for q, c in p["checks"].items()}
+    want = numbers(one)
+    for got in (numbers(accum), mesh_numbers):
+        assert got.keys() == want.keys()
+        for key, values in want.items():
+            for a, b in zip(got[key], values, strict=True):
+                assert (a is None) == (b is None), key
+                if a is not None:
+                    assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12), (key, a, b)
