@@ -103,9 +103,11 @@ def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: M
         return jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), tree)
 
     factors = f32(jax.tree.map(free.init_factor, tags, is_leaf=lambda t: isinstance(t, Tag)))
-    rules = [f32(r) for r in optim.rules(free, tags)]
+    optim_cfg = optim.OptimConfig(name=optimizer, lr=lr)
+    rules = [f32(r) for r in optim.rules(free, tags, optim_cfg)]
+    route = optim.routes(optim_cfg, tags)  # static structure: it passes through jit as the tree's shape
     run = _program(init, apply, width, depth, steps, optimizer, lr, loss)
-    runs = [run(jax.random.key(s), factors, rules, jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
+    runs = [run(jax.random.key(s), factors, rules, route, jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
             for s in range(seeds)]
     return coord.per_layer(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
 
@@ -122,9 +124,9 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
         return {**inter, "output": out}
 
     @jax.jit
-    def run(key, factors, rules, x, y):
+    def run(key, factors, rules, route, x, y):
         params = scale_leaves(init(key, width, depth), factors)
-        tx = optim.chain(optim_cfg, *rules)
+        tx = optim.chain(optim_cfg, *rules, route=route)
         stacked = coord.stacked_entries(features, params, x)
 
         def step(carry, _):  # h_t is read before update t + 1: h_0 and h_t come from the same code, bit for bit
