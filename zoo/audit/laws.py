@@ -35,6 +35,10 @@ from zoo.param.base import Parametrization
 from zoo.param.families import MATRIX_KINDS
 from zoo.param.tags import Tag
 
+# how often a folded multiplier f enters each quantity: init and update f, SGD's step f^2 (LR and pre-scale), the
+# epsilon in raw-gradient units f^-1 (the pre-scale)
+FOLD_POWER = {"init_rms": 1, "init_spectral": 1, "update_rms": 1, "update_spectral": 1, "step_size": 2,
+              "eps_scale": -1, "eps_ratio": -1}
 QUANTITIES = ("multiplier", "init_rms", "init_spectral", "update_rms", "update_spectral", "step_size", "wd_shrink",
               "eps_scale", "eps_ratio")
 ADAM_EPSILON = ("adam", "adamw", "muon")  # optimizers whose entrywise part divides by sqrt(v) + eps
@@ -49,6 +53,7 @@ class Facts:
     kind: str
     family: str
     branch: bool
+    fold: float = 0.0  # log of multipliers folded into the parameter beyond m^-a (multiplier-free forms)
 
 
 def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
@@ -77,11 +82,17 @@ def has_law(quantity: str, facts: Facts, optimizer: str) -> bool:
 
 def log_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     """log q at this size, up to a constant that does not change with size."""
+    return unfolded_law(quantity, plugin, facts) + FOLD_POWER.get(quantity, 0) * facts.fold
+
+
+def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
+    """The law of the module docstring, before any folded multiplier."""
     tag = dataclasses.replace(facts.tag, kind=facts.kind)
     a, b, c, d = (float(v) for v in plugin.abcd(tag))
     log_m = math.log(tag.width_mult)
     log_r = math.log(tag.depth / tag.base_depth) if facts.branch else 0.0
-    alpha, gamma = float(plugin.alpha), float(plugin.gamma)
+    depth_rules = getattr(plugin, "plugin", None) or plugin  # a multiplier-free form keeps its plugin's alpha, gamma
+    alpha, gamma = float(depth_rules.alpha), float(depth_rules.gamma)
     if quantity == "multiplier":
         return -a * log_m
     if quantity == "init_rms":

@@ -21,11 +21,13 @@ from flax import nnx
 
 from zoo.audit import judge, laws, shapes
 from zoo.audit.probe import paths, probe
-from zoo.audit.subjects import ZooRun
+from zoo.audit.subjects import AnyRun, ZooRun
 from zoo.param import families
+from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
 from zoo.train.mesh import MeshPlan
 
+Run = ZooRun | AnyRun
 EFFECTIVE = ("init_rms", "init_spectral", "update_rms", "update_spectral")  # times the realized multiplier
 FROM_GRADIENT = ("update_rms", "update_spectral", "step_size", "eps_scale", "eps_ratio")
 
@@ -74,24 +76,28 @@ class Audit:
 
 @dataclasses.dataclass
 class Size:
-    """One size measured: the tags, the shapes and the probe's numbers of every parameter."""
+    """One size measured: the tags, the shapes and the probe's numbers of every parameter; the plugin the laws read
+    and what is folded into parameters there (zoo.audit.subjects)."""
 
     tags: dict[str, Tag]
     shapes: dict[str, tuple[int, ...]]
     numbers: dict[str, dict[str, float]]
+    plugin: Parametrization
+    folds: dict[str, float]
 
 
-def measure_size(run: ZooRun, width: int, depth: int, base_width: int, base_depth: int, seed: int) -> Size:
+def measure_size(run: Run, width: int, depth: int, base_width: int, base_depth: int, seed: int) -> Size:
     prog, cfg = run.program(width, depth, base_width, base_depth)
     key = jax.random.key(seed)
     numbers = probe(prog, MeshPlan.from_spec(run.mesh), run.batch(cfg, jax.random.fold_in(key, 7)), run.optim, key)
     abstract = nnx.state(nnx.eval_shape(lambda: prog.make_model(nnx.Rngs(0))), nnx.Param)
     variables = paths(abstract)
     tags = {p: v.get_metadata()["tag"] for p, v in variables.items()}
-    return Size(tags, {p: tuple(v.get_value().shape) for p, v in variables.items()}, numbers)
+    return Size(tags, {p: tuple(v.get_value().shape) for p, v in variables.items()}, numbers,
+                run.law_plugin(width, base_width), run.folds(width, base_width, tags))
 
 
-def audit(run: ZooRun, widths: Sequence[int] = (), depths: Sequence[int] = (), *, width: int | None = None,
+def audit(run: Run, widths: Sequence[int] = (), depths: Sequence[int] = (), *, width: int | None = None,
           depth: int | None = None, tol: float = 0.1, seed: int = 0) -> Audit:
     """Measure `run` at each width (at `depth`, default the model's) and each depth (at `width`, default the
     smallest width or the model's), and judge every parameter."""
@@ -100,17 +106,16 @@ def audit(run: ZooRun, widths: Sequence[int] = (), depths: Sequence[int] = (), *
             raise ValueError(f"an audit needs at least two different positive {name}, got {list(sizes)}")
     if not widths and not depths:
         raise ValueError("give the widths (and/or depths) to measure at")
-    default_width, default_depth = run.default_size()
     axes, kinds = [], {}
     if widths:
-        d = depth or default_depth
+        d = depth or run.default_size()[1]
         ws = sorted(widths)
         sizes = [measure_size(run, w, d, ws[0], d, seed) for w in ws]
         kinds = shapes.kinds({p: (sizes[0].shapes[p], sizes[-1].shapes[p]) for p in sizes[-1].tags},
                              sizes[-1].tags)
         axes.append(judge_axis(run, "width", ws, sizes, kinds, None, tol))
     if depths:
-        w = width or (min(widths) if widths else default_width)
+        w = width or (min(widths) if widths else run.default_size()[0])
         ds = sorted(depths)
         sizes = [measure_size(run, w, d, w, ds[0], seed) for d in ds]
         branch = shapes.branches({p: (sizes[0].shapes[p], sizes[-1].shapes[p]) for p in sizes[-1].tags})
@@ -126,11 +131,11 @@ def judge_axis(run: ZooRun, axis: str, xs: list[int], sizes: list[Size], kinds: 
         kind = kinds.get(path, tag.kind)
         in_branch = tag.branch if branch is None else branch[path]
         family = families.family(run.optim.name, kind, run.optim.muon_io)
-        facts = [laws.Facts(s.tags[path], kind, family, in_branch) for s in sizes]
+        facts = [laws.Facts(s.tags[path], kind, family, in_branch, s.folds.get(path, 0.0)) for s in sizes]
         checks = [structure_check(axis, tag, kind, in_branch)] if structure_check(axis, tag, kind, in_branch) else []
         for q in laws.QUANTITIES:
-            logs = [laws.log_law(q, run.plugin, f) for f in facts] if laws.has_law(q, facts[-1], run.optim.name) \
-                else None
+            logs = [laws.log_law(q, s.plugin, f) for s, f in zip(sizes, facts, strict=True)] \
+                if laws.has_law(q, facts[-1], run.optim.name) else None
             values = [value(q, s.numbers.get(path, {}), run.optim.eps, path in null) for s, null in zip(
                 sizes, nulls, strict=True)]
             why = "null direction: the gradient is rounding noise" if q in FROM_GRADIENT else "zero init"
