@@ -2,10 +2,11 @@
 coordinate-check slopes of the MLP-ResNet (depth 4) under Muon at widths 128..1024 (base 128, 3 seeds, 3 steps,
 LR 1e-4) for
 
-    mup                 the map: Muon LR m^-(c - k/2) (hidden m^0; input/output stay Adam's)
-    mup, muon_io        the map on the input and output layers too (m^(+1/2) each)
-    mup, Adam's c       no map: muP's Adam exponents used as Muon's (hidden m^-1)
-    sp                  one global LR (what users call SP with Muon)
+    mup                        the map: Muon LR m^-(c - k/2) (hidden m^0; input/output stay Adam's)
+    mup, muon_io               the map on the input and output layers too (m^(+1/2) each)
+    mup, Adam's c, muon_io     no map: muP's Adam exponents used as Muon's (input and output m^0, hidden m^-1);
+                               with the input layer under Adam its Theta(1) change would hide the hidden layers'
+    sp, sp with muon_io        one global LR (what users call SP with Muon)
 
 and the slopes theory predicts for each (zoo.param.predict with the plugin's spectral exponents). Writes
 docs/muon/map.json and map.md.
@@ -44,7 +45,8 @@ class AdamExponents(MuP):
 
 
 VARIANTS = {"mup": (get("mup"), False), "mup, muon_io": (get("mup"), True),
-            "mup, Adam's c": (AdamExponents(), False), "sp": (get("sp"), False)}
+            "mup, Adam's c, muon_io": (AdamExponents(), True), "sp": (get("sp"), False),
+            "sp, muon_io": (get("sp"), True)}
 
 
 def measure(plugin, muon_io: bool) -> dict[str, list[float]]:

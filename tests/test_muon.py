@@ -158,3 +158,19 @@ def test_vmapped_learning_rates_equal_separate_runs():
     alone = [run(prog.init(jax.random.key(0), lr)) for lr in lrs]
     np.testing.assert_allclose(vmapped, alone, rtol=1e-5)
     assert abs(float(alone[0]) - float(alone[1])) > 1e-4
+
+
+@pytest.mark.parametrize("name, muon_io, want", [
+    ("mup", False, {"input": 0.0, "hidden": 0.0, "output": 0.0}),
+    ("mup", True, {"input": 0.0, "hidden": 0.0, "output": 0.0}),
+    ("ntk", True, {"input": -0.5, "hidden": -0.5, "output": 0.0}),
+    # one global LR: the hidden matrices' spectral steps are already width-free under Muon, but the readout (Adam's
+    # entries Theta(lr) against n inputs) grows like n, or n^1/2 under Muon; the input layer under Muon shrinks
+    ("sp", False, {"input": 0.0, "hidden": 0.0, "output": 1.0}),
+    ("sp", True, {"input": -0.5, "hidden": 0.0, "output": 0.5}),
+])
+def test_predicted_slopes_under_muon(name, muon_io, want):
+    """zoo.param.predict under Muon: a kind's update scales like an entrywise one with LR exponent c_muon + k/2, so
+    the spectral map reproduces the Adam table's slopes, and sp's one LR gives the growth above."""
+    got = P.get(name).expected_slopes("muon", kinds=("input", "vector", "hidden"), muon_io=muon_io)
+    assert {k: got[k] for k in want} == want
