@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_utils import run_train
 
 import zoo.param as P
 from zoo.audit import judge, laws, measure, shapes
@@ -139,3 +140,23 @@ def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_a_run_dir_is_audited_with_its_own_settings(tmp_path, capsys):
+    """`python -m zoo.audit RUN_DIR`: the run's model, plugin and optimizer, at its base width and width (and its
+    base depth and depth: depth_mup scales with depth); a flag that describes another run is refused."""
+    run = tmp_path / "run"
+    proc = run_train(["--model", "mlp_resnet", "--param", "depth_mup", "--width", "32", "--base-width", "16",
+                      "--depth", "2", "--base-depth", "1", "--batch-size", "8", "--data", "synthetic", "--steps", "1",
+                      "--optimizer", "muon", "--run-dir", str(run)])
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(SystemExit) as e:
+        main([str(run), "--json", str(tmp_path / "a.json")])
+    assert e.value.code == 0, capsys.readouterr()
+    result = json.loads((tmp_path / "a.json").read_text())
+    assert result["run"]["optimizer"] == "muon" and result["run"]["run_dir"] == str(run)
+    assert result["axes"]["width"]["sizes"] == [16, 32] and result["axes"]["depth"]["sizes"] == [1, 2]
+    with pytest.raises(SystemExit) as e:
+        main([str(run), "--optimizer", "adam"])
+    assert e.value.code == 2 and "--optimizer is not taken" in capsys.readouterr().err

@@ -46,9 +46,7 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     per_epoch = max(data.size("train") // cfg.batch_size, 1)
     steps = cfg.steps if cfg.steps else max(1, math.ceil((cfg.epochs or 1.0) * per_epoch))
     cfg.steps = steps
-    optim_cfg = OptimConfig(name=cfg.optimizer, lr=cfg.lr, schedule=cfg.schedule, warmup=cfg.warmup, steps=steps,
-                            min_lr_ratio=cfg.min_lr_ratio, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
-                            weight_decay=cfg.weight_decay, clip_norm=cfg.clip_norm, clip_rms=cfg.clip_rms)
+    optim_cfg = optim_config(cfg, steps)
     augment = None
     if cfg.augment and data.kind == "image":
         from zoo.data.augment import pad_crop_flip
@@ -58,6 +56,13 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     program = build_program(lambda r: zoo.models.create(cfg.model, model_cfg, plugin, r), plugin, optim_cfg,
                             dtype, augment, cfg.grad_accum)
     return Setup(cfg, data, model_cfg, plugin, program, steps)
+
+
+def optim_config(cfg: RunConfig, steps: int) -> OptimConfig:
+    """The optimizer of a run of `steps` steps."""
+    return OptimConfig(name=cfg.optimizer, lr=cfg.lr, schedule=cfg.schedule, warmup=cfg.warmup, steps=steps,
+                       min_lr_ratio=cfg.min_lr_ratio, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
+                       weight_decay=cfg.weight_decay, clip_norm=cfg.clip_norm, clip_rms=cfg.clip_rms)
 
 
 def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
