@@ -118,21 +118,30 @@ def audit(run: Run, widths: Sequence[int] = (), depths: Sequence[int] = (), *, w
         w = width or (min(widths) if widths else run.default_size()[0])
         ds = sorted(depths)
         sizes = [measure_size(run, w, d, w, ds[0], seed) for d in ds]
-        branch = shapes.branches({p: (sizes[0].shapes[p], sizes[-1].shapes[p]) for p in sizes[-1].tags})
+        # one parameter per stacked block: a leading axis that grows with depth marks the branches; a model with a
+        # parameter per block (unstacked) has other parameters at each depth, and its tags say which are branches
+        stacked = all(s.tags.keys() == sizes[0].tags.keys() for s in sizes)
+        branch = shapes.branches({p: (sizes[0].shapes[p], sizes[-1].shapes[p]) for p in sizes[-1].tags}) \
+            if stacked else None
         axes.append(judge_axis(run, "depth", ds, sizes, kinds, branch, tol))
     return Audit(run.describe(), axes, tol)
 
 
-def judge_axis(run: ZooRun, axis: str, xs: list[int], sizes: list[Size], kinds: dict[str, str],
+def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dict[str, str],
                branch: dict[str, bool] | None, tol: float) -> Axis:
+    """Every parameter present at all `sizes`, judged along `axis`; `branch`: branch membership by shapes (None: by
+    tags)."""
     out = {}
     nulls = [judge.null_directions({p: n.get("grad_rms", 0.0) for p, n in s.numbers.items()}) for s in sizes]
     for path, tag in sizes[-1].tags.items():
+        if any(path not in s.tags for s in sizes):
+            continue
         kind = kinds.get(path, tag.kind)
         in_branch = tag.branch if branch is None else branch[path]
         family = families.family(run.optim.name, kind, run.optim.muon_io)
         facts = [laws.Facts(s.tags[path], kind, family, in_branch, s.folds.get(path, 0.0)) for s in sizes]
-        checks = [structure_check(axis, tag, kind, in_branch)] if structure_check(axis, tag, kind, in_branch) else []
+        structure = structure_check(axis, tag, kind, in_branch)
+        checks = [structure] if structure else []
         for q in laws.QUANTITIES:
             logs = [laws.log_law(q, s.plugin, f) for s, f in zip(sizes, facts, strict=True)] \
                 if laws.has_law(q, facts[-1], run.optim.name) else None
