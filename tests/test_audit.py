@@ -14,10 +14,11 @@ import jax
 import pytest
 from cli_utils import ROOT, child_env
 from flax import nnx
+from test_coord_any import example
 
 import zoo.param as P
 from zoo import optim
-from zoo.audit import ZooRun, audit
+from zoo.audit import AnyRun, ZooRun, audit
 from zoo.models import layers
 from zoo.optim import OptimConfig
 from zoo.param.mup import MuP
@@ -111,7 +112,7 @@ def shape_factor_on_top(cfg, plugin, params):
 
 def test_muon_shape_factor_on_top_of_mup_fails():
     bad = failing(audit(run_of(optimizer="muon", chain=shape_factor_on_top), WIDTHS))
-    assert bad == {"stack/blocks/w1/kernel": {"update_spectral"}}
+    assert bad == {"stack/blocks/w1/kernel": {"spectral_step"}}
 
 
 def two_dims_to_muon(cfg, plugin, params):
@@ -129,7 +130,7 @@ def test_vector_parameter_sent_to_muon_fails():
     bad = failing(audit(run_of(optimizer="muon", chain=two_dims_to_muon), WIDTHS))
     for vector in ("stack/blocks/norm/gain", "stack/blocks/norm/bias", "stack/blocks/w1/bias"):
         assert "update_rms" in bad[vector], bad
-    assert "update_spectral" in bad["stack/blocks/w1/kernel"]
+    assert "spectral_step" in bad["stack/blocks/w1/kernel"]
 
 
 GPT = ["--model", "gpt", "--param", "mup", "--optimizer", "muon", "--weight-decay", "0.1", "--widths", "32,64",
@@ -167,3 +168,22 @@ def test_mesh_and_accumulation_change_no_realized_rule(tmp_path):
                 assert (a is None) == (b is None), key
                 if a is not None:
                     assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12), (key, a, b)
+
+
+@pytest.mark.slow
+def test_any_model_through_infer_tags():
+    """The Haiku pre-LN transformer of examples/ (scanned blocks, query and branch-output rules), through infer_tags
+    and depth_mup's multiplier-free form, under Muon: widths 64 and 128, depths 1 and 4 (stacked: the blocks' leading
+    axis grows with depth). Every parameter passes; the branch multiplier r^-1/2 folded into the branch-ending
+    matrices shows in their init (r^-1/2) and their Muon step (r^-1/2 r^-1/2)."""
+    m = example("haiku_transformer")
+    kx, ky = jax.random.split(jax.random.key(0))
+    batch = {"x": jax.random.randint(kx, (4, 8), 0, 65), "y": jax.random.randint(ky, (4, 8), 0, 65)}
+    run = AnyRun(m.init, m.apply, P.get("depth_mup"), OptimConfig("muon", lr=1e-2, weight_decay=0.1), batch,
+                 rules=m.RULES, head_dim=m.HEAD_DIM)
+    result = audit(run, (64, 128), (1, 4), depth=1)
+    assert result.passed, result.failures()
+    depth = {path: {c.quantity: c for c in p.checks} for path, p in result.axes[1].params.items()}
+    out = next(p for p in depth if "attn_out/w" in p)
+    assert math.isclose(depth[out]["init_rms"].expected, -0.5)
+    assert math.isclose(depth[out]["spectral_step"].expected, -1.0)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from cli_utils import run_train
+from optax.contrib._muon import orthogonalize_via_newton_schulz
 
 import zoo.param as P
 from zoo.audit import judge, laws, measure, shapes
@@ -41,6 +42,15 @@ def test_multiplier_power_is_the_power_the_forward_pass_applies(power):
     c = {"m": jnp.asarray(0.5)}
     tw = {"a": w["a"], "b": jnp.zeros_like(w["b"])}
     assert math.isclose(float(measure.multiplier_power(f, w, c, tw, c)), power, rel_tol=1e-5)
+
+
+def test_spectral_step_is_the_step_per_unit_of_newton_schulz_output():
+    """An update -0.3 NS(g) of a stack of two matrices has step 0.3, whatever NS's top singular value."""
+    g = jax.random.normal(jax.random.key(0), (2, 16, 24))
+    route = Route("spectral", 16, "in_out")
+    o = orthogonalize_via_newton_schulz(g, jnp.asarray(measure.NS_COEFFS), 5, dimension_numbers=route.matrix_axes(
+        g.shape))
+    assert math.isclose(float(measure.spectral_step(-0.3 * o, g, route, 5)), 0.3, rel_tol=1e-5)
 
 
 def test_shrink_and_rms():

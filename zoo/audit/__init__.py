@@ -20,7 +20,7 @@ size and compared with the law the plugin's stated rules give (zoo.audit.laws), 
     report.py    table and JSON
 """
 
-from zoo.audit.subjects import ZooRun
+from zoo.audit.subjects import AnyRun, ZooRun
 from zoo.audit.sweep import Audit, audit
 
-__all__ = ["Audit", "ZooRun", "audit"]
+__all__ = ["AnyRun", "Audit", "ZooRun", "audit"]

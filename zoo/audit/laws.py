@@ -9,7 +9,8 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
                                                 forward pass applies it
     init_rms          m^-(a+b)                  effective weight: multiplier times parameter
     update_rms        m^-(a+c) r^-gamma         entrywise family: Adam's first step is lr sign(g)
-    update_spectral   m^-(a+c_muon) r^-gamma    spectral family: the Newton-Schulz output has norm about 1
+    spectral_step     m^-(a+c_muon) r^-gamma    spectral family: effective update per unit of Muon's Newton-Schulz
+                                                output (whose singular values are about 1: the update's ||.||*)
     step_size         m^-(a+c-d) r^(alpha-gamma)   sgd family: effective update per unit of raw gradient
     wd_shrink         m^0 r^0                   decoupled weight decay (TP IVb 2.10.1)
     eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps sqrt(v)/|g| (Rem 2.2.6)
@@ -20,6 +21,8 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
     update_rms        m^-(a+c-d+d*) r^-gamma    sgd family: the LR m^(d-c) times a gradient of size m^-d*
     eps_ratio         m^(d*-d)                  Adam's epsilon against sqrt(v): a faithful plugin keeps it constant
     init_spectral     m^-(a+b) (sqrt(fan_in) + sqrt(fan_out))   an iid matrix's largest singular value
+    update_spectral   m^-(a+c_muon) r^-gamma    spectral family: the same, times the Newton-Schulz output's top
+                                                singular value, which lands anywhere in about [0.7, 1.2]
 
 d* is the faithful pre-scale (TP IVb Lemma 2.8.11): the gradient of a parameter before the readout has entries
 m^-(a + a_out + b_out) (one power of m more for a scalar summed over the width), the readout's m^-a_out, the readout's
@@ -37,10 +40,11 @@ from zoo.param.tags import Tag
 
 # how often a folded multiplier f enters each quantity: init and update f, SGD's step f^2 (LR and pre-scale), the
 # epsilon in raw-gradient units f^-1 (the pre-scale)
-FOLD_POWER = {"init_rms": 1, "init_spectral": 1, "update_rms": 1, "update_spectral": 1, "step_size": 2,
+FOLD_POWER = {"init_rms": 1, "init_spectral": 1, "update_rms": 1, "update_spectral": 1, "spectral_step": 1,
+              "step_size": 2,
               "eps_scale": -1, "eps_ratio": -1}
-QUANTITIES = ("multiplier", "init_rms", "init_spectral", "update_rms", "update_spectral", "step_size", "wd_shrink",
-              "eps_scale", "eps_ratio")
+QUANTITIES = ("multiplier", "init_rms", "init_spectral", "update_rms", "update_spectral", "spectral_step",
+              "step_size", "wd_shrink", "eps_scale", "eps_ratio")
 ADAM_EPSILON = ("adam", "adamw", "muon")  # optimizers whose entrywise part divides by sqrt(v) + eps
 
 
@@ -60,7 +64,7 @@ def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
     """Whether `quantity` is judged for this parameter (module docstring)."""
     if quantity == "update_rms":
         return facts.family == "adam"
-    if quantity == "update_spectral":
+    if quantity == "spectral_step":
         return facts.family == "spectral"
     if quantity == "step_size":
         return facts.family == "sgd"
@@ -77,6 +81,8 @@ def has_law(quantity: str, facts: Facts, optimizer: str) -> bool:
         return judged("eps_scale", facts, optimizer)
     if quantity == "init_spectral":
         return facts.kind in MATRIX_KINDS
+    if quantity == "update_spectral":
+        return facts.family == "spectral"
     return judged(quantity, facts, optimizer)
 
 
@@ -102,7 +108,7 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     if quantity == "update_rms":
         ce = c - d + faithful_d(plugin, tag) if facts.family == "sgd" else c
         return -(a + ce) * log_m - gamma * log_r
-    if quantity == "update_spectral":
+    if quantity in ("update_spectral", "spectral_step"):
         return -(a + float(plugin.lr_exponent(tag, "spectral"))) * log_m - gamma * log_r
     if quantity == "step_size":
         return -(a + c - d) * log_m + (alpha - gamma) * log_r

@@ -10,10 +10,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from optax.contrib._muon import orthogonalize_via_newton_schulz  # not re-exported by optax.contrib
 
 from zoo.optim import Route
 
 POWER_ITERATIONS = 30
+NS_COEFFS = (3.4445, -4.7750, 2.0315)  # optax.contrib.scale_by_muon's default, which zoo's chain uses
 
 
 def rms(x: jax.Array) -> jax.Array:
@@ -44,6 +46,16 @@ def spectral_norm(x: jax.Array, route: Route, key: jax.Array) -> jax.Array:
 
     v = jax.lax.scan(step, v, length=POWER_ITERATIONS)[0]
     return jnp.mean(jnp.linalg.norm(jnp.einsum("lij,lj->li", w, v), axis=-1))
+
+
+def spectral_step(update: jax.Array, grad: jax.Array, route: Route, ns_steps: int) -> jax.Array:
+    """The step size s of an update -s O, O the Newton-Schulz orthogonalisation of the gradient that Muon computes
+    (optax's coefficients, each stacked layer alone; at the first step Muon's momentum is a multiple of the gradient
+    and the iteration is scale-invariant): -<u, O> / <O, O>. The top singular value of O lands anywhere in about
+    [0.7, 1.2] by the spectrum's shape, so the update's spectral norm wanders with the gradient; this does not."""
+    o = orthogonalize_via_newton_schulz(grad.astype(jnp.float32), jnp.asarray(NS_COEFFS), ns_steps,
+                                        dimension_numbers=route.matrix_axes(grad.shape))
+    return -jnp.sum(update.astype(jnp.float32) * o) / jnp.maximum(jnp.sum(o * o), 1e-30)
 
 
 def shrink(update: jax.Array, w: jax.Array) -> jax.Array:

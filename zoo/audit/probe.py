@@ -6,6 +6,7 @@ numbers per parameter, replicated.
 Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     init_rms, init_spectral       of w_0 (spectral: mean over stacked layers of the largest singular value)
     update_rms, update_spectral   of the step's gradient-driven part w_1 - w_0 - (-lambda w_0)
+    spectral_step                 that part per unit of Muon's Newton-Schulz output of the gradient (matrices)
     wd_shrink                     lambda of the zero-gradient update -lambda w_0 (the chain adds its decay after
                                   the optimizer, so the step's decay part is exactly this update)
     grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
@@ -90,6 +91,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                 route = Route("spectral", tag.fan_in, tag.layout)
                 out[path]["init_spectral"] = measure.spectral_norm(a, route, k)
                 out[path]["update_spectral"] = measure.spectral_norm(dw, route, k)
+                out[path]["spectral_step"] = measure.spectral_step(dw, g[path][...], route, cfg.ns_steps)
             if path in v:
                 out[path]["sqrt_v_rms"] = measure.rms(jnp.sqrt(v[path] / (1.0 - cfg.b2)))
         for path, p in powers(logits, st["params"], st["rest"], b["x"], mults).items():

@@ -12,7 +12,7 @@ from rich.table import Table
 from zoo.audit.judge import Check
 from zoo.audit.sweep import Audit, ParamResult
 
-UPDATE = {"adam": "update_rms", "spectral": "update_spectral", "sgd": "step_size"}
+UPDATE = {"adam": "update_rms", "spectral": "spectral_step", "sgd": "step_size"}
 COLUMNS = (("multiplier", "multiplier"), ("init rms", "init_rms"), ("init ||.||*", "init_spectral"),
            ("update", None), ("wd shrink", "wd_shrink"), ("eps", "eps_scale"))
 

@@ -28,8 +28,9 @@ from zoo.param.tags import Tag
 from zoo.train.mesh import MeshPlan
 
 Run = ZooRun | AnyRun
-EFFECTIVE = ("init_rms", "init_spectral", "update_rms", "update_spectral")  # times the realized multiplier
-FROM_GRADIENT = ("update_rms", "update_spectral", "step_size", "eps_scale", "eps_ratio")
+# quantities of the effective weight: times the realized multiplier
+EFFECTIVE = ("init_rms", "init_spectral", "update_rms", "update_spectral", "spectral_step")
+FROM_GRADIENT = ("update_rms", "update_spectral", "spectral_step", "step_size", "eps_scale", "eps_ratio")
 
 
 @dataclasses.dataclass
