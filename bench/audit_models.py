@@ -1,5 +1,5 @@
 """zoo.audit on correct runs of all four models under mup and depth_mup with adam, sgd and muon (issue 18's
-acceptance): widths 64 and 256 at depth 2, and for depth_mup also depths 2 and 8 at width 64; weight decay 0.1;
+acceptance): widths 64 and 128 at depth 2, and for depth_mup also depths 2 and 4 at width 64; weight decay 0.1;
 text models at sequence length 32. Writes docs/audit/models.md (the table) and models.json (every verdict and the
 failures, if any).
 
@@ -29,7 +29,7 @@ def main(out: Path) -> None:
             for opt in OPTIMIZERS:
                 t0 = time.time()
                 run = ZooRun(model, zoo.param.get(param), OptimConfig(opt, lr=1e-2, weight_decay=0.1), opts)
-                result = audit(run, (64, 256), (2, 8) if param == "depth_mup" else (), depth=2)
+                result = audit(run, (64, 128), (2, 4) if param == "depth_mup" else (), depth=2)
                 results[f"{model} {param} {opt}"] = {
                     "passed": result.passed, "failures": result.failures(),
                     "params": sum(len(a.params) for a in result.axes), "seconds": round(time.time() - t0, 1)}
