@@ -50,7 +50,7 @@ class RunConfig:
                                     shown="the model's default width")
     base_depth: int | None = _field(None, "base depth L0", shown="the model's default depth")
     model_opt: dict[str, Any] = _field({}, "model config option, repeatable (e.g. activation=abs)", metavar="K=V")
-    optimizer: str = _field("adam", "sgd, momentum, adam, adamw, lion, adafactor")
+    optimizer: str = _field("adam", "sgd, momentum, adam, adamw, lion, adafactor, muon")
     lr: float = _field(1e-3, "peak learning rate at the base width (the plugin scales it per parameter)")
     schedule: str = _field("constant", "constant, cosine or linear (after --warmup)")
     warmup: int = _field(0, "linear warmup steps")

@@ -61,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
     a("--depths", type=_ints, default=None, help="depths of a depth sweep (at --width)")
     a("--width", type=int, default=None, help="width of the depth sweep (default: the smallest of --widths)")
     a("--steps", type=int, default=3, help="training steps t = 1..T")
-    a("--optimizer", default="adam", help="sgd, momentum, adam, adamw, lion, adafactor")
+    a("--optimizer", default="adam", help="sgd, momentum, adam, adamw, lion, adafactor, muon")
     a("--lr", type=float, default=None, help="learning rate at the base size (constant) (default: the largest of "
       f"{FIRST_LR:g} / sqrt(10)^k whose changes at the smallest size stay within --linear-limit)")
     a("--linear-limit", type=float, default=0.1, help="largest change RMS(h_t - h_0) / RMS(h_0) of an activation at "
