@@ -148,7 +148,7 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
                 if laws.has_law(q, facts[-1], run.optim.name) else None
             values = [value(q, s.numbers.get(path, {}), run.optim.eps, path in null) for s, null in zip(
                 sizes, nulls, strict=True)]
-            why = "null direction: the gradient is rounding noise" if q in FROM_GRADIENT else "zero init"
+            why = "null direction" if q in FROM_GRADIENT else "zero init"  # null: a gradient of rounding noise
             if logs is not None or q in ("update_rms", "update_spectral") and any(v is not None for v in values):
                 checks.append(judge.check(q, xs, values, logs, tol, why, laws.judged(q, facts[-1], run.optim.name)))
         out[path] = ParamResult(kind, tag.kind, family, in_branch, checks)
