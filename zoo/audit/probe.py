@@ -12,6 +12,8 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
                                   as the key bias, whose gradient is rounding noise: not judged)
     sqrt_v_rms                    RMS of sqrt(v_hat) in Adam's state after the step (absent without Adam's v)
+    in_spectral, in_adam          1 when Muon's momentum, or Adam's second moment, holds the parameter in the chain's
+                                  state (the family the run really gives it)
     mult, power                   the multiplier variable beside it (mean over layers) and the power p with which
                                   the forward pass applies it (measure.multiplier_power; 1 when applied once)
 """
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from optax.contrib._muon import MuonState
 
 from zoo.audit import measure
 from zoo.optim import OptimConfig, Route
@@ -58,6 +61,19 @@ def second_moments(opt_state: Any) -> dict[str, jax.Array]:
             if hasattr(v, "shape"):  # not a leaf another transform of a partition holds (optax.MaskedNode)
                 found[p] = v
     return found
+
+
+def optimizer_families(opt_state: Any) -> dict[str, str]:
+    """Path -> the family whose state holds the parameter: spectral (a Muon momentum), adam (Adam's second moment);
+    parameters neither holds are left out. Read from the state's structure, so an abstract state does."""
+    out = {p: "adam" for p in second_moments(opt_state)}
+    muon = [x for x in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, MuonState))
+            if isinstance(x, MuonState)]
+    for state in muon:
+        for p, v in paths(state.mu).items():
+            if hasattr(v.get_value() if isinstance(v, nnx.Variable) else v, "shape"):
+                out[p] = "spectral"
+    return out
 
 
 def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: OptimConfig, key: jax.Array) -> Numbers:
@@ -101,6 +117,8 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
     numbers = program.lower(state, batch).compile(compiler_options=RUN_ONCE)(state, batch)  # runs once
     numbers = jax.device_get(numbers)
+    for path, family in optimizer_families(jax.eval_shape(prog.tx.init, abstract["params"])).items():
+        numbers[path]["in_" + family] = 1.0
     rest_values = paths(state["rest"])
     for path, m in mults.items():
         numbers.setdefault(path, {})["mult"] = float(np.mean(np.asarray(rest_values[m][...])))

@@ -141,8 +141,8 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
         in_branch = tag.branch if branch is None else branch[path]
         family = families.family(run.optim.name, kind, run.optim.muon_io)
         facts = [laws.Facts(s.tags[path], kind, family, in_branch, s.folds.get(path, 0.0)) for s in sizes]
-        structure = structure_check(axis, tag, kind, in_branch)
-        checks = [structure] if structure else []
+        realized = {f for s in sizes for f in ("spectral", "adam") if s.numbers.get(path, {}).get("in_" + f)}
+        checks = [c for c in (structure_check(axis, tag, kind, in_branch), family_check(family, realized)) if c]
         for q in laws.QUANTITIES:
             logs = [laws.log_law(q, s.plugin, f) for s, f in zip(sizes, facts, strict=True)] \
                 if laws.has_law(q, facts[-1], run.optim.name) else None
@@ -162,6 +162,16 @@ def structure_check(axis: str, tag: Tag, kind: str, in_branch: bool) -> judge.Ch
     if axis == "depth" and tag.branch != in_branch:
         said = "in a residual branch" if in_branch else "outside the residual branches"
         return judge.Check("branch", [], None, None, False, f"tagged branch={tag.branch}, shapes say {said}")
+    return None
+
+
+def family_check(expected: str, realized: set[str]) -> judge.Check | None:
+    """A failed check when the optimizer's state shows another family than theory's for the parameter's kind (a
+    vector in Muon's momentum; a matrix Muon should take in Adam's moments)."""
+    held = {"spectral": "Muon's momentum", "adam": "Adam's moments"}
+    for family in realized:
+        if family != expected:
+            return judge.Check("family", [], None, None, False, f"{held[family]} hold it; theory: {expected}")
     return None
 
 
