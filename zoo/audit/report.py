@@ -33,8 +33,9 @@ def row(path: str, p: ParamResult) -> list[str]:
     kind = p.kind if p.kind == p.tag_kind else f"[red]{p.kind} (tag: {p.tag_kind})[/red]"
     if "branch" in by_name:
         kind += " [red](branch?)[/red]"
+    family = f"[red]{p.family} ({by_name['family'].note})[/red]" if "family" in by_name else p.family
     cells = [cell(by_name.get(UPDATE[p.family] if name is None else name)) for _, name in COLUMNS]
-    return [path, kind, p.family, *cells, "PASS" if p.passed else "[red]FAIL[/red]"]
+    return [path, kind, family, *cells, "PASS" if p.passed else "[red]FAIL[/red]"]
 
 
 def tables(audit: Audit) -> list[Table]:
