@@ -17,8 +17,8 @@ from flax import nnx
 
 import zoo.models as M
 import zoo.param as P
-from zoo import coord_check as cli
 from zoo.diagnostics.coord_any import coord_check
+from zoo.diagnostics.coord_sweep import CoordSpec, coord_sweep
 from zoo.diagnostics.inputs import random_batch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -132,15 +132,15 @@ def zoo_apply(params, x, width, depth):
 @pytest.mark.long
 @pytest.mark.parametrize("plugin", ["mup", "ntk"])
 def test_same_verdict_as_the_cli(plugin):
-    """`python -m zoo.coord_check` (native multipliers) and coord_check on the same model written in SP form
-    (multiplier-free path) see the same training: slopes agree to 1e-3 and every layer's verdict is the same."""
+    """The coordinate-check experiment of `python -m zoo.coord_check` (native multipliers) and coord_check on the same
+    model written in SP form (multiplier-free path) see the same training: slopes agree to 1e-3 and every layer's
+    verdict is the same."""
     widths = [64, 256]
-    args = cli.parser().parse_args(["--model", "mlp_resnet", "--param", plugin, "--model-opt", "depth=2",
-                                    "--model-opt", "in_shape=8", "--model-opt", "num_classes=4"])
-    native = cli.sweep(args, "width", widths, {})
-    batch = random_batch(M.config("mlp_resnet", **MLP), args.batch, jax.random.key(1234))
+    spec = CoordSpec("mlp_resnet", plugin, model_opt={"depth": 2, "in_shape": (8,), "num_classes": 4})
+    native = coord_sweep(spec, "width", widths, {})
+    batch = random_batch(M.config("mlp_resnet", **MLP), spec.batch, jax.random.key(1234))
     rules = {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output"}
-    free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, widths=widths, depth=2, rules=rules, tol=args.tol,
+    free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, widths=widths, depth=2, rules=rules, tol=spec.tol,
                        lr=native["lr"])  # the LR the CLI chose
     want = {v.layer: v for v in native["verdicts"]}
     assert set(want) == {v.layer for v in free["verdicts"]}

@@ -15,11 +15,12 @@ import sys
 import jax
 import numpy as np
 import pytest
+import yaml
 from cli_utils import ROOT, child_env, clean_error, metrics, run_main_many, run_train
 
 import zoo.models
 import zoo.param
-from zoo.config import read_file, resolve
+from zoo.config import RunConfig, read_file, resolve
 from zoo.optim import OptimConfig
 from zoo.train.setup import setup
 from zoo.train.step import RUN_ONCE, build_program
@@ -177,14 +178,18 @@ PRESETS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("model", ["mlp_resnet", "mixer", "vit", "gpt"])
-def test_model_presets_are_the_models_defaults(model):
-    """configs/<model>.yaml is exactly what `python train.py --model <model>` runs (the presets cannot drift)."""
-    preset = resolve({}, read_file(str(ROOT / "configs" / f"{model}.yaml"))).to_json()
-    default = resolve({"model": model}).to_json()
-    model_cfg = zoo.models.config(model)
-    assert (preset.pop("width"), preset.pop("depth")) == (model_cfg.width, model_cfg.depth)
-    assert {k: v for k, v in preset.items() if k not in ("width", "depth")} == \
-           {k: v for k, v in default.items() if k not in ("width", "depth")}
+def test_print_config_is_the_models_recipe(model, capsys):
+    """`train.py --model M --print-config` prints what --model M runs: the model's recipe over the schema's defaults,
+    nested by part; the printed YAML, given back as --config, resolves to the same config."""
+    from zoo.cli.train import main
+
+    main(["--model", model, "--print-config"])
+    printed = yaml.safe_load(capsys.readouterr().out)
+    cfg = resolve({"model": model})
+    assert printed == cfg.to_json()
+    recipe = zoo.models.recipe(model)
+    assert recipe and all(cfg.flat()[k] == v for k, v in recipe.items())
+    assert RunConfig.from_json(printed) == cfg
 
 
 @pytest.mark.long
@@ -193,7 +198,7 @@ def test_every_preset_builds_and_trains_two_steps(name):
     """Each configs/*.yaml, shrunk (width 64, depth 1, batch 8 as 2 microbatches, synthetic data of its kind,
     32-token windows or 32x32 images), builds its model and program and trains 2 steps to a finite loss."""
     values = read_file(str(ROOT / "configs" / name))
-    text = values.get("model") == "gpt"
+    text = values.get("model") == "gpt"  # read_file gives flat settings
     shrink = {"width": 64, "depth": 1, "batch_size": 8, "grad_accum": 2, "seq_len": 32, "steps": 2,
               "data": "synthetic:text" if text else "synthetic", "image_size": None if text else 32}
     s = setup(resolve(shrink, values))

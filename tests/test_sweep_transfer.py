@@ -13,8 +13,8 @@ from zoo.sweeps import SweepSpec, parse_lrs, report, run_sweep
 
 
 def depth_sweep(tmp_path, data, depths, **param_opt):
-    run = RunConfig(model="mlp_resnet", param="depth_mup", param_opt=param_opt, width=64, base_depth=4, steps=300,
-                    batch_size=64, data="synthetic", optimizer="adam")
+    run = RunConfig.from_flat(dict(model="mlp_resnet", param="depth_mup", param_opt=param_opt, width=64, base_depth=4,
+                                   steps=300, batch_size=64, data="synthetic", optimizer="adam"))
     spec = SweepSpec(run=run, lrs=parse_lrs("2^-12:2^-7:1"), out=tmp_path / f"p{len(param_opt)}", depths=depths)
     return report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
 
@@ -40,8 +40,8 @@ def test_mup_width_transfer_and_sp_shift(tmp_path):
     data = zoo.data.load("synthetic:teacher")
     scores = {}
     for param in ("mup", "sp"):
-        run = RunConfig(model="mlp_resnet", param=param, depth=2, base_width=64, steps=300, batch_size=64,
-                        data="synthetic:teacher", optimizer="adam")
+        run = RunConfig.from_flat(dict(model="mlp_resnet", param=param, depth=2, base_width=64, steps=300,
+                                       batch_size=64, data="synthetic:teacher", optimizer="adam"))
         spec = SweepSpec(run=run, lrs=parse_lrs("2^-14:2^-8:1"), out=tmp_path / param, widths=[64, 512])
         summary = report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
         assert [c.width for c in summary.curves] == [64, 512] and not any(c.at_edge for c in summary.curves)

@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from zoo.data import cache, resize
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.view import DataView
@@ -237,3 +238,10 @@ def _streamed(src: Path, entries: list[Entry], image_size: int | None) -> Stream
     readers = {s: ImageFiles(src, [e[2] for e in es], np.array([label[e[1]] for e in es], np.int32), shape, mode,
                              image_size) for s, es in splits.items()}
     return Streamed(kind="image", readers=readers, num_classes=len(classes), in_shape=shape, eval_split=eval_split)
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`imagefolder:DIR` or `imagefolder:ARCHIVE.tar.gz`, laid out as split/class/image."""
+    if not arg:
+        raise ValueError("imagefolder:DIR needs a directory or a .tar.gz")
+    return load(arg, cfg.cache_dir, cfg.stream, limit, cfg.image_size)

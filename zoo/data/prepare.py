@@ -1,4 +1,5 @@
-"""Token directories from a corpus (the `tokens:DIR` format of zoo.data.tokens), written a chunk at a time:
+"""Token directories from a corpus (the `tokens:DIR` format of zoo.data.tokens), written a chunk at a time
+(the command line: zoo/cli/prepare.py):
 
     python -m zoo.data.prepare text FILE_OR_DIR --out DIR --tokenizer char|byte|bpe:SIZE
     python -m zoo.data.prepare tfds NAME --out DIR --tokenizer ...
@@ -11,10 +12,8 @@ SIZE tokens on the corpus and stores it in DIR (tokenizer.model), so sampling de
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -173,24 +172,7 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
     return prepare_tfds(source, target, spec, data_dir)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(
-        prog="python -m zoo.data.prepare", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text file, "
-        "a folder of text files, or a tfds text set.")
-    p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
-    p.add_argument("source", help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
-    p.add_argument("--out", required=True, help="the token directory to write")
-    p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens)")
-    p.add_argument("--data-dir", help="the tfds data dir")
-    args = p.parse_args(argv)
-    try:
-        counts = prepare(args.kind, args.source, args.out, args.tokenizer, args.data_dir)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
-    print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens; use --data tokens:{args.out}")
-
-
 if __name__ == "__main__":
+    from zoo.cli.prepare import main
+
     main()

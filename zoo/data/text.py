@@ -6,8 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
+from zoo.data.view import DataView
 
 TRAIN_FRACTION = 0.9
 
@@ -50,3 +53,11 @@ def check_lengths(lengths: dict[str, int], seq_len: int, name: str) -> None:
     for split, n in lengths.items():
         if n <= seq_len:
             raise ValueError(f"{name}: the {split} split has {n} tokens, fewer than seq_len + 1 = {seq_len + 1}")
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`text:FILE`: characters (or bytes with --byte-level), split 90/10."""
+    if not arg:
+        raise ValueError("text:FILE needs a file")
+    not_images(cfg)
+    return maybe_streamed(load(arg, cfg.seq_len, cfg.byte_level), cfg.stream, limit)

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from zoo.data import resize, text
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
@@ -123,3 +124,12 @@ def _text(name: str, sources: dict[str, Any], eval_split: str, seq_len: int, byt
     tokenizer = ByteTokenizer() if byte_level else CharTokenizer.fit(docs.values())
     splits = {s: tokenizer.encode(d) for s, d in docs.items()}
     return text.from_splits(splits, tokenizer, seq_len, f"tfds:{name}", eval_split=eval_split)
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`tfds:NAME[:EVAL_SPLIT]`: a tensorflow-datasets set already prepared in --data-dir."""
+    name, _, split = arg.partition(":")
+    if not name:
+        raise ValueError("tfds:NAME needs a data set name")
+    return load(name, split or None, cfg.data_dir, seq_len=cfg.seq_len, byte_level=cfg.byte_level, stream=cfg.stream,
+                limit=limit, image_size=cfg.image_size)

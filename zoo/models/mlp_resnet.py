@@ -68,6 +68,10 @@ class Block(nnx.Module):
 
 class MLPResNet(nnx.Module):
     task = "classify"
+    config_class = MLPResNetConfig
+    # the run's defaults (flags override them): the recipe `python train.py --model mlp_resnet` trains. Reaches,
+    # under --param depth_mup on the 2-core CPU of the dev machine, 50.1% test accuracy after 2000 steps (62 s warm).
+    recipe = dict(data="cifar10", optimizer="adam", lr=1e-3, batch_size=128, steps=2000, eval_every=500)
 
     def __init__(self, cfg: MLPResNetConfig, plugin: Parametrization, rngs: nnx.Rngs):
         if cfg.block_depth not in (1, 2):

@@ -36,7 +36,8 @@ def _spread(values: list[float | None]) -> str:
 def settings(spec: TransferSpec) -> str:
     """`model, optimizer, N steps, data`: what both parametrizations share."""
     run = spec.run
-    return f"{run.model}, {run.optimizer}, {run.steps} steps, batch {run.batch_size}, {run.data}"
+    return (f"{run.model.name}, {run.optim.name}, {run.loop.steps} steps, batch {run.loop.batch_size}, "
+            f"{run.data.name}")
 
 
 def target_text(arm: Arm) -> str:

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from zoo.train.errors import RunLocked
+from zoo.errors import RunLocked
 
 
 class RunLock:

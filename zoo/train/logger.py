@@ -5,14 +5,16 @@ least every 30 s, with loss, throughput and ETA), and a PNG of the curves at the
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from zoo.errors import DiskFull, is_disk_full
+from zoo.files import write_atomic
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: a long path stays one line in a log file
 HEARTBEAT_S = 30.0
@@ -30,65 +32,67 @@ def duration(seconds: float) -> str:
 
 
 class Logger:
+    """metrics.jsonl rows, TensorBoard scalars and the progress of one run (process 0 only: `enabled`)."""
+
     def __init__(self, run_dir: Path, total: int, start: int, unit: str, examples_per_step: int,
-                 enabled: bool = True):
-        self.enabled, self.total, self.unit, self.per_step = enabled, total, unit, examples_per_step
+                 say: Callable[[str], None], enabled: bool = True):
+        self.enabled, self.total, self.unit, self.per_step, self.say = enabled, total, unit, examples_per_step, say
         self.start_time, self.start_step = time.perf_counter(), start
         self.last_time, self.last_step, self.last_line = None, start, time.perf_counter()
-        self.tty = console.is_terminal
         self.file = (run_dir / "metrics.jsonl").open("a") if enabled else None
         self.tb = _tensorboard(run_dir) if enabled else None
         self.progress = None
-        if enabled and self.tty:
+        if enabled and console.is_terminal:
             self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
             self.task = self.progress.add_task("train", total=total, completed=start, info="")
             self.progress.start()
 
-    def say(self, text: str) -> None:
-        if self.enabled:
-            console.print(text, highlight=False)
-
     def write(self, step: int, metrics: dict[str, Any], split: str = "train") -> None:
         if not self.enabled:
             return
         row = {"step": step, "split": split, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
-        self.file.write(json.dumps(row) + "\n")
-        self.file.flush()
+        try:
+            self.file.write(json.dumps(row) + "\n")
+            self.file.flush()
+        except OSError as e:
+            raise (DiskFull.writing(self.file.name) if is_disk_full(e) else e) from None
         if self.tb is not None:
             for k, v in metrics.items():
                 self.tb.add_scalar(f"{split}/{k}", float(v), step)
 
-    def train(self, step: int, metrics: dict[str, Any], log: bool) -> None:
-        """Step `step`'s fetched metrics: a metrics.jsonl row when `log`, and the progress."""
-        if log:
-            self.write(step, metrics)
-        now = time.perf_counter()
-        if self.last_time is None or log:
-            rate = ""
-            if self.last_time is not None and step > self.last_step:
-                rate = f"{(step - self.last_step) * self.per_step / (now - self.last_time):,.0f} {self.unit}/s"
-            self.last_time, self.last_step = now, step
-            info = f"loss {fmt(metrics['loss'])}" + (f"  {rate}" if rate else "")
-            if self.progress is not None:
-                self.progress.update(self.task, completed=step, info=info)
-            if log:
-                self.line(step, info)
-        self.heartbeat(step)
+    def tick(self, step: int, metrics: dict[str, Any]) -> None:
+        """Every step's fetched metrics: the bar's first update, and a heartbeat line in a log file."""
+        if self.last_time is None:
+            self._show(step, metrics, line=False)
+        if time.perf_counter() - self.last_line >= HEARTBEAT_S:
+            self.line(step, "running")
+
+    def train(self, step: int, metrics: dict[str, Any]) -> None:
+        """A logged step: a metrics.jsonl row, the bar, and a plain line in a log file."""
+        self.write(step, metrics)
+        self._show(step, metrics, line=True)
+
+    def _show(self, step: int, metrics: dict[str, Any], line: bool) -> None:
+        now, rate = time.perf_counter(), ""
+        if self.last_time is not None and step > self.last_step:
+            rate = f"{(step - self.last_step) * self.per_step / (now - self.last_time):,.0f} {self.unit}/s"
+        self.last_time, self.last_step = now, step
+        info = f"loss {fmt(metrics['loss'])}" + (f"  {rate}" if rate else "")
+        if self.progress is not None:
+            self.progress.update(self.task, completed=step, info=info)
+        if line:
+            self.line(step, info)
 
     def line(self, step: int, info: str) -> None:
         """A plain progress line (log files only; a terminal has the bar)."""
-        if not self.enabled or self.tty:
+        if not self.enabled or self.progress is not None:
             return
         elapsed = time.perf_counter() - self.start_time
         done = step - self.start_step
         eta = f"  ETA {duration(elapsed / done * (self.total - step))}" if done > 0 else ""
-        console.print(f"step {step}/{self.total}  {info}{eta}", highlight=False)
+        self.say(f"step {step}/{self.total}  {info}{eta}")
         self.last_line = time.perf_counter()
-
-    def heartbeat(self, step: int) -> None:
-        if time.perf_counter() - self.last_line >= HEARTBEAT_S:
-            self.line(step, "running")
 
     def eval(self, step: int, metrics: dict[str, Any]) -> None:
         self.write(step, metrics, "eval")
@@ -138,18 +142,6 @@ def trim_metrics(run_dir: Path, step: int) -> int:
         return 0
     write_atomic(path, "".join(json.dumps(r) + "\n" for r in keep))
     return len(rows) - len(keep)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename over it: readers see the old or the new file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def plot_curves(run_dir: Path) -> Path:
