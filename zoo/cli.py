@@ -11,7 +11,7 @@ from zoo.config import FIELDS, HINTS, base_type, default_text, read_file, resolv
 
 OPTIMIZER_FLAGS = ("optimizer", "schedule", "warmup", "min_lr_ratio", "b1", "b2", "eps", "weight_decay",
                    "clip_norm", "clip_rms")
-MULTI_HOST_FLAGS = ("coordinator", "num_processes", "process_id")
+MULTI_HOST_FLAGS = ("coordinator", "num_processes", "process_id", "timeout_s")
 
 
 def _kv(text: str) -> tuple[str, str]:
@@ -74,10 +74,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help=f"one of {', '.join(zoo.models.names())} (default: mlp_resnet)")
     p.add_argument("--param", help=f"parametrization plugin: {', '.join(zoo.param.names())} (default: sp)")
     add_flags(p, [n for n in FIELDS if n not in ("model", "param")])
-    g = p.add_argument_group("multi-host (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)")
+    g = p.add_argument_group("multi-host (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID, "
+                             "ZOO_COORDINATOR_TIMEOUT)")
     g.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordinator")
     g.add_argument("--num-processes", type=int, help="number of processes (hosts)")
     g.add_argument("--process-id", type=int, help="this process's index, 0 .. num-processes - 1")
+    g.add_argument("--coordinator-timeout", dest="timeout_s", type=float, metavar="SECONDS",
+                   help="give up when not every process has reached the coordinator after this long (default: 300)")
     return p
 
 
@@ -95,10 +98,11 @@ def main(argv: list[str] | None = None) -> None:
 
     with exit_on_error():
         cfg = config_from_args(args)
-        from zoo.train import distributed
+        from zoo.train import backend, distributed
         from zoo.train.loop import train
 
         distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST_FLAGS})
+        backend.check()
         train(cfg)
 
 
