@@ -8,6 +8,7 @@ import numpy as np
 
 from zoo.data.dataset import Dataset
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
+from zoo.data.view import check_classes
 
 TRAIN_FRACTION = 0.9
 
@@ -37,6 +38,7 @@ def from_tokens(tokens: np.ndarray, tokenizer: Tokenizer, seq_len: int, name: st
 def from_splits(splits: dict[str, np.ndarray], tokenizer: Tokenizer, seq_len: int, name: str,
                 eval_split: str = "val") -> Dataset:
     """A text Dataset from int32 token streams per split."""
+    check_classes(tokenizer.vocab_size, "text", name)
     check_lengths({s: len(t) for s, t in splits.items()}, seq_len, name)
     return Dataset(kind="text", splits={s: {"tokens": t} for s, t in splits.items()},
                    num_classes=tokenizer.vocab_size, in_shape=(seq_len,), eval_split=eval_split, seq_len=seq_len,
