@@ -42,13 +42,19 @@ def test_single_class_folder_and_unprepared_tfds_are_one_line_and_leave_nothing(
     assert not any(r.exists() for r in runs) and not any(empty.iterdir())  # nothing downloaded or written
 
 
-def test_unprepared_tfds_text_set_is_refused_by_prepare_before_out_exists(tmp_path, capsys):
-    out = tmp_path / "lm1b"
-    with pytest.raises(SystemExit) as e:
-        prepare.main(["tfds", "lm1b", "--out", str(out), "--data-dir", str(tmp_path)])
-    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert e.value.code == 1 and len(err) == 1 and "'lm1b' is not prepared" in err[0], err
-    assert not out.exists()
+def test_a_refused_prepare_leaves_no_out(tmp_path, capsys):
+    """An unprepared tfds set is refused before --out is made; a tokenizer that fails on the corpus (a BPE smaller
+    than its characters) removes the --out it made."""
+    (tmp_path / "corpus.txt").write_text("hello world, a small corpus\n" * 20)
+    cases = [(["tfds", "lm1b", "--data-dir", str(tmp_path)], "'lm1b' is not prepared"),
+             (["text", str(tmp_path / "corpus.txt"), "--tokenizer", "bpe:3"], "could not train a BPE of size 3")]
+    for argv, expected in cases:
+        out = tmp_path / "out"
+        with pytest.raises(SystemExit) as e:
+            prepare.main([*argv, "--out", str(out)])
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert e.value.code == 1 and len(err) == 1 and expected in err[0], err
+        assert not out.exists()
 
 
 def test_every_source_refuses_fewer_than_two_classes(tmp_path):

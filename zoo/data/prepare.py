@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -180,12 +181,18 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
         files = text_files(Path(source).expanduser())
     else:
         sources, eval_split, feature = tfds_text(source, data_dir)
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("train.bin", "val.bin", "all.bin.partial"):
-        (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
-    if kind == "text":
-        return prepare_text(Path(source).expanduser(), files, target, spec)
-    return prepare_tfds(source, sources, eval_split, feature, target, spec)
+    try:
+        for name in ("train.bin", "val.bin", "all.bin.partial"):
+            (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+        if kind == "text":
+            return prepare_text(Path(source).expanduser(), files, target, spec)
+        return prepare_tfds(source, sources, eval_split, feature, target, spec)
+    except BaseException:
+        if created:  # a refused or interrupted prepare leaves no --out behind
+            shutil.rmtree(target, ignore_errors=True)
+        raise
 
 
 def main(argv: list[str] | None = None) -> None:
