@@ -1,5 +1,5 @@
 """One owner per directory (a run dir, a sweep's or a transfer's --out): an exclusive lock on DIR/.lock that
-holds the owner's pid and host.
+holds the owner's pid, host and kind ("run", "sweep", "transfer").
 
 The lock is an `fcntl.flock` on the file, which the kernel drops when the owning process dies (even by
 SIGKILL); a lock file left by a process that is gone is therefore taken over, with a line saying whose it was.
@@ -20,7 +20,8 @@ from zoo.train.errors import RunLocked
 class RunLock:
     """Held from construction until `release()` (or the end of a `with` block).
 
-    what: the owner's kind in messages ("run", "sweep"); flag: the option that names another directory."""
+    what: this owner's kind ("run", "sweep", "transfer"), written in the lock and named to a process refused;
+    flag: the option that names another directory."""
 
     def __init__(self, run_dir: Path, report: Callable[[str], None] = print, *, what: str = "run",
                  flag: str = "--run-dir"):
@@ -31,14 +32,15 @@ class RunLock:
         except BlockingIOError:
             owner = self._owner()
             os.close(self.fd)
-            raise RunLocked(f"{run_dir} is in use by another {what} (pid {owner.get('pid', '?')} on host "
-                            f"{owner.get('host', '?')}); wait for it to finish or pass another {flag}") from None
+            holder = f"{owner.get('what', what)} (pid {owner.get('pid', '?')} on host {owner.get('host', '?')})"
+            raise RunLocked(f"{run_dir} is in use by another {holder}; wait for it to finish or pass another "
+                            f"{flag}") from None
         owner = self._owner()
         if owner:
             report(f"took over the lock of {run_dir} from pid {owner.get('pid')} on host {owner.get('host')}, "
                    "which is gone")
         os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode(), 0)
+        os.pwrite(self.fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what}).encode(), 0)
 
     def _owner(self) -> dict:
         try:
