@@ -11,6 +11,7 @@ stack dump at its own deadline), so giving up ends the process itself: `error: .
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import socket
@@ -81,16 +82,18 @@ def _port(address: str) -> int:
 
 
 def _check_free(port: int) -> None:
-    """Process 0 serves the coordinator on every address at `port` ([::]:port, as JAX binds it): one line when it
-    cannot (in use, or a privileged port)."""
-    family, host = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server does: TIME_WAIT is no conflict
-            s.bind((host, port))
-    except OSError as e:
-        raise ValueError(f"process 0 cannot serve the coordinator on port {port} ({e.strerror}); pick a free port "
-                         "in --coordinator") from None
+    """Process 0 serves the coordinator on every address at `port` ([::]:port, as JAX binds it, or 0.0.0.0 where
+    there is no IPv6): one line when the port is taken or privileged."""
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server does: TIME_WAIT is no conflict
+                s.bind((host, port))
+            return
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise ValueError(f"process 0 cannot serve the coordinator on port {port} ({e.strerror}); pick a free "
+                                 "port in --coordinator") from None
 
 
 @contextlib.contextmanager
