@@ -22,14 +22,22 @@ EXPECTED = (ZooError, ValueError, FileNotFoundError, NotADirectoryError, IsADire
 QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain")
 
 
-def boundary(main: Callable[..., Any]) -> Callable[..., Any]:
-    """Wraps a command's `main(argv=None)` (see the module docstring)."""
+def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> Any:
+    """Wraps a command's `main(argv=None)` (see the module docstring). The JAX backend is started first, so a
+    JAX_PLATFORMS this machine cannot serve is one line; `joins`: the command may join a multi-host run, which must
+    come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check)."""
+    if main is None:
+        return functools.partial(boundary, joins=joins)
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
         for name in QUIET:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         try:
+            if not joins:
+                from zoo.train import backend
+
+                backend.check()
             return main(*args, **kwargs)
         except SystemExit:
             raise

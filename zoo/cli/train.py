@@ -12,7 +12,7 @@ from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, add_settings, settings
 from zoo.config import FLAT, RunConfig, read_file, resolve
 
-MULTI_HOST = ("coordinator", "num_processes", "process_id")
+MULTI_HOST = ("coordinator", "num_processes", "process_id", "timeout_s")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,10 +31,13 @@ def parser() -> argparse.ArgumentParser:
             action.help = f"one of {', '.join(zoo.models.names())}, or module:Class (default: mlp_resnet)"
         elif action.dest == "param":
             action.help = f"one of {', '.join(zoo.param.names())}, or module:Class (default: sp)"
-    g = p.add_argument_group("multi-host (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID)")
+    g = p.add_argument_group("multi-host (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID, "
+                             "ZOO_COORDINATOR_TIMEOUT)")
     g.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordinator")
     g.add_argument("--num-processes", type=int, help="number of processes (hosts)")
     g.add_argument("--process-id", type=int, help="this process's index, 0 .. num-processes - 1")
+    g.add_argument("--coordinator-timeout", dest="timeout_s", type=float, metavar="SECONDS",
+                   help="give up when not every process has reached the coordinator after this long (default: 300)")
     return p
 
 
@@ -43,7 +46,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return resolve(settings(args, FLAT), read_file(args.config) if args.config else None)
 
 
-@boundary
+@boundary(joins=True)
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
@@ -51,8 +54,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
         return
     from zoo.diagnostics.hooks import diagnostics_hooks
-    from zoo.train import distributed
+    from zoo.train import backend, distributed
     from zoo.train.loop import train
 
     distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST})
+    backend.check()  # after joining: JAX refuses to join once a backend has started
     train(cfg, hooks=diagnostics_hooks(cfg))

@@ -10,7 +10,7 @@ from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
-from zoo.data.view import DataView
+from zoo.data.view import DataView, check_classes
 
 TRAIN_FRACTION = 0.9
 
@@ -40,6 +40,7 @@ def from_tokens(tokens: np.ndarray, tokenizer: Tokenizer, seq_len: int, name: st
 def from_splits(splits: dict[str, np.ndarray], tokenizer: Tokenizer, seq_len: int, name: str,
                 eval_split: str = "val") -> Dataset:
     """A text Dataset from int32 token streams per split."""
+    check_classes(tokenizer.vocab_size, "text", name)
     check_lengths({s: len(t) for s, t in splits.items()}, seq_len, name)
     return Dataset(kind="text", splits={s: {"tokens": t} for s, t in splits.items()},
                    num_classes=tokenizer.vocab_size, in_shape=(seq_len,), eval_split=eval_split, seq_len=seq_len,

@@ -20,7 +20,7 @@ import zoo.models
 from zoo.config import RunConfig
 from zoo.sweeps import results
 from zoo.sweeps.engine import MemberTrainer
-from zoo.sweeps.grid import lr_key, members
+from zoo.sweeps.grid import check_positive, lr_key, members, valid_lrs
 from zoo.train.setup import setup
 
 # Settings set per shape and member (the rest that shapes results, the run's identity, is the sweep's own).
@@ -40,6 +40,14 @@ class SweepSpec:
     depths: list[int] = dataclasses.field(default_factory=list)
     seeds: int = 1
     chunk: int = 100
+
+    def __post_init__(self) -> None:
+        """Refuse a grid that cannot run: an LR that is not positive and finite, a size, seed count or chunk
+        below 1."""
+        valid_lrs(self.lrs)
+        for what, values in (("a width", self.widths), ("a depth", self.depths), ("the seed count", [self.seeds]),
+                             ("the chunk", [self.chunk])):
+            check_positive(what, values)
 
     def sizes(self) -> tuple[list[int], list[int]]:
         default, m = zoo.models.config(self.run.model.name, **self.run.model.options), self.run.model
@@ -69,32 +77,34 @@ def load_data(run: RunConfig) -> Any:
 
 
 def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = None) -> list[dict[str, Any]]:
-    """Train every missing member of every shape; returns all records of the sweep in spec.out."""
+    """Train every missing member of every shape; returns all records of the sweep in spec.out, which this process
+    holds meanwhile (another sweep into it is refused)."""
     run = spec.run
     if data is None:
         data = load_data(run)
     widths, depths = spec.sizes()
     probe = run.replace(width=widths[0], depth=depths[0])
     settings = spec.settings(setup(probe, data).steps)
-    results.check_settings(spec.out, settings)
-    finished = results.done(results.read(spec.out))
-    lr_all, seed_all = members(spec.lrs, spec.seeds)
-    seed_all = seed_all + run.loop.seed
-    for width in widths:
-        for depth in depths:
-            todo = [i for i in range(len(lr_all))
-                    if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
-            if not todo:
-                echo(f"width={width} depth={depth}: done, skipped")
-                continue
-            cfg = run.replace(width=width, depth=depth, base_width=settings["base_width"],
-                              base_depth=settings["base_depth"])
-            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
-            results.append(spec.out, records)
-            r = records[0]
-            echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
-                 f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
-    return results.read(spec.out)
+    with results.open_dir(spec.out, echo):
+        results.check_settings(spec.out, settings)
+        finished = results.done(results.read(spec.out))
+        lr_all, seed_all = members(spec.lrs, spec.seeds)
+        seed_all = seed_all + run.loop.seed
+        for width in widths:
+            for depth in depths:
+                todo = [i for i in range(len(lr_all))
+                        if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
+                if not todo:
+                    echo(f"width={width} depth={depth}: done, skipped")
+                    continue
+                cfg = run.replace(width=width, depth=depth, base_width=settings["base_width"],
+                                  base_depth=settings["base_depth"])
+                records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
+                results.append(spec.out, records)
+                r = records[0]
+                echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
+                     f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
+        return results.read(spec.out)
 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100

@@ -22,8 +22,9 @@ import numpy as np
 
 from zoo.config import RunConfig
 from zoo.sweeps import report
-from zoo.sweeps.grid import lr_key
+from zoo.sweeps.grid import check_positive, lr_key, valid_lrs
 from zoo.sweeps.runner import SweepSpec, load_data, run_sweep
+from zoo.train.lock import claim
 
 CHECK_STEPS = 2  # the default --check-target grid: the transferred LR +- this many proxy grid steps
 
@@ -45,6 +46,27 @@ class TransferSpec:
     check: list[float] | None = None
     metric: str = "train_loss"
     chunk: int = 100
+
+    def __post_init__(self) -> None:
+        """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
+        size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, an LR that is not
+        positive and finite."""
+        (pw, pd), (tw, td) = self.proxy, self.target
+        for what, v in (("the proxy width", pw), ("the proxy depth", pd), ("the target width", tw),
+                        ("the target depth", td), ("the seed count", self.seeds),
+                        ("the target seed count", self.target_seeds), ("the chunk", self.chunk)):
+            check_positive(what, [v])
+        smaller = [axis for axis, t, p in (("width", tw, pw), ("depth", td, pd)) if t < p]
+        if smaller:
+            raise ValueError(f"the target (width {tw}, depth {td}) is smaller than the proxy (width {pw}, depth {pd}) "
+                             f"in {' and '.join(smaller)}; muTransfer tunes a small proxy and transfers to a bigger "
+                             "target")
+        if self.proxy == self.target:
+            raise ValueError(f"the proxy (width {pw}, depth {pd}) is the target; give a smaller --proxy-width or "
+                             "--proxy-depth")
+        valid_lrs(self.lrs)
+        if self.check:
+            valid_lrs(self.check)
 
     def arms(self) -> list[RunConfig]:
         """The run settings of each parametrization: the one under test, then the comparison (no options)."""
@@ -157,10 +179,9 @@ def target_config(spec: TransferSpec, run: RunConfig, lr_log2: float) -> dict[st
 
 
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:
-    """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs."""
-    if spec.proxy == spec.target:
-        raise ValueError(f"the proxy (width {spec.proxy[0]}, depth {spec.proxy[1]}) is the target; give a smaller "
-                         "--proxy-width or --proxy-depth")
+    """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs. This process
+    holds spec.out meanwhile (another transfer into it is refused)."""
     if data is None:
         data = load_data(spec.run)
-    return [run_arm(spec, run, data, echo) for run in spec.arms()]
+    with claim(spec.out, echo, what="transfer", flag="--out"):
+        return [run_arm(spec, run, data, echo) for run in spec.arms()]

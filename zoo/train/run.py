@@ -9,7 +9,6 @@ created is removed again when the run is refused before it started.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from zoo.files import write_atomic
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.distributed import is_main
 from zoo.train.load import read_config_json, stored_config
-from zoo.train.lock import RunLock
+from zoo.train.lock import RunLock, claim
 from zoo.train.logger import console, plot_curves, trim_metrics
 
 
@@ -42,19 +41,11 @@ class Run:
         directory we can write, when another process holds it, or when it holds checkpoints of a run with other
         settings (a run dir without a checkpoint yet takes any settings)."""
         path = Path(cfg.loop.run_dir or cfg.default_run_dir())
-        if path.exists() and not path.is_dir():
-            raise ValueError(f"--run-dir {path} is a file, not a directory")
         created, lock = not path.exists(), None
         say = say_on(is_main())
         try:
             if is_main():
-                try:
-                    path.mkdir(parents=True, exist_ok=True)
-                except OSError as e:
-                    raise ValueError(f"cannot create --run-dir {path}: {e.strerror}") from None
-                if not os.access(path, os.W_OK | os.X_OK):
-                    raise ValueError(f"--run-dir {path} is not writable")
-                lock = RunLock(path, report=say)
+                lock = claim(path, say)
             steps = _saved_steps(path)
             old = stored_config(path)
             changes = identity_changes(old, cfg) if old is not None else []
