@@ -5,14 +5,13 @@ finished shapes; --report-only re-renders from DIR."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, add_settings, positive, settings
 from zoo.config import FLAT, RunConfig, resolve
-from zoo.sweeps import report, results
+from zoo.sweeps import report
 from zoo.sweeps.grid import parse_ints, parse_lrs
 
 # The settings every member shares, from the schema (as train.py has them); sizes and the LR are the sweep's own,
@@ -61,21 +60,11 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def show(out: Path, metric: str) -> report.Summary:
-    """Print the table, write DIR/sweep.png and DIR/summary.json."""
+    """Print the table; DIR/sweep.png and DIR/summary.json are written by zoo.sweeps.report.write."""
     from rich.console import Console
 
-    settings = results.read_settings(out)
-    summary = report.summarize(results.read(out), metric)
-    head = report.title(settings)
+    summary, head, png = report.write(out, metric)
     Console().print(report.table(summary, head))
-    png = report.plot(summary, out / "sweep.png", head)
-    best = [{"width": c.width, "depth": c.depth, "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
-             "at_grid_edge": c.at_edge, "diverged": int(c.diverged.sum()), "lrs": len(c.diverged)}
-            for c in summary.curves]
-    (out / "summary.json").write_text(json.dumps({"metric": metric, "axis": summary.axis,
-                                                  "grid_step": summary.grid_step,
-                                                  "transfer_score": summary.transfer_score, "sizes": best},
-                                                 indent=1) + "\n")
     print(f"plot: {png}")
     return summary
 

@@ -9,7 +9,6 @@ the target. Prints a table and writes OUT/transfer.png and OUT/transfer.json; re
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
@@ -67,15 +66,11 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
 
     from zoo.sweeps import transfer_report
-    from zoo.sweeps.transfer import run_transfer, target_config
+    from zoo.sweeps.transfer import run_transfer
 
     arms = run_transfer(spec)
     Console().print(transfer_report.table(arms, spec))
-    png = transfer_report.plot(arms, spec, spec.out / "transfer.png")
-    (spec.out / "transfer.json").write_text(json.dumps(transfer_report.to_json(arms, spec), indent=1) + "\n")
-    print(f"plot: {png}\nnumbers: {spec.out / 'transfer.json'}")
-    for arm, run in zip(arms, spec.arms(), strict=True):
-        if arm.lr_log2 is not None:
-            path = spec.out / arm.param / "target.json"
-            path.write_text(json.dumps(target_config(spec, run, arm.lr_log2), indent=1) + "\n")
-            print(f"{arm.param}'s target with checkpoints: python train.py --config {path}")
+    png, numbers, *targets = transfer_report.write(arms, spec)
+    print(f"plot: {png}\nnumbers: {numbers}")
+    for path in targets:
+        print(f"{path.parent.name}'s target with checkpoints: python train.py --config {path}")

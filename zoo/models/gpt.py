@@ -16,17 +16,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Multiplier, Stack, scales
+from zoo.models.layers import Dense, LayerNorm, ModelConfig, Multiplier, Stack, scales
 from zoo.models.transformer import Block, Embed, attention_heads, dropout, fold
 from zoo.param.base import Parametrization
 
 
 @dataclasses.dataclass
-class GPTConfig:
+class GPTConfig(ModelConfig):
     width: int = 384
     depth: int = 6
-    base_width: int | None = None  # None: the width itself
-    base_depth: int | None = None  # None: the depth itself
     vocab_size: int = 65
     vocab_multiple: int = 1  # the embedding and readout rows padded to a multiple (GPT-2: 50257 -> 50304 with 64)
     seq_len: int = 256  # max context
@@ -39,8 +37,6 @@ class GPTConfig:
     embed_std: float = 0.02  # init std of the token and position embeddings (input kind)
     dropout: float = 0.2
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
-    remat: bool = False  # recompute each block in the backward pass (less activation memory)
-    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class GPT(nnx.Module):

@@ -3,6 +3,7 @@ rule lives here (the plugin gives init std, forward multiplier, and through the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,20 @@ from flax import nnx
 
 from zoo.param.base import Parametrization
 from zoo.param.tags import Kind, Tag
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """What every model's config holds (each model's config extends it with its own options and defaults): its
+    size, the base size its plugin scales from, and how it computes."""
+
+    width: int = 256
+    depth: int = 8
+    base_width: int | None = None  # None: the width itself
+    base_depth: int | None = None  # None: the depth itself
+    scan: bool = True  # scan the blocks (compile time flat in depth) or unroll them
+    remat: bool = False  # recompute each block in the backward pass (less activation memory)
+    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class Multiplier(nnx.Variable):

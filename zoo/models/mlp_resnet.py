@@ -17,16 +17,14 @@ import jax
 from flax import nnx
 
 from zoo.activations import activation
-from zoo.models.layers import Dense, LayerNorm, Scale, Stack, scales
+from zoo.models.layers import Dense, LayerNorm, ModelConfig, Scale, Stack, scales
 from zoo.param.base import Parametrization
 
 
 @dataclasses.dataclass
-class MLPResNetConfig:
+class MLPResNetConfig(ModelConfig):
     width: int = 256
     depth: int = 8
-    base_width: int | None = None  # None: the width itself
-    base_depth: int | None = None  # None: the depth itself
     in_shape: tuple[int, ...] = (32, 32, 3)
     num_classes: int = 10
     activation: str = "relu"
@@ -35,9 +33,6 @@ class MLPResNetConfig:
     block_depth: int = 1
     bias: bool = False
     pre_nonlin: bool = False  # branch W phi(x) + b instead of phi(W x + b)
-    scan: bool = True
-    remat: bool = False  # recompute each block in the backward pass (less activation memory)
-    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class Block(nnx.Module):

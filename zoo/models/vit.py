@@ -14,17 +14,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Stack, scales
+from zoo.models.layers import Dense, LayerNorm, ModelConfig, Stack, scales
 from zoo.models.transformer import Block, Embed, attention_heads, patchify
 from zoo.param.base import Parametrization
 
 
 @dataclasses.dataclass
-class ViTConfig:
+class ViTConfig(ModelConfig):
     width: int = 192
     depth: int = 6
-    base_width: int | None = None  # None: the width itself
-    base_depth: int | None = None  # None: the depth itself
     in_shape: tuple[int, ...] = (32, 32, 3)
     num_classes: int = 10
     patch: int = 4
@@ -36,8 +34,6 @@ class ViTConfig:
     embed_std: float = 0.02  # init std of the cls token and position embedding (input kind)
     dropout: float = 0.0
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
-    remat: bool = False  # recompute each block in the backward pass (less activation memory)
-    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class ViT(nnx.Module):
