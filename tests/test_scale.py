@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -54,8 +53,9 @@ def one_device(tmp_path_factory):
 def test_meshes_equal_one_device_and_checkpoints_move_between_meshes(tmp_path, one_device):
     """10 GPT steps on 8 CPU devices under data=8, fsdp=8, data=4,tensor=2 and fsdp=4,tensor=2 give the 1-device
     losses (f32, rtol 1e-5); fsdp=8 holds at most 1/6 of data=8's parameter and optimizer bytes per device; the
-    checkpoint saved under fsdp=4,tensor=2 resumes under data=8 and under 1 device with the 1-device run's next-step
-    loss. Meshes that do not divide the devices, the batch or any split model dimension are one line."""
+    checkpoint saved under fsdp=4,tensor=2 continues (--fork-from, one more step) under data=8 and under 1 device
+    with the 1-device run's next-step loss. Meshes that do not divide the devices, the batch or any split model
+    dimension are one line."""
     runs = {m: tmp_path / m.replace(",", "_").replace("=", "") for m in MESHES}
     bad = [(["--mesh", "data=3"], "must equal the 8 devices"),
            (["--mesh", "fsdp=8", "--batch-size", "12"], "not divisible by the 8 ways"),
@@ -73,12 +73,11 @@ def test_meshes_equal_one_device_and_checkpoints_move_between_meshes(tmp_path, o
 
     src = runs["fsdp=4,tensor=2"]
     to8, to1 = tmp_path / "to8", tmp_path / "to1"
-    shutil.copytree(src, to8)
-    shutil.copytree(src, to1)
-    (code, err), = run_main_many([[*GPT, "--steps", "11", "--mesh", "data=8", "--run-dir", str(to8)]], env=EIGHT)
-    assert code == 0 and "from step 10" in err, err
-    proc = run_train([*GPT, "--steps", "11", "--run-dir", str(to1)])
-    assert proc.returncode == 0 and "from step 10" in proc.stderr, proc.stderr
+    (code, err), = run_main_many([[*GPT, "--steps", "11", "--mesh", "data=8", "--fork-from", str(src), "--run-dir",
+                                   str(to8)]], env=EIGHT)
+    assert code == 0 and f"forked {src} at step 10" in err, err
+    proc = run_train([*GPT, "--steps", "11", "--fork-from", str(src), "--run-dir", str(to1)])
+    assert proc.returncode == 0 and f"forked {src} at step 10" in proc.stderr, proc.stderr
     for run in (to8, to1):
         np.testing.assert_allclose(_losses(run)[-1], one_device[10], rtol=1e-5)
 
@@ -93,7 +92,7 @@ def _free_port() -> int:
 @pytest.mark.xdist_group("mesh")
 def test_two_processes_train_as_one_program(tmp_path, one_device):
     """Two processes on 127.0.0.1 (jax.distributed, gloo, 4 CPU devices each) train 10 GPT steps with the
-    1-device losses, each reading only its half of every batch; their checkpoint resumes in one process."""
+    1-device losses, each reading only its half of every batch; their checkpoint continues in one process."""
     run = tmp_path / "multi"
     port = _free_port()
     procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *GPT, "--steps", "10", "--run-dir", str(run),
@@ -107,9 +106,10 @@ def test_two_processes_train_as_one_program(tmp_path, one_device):
     assert "process 1 of 2 reads rows 8:16 of every batch of 16" in outs[1][1]
     assert "step 10/10" in outs[0][1] and "step 10/10" not in outs[1][1]  # only process 0 reports
     np.testing.assert_allclose(_losses(run), one_device[:10], rtol=1e-5)
-    proc = run_train([*GPT, "--steps", "11", "--run-dir", str(run)])
-    assert proc.returncode == 0 and "from step 10" in proc.stderr, proc.stderr
-    np.testing.assert_allclose(_losses(run)[-1], one_device[10], rtol=1e-5)
+    one = tmp_path / "one"
+    proc = run_train([*GPT, "--steps", "11", "--fork-from", str(run), "--run-dir", str(one)])
+    assert proc.returncode == 0 and f"forked {run} at step 10" in proc.stderr, proc.stderr
+    np.testing.assert_allclose(_losses(one)[-1], one_device[10], rtol=1e-5)
 
 
 def _program(model: str, accum: int = 1, remat: bool = False, **cfg):

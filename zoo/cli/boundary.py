@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import Any
 from zoo.errors import DiskFull, Stopped, ZooError, failure_dir, is_disk_full, one_line
 
 EXPECTED = (ZooError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
-QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain")
+QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures")
 
 
 def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> Any:
@@ -33,6 +34,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> 
     def run(*args: Any, **kwargs: Any) -> Any:
         for name in QUIET:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        threading.excepthook = _thread_failed
         try:
             if not joins:
                 from zoo.train import backend
@@ -59,6 +61,13 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> 
     return run
 
 
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    """A library's background thread that fails (orbax's async machinery after a corrupt checkpoint, say) leaves its
+    traceback in the failure file, not on the terminal; what the command itself does is unaffected."""
+    if args.exc_value is not None:
+        _write_trace(args.exc_value)
+
+
 def _exit(status: int) -> None:
     """Leave at once after a signal: everything worth keeping is saved, and interpreter teardown with JAX's and
     orbax's threads still running can crash (a segfault at exit after Ctrl-C during a compile)."""
@@ -73,7 +82,8 @@ def _write_trace(e: BaseException) -> Path:
     for folder in ([where] if where is not None else []) + [Path(tempfile.gettempdir())]:
         try:
             path = folder / name
-            path.write_text("".join(traceback.format_exception(e)))
+            with path.open("a") as f:
+                f.write("".join(traceback.format_exception(e)))
             return path
         except OSError:
             continue

@@ -21,6 +21,7 @@ from PIL import Image, UnidentifiedImageError
 from zoo.data import cache, resize
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.view import DataView, check_classes
 
@@ -245,5 +246,5 @@ def _streamed(src: Path, entries: list[Entry], image_size: int | None) -> Stream
 def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
     """`imagefolder:DIR` or `imagefolder:ARCHIVE.tar.gz`, laid out as split/class/image."""
     if not arg:
-        raise ValueError("imagefolder:DIR needs a directory or a .tar.gz")
+        raise SpecError("imagefolder:DIR needs a directory or a .tar.gz")
     return load(arg, cfg.cache_dir, cfg.stream, limit, cfg.image_size)

@@ -20,6 +20,10 @@ BUNDLED = Path(__file__).parents[2] / "data"
 SHORT_NAMES = {"cifar10": ("imagefolder", "cifar10-jpeg.tar.gz"), "shakespeare": ("text", "tinyshakespeare.txt")}
 
 
+class SpecError(ValueError):
+    """A source's argument that names nothing it can read (a missing or unknown ARG)."""
+
+
 def _source(name: str, fn: Any) -> Any:
     if not callable(fn):
         raise ValueError(f"data source {name!r} is not a function (arg, cfg, limit) -> DataView")
@@ -46,8 +50,16 @@ def load(spec: str | DataConfig, *, limit: int = IN_MEMORY_LIMIT, **options: Any
         kind, filename = SHORT_NAMES[kind]
         arg = str(Path(cfg.data_dir or BUNDLED) / filename)
     try:
-        source = SOURCES.get(kind)
+        return SOURCES.get(kind)(arg, cfg, limit)
+    except SpecError as e:
+        raise ValueError(f"unknown data spec {cfg.name!r} ({e}); use {forms()}") from None
     except ValueError:
-        raise ValueError(f"unknown data spec {cfg.name!r}; use {', '.join(f'{k}:...' for k in SOURCES.names())} "
-                         f"(see --help), or a short name ({', '.join(SHORT_NAMES)})") from None
-    return source(arg, cfg, limit)
+        if kind in SOURCES.names():
+            raise
+        raise ValueError(f"unknown data spec {cfg.name!r}; use {forms()}") from None
+
+
+def forms() -> str:
+    """The spec forms of the registered sources (each source's docstring opens with them) and the short names."""
+    found = [(SOURCES.get(k).__doc__ or k).split("`")[1] for k in SOURCES.names()]
+    return ", ".join(found) + f", or a short name ({', '.join(SHORT_NAMES)})"

@@ -9,6 +9,7 @@ import numpy as np
 from zoo.data import resize, text
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
 from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import CharTokenizer
 from zoo.data.view import DataView
@@ -65,6 +66,6 @@ def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
             ds = dataclasses.replace(ds, splits=splits, in_shape=(cfg.image_size, cfg.image_size, ds.in_shape[-1]))
         return maybe_streamed(ds, cfg.stream, limit)
     if arg not in ("text", "teacher"):
-        raise ValueError(f"unknown synthetic set {arg!r}; use synthetic, synthetic:text or synthetic:teacher")
+        raise SpecError(f"no synthetic set {arg!r}: synthetic, synthetic:text or synthetic:teacher")
     not_images(cfg)
     return maybe_streamed(tokens(cfg.seq_len) if arg == "text" else teacher(), cfg.stream, limit)

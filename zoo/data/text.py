@@ -8,6 +8,7 @@ import numpy as np
 
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
 from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
 from zoo.data.view import DataView, check_classes
@@ -59,6 +60,6 @@ def check_lengths(lengths: dict[str, int], seq_len: int, name: str) -> None:
 def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
     """`text:FILE`: characters (or bytes with --byte-level), split 90/10."""
     if not arg:
-        raise ValueError("text:FILE needs a file")
+        raise SpecError("text:FILE needs a file")
     not_images(cfg)
     return maybe_streamed(load(arg, cfg.seq_len, cfg.byte_level), cfg.stream, limit)

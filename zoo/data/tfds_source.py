@@ -20,6 +20,7 @@ import tensorflow_datasets as tfds
 from zoo.data import resize, text
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
 from zoo.data.view import DataView, check_classes
@@ -158,6 +159,6 @@ def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
     """`tfds:NAME[:EVAL_SPLIT]`: a tensorflow-datasets set already prepared in --data-dir."""
     name, _, split = arg.partition(":")
     if not name:
-        raise ValueError("tfds:NAME needs a data set name")
+        raise SpecError("tfds:NAME needs a data set name")
     return load(name, split or None, cfg.data_dir, seq_len=cfg.seq_len, byte_level=cfg.byte_level, stream=cfg.stream,
                 limit=limit, image_size=cfg.image_size)

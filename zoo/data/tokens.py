@@ -16,6 +16,7 @@ import numpy as np
 
 from zoo.data import text
 from zoo.data.config import DataConfig
+from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, not_images, streams
 from zoo.data.tokenizer import Tokenizer, from_meta
 from zoo.data.view import DataView, TokenWindows
@@ -110,6 +111,6 @@ def load(path: str, seq_len: int, stream: bool | None = None, limit: int = IN_ME
 def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
     """`tokens:DIR`: nanoGPT's train.bin/val.bin with a meta.json (`python -m zoo.data.prepare`)."""
     if not arg:
-        raise ValueError("tokens:DIR needs a directory")
+        raise SpecError("tokens:DIR needs a directory")
     not_images(cfg)
     return load(arg, cfg.seq_len, cfg.stream, limit)

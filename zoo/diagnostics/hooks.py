@@ -20,7 +20,7 @@ PROBE_INPUTS = 256
 def diagnostics_hooks(cfg: RunConfig) -> list[Hook]:
     """The run-start report, and with --diversity the diversity probe (a too-shallow model is refused here, before
     anything is written)."""
-    hooks = [Hook("run_report", _report, every=None, at_start=True)]
+    hooks = [Hook("run_report", _report, at_start=True)]
     if cfg.loop.diversity is not None:
         depth = cfg.model.depth or zoo.models.config(cfg.model.name, **cfg.model.options).depth
         default_eps(depth, cfg.loop.diversity)
@@ -29,9 +29,7 @@ def diagnostics_hooks(cfg: RunConfig) -> list[Hook]:
 
 
 def _report(loop: Any, step: int) -> None:
-    """Before the first step of a fresh run (the last step is also due for every hook: skipped there)."""
-    if step != 0:
-        return
+    """Before the first step of a fresh run: the plugin's report, said and kept in the summary."""
     s = loop.s
     report = run_report(s.cfg.model.name, s.model_cfg, s.plugin, seeds=2, batch=4, probes=1)
     if report:

@@ -74,14 +74,16 @@ def get(name: str, **opts: Any) -> Parametrization:
 
 def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
     """An option value as its default's type: true/false for booleans, a finite number for numbers (an option
-    without a default, None, keeps what it is given, a number checked to be finite)."""
+    without a default, None, keeps what it is given, a number checked to be finite). Arrays (a sweep's traced
+    values) pass as they are."""
     where = f"option {key} of {plugin!r}"
     if isinstance(default, bool):
         return from_text(where, value, bool) if isinstance(value, str) else check_type(where, value, bool)
-    if isinstance(default, (int, float)):
-        return from_text(where, value, float) if isinstance(value, str) else check_type(where, value, float)
-    if default is None and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and (default is None or
+                                                                            isinstance(default, (int, float))):
         return check_type(where, value, float)
+    if isinstance(default, (int, float)) and isinstance(value, (str, list, tuple, dict)):
+        return from_text(where, value, float) if isinstance(value, str) else check_type(where, value, float)
     if default is None and isinstance(value, str):
         try:
             number = float(value)

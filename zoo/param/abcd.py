@@ -22,7 +22,7 @@ def _exponents(value) -> tuple:
     if isinstance(value, dict) or len(value) != 4 or any(
             isinstance(v, (int, float, str)) and not (isinstance(v, (int, float)) and math.isfinite(v))
             for v in value):
-        raise ValueError(f"abcd exponents need four finite numbers a,b,c,d, got {value!r}")
+        raise ValueError(f"abcd exponents need four numbers a,b,c,d (finite), got {value!r}")
     return tuple(value)
 
 

@@ -26,8 +26,9 @@ def due(step: int, every: int | None, total: int) -> bool:
 class Hook:
     """`fn(loop, step)` after each step where `due(step, every, total)` holds.
 
-    metrics: the hook reads the step's train metrics (`loop.metrics`), which arrive one step late; at_start: it
-    also runs once before the first step of a fresh run (step 0); on_stop: it also runs when a signal stops the run.
+    metrics: the hook reads the step's train metrics (`loop.metrics`), which arrive one step late; at_start: it runs
+    once, before the first step of a fresh run (step 0), instead of periodically; on_stop: it also runs when a
+    signal stops the run.
     """
 
     name: str

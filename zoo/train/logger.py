@@ -145,7 +145,8 @@ def trim_metrics(run_dir: Path, step: int) -> int:
 
 
 def plot_curves(run_dir: Path) -> Path:
-    """curves.png: train loss and every eval metric against step, from metrics.jsonl."""
+    """curves.png: train loss and every eval metric against step, from metrics.jsonl (an eval row may hold some of
+    the metrics: a diagnostic hook logs its own)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -154,15 +155,19 @@ def plot_curves(run_dir: Path) -> Path:
     rows = read_metrics(run_dir)
     train = [r for r in rows if r["split"] == "train"]
     evals = [r for r in rows if r["split"] == "eval"]
-    keys = [k for k in (evals[0] if evals else {}) if k not in ("step", "split", "time")]
+    keys = list(dict.fromkeys(k for r in evals for k in r if k not in ("step", "split", "time", "loss")))
+
+    def curve(k: str) -> tuple[list, list]:
+        return [r["step"] for r in evals if k in r], [r[k] for r in evals if k in r]
+
     fig, axes = plt.subplots(1, 1 + len(keys), figsize=(4.5 * (1 + len(keys)), 3.5), squeeze=False)
     axes[0, 0].plot([r["step"] for r in train], [r["loss"] for r in train], lw=0.8, label="train")
-    if evals:
-        axes[0, 0].plot([r["step"] for r in evals], [r["loss"] for r in evals], "o-", label="eval")
+    if any("loss" in r for r in evals):
+        axes[0, 0].plot(*curve("loss"), "o-", label="eval")
     axes[0, 0].set(xlabel="step", ylabel="loss", title="loss")
     axes[0, 0].legend()
     for ax, k in zip(axes[0, 1:], keys, strict=True):
-        ax.plot([r["step"] for r in evals], [r[k] for r in evals], "o-")
+        ax.plot(*curve(k), "o-")
         ax.set(xlabel="step", title=f"eval {k}")
     fig.tight_layout()
     out = run_dir / "curves.png"

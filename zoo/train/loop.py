@@ -33,7 +33,7 @@ from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
 from zoo.train.input import open_input
 from zoo.train.logger import Logger
 from zoo.train.mesh import MeshPlan, per_device_bytes
-from zoo.train.run import Run
+from zoo.train.run import Run, say_on
 from zoo.train.setup import Setup, setup
 from zoo.train.state import abstract_state, check_sources, restore_or_init
 
@@ -54,6 +54,9 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
             run.start(start)
             run.say(_describe(s, state, run))
             with contextlib.closing(open_input(s.data, plan, s.cfg, start)) as batches:
+                if jax.process_count() > 1:  # every process says what it reads
+                    say_on(True)(f"process {jax.process_index()} of {jax.process_count()} reads rows "
+                                 f"{batches.rows.start}:{batches.rows.stop} of every batch of {s.cfg.loop.batch_size}")
                 compiled = Compiled(s, plan, batches, state, run.say)
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
@@ -92,7 +95,7 @@ class Loop:
                 self.observe()
                 self.pending = (step + 1, metrics)
                 stopping = signals.requested
-                self._run_hooks([h for h in self.hooks if not h.metrics and
+                self._run_hooks([h for h in self.hooks if not h.metrics and not h.at_start and
                                  (due(step + 1, h.every, total) or (stopping and h.on_stop))], step + 1)
                 if stopping:
                     self.logger.say(f"stopped by {signal.Signals(signals.signum).name} at step {step + 1}; checkpoint "
@@ -192,12 +195,9 @@ def _advice(ckpts: Checkpoints):
 def _describe(s: Setup, state: Any, run: Run) -> str:
     m = s.cfg.model
     held = per_device_bytes({"params": state["params"], "opt": state["opt"]})
-    text = (f"{m.name} width {m.width} depth {m.depth} under {s.cfg.param.name}: "
+    return (f"{m.name} width {m.width} depth {m.depth} under {s.cfg.param.name}: "
             f"{zoo.models.param_count(state['params']):,} parameters (with the optimizer state "
             f"{held / 2**20:.3f} MiB per device); {s.steps} steps of batch {s.cfg.loop.batch_size}; run dir {run.dir}")
-    if jax.process_count() > 1:
-        text += f"; process {jax.process_index()} of {jax.process_count()}"
-    return text
 
 
 def _best(summary: dict[str, Any]) -> str:
