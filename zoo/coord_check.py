@@ -31,7 +31,6 @@ from typing import Any
 from zoo.cli import _kv
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
-FIRST_LR, LR_STEP, LOWEST_LR = 1e-3, 10**0.5, 1e-7
 
 
 def _ints(text: str) -> list[int]:
@@ -47,6 +46,7 @@ def _ints(text: str) -> list[int]:
 def parser() -> argparse.ArgumentParser:
     import zoo.models
     import zoo.param
+    from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 
     p = argparse.ArgumentParser(prog="python -m zoo.coord_check", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -64,40 +64,13 @@ def parser() -> argparse.ArgumentParser:
     a("--optimizer", default="adam", help="sgd, momentum, adam, adamw, lion, adafactor")
     a("--lr", type=float, default=None, help="learning rate at the base size (constant) (default: the largest of "
       f"{FIRST_LR:g} / sqrt(10)^k whose changes at the smallest size stay within --linear-limit)")
-    a("--linear-limit", type=float, default=0.1, help="largest change RMS(h_t - h_0) / RMS(h_0) of an activation at "
-      "the smallest size that the chosen learning rate allows")
+    a("--linear-limit", type=float, default=LINEAR_LIMIT, help="largest change RMS(h_t - h_0) / RMS(h_0) of an "
+      "activation at the smallest size that the chosen learning rate allows")
     a("--seeds", type=int, default=3, help="initializations (geometric mean)")
     a("--batch", type=int, default=16, help="examples in the one training batch")
     a("--tol", type=float, default=0.15, help="allowed |slope - expected|")
     a("--out", default="runs/coord_check", help="output directory")
     return p
-
-
-def linear_change(changes: Any) -> float:
-    """The largest RMS(h_t - h_0) / RMS(h_0) over the embedding, pre-activation and residual-stream layers and the
-    steps (geometric mean over seeds); layers that are zero at init are left out."""
-    import numpy as np
-
-    from zoo.diagnostics.verdict import group_of
-
-    with np.errstate(divide="ignore"):  # a layer that did not move at a step (zero readout, t = 1): log 0
-        ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
-                  for k, v in changes.init.items() if group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
-    return float(max(ratios))
-
-
-def choose_lr(run: Any, seeds: list[int], limit: float) -> tuple[float, Any, float]:
-    """The largest LR of FIRST_LR / LR_STEP^k whose linear_change stays within `limit`, with its measurement."""
-    lr = FIRST_LR
-    while True:
-        changes = run(seeds, lr)
-        change = linear_change(changes)
-        if change <= limit:
-            return lr, changes, change
-        if lr / LR_STEP < LOWEST_LR:
-            raise ValueError(f"no learning rate down to {LOWEST_LR:g} keeps the changes within --linear-limit "
-                             f"{limit:g} of the activations (at lr {lr:.3g}: {change:.3g}); give --lr")
-        lr /= LR_STEP
 
 
 def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +82,7 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
     import zoo.models
     import zoo.param
     from zoo.diagnostics import coord, verdict
+    from zoo.diagnostics.coord_lr import FIRST_LR, choose_lr, linear_change
     from zoo.diagnostics.inputs import random_batch
     from zoo.diagnostics.options import model_overrides
     from zoo.optim import OptimConfig
@@ -133,7 +107,7 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
 
     first = run_at(min(sizes))
     if args.lr is None:
-        lr, measured, change = choose_lr(first, seeds, args.linear_limit)
+        lr, measured, change = choose_lr(lambda lr: first(seeds, lr), args.linear_limit)
     else:
         lr, measured = args.lr, first(seeds)
         change = linear_change(measured)
@@ -153,8 +127,11 @@ def sweep(args: argparse.Namespace, axis: str, sizes: list[int], fixed: dict[str
     stable = not exp.unstable
     verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, args.tol, stable)
     branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, args.tol, stable)
+    growth = verdict.measured_growth(sizes, [r.total for r in runs], exp.total) + verdict.measured_growth(
+        sizes, [{k: r.branch[k] for k in branch} for r in runs], exp.branch, branch=True)
     return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "expected": exp, "verdicts": verdicts,
-            "branch_verdicts": branch_verdicts, "lr": lr, "linear_change": change, "config": {**overrides, **base}}
+            "branch_verdicts": branch_verdicts, "growth": growth, "growth_summary": verdict.growth_summary(growth),
+            "lr": lr, "linear_change": change, "config": {**overrides, **base}}
 
 
 def report(args: argparse.Namespace, result: dict[str, Any]) -> bool:
@@ -204,11 +181,13 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> bool:
                    for v in result["verdicts"]},
         "branch_layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["branch"][v.layer].tolist()}
                           for v in result["branch_verdicts"]},
-        "passed": passed,
+        "growth": [dataclasses.asdict(g) for g in result["growth"]], "passed": passed,
     }
     (out / f"coord_check_{axis}.json").write_text(json.dumps(record, indent=1))
     if exp.unstable:
-        console.print(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}; {png}")
+        measured = result["growth_summary"]
+        console.print(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}"
+                      + (f"; measured: {measured}" if measured else "") + f"; {png}")
     else:
         console.print(f"{'[green]PASS[/]' if passed else '[red]FAIL[/]'} ({axis}): {png}")
     output = [v for v in result["verdicts"] if v.group == "output" and not v.matches]
