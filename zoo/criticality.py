@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     table.add_column("quantity")
     table.add_column("value", justify="right")
     for key, value in report.items():
-        table.add_row(key, f"{value:.4g}")
+        table.add_row(key, value if isinstance(value, str) else f"{value:.4g}")
     console.print(table)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.profile:

@@ -75,10 +75,19 @@ class Critical(Parametrization):
         the input's Q = 1). Measuring chi_hat is zoo.diagnostics.run_report's."""
         bound = self.for_model(model_name, cfg)
         out = {"sigma_w": float(bound.sigma_w), "sigma_b": float(bound.sigma_b), "mu": float(bound.mu)}
-        if model_name == "mlp_resnet":
-            chis, _ = theory.recursion(bound._block(cfg), out["sigma_w"], out["sigma_b"], out["mu"], cfg.depth)
+        chis = bound.infinite_width_chis(model_name, cfg, cfg.depth)
+        if chis is not None:
             out["chi_infinite_width"] = float(chis[-1])
         return out
+
+    def infinite_width_chis(self, model_name: str, cfg: Any, depth: int) -> Any:
+        """chi^l, l = 1..depth, of this (bound) point at infinite width from the input's Q = 1 (the recursion of
+        zoo.param.mean_field_theory: shorter where the stream overflows), for the MLP-ResNet; None for other models."""
+        if model_name != "mlp_resnet":
+            return None
+        bound = self.for_model(model_name, cfg)
+        return theory.recursion(bound._block(cfg), float(bound.sigma_w), float(bound.sigma_b), float(bound.mu),
+                                depth)[0]
 
     def _block(self, cfg: Any) -> theory.Block:
         return theory.Block.of(cfg, float(self.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))

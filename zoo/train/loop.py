@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 import zoo.models
 from zoo.config import RunConfig
-from zoo.diagnostics.report import run_report
+from zoo.diagnostics.report import describe, run_report
 from zoo.train import memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.errors import TrainingDiverged
@@ -129,7 +129,7 @@ class Session:
         self.plugin_report = (run_report(cfg.model, s.model_cfg, s.plugin, seeds=2, batch=4, probes=1)
                               if self.start == 0 else {})
         if self.plugin_report:
-            say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in self.plugin_report.items()))
+            say(f"{cfg.param}: " + describe(self.plugin_report))
         self.batches = open_input(s.data, plan, cfg, self.start)
         if jax.process_count() > 1:
             console.print(f"process {jax.process_index()} of {jax.process_count()} reads rows "
