@@ -11,7 +11,10 @@ critical_point: ReLU sigma_w^2 = 2 and erf, tanh sigma_w^2 phi'(0)^2 = 1 at sigm
 LayerNorm in the block (then every (sigma_w, sigma_b) is critical, Thm 1.3, and sigma_w is the one at which the
 stream's variance doubles over the stack, so the end-to-end APJN stays O(1) at any depth) and to 0 without. The
 transformers and the Mixer are pre-LN with mu = 1: sigma_w = 1, sigma_b = 0. `report` gives the point and, for the
-MLP-ResNet, the infinite-width chi at its last block; zoo.diagnostics.run_report adds the measured chi_hat.
+MLP-ResNet, the infinite-width chi at its last block; zoo.diagnostics.run_report adds the measured chi_hat, and a
+note where chi sits off 1 at the model's depth: chi* = 1 holds at infinite depth, and at a marginal fixed point
+(chi_K* = 1) chi reaches it only as a power law (GELU's half-stable point: 0.976 at block 10 to 100 at infinite
+width; measured 0.944 +- 0.012 at width 256, 0.964 +- 0.004 at width 1024).
 """
 
 from __future__ import annotations
