@@ -13,8 +13,8 @@ stream's variance doubles over the stack, so the end-to-end APJN stays O(1) at a
 transformers and the Mixer are pre-LN with mu = 1: sigma_w = 1, sigma_b = 0. `report` gives the point and, for the
 MLP-ResNet, the infinite-width chi at its last block; zoo.diagnostics.run_report adds the measured chi_hat, and a
 note where chi sits off 1 at the model's depth: chi* = 1 holds at infinite depth, and at a marginal fixed point
-(chi_K* = 1) chi reaches it only as a power law (GELU's half-stable point: 0.976 at block 10 to 100 at infinite
-width; measured 0.944 +- 0.012 at width 256, 0.964 +- 0.004 at width 1024).
+(chi_K* = 1) chi reaches it only as a power law (GELU's half-stable point: 0.976 to 0.978 at blocks 10 to 100 at
+infinite width; measured 0.944 +- 0.012 at width 256, 0.964 +- 0.004 at width 1024).
 """
 
 from __future__ import annotations
