@@ -125,6 +125,7 @@ def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: M
     run = _program(init, apply, width, depth, steps, optimizer, loss)
     runs = [run(jax.random.key(s), factors, rules, jnp.float32(lr), jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
             for s in seeds]
+
     def stacked(part):
         return jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *part)
 
