@@ -115,9 +115,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     table = Table(title=f"{args.model} width {args.width} depth {args.depth}, critical plugin")
     table.add_column("quantity")
     table.add_column("value", justify="right")
+    notes = [value for value in report.values() if isinstance(value, str)]
     for key, value in report.items():
-        table.add_row(key, value if isinstance(value, str) else f"{value:.4g}")
+        if not isinstance(value, str):
+            table.add_row(key, f"{value:.4g}")
     console.print(table)
+    for note in notes:
+        console.print(note)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.profile:
         out["profile"] = _profile(args, cfg, plugin.for_model(args.model, cfg), estimate, console)
