@@ -15,7 +15,8 @@ from typing import Any
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, finite, ints, kv, positive
-from zoo.diagnostics.coord_sweep import FIRST_LR, CoordSpec
+from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
+from zoo.diagnostics.coord_sweep import CoordSpec
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
 
@@ -41,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     a("--optimizer", default="adam", choices=OPTIMIZERS, help="the base optimizer")
     a("--lr", type=finite, default=None, help="learning rate at the base size (constant) (default: the largest of "
       f"{FIRST_LR:g} / sqrt(10)^k whose changes at the smallest size stay within --linear-limit)")
-    a("--linear-limit", type=finite, default=0.1, help="largest change RMS(h_t - h_0) / RMS(h_0) of an activation at "
+    a("--linear-limit", type=finite, default=LINEAR_LIMIT, help="largest change RMS(h_t - h_0) / RMS(h_0) of an activation at "
       "the smallest size that the chosen learning rate allows")
     a("--seeds", type=positive, default=3, help="initializations (geometric mean)")
     a("--batch", type=positive, default=16, help="examples in the one training batch")
@@ -103,7 +104,9 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
     console.print(table)
     console.print(f"largest change of an activation at {axis} {min(sizes)}: {result['linear_change']:.3g} of its RMS")
     if exp.unstable:
-        console.print(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}; {png}")
+        measured = result["growth_summary"]
+        console.print(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}"
+                      + (f"; measured: {measured}" if measured else "") + f"; {png}")
     else:
         console.print(f"{'[green]PASS[/]' if passed(result) else '[red]FAIL[/]'} ({axis}): {png}")
     hint = readout_hint(spec, result)

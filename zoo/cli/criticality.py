@@ -107,8 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     table.add_column("quantity")
     table.add_column("value", justify="right")
     for key, value in record["report"].items():
-        table.add_row(key, f"{value:.4g}")
+        if not isinstance(value, str):
+            table.add_row(key, f"{value:.4g}")
     console.print(table)
+    for note in (value for value in record["report"].values() if isinstance(value, str)):
+        console.print(note)
     if args.profile:
         prof = record["profile"]
         depth = args.depth

@@ -8,10 +8,10 @@ the change the residual-branch parameters cause alone, the part that scales like
 and readout layers' Theta(1) change dominates the total at practical depths). A plugin that theory calls unstable
 along the axis (a growing change, or an init that blows up) fails whatever the slopes.
 
-Unless an LR is given, it is chosen from a first measurement at the smallest size: the largest of 1e-3,
-1e-3/sqrt(10), 1e-4, ... at which no activation (embedding, pre-activations, residual stream) moves by more than
-`linear_limit` of its RMS at init over the steps, so the changes stay in the linear regime where theory's slopes
-show already at small sizes.
+Unless an LR is given, it is chosen from a first measurement at the smallest size (zoo.diagnostics.coord_lr): the
+largest of 1e-3, 1e-3/sqrt(10), 1e-4, ... at which no activation moves by more than `linear_limit` of its RMS at
+init, so the changes stay in the linear regime where theory's slopes show already at small sizes. A FAIL because
+theory calls the plugin unstable also says whether the measured changes grow significantly (verdict.measured_growth).
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 
 import zoo.models
 import zoo.param
 from zoo.diagnostics import coord, coord_plot, verdict
+from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT, choose_lr, linear_change
 from zoo.diagnostics.inputs import random_batch
 from zoo.optim import OptimConfig
-
-FIRST_LR, LR_STEP, LOWEST_LR = 1e-3, 10**0.5, 1e-7
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,31 +45,7 @@ class CoordSpec:
     seeds: int = 3
     batch: int = 16
     tol: float = 0.15
-    linear_limit: float = 0.1
-
-
-def linear_change(changes: Any) -> float:
-    """The largest RMS(h_t - h_0) / RMS(h_0) over the embedding, pre-activation and residual-stream layers and the
-    steps (geometric mean over seeds); layers that are zero at init are left out."""
-    with np.errstate(divide="ignore"):  # a layer that did not move at a step (zero readout, t = 1): log 0
-        ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
-                  for k, v in changes.init.items()
-                  if verdict.group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
-    return float(max(ratios))
-
-
-def choose_lr(run: Any, seeds: list[int], limit: float) -> tuple[float, Any, float]:
-    """The largest LR of FIRST_LR / LR_STEP^k whose linear_change stays within `limit`, with its measurement."""
-    lr = FIRST_LR
-    while True:
-        changes = run(seeds, lr)
-        change = linear_change(changes)
-        if change <= limit:
-            return lr, changes, change
-        if lr / LR_STEP < LOWEST_LR:
-            raise ValueError(f"no learning rate down to {LOWEST_LR:g} keeps the changes within --linear-limit "
-                             f"{limit:g} of the activations (at lr {lr:.3g}: {change:.3g}); give --lr")
-        lr /= LR_STEP
+    linear_limit: float = LINEAR_LIMIT
 
 
 def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +70,7 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
 
     first = run_at(min(sizes))
     if spec.lr is None:
-        lr, measured, change = choose_lr(first, seeds, spec.linear_limit)
+        lr, measured, change = choose_lr(lambda lr: first(seeds, lr), spec.linear_limit)
     else:
         lr, measured = spec.lr, first(seeds)
         change = linear_change(measured)
@@ -116,8 +90,11 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     stable = not exp.unstable
     verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable)
     branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, spec.tol, stable)
+    growth = verdict.measured_growth(sizes, [r.total for r in runs], exp.total) + verdict.measured_growth(
+        sizes, [{k: r.branch[k] for k in branch} for r in runs], exp.branch, branch=True)
     return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "expected": exp, "verdicts": verdicts,
-            "branch_verdicts": branch_verdicts, "lr": lr, "linear_change": change, "config": {**overrides, **base}}
+            "branch_verdicts": branch_verdicts, "growth": growth, "growth_summary": verdict.growth_summary(growth),
+            "lr": lr, "linear_change": change, "config": {**overrides, **base}}
 
 
 def passed(result: dict[str, Any]) -> bool:
@@ -156,7 +133,7 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
                    for v in result["verdicts"]},
         "branch_layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["branch"][v.layer].tolist()}
                           for v in result["branch_verdicts"]},
-        "passed": passed(result),
+        "growth": [dataclasses.asdict(g) for g in result["growth"]], "passed": passed(result),
     }
     (out / f"coord_check_{axis}.json").write_text(json.dumps(record, indent=1))
     return png

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import zoo.models
 from zoo.config import RunConfig
 from zoo.diagnostics.diversity import default_eps, diversity_probe
-from zoo.diagnostics.report import run_report
+from zoo.diagnostics.report import describe, run_report
 from zoo.train.hooks import Hook
 
 PROBE_INPUTS = 256
@@ -33,7 +33,7 @@ def _report(loop: Any, step: int) -> None:
     s = loop.s
     report = run_report(s.cfg.model.name, s.model_cfg, s.plugin, seeds=2, batch=4, probes=1)
     if report:
-        loop.logger.say(f"{s.cfg.param.name}: " + ", ".join(f"{k} {v:.4g}" for k, v in report.items()))
+        loop.logger.say(f"{s.cfg.param.name}: " + describe(report))
         loop.evals.extra["plugin_report"] = report
 
 
