@@ -42,8 +42,8 @@ def parser() -> argparse.ArgumentParser:
     a("--optimizer", default="adam", choices=OPTIMIZERS, help="the base optimizer")
     a("--lr", type=finite, default=None, help="learning rate at the base size (constant) (default: the largest of "
       f"{FIRST_LR:g} / sqrt(10)^k whose changes at the smallest size stay within --linear-limit)")
-    a("--linear-limit", type=finite, default=LINEAR_LIMIT, help="largest change RMS(h_t - h_0) / RMS(h_0) of an activation at "
-      "the smallest size that the chosen learning rate allows")
+    a("--linear-limit", type=finite, default=LINEAR_LIMIT, help="largest change RMS(h_t - h_0) / RMS(h_0) of an "
+      "activation at the smallest size that the chosen learning rate allows")
     a("--seeds", type=positive, default=3, help="initializations (geometric mean)")
     a("--batch", type=positive, default=16, help="examples in the one training batch")
     a("--tol", type=finite, default=0.15, help="allowed |slope - expected|")
