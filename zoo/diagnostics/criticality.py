@@ -66,7 +66,7 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
         (xn, xs), (yn, ys) = spec.grid
         rest = {k: v for k, v in fixed.items() if k not in (xn, yn)}
         chi, err = phase.phase_diagram(spec.model, cfg, (xn, xs), (yn, ys), rest, **estimate)
-        line = phase.theory_line(cfg, (xn, xs), rest) if spec.model == "mlp_resnet" and yn == "sigma_w" else None
+        line = phase.theory_line(cfg, (xn, xs), rest) if theory.describes(cfg) and yn == "sigma_w" else None
         title = f"{spec.model} L={spec.depth} n={spec.width} " + " ".join(f"{k}={v}" for k, v in spec.model_opt.items())
         phase.plot(chi, (xn, xs), (yn, ys), out / "phase_diagram.png", title=title, line=line)
         record["phase_diagram"] = {"x": [xn, xs], "y": [yn, ys], "chi": chi.tolist(), "stderr": err.tolist()}
@@ -81,7 +81,7 @@ def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, i
     depth = cfg.depth
     slope, (lo, hi) = profile.exponent(mean, depth), profile.fit_range(depth)
     infinite = None
-    if spec.model == "mlp_resnet":
+    if theory.describes(cfg):
         block = theory.Block.of(cfg, float(plugin.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
         chis, _ = theory.recursion(block, float(plugin.sigma_w), float(plugin.sigma_b), float(plugin.mu), depth)
         infinite = np.cumprod(chis) if len(chis) == depth else None

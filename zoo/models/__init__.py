@@ -52,11 +52,10 @@ def config(name: str, **overrides: Any) -> Any:
     """The model's config dataclass with `overrides` applied: strings (from a command line) converted to each
     field's type, every value checked against it; unknown keys are an error."""
     cls = MODELS.get(name).config_class
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(overrides) - set(hints))
+    hints, fields = typing.get_type_hints(cls), sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(overrides) - set(fields))
     if unknown:
-        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; "
-                         f"its options are {', '.join(sorted(f.name for f in dataclasses.fields(cls)))}")
+        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; its options are {', '.join(fields)}")
     typed = {k: (from_text if isinstance(v, str) and hints[k] is not str else check_type)(
         f"model option {k}", v, hints[k]) for k, v in overrides.items()}
     return cls(**typed)

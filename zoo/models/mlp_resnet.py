@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import jax
 from flax import nnx
@@ -33,6 +34,8 @@ class MLPResNetConfig(ModelConfig):
     block_depth: int = 1
     bias: bool = False
     pre_nonlin: bool = False  # branch W phi(x) + b instead of phi(W x + b)
+    # its blocks are the residual MLP zoo.param.mean_field_theory follows (closed-form critical points)
+    mean_field_block: ClassVar[bool] = True
 
 
 class Block(nnx.Module):

@@ -64,8 +64,8 @@ class Critical(Parametrization):
         sigma_w, sigma_b = self.sigma_w, self.sigma_b
         if sigma_w is None and residual_ln and float(mu) == 1.0:  # every init is critical (Thm 1.3)
             sb = 0.0 if sigma_b is None else float(sigma_b)
-            sigma_w = theory.residual_sigma_w(self._block(cfg), cfg.depth, sb) if model_name == "mlp_resnet" else 1.0
-        elif sigma_w is None and model_name == "mlp_resnet":
+            sigma_w = theory.residual_sigma_w(self._block(cfg), cfg.depth, sb) if theory.describes(cfg) else 1.0
+        elif sigma_w is None and theory.describes(cfg):
             given = None if sigma_b is None else float(sigma_b)
             sigma_w, sigma_b = theory.critical_point(self._block(cfg), float(mu), given, bias=cfg.bias)
         elif sigma_w is None:
@@ -85,8 +85,9 @@ class Critical(Parametrization):
 
     def infinite_width_chis(self, model_name: str, cfg: Any, depth: int) -> Any:
         """chi^l, l = 1..depth, of this (bound) point at infinite width from the input's Q = 1 (the recursion of
-        zoo.param.mean_field_theory: shorter where the stream overflows), for the MLP-ResNet; None for other models."""
-        if model_name != "mlp_resnet":
+        zoo.param.mean_field_theory: shorter where the stream overflows), for a model whose blocks the theory follows
+        (the MLP-ResNet); None for other models."""
+        if not theory.describes(cfg):
             return None
         bound = self.for_model(model_name, cfg)
         return theory.recursion(bound._block(cfg), float(bound.sigma_w), float(bound.sigma_b), float(bound.mu),

@@ -52,6 +52,12 @@ class Block:
         return cls(cfg.activation, cfg.pre_ln, cfg.pre_nonlin, cfg.mean_subtract, cfg.block_depth, branch)
 
 
+def describes(cfg: Any) -> bool:
+    """Whether a model's config says its blocks are the residual MLP this theory follows (a model tells with the
+    config class attribute `mean_field_block = True`; the MLP-ResNet does)."""
+    return bool(getattr(cfg, "mean_field_block", False))
+
+
 def _tables(name: str) -> tuple[np.ndarray, np.ndarray]:
     """phi and phi' of a zoo activation on the table nodes, evaluated eagerly (also under a jax trace). Nodes where
     float32 overflows inside phi or phi' (GELU's tanh form cubes x: phi' is NaN past |x| ~ 1e19) take the value of
