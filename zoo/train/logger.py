@@ -32,25 +32,46 @@ def duration(seconds: float) -> str:
 
 
 class Logger:
-    """metrics.jsonl rows, TensorBoard scalars and the progress of one run (process 0 only: `enabled`)."""
+    """What the loop reports to: metrics.jsonl and TensorBoard (MetricsLog), the progress (ProgressView), and
+    `say`. Process 0 only (`enabled`)."""
 
     def __init__(self, run_dir: Path, total: int, start: int, unit: str, examples_per_step: int,
                  say: Callable[[str], None], enabled: bool = True):
-        self.enabled, self.total, self.unit, self.per_step, self.say = enabled, total, unit, examples_per_step, say
-        self.start_time, self.start_step = time.perf_counter(), start
-        self.last_time, self.last_step, self.last_line = None, start, time.perf_counter()
-        self.file = (run_dir / "metrics.jsonl").open("a") if enabled else None
-        self.tb = _tensorboard(run_dir) if enabled else None
-        self.progress = None
-        if enabled and console.is_terminal:
-            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
-            self.task = self.progress.add_task("train", total=total, completed=start, info="")
-            self.progress.start()
+        self.say, self.per_step = say, examples_per_step
+        self.log = MetricsLog(run_dir) if enabled else None
+        self.view = ProgressView(total, start, unit, examples_per_step, say) if enabled else None
 
-    def write(self, step: int, metrics: dict[str, Any], split: str = "train") -> None:
-        if not self.enabled:
-            return
+    def tick(self, step: int, metrics: dict[str, Any]) -> None:
+        """Every step's fetched metrics: the bar's first update, and a heartbeat line in a log file."""
+        if self.view is not None:
+            self.view.tick(step, metrics)
+
+    def train(self, step: int, metrics: dict[str, Any]) -> None:
+        """A logged step: a metrics.jsonl row, the bar, and a plain line in a log file."""
+        if self.log is not None:
+            self.log.write(step, metrics, "train")
+            self.view.show(step, metrics, line=True)
+
+    def eval(self, step: int, metrics: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.write(step, metrics, "eval")
+        self.say(f"step {step} eval: " + " ".join(f"{k} {fmt(float(v))}" for k, v in metrics.items()))
+
+    def close(self) -> None:
+        for part in (self.view, self.log):
+            if part is not None:
+                part.close()
+
+
+class MetricsLog:
+    """Rows of metrics.jsonl (one JSON object per line: step, split, time, the metrics), and TensorBoard scalars
+    when tensorboardX is installed."""
+
+    def __init__(self, run_dir: Path):
+        self.file = (run_dir / "metrics.jsonl").open("a")
+        self.tb = _tensorboard(run_dir)
+
+    def write(self, step: int, metrics: dict[str, Any], split: str) -> None:
         row = {"step": step, "split": split, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
         try:
             self.file.write(json.dumps(row) + "\n")
@@ -61,53 +82,59 @@ class Logger:
             for k, v in metrics.items():
                 self.tb.add_scalar(f"{split}/{k}", float(v), step)
 
+    def close(self) -> None:
+        self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+class ProgressView:
+    """A bar on a terminal; in a log file, plain lines (loss, throughput, ETA) at each logged step and a heartbeat
+    at least every HEARTBEAT_S."""
+
+    def __init__(self, total: int, start: int, unit: str, examples_per_step: int, say: Callable[[str], None]):
+        self.total, self.unit, self.per_step, self.say = total, unit, examples_per_step, say
+        self.start = (start, time.perf_counter())
+        self.last: tuple[int, float] | None = None  # (step, time) of the last rate shown
+        self.last_line = time.perf_counter()
+        self.bar = None
+        if console.is_terminal:
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
+            self.task = self.bar.add_task("train", total=total, completed=start, info="")
+            self.bar.start()
+
     def tick(self, step: int, metrics: dict[str, Any]) -> None:
-        """Every step's fetched metrics: the bar's first update, and a heartbeat line in a log file."""
-        if self.last_time is None:
-            self._show(step, metrics, line=False)
+        if self.last is None:
+            self.show(step, metrics, line=False)
         if time.perf_counter() - self.last_line >= HEARTBEAT_S:
             self.line(step, "running")
 
-    def train(self, step: int, metrics: dict[str, Any]) -> None:
-        """A logged step: a metrics.jsonl row, the bar, and a plain line in a log file."""
-        self.write(step, metrics)
-        self._show(step, metrics, line=True)
-
-    def _show(self, step: int, metrics: dict[str, Any], line: bool) -> None:
+    def show(self, step: int, metrics: dict[str, Any], line: bool) -> None:
         now, rate = time.perf_counter(), ""
-        if self.last_time is not None and step > self.last_step:
-            rate = f"{(step - self.last_step) * self.per_step / (now - self.last_time):,.0f} {self.unit}/s"
-        self.last_time, self.last_step = now, step
+        if self.last is not None and step > self.last[0]:
+            rate = f"{(step - self.last[0]) * self.per_step / (now - self.last[1]):,.0f} {self.unit}/s"
+        self.last = (step, now)
         info = f"loss {fmt(metrics['loss'])}" + (f"  {rate}" if rate else "")
-        if self.progress is not None:
-            self.progress.update(self.task, completed=step, info=info)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=step, info=info)
         if line:
             self.line(step, info)
 
     def line(self, step: int, info: str) -> None:
         """A plain progress line (log files only; a terminal has the bar)."""
-        if not self.enabled or self.progress is not None:
+        if self.bar is not None:
             return
-        elapsed = time.perf_counter() - self.start_time
-        done = step - self.start_step
-        eta = f"  ETA {duration(elapsed / done * (self.total - step))}" if done > 0 else ""
+        start, t0 = self.start
+        done = step - start
+        eta = f"  ETA {duration((time.perf_counter() - t0) / done * (self.total - step))}" if done > 0 else ""
         self.say(f"step {step}/{self.total}  {info}{eta}")
         self.last_line = time.perf_counter()
 
-    def eval(self, step: int, metrics: dict[str, Any]) -> None:
-        self.write(step, metrics, "eval")
-        self.say(f"step {step} eval: " + " ".join(f"{k} {fmt(float(v))}" for k, v in metrics.items()))
-
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        if self.tb is not None:
-            self.tb.close()
-            self.tb = None
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
 
 
 def _tensorboard(run_dir: Path):
