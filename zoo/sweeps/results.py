@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zoo.files import write_atomic
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
-from zoo.train.logger import write_atomic
 
 SETTINGS, RESULTS = "sweep.json", "results.jsonl"
 
