@@ -12,7 +12,8 @@ from cli_utils import clean_error, run_main_many
 from PIL import Image
 
 import zoo.data
-from zoo.data import prepare, synthetic
+from zoo.cli.prepare import main as prepare_main
+from zoo.data import synthetic
 
 TINY = ["--model", "mlp_resnet", "--width", "16", "--depth", "2", "--batch-size", "2", "--steps", "1"]
 
@@ -51,7 +52,7 @@ def test_a_refused_prepare_leaves_no_out(tmp_path, capsys):
     for argv, expected in cases:
         out = tmp_path / "out"
         with pytest.raises(SystemExit) as e:
-            prepare.main([*argv, "--out", str(out)])
+            prepare_main([*argv, "--out", str(out)])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert e.value.code == 1 and len(err) == 1 and expected in err[0], err
         assert not out.exists()

@@ -7,10 +7,10 @@ import json
 import math
 
 import pytest
-from zoo.train.errors import RunLocked
 
 from zoo import sweep
 from zoo.config import RunConfig
+from zoo.errors import RunLocked
 from zoo.sweeps import results
 from zoo.sweeps.grid import parse_lrs
 from zoo.sweeps.runner import SweepSpec, run_sweep
