@@ -16,11 +16,13 @@ the per-pair ratios. FLOPs per step are XLA's count of the compiled zoo step; co
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -35,7 +37,7 @@ from gpt_step import baseline_loss, baseline_params
 import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
-from zoo.train.step import build_program
+from zoo.train.step import RUN_ONCE, build_program
 
 # Per model: a tiny size, the default (the model's config) and one of about 4x its FLOPs; the batch of each.
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
@@ -58,93 +60,89 @@ def load() -> str:
 
 
 class Case:
-    """One model at one size: zoo's jitted step, torch's step and (GPT) plain JAX's, on one random batch."""
+    """One model at one size: zoo's jitted step, torch's step and (GPT) plain JAX's, on one random batch.
 
-    def __init__(self, name: str, overrides: dict[str, Any], batch: int):
-        self.name = name
+    `steps` maps each side to a function running one step and returning its loss (of the parameters before the
+    step); `fast_compile` compiles at XLA's backend optimisation level 0 (the smoke test: seconds, not speed)."""
+
+    def __init__(self, name: str, overrides: dict[str, Any], batch: int, fast_compile: bool = False):
+        self.name, self.batch = name, batch
         lm = name == "gpt"
         facts = {"vocab_size": VOCAB, "dropout": 0.0} if lm else {"in_shape": IMAGE, "num_classes": CLASSES}
-        cfg = zoo.models.config(name, **{**facts, **overrides})
-        self.cfg = cfg
+        cfg = self.cfg = zoo.models.config(name, **{**facts, **overrides})
         rng = np.random.default_rng(0)
         if lm:
-            x = rng.integers(0, VOCAB, (batch, cfg.seq_len + 1))
-            self.x, self.y = x[:, :-1].astype(np.int32), x[:, 1:].astype(np.int32)
+            tokens = rng.integers(0, VOCAB, (batch, cfg.seq_len + 1))
+            self.x, self.y = tokens[:, :-1].astype(np.int32), tokens[:, 1:].astype(np.int32)
         else:
             self.x = rng.standard_normal((batch, *IMAGE)).astype(np.float32)
             self.y = rng.integers(0, CLASSES, batch).astype(np.int32)
+        self.options = RUN_ONCE if fast_compile else None
         plugin = zoo.param.get("sp")
         opt = OptimConfig(name="adamw", lr=LR, b2=B2, weight_decay=WD)
         prog = build_program(lambda r: zoo.models.create(name, cfg, plugin, r), plugin, opt)
-        state = jax.jit(prog.init)(jax.random.PRNGKey(0))
-        zoo_params = nnx.to_pure_dict(state["params"])
+        key = jax.random.PRNGKey(0)
+        state = jax.jit(prog.init).lower(key).compile(RUN_ONCE)(key)
+        torch_model = self._torch_model()
+        torch_model.load_zoo(jax.tree.map(np.asarray, nnx.to_pure_dict(state["params"])))
         batch_j = {"x": jnp.asarray(self.x), "y": jnp.asarray(self.y)}
-        step = jax.jit(lambda s, b: prog.train_step(s, b), donate_argnums=0)
         t0 = time.perf_counter()
-        compiled = step.lower(state, batch_j).compile()
+        compiled = jax.jit(prog.train_step, donate_argnums=0).lower(state, batch_j).compile(self.options)
         self.compile_s = time.perf_counter() - t0
         self.gflops = compiled.cost_analysis().get("flops", float("nan")) / 1e9
-        self.first_loss = {"zoo": float(jax.jit(prog.eval_step)(state, batch_j)["loss"])}
         holder = {"state": state}
 
         def zoo_step() -> Any:
-            holder["state"], m = compiled(holder["state"], batch_j)
-            return m["loss"]
+            holder["state"], metrics = compiled(holder["state"], batch_j)
+            return metrics["loss"]
 
-        self.steps: dict[str, Callable[[], Any]] = {"zoo": zoo_step}
-        self.steps["torch"], self.first_loss["torch"] = self._torch(zoo_params, lm)
+        self.steps: dict[str, Callable[[], Any]] = {"zoo": zoo_step, "torch": self._torch_step(torch_model)}
         if lm:
-            self.steps["jax"] = self._plain_jax(cfg, batch_j)
+            self.steps["jax"] = self._plain_jax(batch_j)
 
-    def _torch(self, zoo_params: dict, lm: bool) -> tuple[Callable[[], Any], float]:
+    def _torch_model(self) -> torch.nn.Module:
         c = self.cfg
         if self.name == "gpt":
-            model = torch_models.GPT(VOCAB, c.seq_len, c.width, c.depth, c.head_dim)
-        elif self.name == "vit":
-            model = torch_models.ViT(c.width, c.depth, c.patch, IMAGE[0], IMAGE[2], CLASSES, c.head_dim)
-        elif self.name == "mixer":
-            model = torch_models.Mixer(c.width, c.depth, c.patch, IMAGE[0], IMAGE[2], CLASSES, c.token_dim)
-        else:
-            model = torch_models.MLPResNet(c.width, c.depth, int(np.prod(IMAGE)), CLASSES)
-        model.load_zoo(jax.tree.map(np.asarray, zoo_params))
+            return torch_models.GPT(VOCAB, c.seq_len, c.width, c.depth, c.head_dim)
+        if self.name == "vit":
+            return torch_models.ViT(c.width, c.depth, c.patch, IMAGE[0], IMAGE[2], CLASSES, c.head_dim)
+        if self.name == "mixer":
+            return torch_models.Mixer(c.width, c.depth, c.patch, IMAGE[0], IMAGE[2], CLASSES, c.token_dim)
+        return torch_models.MLPResNet(c.width, c.depth, int(np.prod(IMAGE)), CLASSES)
+
+    def _torch_step(self, model: torch.nn.Module) -> Callable[[], Any]:
         # zoo decays matrices and embeddings, not vectors (biases, norms) nor scalar-kind weights (Mixer tokens)
-        decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "token_mlp" not in n]
-        rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "token_mlp" not in n)]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}],
-                                lr=LR, betas=(0.9, B2), eps=1e-8)
+        decayed = {n for n, p in model.named_parameters() if p.ndim >= 2 and "token_mlp" not in n}
+        groups = [{"params": [p for n, p in model.named_parameters() if (n in decayed) == d],
+                   "weight_decay": WD if d else 0.0} for d in (True, False)]
+        opt = torch.optim.AdamW(groups, lr=LR, betas=(0.9, B2), eps=1e-8)
         x, y = torch.from_numpy(self.x), torch.from_numpy(self.y).long()
-        if lm:
-            x = x.long()
-
-        def loss_fn() -> torch.Tensor:
-            logits = model(x)
-            return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-
-        with torch.no_grad():
-            first = float(loss_fn())
+        x = x.long() if self.name == "gpt" else x
 
         def step() -> Any:
-            loss = loss_fn()
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             return loss.detach()
 
-        return step, first
+        return step
 
-    def _plain_jax(self, cfg: Any, batch: dict[str, jax.Array]) -> Callable[[], Any]:
+    def _plain_jax(self, batch: dict[str, jax.Array]) -> Callable[[], Any]:
+        c = self.cfg
         tx = optax.adamw(LR, b2=B2, weight_decay=WD)
-        heads = cfg.width // cfg.head_dim
 
         def step(state, xb, yb):
             params, opt_state = state
-            loss, g = jax.value_and_grad(baseline_loss)(params, xb, yb, heads, jnp.float32)
+            loss, g = jax.value_and_grad(baseline_loss)(params, xb, yb, c.width // c.head_dim, jnp.float32)
             upd, opt_state = tx.update(g, opt_state, params)
             return (optax.apply_updates(params, upd), opt_state), loss
 
-        params = baseline_params(jax.random.key(0), VOCAB, cfg.seq_len, cfg.width, cfg.depth)
+        params = baseline_params(jax.random.key(0), VOCAB, c.seq_len, c.width, c.depth)
         holder = {"state": (params, tx.init(params))}
-        compiled = jax.jit(step, donate_argnums=0).lower(holder["state"], batch["x"], batch["y"]).compile()
+        compiled = (jax.jit(step, donate_argnums=0).lower(holder["state"], batch["x"], batch["y"])
+                    .compile(self.options))
 
         def run() -> Any:
             holder["state"], loss = compiled(holder["state"], batch["x"], batch["y"])
@@ -162,7 +160,16 @@ def timed(step: Callable[[], Any], steps: int) -> float:
     return (time.perf_counter() - t0) / steps
 
 
+def same_function(case: Case) -> None:
+    """zoo's and torch's first losses agree (the torch model holds zoo's init): they compute the same function."""
+    zoo_loss, torch_loss = float(case.steps["zoo"]()), float(case.steps["torch"]())
+    if abs(zoo_loss - torch_loss) > 1e-4 * abs(torch_loss):
+        raise SystemExit(f"{case.name}: zoo and torch start from different losses ({zoo_loss} vs {torch_loss}): the "
+                         "models do not compute the same function")
+
+
 def measure(case: Case, pairs: int, steps: int, warmup: int) -> dict[str, list[float]]:
+    same_function(case)
     for step in case.steps.values():
         for _ in range(warmup):
             np.asarray(step())
@@ -185,10 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pairs", type=int, default=5, help="interleaved runs of each side")
     p.add_argument("--steps", type=int, default=3, help="steps per run")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, 1 pair of 1 step")
+    p.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, 1 pair of 1 step, quick compiles")
+    p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.pairs, args.steps, args.warmup = "tiny", 1, 1, 1
+        args.sizes, args.pairs, args.steps, args.warmup = "tiny", 1, 1, 0
     models, sizes = args.models.split(","), args.sizes.split(",")
     bad = [m for m in models if m not in SIZES] + [s for s in sizes if s not in SIZES["gpt"]]
     if bad or min(args.pairs, args.steps) < 1:
@@ -198,25 +206,32 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(cores())
     print(f"jax {jax.__version__} ({jax.devices()[0].platform}), torch {torch.__version__}, {cores()} cores; "
           f"{args.pairs} pairs of {args.steps} steps; f32, AdamW")
-    print(f"{'model':10s} {'size':8s} {'shape':26s} {'GFLOP':>7s} {'compile s':>9s} {'zoo ms':>9s} {'torch ms':>9s}"
+    print(f"{'model':10s} {'size':8s} {'shape':20s} {'GFLOP':>7s} {'compile s':>9s} {'zoo ms':>9s} {'torch ms':>9s}"
           f" {'zoo/torch':>9s} {'jax ms':>8s} {'zoo/jax':>7s}  load")
+    rows = []
     for name in models:
         for size in sizes:
-            case = Case(name, SIZES[name][size], BATCH[name])
-            a, b = case.first_loss["zoo"], case.first_loss["torch"]
-            if abs(a - b) > 1e-4 * abs(b):
-                raise SystemExit(f"{name} {size}: zoo and torch start from different losses ({a} vs {b}): "
-                                 "the models do not compute the same function")
-            runs = measure(case, args.pairs, args.steps, args.warmup)
-            med = {k: statistics.median(v) * 1e3 for k, v in runs.items()}
-            ratio = paired_ratio(runs["zoo"], runs["torch"])
-            c = case.cfg
-            shape = f"w{c.width} d{c.depth} b{BATCH[name]}" + (f" T{c.seq_len}" if name == "gpt" else "")
-            jax_cols = (f"{med['jax']:8.1f} {paired_ratio(runs['zoo'], runs['jax']):7.3f}" if "jax" in runs
-                        else f"{'':8s} {'':7s}")
-            print(f"{name:10s} {size:8s} {shape:26s} {case.gflops:7.2f} {case.compile_s:9.1f} {med['zoo']:9.1f} "
-                  f"{med['torch']:9.1f} {ratio:9.3f} {jax_cols}  {load()}", flush=True)
+            rows.append(row(Case(name, SIZES[name][size], BATCH[name], fast_compile=args.quick),
+                            measure_args=(args.pairs, args.steps, args.warmup), size=size))
+            r = rows[-1]
+            jax_cols = f"{r['jax_ms']:8.1f} {r['zoo/jax']:7.3f}" if "jax_ms" in r else f"{'':8s} {'':7s}"
+            print(f"{name:10s} {size:8s} {r['shape']:20s} {r['gflop']:7.2f} {r['compile_s']:9.1f} {r['zoo_ms']:9.1f} "
+                  f"{r['torch_ms']:9.1f} {r['zoo/torch']:9.3f} {jax_cols}  {r['load']}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
+
+def row(case: Case, measure_args: tuple[int, int, int], size: str) -> dict[str, Any]:
+    """One table row: the medians (ms), the paired ratios, XLA's FLOPs and compile time, the load after it."""
+    runs = measure(case, *measure_args)
+    c = case.cfg
+    out = {"model": case.name, "size": size, "gflop": case.gflops, "compile_s": case.compile_s,
+           "shape": f"w{c.width} d{c.depth} b{case.batch}" + (f" T{c.seq_len}" if case.name == "gpt" else ""),
+           **{f"{k}_ms": statistics.median(v) * 1e3 for k, v in runs.items()},
+           "zoo/torch": paired_ratio(runs["zoo"], runs["torch"])}
+    if "jax" in runs:
+        out["zoo/jax"] = paired_ratio(runs["zoo"], runs["jax"])
+    return {**out, "load": load()}
 
 if __name__ == "__main__":
     main()

@@ -86,7 +86,8 @@ class Dense(nnx.Module):
 
         XLA:CPU differentiates a product over several leading axes with transposes of the activations: the last
         axis is contracted as one 2-D product of the flattened rows, axis 1 as B products W^T x_b (no transposes).
-        The multiplier m^-a scales the smaller of x and W (not the larger output)."""
+        The multiplier m^-a scales the smaller of W and the product (the input may be shared by the members of a
+        vmapped sweep, whose multipliers differ)."""
         w, mult = self.kernel[...].astype(x.dtype), self.mult[...].astype(x.dtype)
         b = None if self.bias is None else self.bias[...].astype(x.dtype)
         if axis == 1 and x.ndim == 3:
@@ -96,8 +97,7 @@ class Dense(nnx.Module):
         if axis not in (-1, x.ndim - 1):
             raise ValueError(f"Dense contracts the last axis or axis 1 of a rank-3 input, not axis {axis} of {x.shape}")
         rows = x.reshape(-1, x.shape[-1])
-        rows, w = (rows * mult, w) if rows.size <= w.size else (rows, w * mult)
-        y = rows @ w
+        y = rows @ (w * mult) if w.size <= rows.shape[0] * w.shape[1] else (rows @ w) * mult
         y = y if b is None else y + b
         return y.reshape(*x.shape[:-1], y.shape[-1])
 
