@@ -139,7 +139,9 @@ class Case:
             upd, opt_state = tx.update(g, opt_state, params)
             return (optax.apply_updates(params, upd), opt_state), loss
 
-        params = baseline_params(jax.random.key(0), VOCAB, c.seq_len, c.width, c.depth)
+        init = jax.jit(baseline_params, static_argnums=(1, 2, 3, 4)).lower(jax.random.key(0), VOCAB, c.seq_len,
+                                                                          c.width, c.depth).compile(RUN_ONCE)
+        params = init(jax.random.key(0))
         holder = {"state": (params, tx.init(params))}
         compiled = (jax.jit(step, donate_argnums=0).lower(holder["state"], batch["x"], batch["y"])
                     .compile(self.options))
