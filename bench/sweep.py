@@ -127,7 +127,8 @@ def write(path: Path, args, name, vm, one, vm_steady, seq_steady, ratio, total_r
             if platform == "cpu" else "Target on a GPU: >= 6x.")
     path.write_text(f"""# Sweep benchmark ({platform.upper()})
 
-`python bench/sweep.py --steps {args.steps}{' --synthetic' if args.synthetic else ''} --write {path}`
+`python bench/sweep.py --width {args.width} --depth {args.depth} --batch-size {args.batch_size} --steps {args.steps}
+--rounds {args.rounds}{' --synthetic' if args.synthetic else ''} --write {path}`
 
 {args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param} with base depth
 {args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Both paths run the
