@@ -1,6 +1,6 @@
 """Train the members (LR x seed) of one shape: as ONE vmapped program over shared batches, or one by one.
 
-Both paths run the same `Program.train_step` inside a jitted `lax.scan` over chunks of steps, batches
+Both paths run the same `Program.train_step` inside a jitted `fori_loop` over chunks of steps, batches
 gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. Each member's peak LR is a traced
 value in its optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
 with one seed share their initial weights across learning rates. With several devices, the members are split
