@@ -96,9 +96,25 @@ class Dense(nnx.Module):
         self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0,
                                  axes=axes[1:]) if bias else None
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...].astype(x.dtype)
-        return y if self.bias is None else y + self.bias[...].astype(x.dtype)
+    def __call__(self, x: jax.Array, axis: int = -1) -> jax.Array:
+        """Contracts x's last axis; axis=1 contracts axis 1 of a (B, S, C) input instead (token mixing), y (B, out, C).
+
+        XLA:CPU differentiates a product over several leading axes with transposes of the activations: the last
+        axis is contracted as one 2-D product of the flattened rows, axis 1 as B products W^T x_b (no transposes).
+        The multiplier m^-a scales the smaller of W and the product (the input may be shared by the members of a
+        vmapped sweep, whose multipliers differ)."""
+        w, mult = self.kernel[...].astype(x.dtype), self.mult[...].astype(x.dtype)
+        b = None if self.bias is None else self.bias[...].astype(x.dtype)
+        if axis == 1 and x.ndim == 3:
+            w = jnp.broadcast_to((w * mult).T, (x.shape[0], w.shape[1], w.shape[0]))
+            y = jax.lax.dot_general(w, x, (((2,), (1,)), ((0,), (0,))))
+            return y if b is None else y + b[:, None]
+        if axis not in (-1, x.ndim - 1):
+            raise ValueError(f"Dense contracts the last axis or axis 1 of a rank-3 input, not axis {axis} of {x.shape}")
+        rows = x.reshape(-1, x.shape[-1])
+        y = rows @ (w * mult) if w.size <= rows.shape[0] * w.shape[1] else (rows @ w) * mult
+        y = y if b is None else y + b
+        return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
 class LayerNorm(nnx.Module):
