@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from zoo.param.base import Parametrization
@@ -96,6 +97,10 @@ class Dense(nnx.Module):
         self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0,
                                  axes=axes[1:]) if bias else None
 
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """y = m (x W) + b: m folds into W (zoo.export)."""
+        return [("kernel", self.mult[...])]
+
     def __call__(self, x: jax.Array, axis: int = -1) -> jax.Array:
         """Contracts x's last axis; axis=1 contracts axis 1 of a (B, S, C) input instead (token mixing), y (B, out, C).
 
@@ -115,6 +120,16 @@ class Dense(nnx.Module):
         y = rows @ (w * mult) if w.size <= rows.shape[0] * w.shape[1] else (rows @ w) * mult
         y = y if b is None else y + b
         return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def branch_folds(skip: Multiplier, branch: Multiplier, *ends: str) -> list[tuple[str, jax.Array]]:
+    """x <- mu x + beta branch(x), the branch ending in the Dense layers at `ends`: beta folds into their kernel and
+    bias (zoo.export); mu scales the residual stream itself, which no parameter can absorb (ValueError unless 1)."""
+    mu = np.asarray(skip[...])
+    if np.any(mu != 1.0):
+        raise ValueError(f"the skip multiplier mu = {float(mu.ravel()[0]):g} scales the residual stream, which no "
+                         "parameter can absorb: this run has no SP form")
+    return [(f"{end}/{name}", branch[...]) for end in ends for name in ("kernel", "bias")]
 
 
 class LayerNorm(nnx.Module):

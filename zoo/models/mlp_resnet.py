@@ -15,10 +15,11 @@ import math
 from typing import ClassVar
 
 import jax
+import numpy as np
 from flax import nnx
 
-from zoo.activations import activation
-from zoo.models.layers import Dense, LayerNorm, ModelConfig, Scale, Stack, scales
+from zoo.activations import HOMOGENEOUS, activation
+from zoo.models.layers import Dense, LayerNorm, ModelConfig, Scale, Stack, branch_folds, scales
 from zoo.param.base import Parametrization
 
 
@@ -48,6 +49,17 @@ class Block(nnx.Module):
                    if cfg.block_depth == 2 else None)  # one assignment: nnx fixes data vs static at the first
         self.branch = scale.branch_multiplier()
         self.skip = scale.skip_multiplier()
+
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """x <- x + beta MS(phi(W x + b)): beta folds into W and b when phi is positively homogeneous (relu, abs) or
+        linear, or when the branch ends in the matrix (pre_nonlin), with beta > 0 where phi needs it (zoo.export)."""
+        beta = np.asarray(self.branch[...])
+        kind = HOMOGENEOUS.get(self.phi_name)
+        if not self.pre_nonlin and np.any(beta != 1.0) and (kind is None or (kind == "positive" and np.any(beta <= 0))):
+            raise ValueError(f"the MLP-ResNet branch multiplier ({float(beta.ravel()[0]):.4g}) acts after "
+                             f"{self.phi_name}(W x + b), which is not {'positively ' if kind else ''}homogeneous: it "
+                             "cannot move into W (relu, abs and identity can, as can pre_nonlin blocks)")
+        return branch_folds(self.skip, self.branch, "w1" if self.w2 is None else "w2")
 
     def __call__(self, x, key=None):
         phi = activation(self.phi_name)

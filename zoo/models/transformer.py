@@ -12,12 +12,13 @@ Every matrix here is hidden-kind (or scalar-kind for Mixer token mixing); nothin
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, tagged_param
+from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, branch_folds, tagged_param
 from zoo.param.tags import Kind
 
 
@@ -115,6 +116,10 @@ class Embed(nnx.Module):
         self.table = tagged_param(rngs.params(), scale.plugin, tag, (num, width), std0, axes=axes)
         self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
 
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """x = m E[ids]: m folds into E (zoo.export)."""
+        return [("table", self.mult[...])]
+
     def __call__(self, ids: jax.Array) -> jax.Array:
         return jnp.take(self.table[...], ids, axis=0) * self.mult[...]
 
@@ -152,6 +157,12 @@ class Attention(nnx.Module):
         self.o = dense(inner, width, "attn_out", row)
         self.logit_scale = Multiplier(jnp.asarray(scale.plugin.attn_scale(heads.dim, heads.base_dim), jnp.float32))
 
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """logits s q.k with q = x W_q + b_q: SP's 1/sqrt(d) times s sqrt(d), the rest folds into W_q and b_q
+        (zoo.export)."""
+        factor = self.logit_scale[...] * math.sqrt(self.heads.dim)
+        return [("q/kernel", factor), ("q/bias", factor)]
+
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The attention output (B, T, n) and the logits s q.k (B, heads, T, T), before the causal mask."""
         b, t, _ = x.shape
@@ -179,6 +190,11 @@ class Block(nnx.Module):
         self.attn_branch, self.attn_skip = scale.branch_multiplier(), scale.skip_multiplier()
         self.mlp_branch, self.mlp_skip = scale.branch_multiplier(), scale.skip_multiplier()
 
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """Each branch's multiplier folds into the matrix ending it (zoo.export); a skip multiplier cannot."""
+        return (branch_folds(self.attn_skip, self.attn_branch, "attn/o") +
+                branch_folds(self.mlp_skip, self.mlp_branch, "mlp/fc2"))
+
     def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
         y, logits = self.attn(self.ln1(x))
         x = residual(x, dropout(y, self.rate, fold(key, 0)), self.attn_skip, self.attn_branch)
@@ -198,6 +214,11 @@ class MixerBlock(nnx.Module):
         self.channel_mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias)
         self.token_branch, self.token_skip = scale.branch_multiplier(), scale.skip_multiplier()
         self.channel_branch, self.channel_skip = scale.branch_multiplier(), scale.skip_multiplier()
+
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """Each branch's multiplier folds into the matrix ending it (zoo.export); a skip multiplier cannot."""
+        return (branch_folds(self.token_skip, self.token_branch, "token_mlp/fc2") +
+                branch_folds(self.channel_skip, self.channel_branch, "channel_mlp/fc2"))
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
         y, _ = self.token_mlp(self.ln1(x), axis=1)
