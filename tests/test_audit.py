@@ -90,7 +90,7 @@ def test_readout_tagged_hidden_fails(monkeypatch):
 
 
 def test_multiplier_applied_twice_fails(monkeypatch):
-    def twice(self, x):
+    def twice(self, x, axis=-1):
         y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...] * self.mult[...]
         return y if self.bias is None else y + self.bias[...]
 
@@ -100,14 +100,15 @@ def test_multiplier_applied_twice_fails(monkeypatch):
     assert {"multiplier", "init_rms", "update_rms"} <= bad["head/kernel"]
 
 
-def shape_factor_on_top(cfg, plugin, params):
+def shape_factor_on_top(cfg, plugin, params, horizon):
     """Megatron-LM #3177: Muon's shape factor taken at the actual shape (Moonlight's sqrt(max(fan_in, fan_out)))
     on top of the plugin's Muon LR, which already has the width scaling: a second m^(1/2) on hidden matrices."""
     factor = optim.per_param(params, lambda t: math.sqrt(max(t.fan_in, t.fan_out) / max(t.base_fan_in, t.base_fan_out))
                              if optim.family_of(cfg, t) == "spectral" else 1.0)
     rules = optim.rules(plugin, params, cfg)
     lr_mult = jax.tree.map(lambda a, b: a * b, rules.lr_mult, factor)
-    return optim.chain(cfg, rules.grad_scale, lr_mult, rules.wd_mult, route=optim.routes(cfg, params))
+    return optim.chain(cfg, rules.grad_scale, lr_mult, rules.wd_mult, route=optim.routes(cfg, params),
+                       horizon=horizon)
 
 
 def test_muon_shape_factor_on_top_of_mup_fails():
@@ -115,7 +116,7 @@ def test_muon_shape_factor_on_top_of_mup_fails():
     assert bad == {"stack/blocks/w1/kernel": {"spectral_step"}}
 
 
-def two_dims_to_muon(cfg, plugin, params):
+def two_dims_to_muon(cfg, plugin, params, horizon):
     """optax.contrib.muon's default routing: every 2-D array to Muon, so the stacked (L, n) norm gains and biases of
     scanned blocks go to Muon as L x n matrices (and the stacked (L, n, n) hidden matrices to Adam)."""
     def route(v):
@@ -123,7 +124,7 @@ def two_dims_to_muon(cfg, plugin, params):
         return v.replace(optim.Route("spectral" if len(shape) == 2 else "adam", shape[0] if shape else 1))
 
     routes = jax.tree.map(route, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
-    return optim.chain(cfg, *optim.rules(plugin, params, cfg), route=routes)
+    return optim.chain(cfg, *optim.rules(plugin, params, cfg), route=routes, horizon=horizon)
 
 
 def test_vector_parameter_sent_to_muon_fails():

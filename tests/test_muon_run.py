@@ -17,7 +17,7 @@ from test_export import exported_model
 
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export import export
-from zoo.train.run import read_run_config
+from zoo.train.load import read_config
 from zoo.train.setup import setup
 from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
@@ -57,7 +57,7 @@ def test_a_muon_run_forks_and_exports_with_its_logits(tmp_path):
     proc = run_train([*MUON, "--steps", "20", "--lr", "3e-3", "--fork-from", str(first), "--run-dir", str(fork)])
     assert proc.returncode == 0 and f"forked {first} at step 10" in proc.stderr, proc.stderr
     export(fork, out, echo=lambda _: None)
-    run, loaded = setup(read_run_config(fork)), final_params(fork)
+    run, loaded = setup(read_config(fork)), final_params(fork)
     key = jax.random.key(0)
     state = jax.jit(run.program.init).lower(key).compile(compiler_options=RUN_ONCE)(key)
     flat, treedef = jax.tree_util.tree_flatten_with_path(state["params"])

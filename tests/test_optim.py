@@ -17,7 +17,7 @@ from zoo.optim import OPTIMIZERS, OptimConfig, build, schedule_shape
 def test_schedule_warmup_then_decay_to_min_ratio(schedule, mid):
     """Linear warmup over 10 steps ((t+1)/10), then from 1 down to min_lr_ratio 0.1 at the horizon t = 110;
     halfway (t = 60) cosine and linear both give 0.1 + 0.9/2."""
-    shape = schedule_shape(OptimConfig(schedule=schedule, warmup=10, steps=110, min_lr_ratio=0.1))
+    shape = schedule_shape(OptimConfig(schedule=schedule, warmup=10, min_lr_ratio=0.1), horizon=110)
     got = [float(shape(t)) for t in (0, 4, 9, 10, 60, 110, 500)]
     end = 1.0 if schedule == "constant" else 0.1
     np.testing.assert_allclose(got, [0.1, 0.5, 1.0, 1.0, mid, end, end], rtol=1e-6)

@@ -34,36 +34,40 @@ from flax import nnx
 from zoo.param import families
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
+from zoo.schema import BETA, FRACTION, NON_NEGATIVE, POSITIVE, check_settings, setting
 
 OPTIMIZERS = families.OPTIMIZERS
 SCHEDULES = ("constant", "cosine", "linear")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class OptimConfig:
-    name: str = "adam"
-    lr: float = 1e-3
-    schedule: str = "constant"
-    warmup: int = 0
-    steps: int = 1000  # horizon of the decaying schedules
-    min_lr_ratio: float = 0.0  # final LR / peak LR of cosine and linear
-    b1: float = 0.9
-    b2: float = 0.999
-    eps: float = 1e-8
-    momentum: float = 0.9
-    weight_decay: float | None = None  # None: 0.1 for adamw, 0 otherwise
-    clip_norm: float | None = None
-    clip_rms: float | None = None
-    muon_beta: float = 0.95  # Muon's (Nesterov) momentum
-    muon_rms: float = 0.2  # Muon's update RMS at the base shape (Moonlight: AdamW's, so the two share one LR)
-    muon_io: bool = False  # Muon also on the input and output layers (by default they are Adam's)
-    ns_steps: int = 5  # Newton-Schulz iterations
+    """The optimizer part of a run's config (its flags: --optimizer, --lr, ...). The schedule's horizon is the run's
+    length, given to `build`."""
+
+    name: str = setting("adam", "the base optimizer", flag="optimizer", choices=OPTIMIZERS)
+    lr: float = setting(1e-3, "peak learning rate at the base width (the plugin scales it per parameter)",
+                        check=POSITIVE)
+    schedule: str = setting("constant", "LR schedule after --warmup", choices=SCHEDULES)
+    warmup: int = setting(0, "linear warmup steps", check=NON_NEGATIVE)
+    min_lr_ratio: float = setting(0.0, "final LR / peak LR for cosine and linear", check=FRACTION)
+    b1: float = setting(0.9, "Adam/Lion beta1", check=BETA)
+    b2: float = setting(0.999, "Adam/Lion beta2", check=BETA)
+    eps: float = setting(1e-8, "Adam epsilon at the base width (the plugin scales it)", check=POSITIVE)
+    momentum: float = setting(0.9, "momentum of --optimizer momentum", check=BETA)
+    weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
+                                         check=NON_NEGATIVE)
+    clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients",
+                                      check=NON_NEGATIVE)
+    clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent", check=NON_NEGATIVE)
+    muon_beta: float = setting(0.95, "Muon's Nesterov momentum", check=BETA)
+    muon_rms: float = setting(0.2, "Muon's update RMS at the base shape (Moonlight's: AdamW's, so the Muon and Adam "
+                              "parameters share one LR)", check=POSITIVE)
+    muon_io: bool = setting(False, "Muon also on the input and output layers (by default Adam's)")
+    ns_steps: int = setting(5, "Muon's Newton-Schulz iterations", check=POSITIVE)
 
     def __post_init__(self):
-        if self.name not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.name!r}; choose from {', '.join(OPTIMIZERS)}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}; choose from {', '.join(SCHEDULES)}")
+        check_settings(self)
 
     @property
     def decay(self) -> float:
@@ -72,10 +76,13 @@ class OptimConfig:
         return 0.1 if self.name == "adamw" else 0.0
 
 
-def schedule_shape(cfg: OptimConfig) -> Callable[[jax.Array], jax.Array]:
-    """LR factor in [0, 1] at step t: linear warmup, then constant, cosine or linear decay to min_lr_ratio."""
+def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
+    """LR factor in [0, 1] at step t: linear warmup, then constant, or cosine or linear decay to min_lr_ratio at
+    step `horizon` (the run's length, which a decaying schedule needs)."""
+    if cfg.schedule != "constant" and horizon is None:
+        raise ValueError(f"the {cfg.schedule} schedule needs the run's length (its horizon)")
     warm = max(cfg.warmup, 0)
-    decay_steps = max(cfg.steps - warm, 1)
+    decay_steps = max((horizon or 0) - warm, 1)
 
     def shape(t):
         t = jnp.asarray(t, jnp.float32)
@@ -237,16 +244,17 @@ def base_transform(cfg: OptimConfig, route: Any = None) -> optax.GradientTransfo
     return optax.partition({"spectral": muon, "adam": entrywise_transform(cfg)}, labels)
 
 
-def build(cfg: OptimConfig, plugin: Parametrization, params: Any) -> optax.GradientTransformation:
+def build(cfg: OptimConfig, plugin: Parametrization, params: Any, horizon: int | None = None
+          ) -> optax.GradientTransformation:
     """The optax chain for `params` under `plugin`: a state of tagged nnx.Params (possibly abstract) or a pytree of
-    Tags (zoo.param.infer_tags, for a model zoo did not build)."""
-    return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params))
+    Tags (zoo.param.infer_tags, for a model zoo did not build); `horizon`: the run's length (decaying schedules)."""
+    return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params), horizon=horizon)
 
 
-def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any,
-          route: Any = None) -> optax.GradientTransformation:
-    """The chain from its per-parameter trees (see `rules`; their leaves may be traced arrays) and, for muon, the
-    parameters' routes (see `routes`)."""
+def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: Any = None,
+          horizon: int | None = None) -> optax.GradientTransformation:
+    """The chain from its per-parameter trees (see `rules`; their leaves may be traced arrays), for muon the
+    parameters' routes (see `routes`), and the run's length (decaying schedules)."""
     parts = [scale_by_tree(grad_scale)]
     if cfg.clip_norm:
         parts.append(optax.clip_by_global_norm(cfg.clip_norm))
@@ -256,7 +264,7 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any,
     parts.append(scale_by_tree(lr_mult))
     if cfg.decay:
         parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
-    parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg)))
+    parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, horizon)))
     return optax.chain(*parts)
 
 

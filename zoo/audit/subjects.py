@@ -25,15 +25,15 @@ from zoo.param.gauge import multiplier_free, scale_leaves
 from zoo.param.tags import Tag
 from zoo.train.step import Program, build_program
 
-Chain = Callable[[OptimConfig, Parametrization, Any], optax.GradientTransformation]
+Chain = Callable[[OptimConfig, Parametrization, Any, int | None], optax.GradientTransformation]
 Apply = Callable[..., tuple[jax.Array, Any]]
 
 
 @dataclasses.dataclass
 class ZooRun:
-    """A zoo model under a plugin and optimizer. `chain(cfg, plugin, params)` builds the optax chain (zoo's own by
-    default); `model_opt` overrides the model's config (dropout is off: the probe compares the step's update with
-    the gradient)."""
+    """A zoo model under a plugin and optimizer. `chain(cfg, plugin, params, horizon)` builds the optax chain (zoo's
+    own by default); `model_opt` overrides the model's config (dropout is off: the probe compares the step's update
+    with the gradient)."""
 
     model: str
     plugin: Parametrization
@@ -43,6 +43,7 @@ class ZooRun:
     grad_accum: int = 1
     precision: str = "f32"
     batch_size: int = 16
+    horizon: int | None = None  # the run's length, for a decaying schedule
     chain: Chain = optim.build
 
     def __post_init__(self):
@@ -72,9 +73,9 @@ class ZooRun:
             return zoo.models.create(self.model, cfg, plugin, r)
 
         dtype = jnp.bfloat16 if self.precision == "bf16" else jnp.float32
-        prog = build_program(make, plugin, self.optim, dtype, grad_accum=self.grad_accum)
+        prog = build_program(make, plugin, self.optim, dtype, grad_accum=self.grad_accum, horizon=self.horizon)
         params = nnx.state(nnx.eval_shape(lambda: make(nnx.Rngs(0))), nnx.Param)
-        return dataclasses.replace(prog, tx=self.chain(self.optim, plugin, params)), cfg
+        return dataclasses.replace(prog, tx=self.chain(self.optim, plugin, params, self.horizon)), cfg
 
     def batch(self, model_cfg: Any, key: jax.Array) -> dict[str, jax.Array]:
         """Random inputs and labels of the model's input shape."""
@@ -166,7 +167,7 @@ class AnyRun:
         dtype = jnp.bfloat16 if self.precision == "bf16" else jnp.float32
         prog = build_program(make, free, self.optim, dtype, grad_accum=self.grad_accum)
         params = nnx.state(nnx.eval_shape(lambda: make(nnx.Rngs(0))), nnx.Param)
-        return dataclasses.replace(prog, tx=self.chain(self.optim, free, params)), None
+        return dataclasses.replace(prog, tx=self.chain(self.optim, free, params, None)), None
 
     def batch(self, model_cfg: Any, key: jax.Array) -> dict[str, jax.Array]:
         del model_cfg, key

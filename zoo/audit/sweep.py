@@ -61,18 +61,21 @@ class Axis:
 
 @dataclasses.dataclass
 class Audit:
+    """The run audited, its axes, the tolerance, and what a run dir's saved optimizer state contradicts."""
+
     run: dict[str, Any]
     axes: list[Axis]
     tol: float
+    saved: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return all(a.passed for a in self.axes)
+        return all(a.passed for a in self.axes) and not self.saved
 
     def failures(self) -> list[str]:
         """`axis parameter: rule slope x, theory y; ...` for each failing parameter."""
         return [f"{a.axis} {path}: " + "; ".join(judge.failures(p.checks))
-                for a in self.axes for path, p in a.params.items() if not p.passed]
+                for a in self.axes for path, p in a.params.items() if not p.passed] + self.saved
 
 
 @dataclasses.dataclass

@@ -63,7 +63,7 @@ class CoordRun:
         abstract = jax.eval_shape(self.prog.init, jax.random.key(0))
         self.rules = optim.rules(plugin, abstract["params"], optim_cfg)
         key = (model_name, repr(cfg), jax.tree.structure(abstract), steps, branch,
-               repr(dataclasses.replace(optim_cfg, lr=0.0)),
+               repr({k: v for k, v in dataclasses.asdict(optim_cfg).items() if k != "lr"}),
                tuple((k, v.shape, v.dtype) for k, v in sorted(self.batch.items())))
         if key not in _PROGRAMS:
             _PROGRAMS[key] = _program(self.prog, optim_cfg, abstract, steps, branch, self.batch)
