@@ -1,7 +1,8 @@
 """The optimizer builder (design.md section 4): one optax chain from the plugin and the parameter tags.
 
     g -> g * m^d r^alpha            faithful gradient pre-scale (= Adam epsilon * m^-d r^-alpha; TP IVb Def 2.2.1)
-      -> [clip global norm]         on the faithful gradients, which are Theta(1) in width
+      -> [clip global norm]         on the faithful gradients (entries Theta(1)), the threshold scaled with the
+                                    square root of the parameter count against the base width's
       -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1), or muon:
                                     optax's scale_by_muon on the parameters routed to the spectral family, one
                                     matrix per stacked layer, and adam on the rest (optax.partition)
@@ -57,7 +58,8 @@ class OptimConfig:
     momentum: float = setting(0.9, "momentum of --optimizer momentum", check=BETA)
     weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
                                          check=NON_NEGATIVE)
-    clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients",
+    clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients at the base width "
+                                      "(a threshold that grows as their norm does with width)",
                                       check=NON_NEGATIVE)
     clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent", check=NON_NEGATIVE)
     muon_beta: float = setting(0.95, "Muon's Nesterov momentum", check=BETA)
@@ -193,6 +195,7 @@ class Route:
     family: str
     fan_in: int = 1
     layout: str = "in_out"
+    base_fraction: float = 1.0  # the parameter's size at the base width over its size: m^-k, k its width axes
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
         """Muon's (reduction, output) axes: the fan-out axis (last for in_out, first after the stacked axes for
@@ -209,7 +212,8 @@ class Route:
 
 def routes(cfg: OptimConfig, params: Any) -> Any:
     """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
-    return per_param(params, lambda tag: Route(family_of(cfg, tag), tag.fan_in, tag.layout))
+    return per_param(params, lambda tag: Route(family_of(cfg, tag), tag.fan_in, tag.layout,
+                                               float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind]))
 
 
 def entrywise_transform(cfg: OptimConfig) -> optax.GradientTransformation:
@@ -257,7 +261,7 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
     parameters' routes (see `routes`), and the run's length (decaying schedules)."""
     parts = [scale_by_tree(grad_scale)]
     if cfg.clip_norm:
-        parts.append(optax.clip_by_global_norm(cfg.clip_norm))
+        parts.append(clip_by_faithful_norm(cfg.clip_norm, route))
     parts.append(base_transform(cfg, route))
     if cfg.clip_rms:
         parts.append(optax.clip_by_block_rms(cfg.clip_rms))
@@ -266,6 +270,25 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
         parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
     parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, horizon)))
     return optax.chain(*parts)
+
+
+def clip_by_faithful_norm(max_norm: float, route: Any = None) -> optax.GradientTransformation:
+    """Global-norm clipping of the faithful (pre-scaled) gradients with the threshold max_norm * sqrt(N / N0), N the
+    number of entries and N0 their number at the base width (each parameter's entries times m^-k, k its width axes:
+    `Route.base_fraction`). The faithful gradients' entries are Theta(1), so their global norm grows like sqrt(N)
+    and this threshold keeps the clip factor width-independent, as TP IVb 2.10.2 asks of clipping (a fixed threshold
+    would clip harder as the model widens: Adam's epsilon, SGD's LR, would shrink with width). Without routes (no
+    tags) the threshold is max_norm."""
+
+    def update(updates, state, params=None):
+        del params
+        scale = 1.0
+        if route is not None:
+            sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size, u.size * r.base_fraction), updates, route))
+            scale = math.sqrt(sum(sizes[0::2]) / sum(sizes[1::2]))
+        return optax.clip_by_global_norm(max_norm * scale).update(updates, state)
+
+    return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
 
 def set_lr(opt_state: Any, lr: jax.Array) -> Any:

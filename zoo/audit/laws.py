@@ -13,13 +13,19 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
                                                 output (whose singular values are about 1: the update's ||.||*)
     step_size         m^-(a+c-d) r^(alpha-gamma)   sgd family: effective update per unit of raw gradient
     wd_shrink         m^0 r^0                   decoupled weight decay (TP IVb 2.10.1)
-    eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps sqrt(v)/|g| (Rem 2.2.6)
+    eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps |g| / sqrt(v) (Rem 2.2.6)
+
+    (step_size and eps_scale are read from the chain's first update of a tiny multiple of the gradient, which
+    global-norm clipping never touches: the clip factor depends on the gradient's size, not on a rule)
 
     reported with theory's asymptotic law (the first two carry the gradient's own size, whose finite-width transients
     are large: muP's logits shrink like m^-1/2 towards their limit 0, and with them a GPT's gradients at small widths;
     the edge of an iid matrix's spectrum is reached slowly when one side is small, 8 x n inputs)
     update_rms        m^-(a+c-d+d*) r^-gamma    sgd family: the LR m^(d-c) times a gradient of size m^-d*
     eps_ratio         m^(d*-d)                  Adam's epsilon against sqrt(v): a faithful plugin keeps it constant
+    clip_factor       m^0                       the real step's global-norm clip factor (1 unclipped): the faithful
+                                                gradients' entries are Theta(1), so a threshold scaled as their count
+                                                keeps it width-independent
     init_spectral     m^-(a+b) (sqrt(fan_in) + sqrt(fan_out))   an iid matrix's largest singular value
     update_spectral   m^-(a+c_muon) r^-gamma    spectral family: the same, times the Newton-Schulz output's top
                                                 singular value, which lands anywhere in about [0.7, 1.2]
@@ -44,7 +50,7 @@ FOLD_POWER = {"init_rms": 1, "init_spectral": 1, "update_rms": 1, "update_spectr
               "step_size": 2,
               "eps_scale": -1, "eps_ratio": -1}
 QUANTITIES = ("multiplier", "init_rms", "init_spectral", "update_rms", "update_spectral", "spectral_step",
-              "step_size", "wd_shrink", "eps_scale", "eps_ratio")
+              "step_size", "wd_shrink", "eps_scale", "eps_ratio", "clip_factor")
 ADAM_EPSILON = ("adam", "adamw", "muon")  # optimizers whose entrywise part divides by sqrt(v) + eps
 
 
@@ -77,7 +83,7 @@ def has_law(quantity: str, facts: Facts, optimizer: str) -> bool:
     """Whether theory gives `quantity` a law here: the judged ones and the reported ones of the docstring."""
     if quantity == "update_rms":
         return facts.family in ("adam", "sgd")
-    if quantity == "eps_ratio":
+    if quantity in ("eps_ratio", "clip_factor"):
         return judged("eps_scale", facts, optimizer)
     if quantity == "init_spectral":
         return facts.kind in MATRIX_KINDS
@@ -118,6 +124,8 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
         return -d * log_m - alpha * log_r
     if quantity == "eps_ratio":
         return (faithful_d(plugin, tag) - d) * log_m
+    if quantity == "clip_factor":
+        return 0.0
     raise ValueError(f"unknown quantity {quantity!r}; quantities are {', '.join(QUANTITIES)}")
 
 

@@ -9,6 +9,9 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     spectral_step                 that part per unit of Muon's Newton-Schulz output of the gradient (matrices)
     wd_shrink                     lambda of the zero-gradient update -lambda w_0 (the chain adds its decay after
                                   the optimizer, so the step's decay part is exactly this update)
+    small_step_rms                the gradient-driven part of the chain's first update of TINY times the gradient,
+                                  per TINY: the step the chain takes before any global-norm clipping
+    small_sqrt_v_rms              RMS of sqrt(v_hat) after that update, per TINY (Adam's epsilon without the clip)
     grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
                                   as the key bias, whose gradient is rounding noise: not judged)
     sqrt_v_rms                    RMS of sqrt(v_hat) in Adam's state after the step (absent without Adam's v)
@@ -38,6 +41,7 @@ from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
 from zoo.tree import key_path
 
 Numbers = dict[str, dict[str, float]]
+TINY = 1e-6  # a gradient this many times the real one is never clipped
 
 
 def paths(tree: Any) -> dict[str, Any]:
@@ -93,16 +97,18 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
         new, _ = prog.train_step(st, b)
         grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, st["rest"]), b, None, True,
                                                     prog.dtype)[0])(st["params"])
-        zero = jax.tree.map(jnp.zeros_like, st["params"])
-        decay, _ = prog.tx.update(zero, prog.tx.init(st["params"]), st["params"])
-        v = second_moments(new["opt"])
-        w0, w1, g, u = (paths(t) for t in (st["params"], new["params"], grads, decay))
+        fresh = prog.tx.init(st["params"])
+        decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
+        small, small_opt = prog.tx.update(jax.tree.map(lambda x: x * TINY, grads), fresh, st["params"])
+        v, v_small = second_moments(new["opt"]), second_moments(small_opt)
+        w0, w1, g, u, du = (paths(t) for t in (st["params"], new["params"], grads, decay, small))
         keys = jax.random.split(jax.random.fold_in(key, 1), len(tags))
         out = {}
         for (path, tag), k in zip(tags.items(), keys, strict=True):
             a, dw = w0[path][...], w1[path][...] - w0[path][...] - u[path][...]  # without the decay part
             out[path] = {"init_rms": measure.rms(a), "update_rms": measure.rms(dw),
-                         "wd_shrink": measure.shrink(u[path][...], a), "grad_rms": measure.rms(g[path][...])}
+                         "wd_shrink": measure.shrink(u[path][...], a), "grad_rms": measure.rms(g[path][...]),
+                         "small_step_rms": measure.rms(du[path][...] - u[path][...]) / TINY}
             if tag.kind in MATRIX_KINDS and a.ndim >= 2:
                 route = Route("spectral", tag.fan_in, tag.layout)
                 out[path]["init_spectral"] = measure.spectral_norm(a, route, k)
@@ -110,6 +116,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                 out[path]["spectral_step"] = measure.spectral_step(dw, g[path][...], route, cfg.ns_steps)
             if path in v:
                 out[path]["sqrt_v_rms"] = measure.rms(jnp.sqrt(v[path] / (1.0 - cfg.b2)))
+                out[path]["small_sqrt_v_rms"] = measure.rms(jnp.sqrt(v_small[path] / (1.0 - cfg.b2))) / TINY
         for path, p in powers(logits, st["params"], st["rest"], b["x"], mults).items():
             out[path]["power"] = p
         return out

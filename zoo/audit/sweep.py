@@ -30,7 +30,8 @@ from zoo.train.mesh import MeshPlan
 Run = ZooRun | AnyRun
 # quantities of the effective weight: times the realized multiplier
 EFFECTIVE = ("init_rms", "init_spectral", "update_rms", "update_spectral", "spectral_step")
-FROM_GRADIENT = ("update_rms", "update_spectral", "spectral_step", "step_size", "eps_scale", "eps_ratio")
+FROM_GRADIENT = ("update_rms", "update_spectral", "spectral_step", "step_size", "eps_scale", "eps_ratio",
+                 "clip_factor")
 
 
 @dataclasses.dataclass
@@ -185,12 +186,14 @@ def value(quantity: str, n: dict[str, float], eps: float, null: bool) -> float |
     multiplier = n["mult"] ** n["power"] if "mult" in n else 1.0
     if quantity == "multiplier":
         return multiplier
-    if quantity == "step_size":
-        return abs(multiplier) * n["update_rms"] / n["grad_rms"]
-    if quantity in ("eps_scale", "eps_ratio"):
-        if not n.get("sqrt_v_rms"):
-            return None
-        return eps * n["grad_rms"] / n["sqrt_v_rms"] if quantity == "eps_scale" else eps / n["sqrt_v_rms"]
+    if quantity == "step_size":  # the step before clipping: the clip factor is the gradient's business, not a rule's
+        return abs(multiplier) * n["small_step_rms"] / n["grad_rms"]
+    if quantity == "eps_scale":
+        return eps * n["grad_rms"] / n["small_sqrt_v_rms"] if n.get("small_sqrt_v_rms") else None
+    if quantity == "eps_ratio":
+        return eps / n["sqrt_v_rms"] if n.get("sqrt_v_rms") else None
+    if quantity == "clip_factor":
+        return n["sqrt_v_rms"] / n["small_sqrt_v_rms"] if n.get("small_sqrt_v_rms") else None
     if quantity not in n:
         return None
     if quantity in EFFECTIVE:
