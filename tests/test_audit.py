@@ -4,6 +4,7 @@ and 128 (m = 4) and depth 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -19,6 +20,8 @@ from test_coord_any import example
 import zoo.param as P
 from zoo import optim
 from zoo.audit import AnyRun, ZooRun, audit
+from zoo.audit.rundir import from_config
+from zoo.config import resolve
 from zoo.models import layers
 from zoo.optim import OptimConfig
 from zoo.param.mup import MuP
@@ -134,13 +137,15 @@ def test_vector_parameter_sent_to_muon_fails():
     assert {"family", "spectral_step"} <= bad["stack/blocks/w1/kernel"]
 
 
-GPT = ["--model", "gpt", "--param", "mup", "--optimizer", "muon", "--weight-decay", "0.1", "--widths", "32,64",
-       "--depth", "1", "--batch-size", "16", "--model-opt", "head_dim=8", "--model-opt", "seq_len=8"]
+GPT = ["--model", "gpt", "--param", "mup", "--optimizer", "muon", "--widths", "32,64", "--depth", "1",
+       "--batch-size", "16", "--model-opt", "head_dim=8", "--model-opt", "seq_len=8"]
 
 
 def gpt_run(**kw) -> ZooRun:
-    return ZooRun("gpt", P.get("mup"), OptimConfig("muon", lr=1e-2, weight_decay=0.1), {"head_dim": 8, "seq_len": 8},
-                  batch_size=16, **kw)
+    """The run the CLI audits for GPT's flags (the GPT recipe: cosine schedule, clipping, weight decay; then the
+    flags)."""
+    flags = {"model": "gpt", "param": "mup", "optimizer": "muon", "model_opt": {"head_dim": 8, "seq_len": 8}}
+    return dataclasses.replace(from_config(resolve(flags), 16).run, **kw)
 
 
 def numbers(result) -> dict[tuple[str, str], list]:
@@ -149,8 +154,11 @@ def numbers(result) -> dict[tuple[str, str], list]:
 
 @pytest.mark.long
 def test_mesh_and_accumulation_change_no_realized_rule(tmp_path):
-    """The GPT under Muon, audited on one device, with --grad-accum 4, and on 8 CPU devices under --mesh
-    fsdp=4,tensor=2 (the CLI in a subprocess): all PASS, with the same realized numbers (rtol 1e-5)."""
+    """The GPT recipe under Muon (clipping, cosine schedule, weight decay), audited on one device, with
+    --grad-accum 4, and on 8 CPU devices under --mesh fsdp=4,tensor=2 (the CLI in a subprocess): all PASS, with the
+    same realized numbers (rtol 1e-5). One exception, at rtol 1e-4: the top singular value of a Muon update (reported,
+    not judged); Newton-Schulz multiplies the gradient's rounding (another summation order) by up to 3.4445^5 ~ 480
+    in its small directions, and the flat top of its output spectrum moves by up to 8e-5."""
     out = tmp_path / "mesh.json"
     proc = subprocess.run([sys.executable, "-m", "zoo.audit", *GPT, "--mesh", "fsdp=4,tensor=2", "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=child_env(EIGHT))
@@ -168,7 +176,8 @@ def test_mesh_and_accumulation_change_no_realized_rule(tmp_path):
             for a, b in zip(got[key], values, strict=True):
                 assert (a is None) == (b is None), key
                 if a is not None:
-                    assert math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-12), (key, a, b)
+                    rtol = 1e-4 if key[1] == "update_spectral" and "kernel" in key[0] else 1e-5
+                    assert math.isclose(a, b, rel_tol=rtol, abs_tol=1e-12), (key, a, b)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from optax.contrib._muon import orthogonalize_via_newton_schulz  # not re-export
 
 from zoo.optim import Route
 
-POWER_ITERATIONS = 30
+POWER_ITERATIONS = 100
 NS_COEFFS = (3.4445, -4.7750, 2.0315)  # optax.contrib.scale_by_muon's default, which zoo's chain uses
 
 
