@@ -35,6 +35,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> 
         for name in QUIET:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         threading.excepthook = _thread_failed
+        sys.excepthook = lambda kind, value, tb: _write_trace(value)  # raised in threads C++ code runs
+        sys.unraisablehook = lambda args: _write_trace(args.exc_value) if args.exc_value is not None else None
         try:
             if not joins:
                 from zoo.train import backend
@@ -63,7 +65,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> 
 
 def _thread_failed(args: threading.ExceptHookArgs) -> None:
     """A library's background thread that fails (orbax's async machinery after a corrupt checkpoint, say) leaves its
-    traceback in the failure file, not on the terminal; what the command itself does is unaffected."""
+    traceback in the failure file, not on the terminal; what the command itself does is unaffected. The same for
+    errors raised in threads that C++ code runs (TensorStore's callbacks) and for unraisable ones."""
     if args.exc_value is not None:
         _write_trace(args.exc_value)
 

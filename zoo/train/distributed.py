@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import jax
+from jax.experimental import multihost_utils
 
 ENV = {"coordinator": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCESSES",
        "process_id": "JAX_PROCESS_ID", "timeout_s": "ZOO_COORDINATOR_TIMEOUT"}
@@ -116,3 +117,10 @@ def _give_up_after(seconds: float, message: str) -> Iterator[None]:
 def is_main() -> bool:
     """Process 0: the one that writes logs, plots and the run's files (checkpoints are written by all)."""
     return jax.process_index() == 0
+
+
+def barrier(name: str) -> None:
+    """Every process waits here for all the others (a no-op in one process): what one process reads on disk
+    before `name` no other process has changed yet."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)

@@ -52,6 +52,12 @@ class Logger:
             self.log.write(step, metrics, "train")
             self.view.show(step, metrics, line=True)
 
+    def paused(self, seconds: float) -> None:
+        """Time spent outside the train steps (evals, checkpoints): left out of the next rate shown."""
+        if self.view is not None and self.view.last is not None:
+            step, t = self.view.last
+            self.view.last = (step, t + seconds)
+
     def eval(self, step: int, metrics: dict[str, Any]) -> None:
         if self.log is not None:
             self.log.write(step, metrics, "eval")

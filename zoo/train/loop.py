@@ -130,6 +130,7 @@ class Loop:
         for hook in hooks:
             hook.fn(self, step)
         self.busy_s += time.perf_counter() - t0
+        self.logger.paused(time.perf_counter() - t0)
 
     def checkpoint_meta(self, step: int) -> dict[str, Any]:
         """Before a save: the state is finite and its loss on the next batch passes the guard; the metadata saved

@@ -18,7 +18,7 @@ from zoo.config import RunConfig, identity_changes
 from zoo.errors import log_failures_in
 from zoo.files import write_atomic
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.distributed import is_main
+from zoo.train.distributed import barrier, is_main
 from zoo.train.load import read_config_json, stored_config
 from zoo.train.lock import RunLock, claim
 from zoo.train.logger import console, plot_curves, trim_metrics
@@ -55,6 +55,7 @@ class Run:
                                  f"(--fork-from {path} --run-dir {path}-fork), or start over in another --run-dir")
             if changes:
                 say(f"{path} has no checkpoint yet: starting it with these settings ({'; '.join(changes)})")
+            barrier("zoo:run-read")  # every process read the dir before any creates its checkpoints/
         except BaseException:
             if lock is not None:
                 lock.release()
