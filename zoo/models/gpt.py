@@ -82,7 +82,7 @@ class GPT(nnx.Module):
             raise ValueError(f"sequence length {t} exceeds the context {self.cfg.seq_len}")
         dtype = jnp.dtype(self.cfg.dtype)
         key = key if train and self.cfg.dropout > 0 else None
-        x0 = (self.wte(x) + self.wpe(jnp.arange(t))).astype(dtype)
+        x0 = (self.wte(x) + self.wpe.first(t)).astype(dtype)
         xl, inter = self.stack(dropout(x0, self.cfg.dropout, fold(key, 0)), fold(key, 1))
         h = self.norm(xl)
         if self.head is not None:

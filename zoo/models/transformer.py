@@ -123,6 +123,10 @@ class Embed(nnx.Module):
     def __call__(self, ids: jax.Array) -> jax.Array:
         return jnp.take(self.table[...], ids, axis=0) * self.mult[...]
 
+    def first(self, count: int) -> jax.Array:
+        """m^-a E[:count], the rows of ids 0..count-1 (positions) as a slice: its gradient is a pad, not a scatter."""
+        return self.table[:count] * self.mult[...]
+
 
 class MLP(nnx.Module):
     """W_2 gelu(W_1 x); returns the output and the hidden pre-activation W_1 x. `axes` names (x's dim, the hidden
