@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, settings
+from zoo.cli.flags import Parser, add_settings, finite, settings
 from zoo.config import FLAT, RunConfig, read_file, resolve
 
 MULTI_HOST = ("coordinator", "num_processes", "process_id", "timeout_s")
@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordinator")
     g.add_argument("--num-processes", type=int, help="number of processes (hosts)")
     g.add_argument("--process-id", type=int, help="this process's index, 0 .. num-processes - 1")
-    g.add_argument("--coordinator-timeout", dest="timeout_s", type=float, metavar="SECONDS",
+    g.add_argument("--coordinator-timeout", dest="timeout_s", type=finite, metavar="SECONDS",
                    help="give up when not every process has reached the coordinator after this long (default: 300)")
     return p
 
