@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -99,3 +100,19 @@ def clean_error(code: int, stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert lines, "no error message"
     return lines[-1]
+
+
+def kill_after_checkpoint(args: list[str], run: Path, step: int, timeout: float = 180) -> None:
+    """Starts train.py with `args` in `run` and SIGKILLs it once a checkpoint at `step` or later is on disk (it must
+    still be running then)."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(run)], cwd=ROOT,
+                            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        steps = [int(p.name) for p in (run / "checkpoints").glob("*") if p.name.isdigit()] if run.exists() else []
+        if steps and max(steps) >= step:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()

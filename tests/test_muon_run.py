@@ -4,15 +4,10 @@ moments of the stacked vectors, and optax's masked placeholders between them."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
-
 import jax
 import numpy as np
 import pytest
-from cli_utils import ROOT, SMALL, assert_same_params, child_env, final_params, run_train
+from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, run_train
 from test_export import exported_model
 
 from zoo.diagnostics.inputs import random_inputs
@@ -32,17 +27,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
     args = [*MUON, "--steps", "40", "--ckpt-every", "10"]
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert run_train([*args, "--run-dir", str(whole)]).returncode == 0
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(cut)], cwd=ROOT,
-                            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
-        steps = [int(p.name) for p in (cut / "checkpoints").glob("*") if p.name.isdigit()] if cut.exists() else []
-        if steps and max(steps) >= 10:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_after_checkpoint(args, cut, 10)
     resumed = run_train([*args, "--run-dir", str(cut)])
     assert resumed.returncode == 0 and "resumed" in resumed.stderr, resumed.stderr
     assert_same_params(final_params(whole), final_params(cut))

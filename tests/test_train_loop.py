@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
-from cli_utils import ROOT, SMALL, assert_same_params, final_params, metrics, run_train
+from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, metrics, run_train
 from PIL import Image
 
 
@@ -41,18 +36,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, stream):
     assert run_train([*args, "--run-dir", str(whole)]).returncode == 0
 
     cut = tmp_path / "cut"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(cut)], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
-        steps = [int(p.name) for p in (cut / "checkpoints").glob("*") if p.name.isdigit()] if cut.exists() else []
-        if steps and max(steps) >= 20:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_after_checkpoint(args, cut, 20)
     resumed = run_train([*args, "--run-dir", str(cut)])
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed" in resumed.stderr
