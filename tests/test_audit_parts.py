@@ -20,6 +20,7 @@ from zoo.cli.audit import main
 from zoo.config import RunConfig
 from zoo.optim import Route
 from zoo.param.tags import Tag
+from zoo.train import memory
 
 
 def test_spectral_norm_per_stacked_layer_is_numpys():
@@ -152,6 +153,21 @@ def test_bad_input_is_one_line(argv, message, capsys):
         main(argv)
     line = clean_error(e.value.code, capsys.readouterr().err)
     assert message in line, line
+
+
+def test_an_unwritable_json_or_a_probe_that_cannot_fit_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """--json is checked before the audit runs; the probe is compiled and its memory checked against what the machine
+    has free before any of it is allocated."""
+    with pytest.raises(SystemExit) as e:
+        main(["--json", str(tmp_path), "--widths", "16,64"])
+    assert "--json" in clean_error(e.value.code, capsys.readouterr().err)
+    monkeypatch.setattr(memory, "free_memory", lambda: 1000)
+    with pytest.raises(SystemExit) as e:
+        main(["--model", "mlp_resnet", "--model-opt", "in_shape=8", "--widths", "16,64", "--depth", "1",
+              "--json", str(tmp_path / "a.json")])
+    line = clean_error(e.value.code, capsys.readouterr().err)
+    assert "the compiled audit probe needs" in line and "audit smaller --widths" in line, line
+    assert not (tmp_path / "a.json").exists()
 
 
 def test_a_saved_state_that_gives_a_vector_to_muon_fails():

@@ -145,3 +145,17 @@ def test_an_unexpected_error_names_the_file_with_its_traceback(tmp_path):
     trace = Path(found.group(1))
     assert "Traceback" in trace.read_text() and "boom" in trace.read_text()
     trace.unlink()
+
+
+def test_a_refusal_after_the_run_dir_was_made_removes_it(tmp_path):
+    """The compiled step's memory check (a fake that refuses) comes after the run dir was claimed: the dir this
+    command made is removed, so nothing is left behind; a dir that was there before stays."""
+    code = ("import sys\nfrom zoo.train import memory\n"
+            "def refuse(*a, **k):\n    raise ValueError('the compiled train step needs 99.0 GB per device')\n"
+            "memory.check_compiled = refuse\nfrom zoo.cli.train import main\nmain(sys.argv[1:])\n")
+    run, kept = tmp_path / "run", tmp_path / "kept"
+    proc = _python(code, *SMALL, "--steps", "2", "--run-dir", str(run))
+    assert "needs 99.0 GB" in clean_error(proc.returncode, proc.stderr) and not run.exists(), proc.stderr
+    kept.mkdir()
+    proc = _python(code, *SMALL, "--steps", "2", "--run-dir", str(kept))
+    assert proc.returncode == 1 and kept.is_dir() and not (kept / "config.json").exists(), proc.stderr

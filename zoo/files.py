@@ -45,3 +45,16 @@ def write_atomic(path: Path, text: str) -> None:
     """`text` written to `path` atomically (see `atomic`)."""
     with atomic(path) as f:
         f.write(text)
+
+
+def check_writable(path: Path, flag: str) -> None:
+    """Before any work: `path` can be written later (its folder made and a temporary file created and removed
+    there); one line naming `flag` otherwise."""
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a directory, not a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as e:
+        raise ValueError(f"{flag} {path} cannot be written: {e.strerror or e}") from None

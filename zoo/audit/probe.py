@@ -36,6 +36,7 @@ from optax.contrib._muon import MuonState
 from zoo.audit import measure
 from zoo.optim import OptimConfig, Route
 from zoo.param.families import MATRIX_KINDS
+from zoo.train import memory
 from zoo.train.mesh import MeshPlan
 from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
 from zoo.tree import key_path
@@ -84,7 +85,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     """The numbers of the module docstring for every parameter of `prog`'s model, measured under `plan`'s mesh."""
     abstract = jax.eval_shape(prog.init, key)
     shardings = plan.state_shardings(abstract)
-    state = jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    placed = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
     batch = jax.device_put(batch, plan.batch)
     tags = {p: v.get_metadata()["tag"] for p, v in paths(abstract["params"]).items()}
     rest = paths(abstract["rest"])
@@ -122,7 +123,11 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
         return out
 
     program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
-    numbers = program.lower(state, batch).compile(compiler_options=RUN_ONCE)(state, batch)  # runs once
+    program = program.lower(placed, batch).compile(compiler_options=RUN_ONCE)
+    memory.check_compiled(program, "audit probe", "audit smaller --widths or --depths, or a smaller --batch-size",
+                          memory.free_memory())  # nothing of it allocated yet
+    state = jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    numbers = program(state, batch)  # runs once
     numbers = jax.device_get(numbers)
     for path, family in optimizer_families(jax.eval_shape(prog.tx.init, abstract["params"])).items():
         numbers[path]["in_" + family] = 1.0

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from zoo.audit.judge import Check
 from zoo.audit.sweep import Audit, ParamResult
+from zoo.files import write_atomic
 
 UPDATE = {"adam": "update_rms", "spectral": "spectral_step", "sgd": "step_size"}
 COLUMNS = (("multiplier", "multiplier"), ("init rms", "init_rms"), ("init ||.||*", "init_spectral"),
@@ -67,7 +68,5 @@ def write_json(audit: Audit, path: str | Path) -> Path:
     """The audit as JSON, written whole (a temporary file renamed over the target)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(to_json(audit), indent=1) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(to_json(audit), indent=1) + "\n")
     return path

@@ -12,10 +12,12 @@ any parameter fails (or a bad command line, 2).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, add_settings, finite, ints, positive, settings
 from zoo.config import FLAT
+from zoo.files import check_writable
 
 # the settings that describe the run (as train.py takes them); a run dir brings its own
 RUN_FLAGS = ("model", "param", "param_opt", "model_opt", *(n for n, (part, _) in FLAT.items() if part == "optim"),
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.tol <= 0:
         raise ValueError(f"--tol must be positive, got {args.tol}")
+    check_writable(Path(args.json), "--json")
     if args.run_dir:
         given = [n for n in RUN_FLAGS if getattr(args, n) is not None]
         if given:

@@ -51,13 +51,13 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
             return summary
         with Checkpoints(run.dir, keep=s.cfg.loop.keep) as ckpts:
             state, start, meta = restore_or_init(s, plan, ckpts, run.say)
-            run.start(start)
             run.say(_describe(s, state, run))
             with contextlib.closing(open_input(s.data, plan, s.cfg, start)) as batches:
                 if jax.process_count() > 1:  # every process says what it reads
                     say_on(True)(f"process {jax.process_index()} of {jax.process_count()} reads rows "
                                  f"{batches.rows.start}:{batches.rows.stop} of every batch of {s.cfg.loop.batch_size}")
                 compiled = Compiled(s, plan, batches, state, run.say)
+                run.start(start)
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
                             [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)])

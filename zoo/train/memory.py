@@ -34,6 +34,19 @@ def device_memory() -> int | None:
         return None
 
 
+def free_memory() -> int | None:
+    """Bytes one local device can still take now: on CPU the host's available memory (MemAvailable, which a
+    machine shared with other jobs needs) shared by its devices; elsewhere `device_memory()`."""
+    if jax.default_backend() == "cpu":
+        try:
+            for line in open("/proc/meminfo"):
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 // jax.local_device_count()
+        except OSError:
+            pass
+    return device_memory()
+
+
 def activation_bytes(program: Any, abstract_state: Any, batch: dict[str, jax.ShapeDtypeStruct],
                      flash_attention: bool) -> int:
     """Bytes of the forward pass's intermediates and logits on `batch` (a lower bound of what backprop keeps);
@@ -70,10 +83,12 @@ def compiled_bytes(compiled: Any) -> int | None:
     return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
-def check_compiled(compiled: Any) -> int | None:
-    """Refuse a compiled step that cannot fit; returns its bytes for the run's log."""
-    needed, limit = compiled_bytes(compiled), device_memory()
+def check_compiled(compiled: Any, what: str = "train step", advice: str = ADVICE, limit: int | None = None
+                   ) -> int | None:
+    """Refuse a compiled program that cannot fit in `limit` bytes (default: the device's); returns its bytes for the
+    run's log."""
+    needed, limit = compiled_bytes(compiled), limit or device_memory()
     if needed and limit and needed > limit:
-        raise ValueError(f"the compiled train step needs {needed / GB:,.1f} GB per device (XLA's estimate), more "
-                         f"than the {limit / GB:,.1f} GB it has: {ADVICE}")
+        raise ValueError(f"the compiled {what} needs {needed / GB:,.1f} GB per device (XLA's estimate), more "
+                         f"than the {limit / GB:,.1f} GB it has: {advice}")
     return needed

@@ -30,8 +30,9 @@ def say_on(main: bool) -> Callable[[str], None]:
 
 
 class Run:
-    def __init__(self, path: Path, cfg: RunConfig, lock: RunLock | None, steps: list[int]):
+    def __init__(self, path: Path, cfg: RunConfig, lock: RunLock | None, steps: list[int], created: bool = False):
         self.dir, self.cfg, self.lock, self.saved_steps = path, cfg, lock, steps
+        self.created, self.started = created, False  # a dir this process made; the step compiled and fits
         self.main = is_main()
         self.say = say_on(self.main)
 
@@ -63,7 +64,7 @@ class Run:
                 shutil.rmtree(path, ignore_errors=True)
             raise
         log_failures_in(path)
-        run = cls(path, cfg, lock, steps)
+        run = cls(path, cfg, lock, steps, created)
         if old is not None and not changes and read_config_json(path) is None:
             run.write_config()  # config.json was lost: rebuilt from the checkpoints' copy
         return run
@@ -82,7 +83,9 @@ class Run:
             write_atomic(self.dir / "config.json", json.dumps(self.cfg.to_json(), indent=2) + "\n")
 
     def start(self, step: int) -> None:
-        """Before the first step: config.json written (atomically) and metrics after `step` dropped."""
+        """Before the first step, once the step compiled and fits: config.json written (atomically) and metrics
+        after `step` dropped."""
+        self.started = True
         if not self.main:
             return
         self.write_config()
@@ -103,7 +106,11 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> None:
+        """A dir this process created for a run refused before it started (the compiled step does not fit, a
+        Ctrl-C during the compile) is removed: a refused command leaves nothing behind."""
+        if kind is not None and self.created and not self.started and self.main:
+            shutil.rmtree(self.dir, ignore_errors=True)
         self.close()
 
 
