@@ -3,6 +3,7 @@ into a held dir is refused in one line, a dead owner's lock is taken over, a tor
 cut (its member trains again) instead of having the next record glued onto it; grids and sizes that cannot run are
 refused before anything trains."""
 
+import dataclasses
 import json
 import math
 
@@ -15,6 +16,7 @@ from zoo.sweeps import results
 from zoo.sweeps.grid import parse_lrs
 from zoo.sweeps.runner import SweepSpec, run_sweep
 from zoo.sweeps.transfer import TransferSpec, run_transfer
+from zoo.train import memory
 from zoo.train.lock import RunLock
 
 RUN = RunConfig.from_flat(dict(model="mlp_resnet", param="mup", data="synthetic", steps=4, batch_size=16))
@@ -81,6 +83,23 @@ def test_results_file_repair_and_read(tmp_path):
     assert results.read(tmp_path) == [rec, other]
     (tmp_path / ".lock").write_bytes(b"\xff\xfe")
     RunLock(tmp_path, pytest.fail).release()
+
+
+def test_a_sweep_without_results_takes_new_settings_and_one_that_cannot_fit_is_refused(tmp_path, monkeypatch):
+    """A sweep refused or stopped before its first record (here: its init program needs more memory than the machine
+    has free) leaves sweep.json, which the corrected command replaces, saying so; once a record exists other settings
+    are refused."""
+    monkeypatch.setattr(memory, "free_memory", lambda: 1000)
+    spec = SweepSpec(run=RUN, lrs=LRS, out=tmp_path, widths=[16], depths=[2])
+    with pytest.raises(ValueError, match="the compiled sweep's init program needs .* sweep fewer --lrs"):
+        run_sweep(spec, echo=pytest.fail)
+    monkeypatch.undo()
+    said = []
+    run_sweep(dataclasses.replace(spec, run=RUN.replace(steps=3)), echo=said.append)
+    assert "has no results yet: starting it with these settings (steps changed)" in said[0]
+    assert len(results.read(tmp_path)) == 2
+    with pytest.raises(ValueError, match="holds a sweep with other settings"):
+        run_sweep(spec, echo=said.append)
 
 
 def test_transfer_refuses_a_target_smaller_than_the_proxy_in_any_axis(tmp_path):

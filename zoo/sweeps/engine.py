@@ -20,7 +20,10 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from zoo.train import memory
 from zoo.train.step import RUN_ONCE, Program, State
+
+ADVICE = "sweep fewer --lrs (members) at once, or a smaller model or --batch-size"
 
 
 def per_member_batch(step: Callable[[State, Any], Any]) -> Callable[[State, Any], Any]:
@@ -96,7 +99,11 @@ class MemberTrainer:
         if key not in self._compiled:
             t0 = time.perf_counter()
             options = RUN_ONCE if fast_compile else None
-            self._compiled[key] = fn.lower(*args).compile(compiler_options=options)
+            compiled = fn.lower(*args).compile(compiler_options=options)
+            free = memory.free_memory()  # the arguments already on the device count as free for their program
+            resident = sum(a.nbytes for a in jax.tree.leaves(args) if isinstance(a, jax.Array))
+            memory.check_compiled(compiled, f"sweep's {name} program", ADVICE, free and free + resident)
+            self._compiled[key] = compiled
             self.compile_s += time.perf_counter() - t0
         t0 = time.perf_counter()
         out = jax.block_until_ready(self._compiled[key](*args))

@@ -20,16 +20,19 @@ from zoo.train.lock import RunLock, claim
 SETTINGS, RESULTS = "sweep.json", "results.jsonl"
 
 
-def check_settings(out: Path, settings: dict[str, Any]) -> None:
-    """Write DIR/sweep.json, or check that the sweep already in DIR has the same settings."""
+def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], None] = print) -> None:
+    """Write DIR/sweep.json, or check that the sweep already in DIR has the same settings; a sweep with no results
+    yet (refused or stopped before its first shape finished) takes the new ones, saying so."""
     path = out / SETTINGS
     if path.exists():
         old = read_settings(out)
         differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-        if differ:
+        if not differ:
+            return
+        if read(out):
             raise ValueError(f"{out} holds a sweep with other settings ({', '.join(differ)}); "
                              "use another --out or the same settings")
-        return
+        report(f"{out} has no results yet: starting it with these settings ({', '.join(differ)} changed)")
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
 

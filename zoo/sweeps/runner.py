@@ -86,7 +86,7 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
     probe = run.replace(width=widths[0], depth=depths[0])
     settings = spec.settings(setup(probe, data).steps)
     with results.open_dir(spec.out, echo):
-        results.check_settings(spec.out, settings)
+        results.check_settings(spec.out, settings, echo)
         finished = results.done(results.read(spec.out))
         lr_all, seed_all = members(spec.lrs, spec.seeds)
         seed_all = seed_all + run.loop.seed
