@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import pytest
 from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, run_main_many
 
+from zoo.cli.boundary import boundary
 from zoo.errors import DiskFull
 from zoo.train.checkpoint import _disk_full_as
 
@@ -159,3 +162,16 @@ def test_a_refusal_after_the_run_dir_was_made_removes_it(tmp_path):
     kept.mkdir()
     proc = _python(code, *SMALL, "--steps", "2", "--run-dir", str(kept))
     assert proc.returncode == 1 and kept.is_dir() and not (kept / "config.json").exists(), proc.stderr
+
+
+def test_an_allocation_the_machine_cannot_make_is_one_line(capsys):
+    """XLA's out-of-memory error (a size no memory check foresaw) is one line with the size, not a traceback."""
+
+    @boundary
+    def main(argv: list[str] | None = None) -> None:
+        jax.block_until_ready(jax.jit(lambda: jnp.ones(2**46, jnp.float32))())  # 281 TB: beyond any address space
+
+    with pytest.raises(SystemExit) as e:
+        main()
+    line = clean_error(e.value.code, capsys.readouterr().err)
+    assert line.startswith("error: out of memory: this machine could not allocate 281,475.0 GB"), line

@@ -8,6 +8,7 @@ SIGTERM (128 + signal), both after a checkpoint was saved when there was a state
 from __future__ import annotations
 
 import errno
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -49,6 +50,16 @@ def _mb(n: int) -> str:
 
 def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def out_of_memory(e: BaseException) -> str | None:
+    """The allocation XLA refused, where `e` is its out-of-memory error (a size no memory check foresaw: a
+    diagnostic at a huge width); None otherwise."""
+    text = str(e)
+    if type(e).__name__ != "JaxRuntimeError" or ("RESOURCE_EXHAUSTED" not in text and "Out of memory" not in text):
+        return None
+    found = re.search(r"allocating (\d+) bytes", text)
+    return f"{int(found.group(1)) / 1e9:,.1f} GB" if found else "memory"
 
 
 class Stopped(Exception):

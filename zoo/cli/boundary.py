@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import DiskFull, Stopped, ZooError, failure_dir, is_disk_full, one_line
+from zoo.errors import DiskFull, Stopped, ZooError, failure_dir, is_disk_full, one_line, out_of_memory
 
 EXPECTED = (ZooError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures")
@@ -55,6 +55,9 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> 
                 e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".")
             if isinstance(e, EXPECTED):
                 print(f"error: {one_line(e)}", file=sys.stderr)
+            elif (size := out_of_memory(e)) is not None:
+                print(f"error: out of memory: this machine could not allocate {size}; use smaller sizes (widths, "
+                      "depths, batch) or fewer members", file=sys.stderr)
             else:
                 print(f"error: unexpected {type(e).__name__}: {one_line(e)} (full traceback in {_write_trace(e)})",
                       file=sys.stderr)
