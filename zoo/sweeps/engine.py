@@ -3,9 +3,13 @@
 Both paths run the same `Program.train_step` inside a jitted `lax.scan` over chunks of steps, batches
 gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. Each member's peak LR is a traced
 value in its optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
-with one seed share their initial weights across learning rates. With several devices, the members are split
-over a `data` mesh (each device trains K / devices of them; the data is replicated). Compile time
-(ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from steady-state running.
+with one seed share their initial weights across learning rates. Members may also differ in the options of their
+plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
+Program, each member's options are traced values kept in its state, and its program is built from them inside
+the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side. With
+several devices, the members are split over a `data` mesh (each device trains K / devices of them; the data is
+replicated). Compile time (ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from
+steady-state running.
 """
 
 from __future__ import annotations
@@ -20,27 +24,32 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from zoo.train.step import RUN_ONCE, Program, State
+from zoo.train.step import RUN_ONCE, Batch, Program, State
+
+Options = dict[str, Any]
 
 
 class MemberTrainer:
-    """init(lrs, seeds) -> states; train(states, steps) -> (states, losses); evaluate(states) -> metrics.
+    """init(lrs, seeds[, options]) -> states; train(states, steps) -> (states, losses); evaluate(states) -> metrics.
 
+    prog: a Program, or a family options -> Program (options: a dict of traced scalars, e.g. plugin options).
     vmapped=True: states hold all members (leading axis K) and losses are [steps, K]; vmapped=False: one
-    member per call (lrs and seeds of length 1) and losses are [steps].
+    member per call (lrs and seeds of length 1) and losses are [steps]. fast_compile: every program compiles without
+    XLA's backend optimisation (about half the compile time, slower steps): for runs of a few steps.
     """
 
-    def __init__(self, prog: Program, data: Any, batch_size: int, *, eval_batch_size: int | None = None,
-                 vmapped: bool = True, chunk: int = 100, data_seed: int = 0):
+    def __init__(self, prog: Program | Callable[[Options], Program], data: Any, batch_size: int, *,
+                 eval_batch_size: int | None = None, vmapped: bool = True, chunk: int = 100, data_seed: int = 0,
+                 fast_compile: bool = False):
         self.prog, self.data, self.batch_size, self.vmapped = prog, data, batch_size, vmapped
+        self.fast_compile = fast_compile
         self.eval_batch_size = eval_batch_size or batch_size
         self.chunk, self.data_seed = max(1, chunk), data_seed
         self.compile_s, self.run_s = 0.0, 0.0
         self._compiled: dict[Any, Callable] = {}
         self._train_arrays = data.device_arrays("train")
         self._eval_arrays = data.device_arrays(data.eval_split)
-        step = prog.train_step
-        evaluate = prog.eval_step
+        step, evaluate, init_one = _member_functions(prog)
         if vmapped:
             step = jax.vmap(step, in_axes=(0, None))
             evaluate = jax.vmap(evaluate, in_axes=(0, None))
@@ -66,10 +75,10 @@ class MemberTrainer:
 
             return jax.lax.scan(body, None, idx)[1]
 
-        def init(keys, lrs):
+        def init(keys, lrs, options):
             if vmapped:
-                return jax.vmap(prog.init)(keys, lrs)
-            return prog.init(keys[0], lrs[0])
+                return jax.vmap(init_one)(keys, lrs, options)
+            return init_one(keys[0], lrs[0], jax.tree.map(lambda o: o[0], options))
 
         self._train_chunk = jax.jit(train_chunk, donate_argnums=0)
         self._eval_batches = jax.jit(eval_batches)
@@ -83,7 +92,7 @@ class MemberTrainer:
         key = (name, jax.tree.structure(args), tuple(np.shape(a) for a in jax.tree.leaves(args)))
         if key not in self._compiled:
             t0 = time.perf_counter()
-            options = RUN_ONCE if fast_compile else None
+            options = RUN_ONCE if fast_compile or self.fast_compile else None
             self._compiled[key] = fn.lower(*args).compile(compiler_options=options)
             self.compile_s += time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -91,11 +100,15 @@ class MemberTrainer:
         self.run_s += time.perf_counter() - t0
         return out
 
-    def init(self, lrs: np.ndarray, seeds: np.ndarray) -> State:
-        """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR.
-        Vmapped members are split over the devices when their number divides evenly."""
+    def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> State:
+        """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and
+        with a program family, options[k][i] for each option k (arrays as long as lrs). Vmapped members are split
+        over the devices when their number divides evenly."""
+        if isinstance(self.prog, Program) != (options is None):
+            raise ValueError("options go with a program family (options -> Program), and a family needs options")
         keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.int32))
-        states = self._call("init", self._init, keys, jnp.asarray(lrs, jnp.float32), fast_compile=True)
+        options = {k: jnp.asarray(v, jnp.float32) for k, v in (options or {}).items()}
+        states = self._call("init", self._init, keys, jnp.asarray(lrs, jnp.float32), options, fast_compile=True)
         n = jax.device_count()
         if self.vmapped and n > 1 and len(lrs) % n == 0:
             mesh = jax.make_mesh((n,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
@@ -143,3 +156,27 @@ class MemberTrainer:
             totals["accuracy"] = totals["accuracy"] + np.asarray(acc).sum(0) * size
             seen += size * len(idx)
         return {k: np.asarray(v) / max(seen, 1) for k, v in totals.items()}
+
+
+def _member_functions(prog: Program | Callable[[Options], Program]) -> tuple[Callable, Callable, Callable]:
+    """(train_step, eval_step, init(key, lr, options)) of one member. For a family, the member's options live in its
+    state under "options" and its program is built from them wherever it is traced."""
+    if isinstance(prog, Program):
+        return prog.train_step, prog.eval_step, lambda key, lr, options: prog.init(key, lr)
+
+    def split(state: State) -> tuple[Program, State]:
+        return prog(state["options"]), {k: v for k, v in state.items() if k != "options"}
+
+    def train_step(state: State, batch: Batch) -> tuple[State, dict]:
+        member, rest = split(state)
+        new, metrics = member.train_step(rest, batch)
+        return {**new, "options": state["options"]}, metrics
+
+    def eval_step(state: State, batch: Batch) -> dict:
+        member, rest = split(state)
+        return member.eval_step(rest, batch)
+
+    def init(key: jax.Array, lr: jax.Array, options: Options) -> State:
+        return {**prog(options).init(key, lr), "options": options}
+
+    return train_step, eval_step, init
