@@ -1,23 +1,12 @@
 """zoo.diagnostics.ntk: the NTK under a plugin's per-parameter SGD learning rates predicts one SGD step, and its
 change after the step follows Yaida's width exponents."""
 
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 
 import zoo.models
 import zoo.param
 from zoo.diagnostics.ntk import ntk_change
-from zoo.param.ntk_mup import NTKMuP
-
-
-@dataclasses.dataclass(frozen=True)
-class PlainNTKMuP(NTKMuP):
-    """Yaida's family on a plain MLP (the MLP-ResNet's skip path off)."""
-
-    def skip_multiplier(self):
-        return 0.0
 
 
 def cfg(width, depth=2, **opts):
@@ -39,10 +28,11 @@ def test_ntk_predicts_one_sgd_step():
 
 
 def test_ntk_change_width_exponents_of_yaida_family():
-    """seed_yaida_and_lecture.md D5 (linear plain MLP, 16 seeds, widths 16 and 256): the even part of the NTK change
+    """seed_yaida_and_lecture.md D5 (a linear ResNet, 16 seeds, widths 16 and 256): the even part of the NTK change
     scales like n^-(1-s) and the feature change like n^-(1-s)/2, for s = 0 and 1 (tolerance 0.12)."""
     opts = {"s": [0.0, 1.0]}
-    run = [ntk_change("mlp_resnet", cfg(w, activation="identity"), lambda o: PlainNTKMuP(**o), opts, 0.25, X, 16)
+    run = [ntk_change("mlp_resnet", cfg(w, activation="identity"), lambda o: zoo.param.get("ntk_mup", **o), opts, 0.05,
+                      X, 16)
            for w in (16, 256)]
     for key, exponent in (("even", lambda s: -(1 - s)), ("feature", lambda s: -(1 - s) / 2)):
         slope = np.log(np.abs(run[1][key]).mean(1) / np.abs(run[0][key]).mean(1)) / np.log(16)
