@@ -1,0 +1,132 @@
+"""TP VI Fig. 10 and 11: the Adam learning rate transfers across depth under Depth-muP and not under the rest of
+the (alpha, gamma) family (seed_depth_mup.md section 3).
+
+Block-depth-1 MLP-ResNet x <- x + a (L/8)^-alpha MS(relu(W x)), hidden Adam LR lr (L/8)^-gamma, input and output
+layers frozen (`freeze=input,output`), base depth 8 (every arm is the same network at L = 8, except ODE's a).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import zoo.data
+import zoo.param
+from zoo.optim import OptimConfig
+from zoo.papers import lr_sweep, page
+from zoo.papers.claim import Check, Claim, Numbers
+from zoo.sweeps import report
+
+NAME = "tp6-depth-transfer"
+FULL = {"data": "cifar10", "width": 128, "depths": [8, 16, 32, 64, 128], "base_depth": 8,
+        "log2_lrs": list(range(-13, -3)), "steps": 600, "batch_size": 64}
+QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [2, 8], "base_depth": 2, "log2_lrs": [-9, -7, -5],
+         "steps": 5, "batch_size": 16}
+# (label, alpha, gamma, branch multiplier a): Fig. 10 uses log2 a = 1, Fig. 11 (ODE) log2 a = -0.5
+ARMS = [("Depth-muP (1/2, 1/2)", 0.5, 0.5, 2.0), ("(1/2, 0)", 0.5, 0.0, 2.0), ("SP (0, 0)", 0.0, 0.0, 2.0),
+        ("ODE (1, 0)", 1.0, 0.0, 2.0**-0.5)]
+SETTLED = 4  # "from depth 32 on": depths >= 4 base depths
+NOISE = 0.03  # train-loss tolerance of "improves with depth" (one seed, mean of the last 10% of steps)
+
+
+def run(quick: bool) -> Numbers:
+    s = QUICK if quick else FULL
+    data = zoo.data.load(s["data"])
+    arms = {label: {"alpha": alpha, "gamma": gamma, "branch_mult": a} for label, alpha, gamma, a in ARMS}
+    records = lr_sweep.sweep("mlp_resnet", lambda o: zoo.param.get("depth_mup", freeze="input,output", **o), arms,
+                             OptimConfig("adam", steps=s["steps"]), data, [(s["width"], d) for d in s["depths"]],
+                             s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=s["width"],
+                             base_depth=s["base_depth"], fast_compile=quick)
+    return {"setting": s, "arms": [{"label": label, **opts, "records": lr_sweep.by_arm(records, label)}
+                                   for label, opts in arms.items()]}
+
+
+def _summary(arm: dict) -> report.Summary:
+    return report.summarize(arm["records"])
+
+
+def checks(n: Numbers) -> list[Check]:
+    s = n["setting"]
+    dmup, *others = [_summary(arm) for arm in n["arms"]]
+    best, losses = lr_sweep.by_size(dmup, "best_log2_lr"), lr_sweep.by_size(dmup, "best_loss")
+    settled = {d: v for d, v in best.items() if d >= SETTLED * s["base_depth"]}
+    moved = [v for v in settled.values() if v is not None]
+    spread = max(moved) - min(moved) if len(moved) == len(settled) and moved else None
+    out = [Check(f"Depth-muP's best LR stays put from depth {SETTLED * s['base_depth']} on",
+                 "best log2 LR moves by at most 1 grid step (1 in log2) over those depths",
+                 f"best log2 LR {page.sizes(settled)}", spread is not None and spread <= 1,
+                 "one seed and a short run: near its optimum the loss is flat over neighbouring LRs, so one seed's "
+                 "argmin moves more than the optimum; the paper averages 5 seeds over 38k steps")]
+    pairs = list(zip(list(losses.items()), list(losses.items())[1:], strict=False))
+    improves = all(a[1] is not None and b[1] is not None and b[1] <= a[1] + NOISE for a, b in pairs) and \
+        pairs and losses[s["depths"][-1]] < losses[s["depths"][0]]
+    out.append(Check("Depth-muP's loss improves with depth",
+                     f"best loss at each depth <= the previous depth's + {NOISE}, and deepest < shallowest",
+                     f"best train loss {page.sizes(losses, digits=3)}", bool(improves),
+                     f"after {s['steps']} steps (the paper: 38k) the deeper networks have not caught up: TP VI's "
+                     "transformer runs (Fig. 15) are also worse with depth early in training and better at the end"))
+    for arm, summary in zip(n["arms"][1:], others, strict=True):
+        b = lr_sweep.by_size(summary, "best_log2_lr")
+        ok = [v for v in b.values() if v is not None]
+        shift = max(ok) - min(ok) if ok else 0.0
+        dead = [d for d, v in b.items() if v is None]
+        why = ("its best LR moves by (L/8)^(gamma - 1/2) relative to Depth-muP's in theory; at these depths and "
+               "this run length the loss minimum stayed within one grid step")
+        out.append(Check(f"{arm['label']}: the best LR shifts with depth",
+                         "best log2 LR moves by >= 2 grid steps over the depths, or no LR trains at some depth",
+                         f"best log2 LR {page.sizes(b)}", shift >= 2 or bool(dead), why))
+    return out
+
+
+def plot(n: Numbers, path: Path) -> None:
+    s = n["setting"]
+    fig, axes = page.figure(len(n["arms"]), size=(4.4, 3.8))
+    for ax, arm in zip(axes[0], n["arms"], strict=True):
+        report.panel(ax, _summary(arm), f"{arm['label']}, a = 2^{_log2(arm['branch_mult']):g}")
+        ax.set_xlabel(f"log2 Adam LR of the hidden weights at L = {s['base_depth']}")
+    fig.suptitle(f"TP VI Fig. 10/11 at width {s['width']}: {s['data']}, Adam, batch {s['batch_size']}, "
+                 f"{s['steps']} steps, input/output frozen", fontsize=10)
+    page.save(fig, path)
+
+
+def _log2(x: float) -> float:
+    import math
+
+    return round(math.log2(x), 2)
+
+
+def setting(n: Numbers) -> str:
+    s = n["setting"]
+    return (f"the same network at width {s['width']}, depths {', '.join(map(str, s['depths']))}, base depth "
+            f"{s['base_depth']}; {s['data']}, Adam, batch {s['batch_size']}, {s['steps']} steps, 1 seed; LRs "
+            f"2^{s['log2_lrs'][0]}..2^{s['log2_lrs'][-1]} (grid step 1 in log2); loss: mean train loss over the "
+            "last 10% of steps")
+
+
+def result(n: Numbers) -> str:
+    parts = []
+    for arm in n["arms"]:
+        summary = _summary(arm)
+        best = lr_sweep.by_size(summary, "best_log2_lr")
+        parts.append(f"{arm['label']}: best log2 LR {page.sizes(best)} (transfer score {summary.transfer_score} "
+                     "grid steps)")
+    return "; ".join(parts)
+
+
+CLAIM = Claim(
+    name=NAME,
+    title="Depth-muP transfers the learning rate across depth; other depth scalings do not",
+    source="Yang, Yu, Zhu, Hayou, Tensor Programs VI, Fig. 10 and Fig. 11",
+    paper_setting="block-depth-1 MLP-ResNet, width 256, relu with mean subtraction, CIFAR-10, Adam, batch 64, "
+                  "50 epochs (about 38k steps), input and output layers frozen, depths 2^3..2^10, 5 seeds; "
+                  "(alpha, gamma) = (1/2, 1/2), (1/2, 0), (0, 0) with log2 a = 1, and (1, 0) with log2 a = -0.5; "
+                  "loss: training log-loss over a 1000-step slice",
+    paper_result="Depth-muP's optimal LR stays around 1e-3 from L = 2^6 on (a mild shift at 2^3) and the loss keeps "
+                 "improving with depth; (1/2, 0) shifts significantly, SP (0, 0) shifts more and degrades at large "
+                 "depth, the ODE scaling (1, 0) shifts (its optimal LR grows with depth) and trains worse",
+    scale="Width 128 instead of 256, depths 8..128 instead of 8..1024, 600 steps (about one epoch) instead of 38k, "
+          "one seed instead of five: the full run takes about 15 minutes on a quiet 2-core CPU (depth 1024 alone "
+          "would take longer than all of it). SP uses the same a = 2 as Depth-muP, so all arms but ODE are one "
+          "network at L = 8; at a = 2 SP's stream grows like (1 + a^2 v_relu)^L at init (v_relu = 1/2 - 1/(2 pi)), "
+          "so its deep runs are expected to diverge. The paper's Sec. 10.2 calls SP (0, 1) while its Fig. 10 "
+          "caption says (0, 0); zoo follows the caption, as the issue does.",
+    run=run, checks=checks, plot=plot, setting=setting, result=result)
