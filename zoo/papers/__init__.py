@@ -17,6 +17,9 @@ import jax
 
 from zoo.papers import (
     dhg_apjn,
+    dhg_phase,
+    dhg_trainability,
+    lecture_hanin_nica,
     tp4b_adam_width,
     tp6_abs_vs_relu,
     tp6_depth_transfer,
@@ -26,7 +29,8 @@ from zoo.papers import (
 from zoo.papers.claim import Claim
 from zoo.papers.page import render, write
 
-MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, yaida_family, dhg_apjn)
+MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, yaida_family, dhg_phase,
+           dhg_trainability, dhg_apjn, lecture_hanin_nica)
 CLAIMS: dict[str, Claim] = {m.CLAIM.name: m.CLAIM for m in MODULES}
 DEFAULT_OUT = Path("docs") / "papers"
 

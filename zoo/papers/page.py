@@ -58,7 +58,8 @@ def read(folder: Path) -> dict[str, Any]:
 def page(claim: Claim, numbers: Numbers, checks: list, cmd: str) -> str:
     """The claim's README: verdict, figure, the paper's setting and result beside zoo's, the checks, the scale."""
     v = verdict(checks)
-    rows = "\n".join(f"| {c.claim} | {c.rule} | {c.measured} | {'yes' if c.passed else '**no**'} |" for c in checks)
+    rows = "\n".join(f"| {_cell(c.claim)} | {_cell(c.rule)} | {_cell(c.measured)} | {'yes' if c.passed else '**no**'} |"
+                     for c in checks)
     why = "\n".join(f"- *{c.claim}*: {c.why_not}" for c in checks if not c.passed and c.why_not)
     wall = numbers.get("wall_s")
     took = f" (this run: {wall / 60:.1f} min on {numbers.get('machine', 'this machine')})" if wall else ""

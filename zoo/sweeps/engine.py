@@ -138,8 +138,8 @@ class MemberTrainer:
             losses.append(np.asarray(loss)[:n])
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
-    def evaluate(self, states: State) -> dict[str, np.ndarray]:
-        """Eval loss and accuracy over the eval split (per member when vmapped).
+    def evaluate(self, states: State, limit: int | None = None) -> dict[str, np.ndarray]:
+        """Eval loss and accuracy over the eval split, or its first `limit` examples (per member when vmapped).
 
         K vmapped members see eval_batch_size // K examples each per eval step, so an eval step holds one
         run's eval activations, not K of them (the loss is the example-weighted mean either way).
@@ -147,6 +147,9 @@ class MemberTrainer:
         members = int(states["step"].shape[0]) if self.vmapped else 1
         per_member = max(1, self.eval_batch_size // members)
         batches = [np.asarray(i) for i in self.data.eval_indices(per_member)]
+        if limit is not None:
+            first = np.concatenate(batches)[:limit]
+            batches = [first[i:i + per_member] for i in range(0, len(first), per_member)]
         totals: dict[str, Any] = {"loss": 0.0, "accuracy": 0.0}
         seen = 0
         for size in sorted({len(b) for b in batches}):
