@@ -79,8 +79,8 @@ def checks(n: Numbers) -> list[Check]:
 
 def plot(n: Numbers, path: Path) -> None:
     s = n["setting"]
-    fig, axes = page.figure(len(n["arms"]), size=(4.4, 3.8))
-    for ax, arm in zip(axes[0], n["arms"], strict=True):
+    fig, axes = page.figure(2, 2, size=(5.2, 4.0))
+    for ax, arm in zip(axes.ravel(), n["arms"], strict=True):
         report.panel(ax, _summary(arm), f"{arm['label']}, a = 2^{_log2(arm['branch_mult']):g}")
         ax.set_xlabel(f"log2 Adam LR of the hidden weights at L = {s['base_depth']}")
     fig.suptitle(f"TP VI Fig. 10/11 at width {s['width']}: {s['data']}, Adam, batch {s['batch_size']}, "
