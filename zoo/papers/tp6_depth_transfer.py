@@ -18,7 +18,7 @@ from zoo.sweeps import report
 
 NAME = "tp6-depth-transfer"
 FULL = {"data": "cifar10", "width": 128, "depths": [8, 16, 32, 64, 128], "base_depth": 8,
-        "log2_lrs": list(range(-13, -3)), "steps": 600, "batch_size": 64}
+        "log2_lrs": list(range(-12, -3)), "steps": 400, "batch_size": 64}
 QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [2, 8], "base_depth": 2, "log2_lrs": [-9, -7, -5],
          "steps": 5, "batch_size": 16}
 # (label, alpha, gamma, branch multiplier a): Fig. 10 uses log2 a = 1, Fig. 11 (ODE) log2 a = -0.5
@@ -123,8 +123,8 @@ CLAIM = Claim(
     paper_result="Depth-muP's optimal LR stays around 1e-3 from L = 2^6 on (a mild shift at 2^3) and the loss keeps "
                  "improving with depth; (1/2, 0) shifts significantly, SP (0, 0) shifts more and degrades at large "
                  "depth, the ODE scaling (1, 0) shifts (its optimal LR grows with depth) and trains worse",
-    scale="Width 128 instead of 256, depths 8..128 instead of 8..1024, 600 steps (about one epoch) instead of 38k, "
-          "one seed instead of five: the full run takes about 15 minutes on a quiet 2-core CPU (depth 1024 alone "
+    scale="Width 128 instead of 256, depths 8..128 instead of 8..1024, 400 steps (half an epoch) instead of 38k, "
+          "one seed instead of five: the full run takes about 20 minutes on a quiet 2-core CPU (depth 1024 alone "
           "would take longer than all of it). SP uses the same a = 2 as Depth-muP, so all arms but ODE are one "
           "network at L = 8; at a = 2 SP's stream grows like (1 + a^2 v_relu)^L at init (v_relu = 1/2 - 1/(2 pi)), "
           "so its deep runs are expected to diverge. The paper's Sec. 10.2 calls SP (0, 1) while its Fig. 10 "
