@@ -118,11 +118,11 @@ def plot(n: Numbers, path: Path) -> None:
     ax.legend(fontsize=7)
     ax = axes[0][1]
     tau = np.array([r["tau"] for r in rows])
-    for key, sign, label in (("mean", -1, "mean"), ("var", 2, "variance")):
-        ax.plot(tau, [r[key] for r in rows], "o", label=f"{label} measured")
+    for key, sign, label, color in (("mean", -1, "mean", "tab:blue"), ("var", 2, "variance", "tab:orange")):
+        ax.plot(tau, [r[key] for r in rows], "o", color=color, label=f"{label} measured")
         ax.plot(tau, [r[f"exact_{key}"] for r in rows], "k+", ms=9)
         t = np.linspace(0, tau.max() * 1.05, 20)
-        ax.plot(t, sign * t, "--", lw=1, label=f"{label}: {sign} tau (limit)")
+        ax.plot(t, sign * t, "--", color=color, lw=1, label=f"{label}: {sign} tau (limit)")
     ax.set_xlabel("tau = d / n")
     ax.set_title("mean and variance (+: exact at finite n, d)", fontsize=9)
     ax.legend(fontsize=7)

@@ -108,10 +108,11 @@ def plot(n: Numbers, path: Path) -> None:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, which="both")
     ax = axes[0][2]
-    for arm, marker in zip(ARMS, "os", strict=True):
+    for arm, marker, color in zip(ARMS, "os", ("tab:blue", "tab:red"), strict=True):
         for ti, style in zip(s["times"], (":", "--", "-"), strict=False):
             sl = slopes(n, arm, ti)
-            ax.plot(np.log2(list(sl)), list(sl.values()), marker + style, ms=4, label=f"{arm.split()[0]} t={ti}")
+            ax.plot(np.log2(list(sl)), list(sl.values()), marker + style, color=color, ms=4,
+                    label=f"{arm.split()[0]} t={ti}")
     ax.axhline(0.5, color="gray", lw=0.8)
     ax.axhline(1.0, color="gray", lw=0.8)
     ax.set_xlabel("log2 depth L")
