@@ -3,8 +3,10 @@ the NTK's even change scales like gamma = L / n^(1-s) and the features move like
 with the width as L ~ n^(1-s) keeps the NTK change fixed (seed_yaida_and_lecture.md sections 1.3, 1.4, 3.D).
 
 Yaida's network is a plain MLP, here the MLP-ResNet with its skip path off (linear, no mean subtraction), one
-input x = 1 of dimension 16 (|x|^2 / n0 = 1), one output, SGD at lr = 1 / (L n0) (Yaida's lambda = 1/L, with the
-1/fan-in of the SP form at the base width n0 = 64), L counting all weight layers (blocks + 2).
+input x = 1 (|x|^2 / n0 = 1), one output, SGD at lr = 1 / (L n0), L counting all weight layers (blocks + 2). With
+the input dimension equal to the base width n0 = 64, zoo's one base LR is Yaida's lambda / fan-in (lambda = 1/L,
+eta_0 = 1) on every layer. The research note's input dimension 16 gives the input layer 4x less than Yaida's; the
+s = 0 fixed-gamma path is also measured that way, to show what that constant does.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from zoo.param.ntk_mup import NTKMuP
 
 NAME = "yaida-family"
 FULL = {"widths": [64, 128, 256, 512, 1024], "layers": 4, "s": [0.0, 0.25, 0.5, 0.75, 1.0], "seeds": 64,
-        "in_dim": 16, "paths": {"0.0": [64, 128, 256, 512], "0.5": [64, 256, 1024], "1.0": [64, 256, 1024]}}
-QUICK = {"widths": [16, 32], "layers": 4, "s": [0.0, 1.0], "seeds": 2, "in_dim": 16,
+        "in_dim": 64, "paths": {"0.0": [64, 128, 256, 512], "0.5": [64, 256, 1024], "1.0": [64, 256, 1024]},
+        "other_in_dim": 16}
+QUICK = {"widths": [16, 32], "layers": 4, "s": [0.0, 1.0], "seeds": 2, "in_dim": 16, "other_in_dim": 4,
          "paths": {"0.0": [16, 32], "1.0": [16, 32]}}
 TOL = {"even": 0.08, "feature": 0.06}  # seed_yaida_and_lecture.md D5 (64 seeds)
 FLAT = 0.15  # D7: the NTK change stays within 15% of its mean along L ~ n^(1-s)
@@ -70,7 +73,11 @@ def run(quick: bool) -> Numbers:
             rows.append({"width": w, "layers": layers, "even": float(m["even"][i])})
         paths[s] = rows
         lr_sweep.log(f"  fixed gamma, s = {s}: done")
-    return {"setting": st, "by_width": {str(w): v for w, v in width_rows.items()}, "paths": paths}
+    other = [{"width": r["width"], "layers": r["layers"],
+              "even": float(_measure(r["width"], r["layers"], [0.0], st["seeds"], st["other_in_dim"], base)["even"][0])}
+             for r in paths["0.0"]]
+    return {"setting": st, "by_width": {str(w): v for w, v in width_rows.items()}, "paths": paths,
+            "other_in_dim_path": other}
 
 
 def slopes(n: Numbers, key: str) -> dict[float, float]:
@@ -96,10 +103,10 @@ def checks(n: Numbers) -> list[Check]:
                for s, rows in n["paths"].items()}
     out.append(Check("the NTK change stays fixed when L grows like n^(1-s)",
                      f"every E along each path within {FLAT:.0%} of the path's mean",
-                     ", ".join(f"s={s}: " + " ".join(f"(n={r['width']}, L={r['layers']}) {r['even']:.3g}"
-                                                     for r in rows) for s, rows in n["paths"].items()),
+                     ", ".join(f"s={s}: {_path(rows)}" for s, rows in n["paths"].items()),
                      all(v <= FLAT for v in spreads.values()),
-                     "gamma = L / n^(1-s) sets the even change only up to O(1/n) and O(1/L) corrections"))
+                     "gamma = L / n^(1-s) sets the even change only to leading order; corrections of relative "
+                     "order 1/L remain at these depths"))
     if 0.0 in st["s"]:
         col = st["s"].index(0.0)
         e = [n["by_width"][str(w)]["even"][col] for w in st["widths"]]
@@ -153,9 +160,17 @@ def setting(n: Numbers) -> str:
             f"one SGD step at lr = 1/(L n0) on the loss c f, c = +-1; {st['seeds']} seeds")
 
 
+def _path(rows: list[dict]) -> str:
+    return " ".join(f"(n={r['width']}, L={r['layers']}) {r['even']:.3g}" for r in rows)
+
+
 def result(n: Numbers) -> str:
-    return "; ".join(f"{key} slopes " + ", ".join(f"s={s:g}: {v:+.3f}" for s, v in slopes(n, key).items())
-                     for key in ("even", "feature"))
+    st = n["setting"]
+    return ("; ".join(f"{key} slopes " + ", ".join(f"s={s:g}: {v:+.3f}" for s, v in slopes(n, key).items())
+                      for key in ("even", "feature")) +
+            "; E along L ~ n^(1-s): " + ", ".join(f"s={s}: {_path(rows)}" for s, rows in n["paths"].items()) +
+            f"; with input dimension {st['other_in_dim']} instead of {st['in_dim']} (the input layer's LR "
+            f"{st['in_dim'] // st['other_in_dim']}x below Yaida's), s = 0: {_path(n['other_in_dim_path'])}")
 
 
 CLAIM = Claim(
