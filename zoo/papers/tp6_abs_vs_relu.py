@@ -14,10 +14,11 @@ import zoo.param
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep, page
 from zoo.papers.claim import Check, Claim, Numbers
+from zoo.papers.tp6_depth_transfer import PAPER_BASE_WIDTH
 from zoo.sweeps import report
 
 NAME = "tp6-abs-vs-relu"
-FULL = {"data": "cifar10", "width": 128, "depths": [8, 32, 128], "base_depth": 8, "log2_lrs": list(range(-12, -5)),
+FULL = {"data": "cifar10", "width": 128, "depths": [8, 32, 128], "base_depth": 8, "log2_lrs": list(range(-12, -3)),
         "steps": 600, "batch_size": 64, "log2_branch_mult": -1.5}
 QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [4], "base_depth": 2, "log2_lrs": [-7, -5],
          "steps": 5, "batch_size": 16, "log2_branch_mult": -1.5}
@@ -35,7 +36,7 @@ def run(quick: bool) -> Numbers:
             "mlp_resnet", lambda o: zoo.param.get("depth_mup", branch_mult=2.0 ** s["log2_branch_mult"],
                                                   freeze="input,output"),
             plugin, OptimConfig("adam", steps=s["steps"]), data, [(s["width"], d) for d in s["depths"]],
-            s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=s["width"],
+            s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=PAPER_BASE_WIDTH,
             base_depth=s["base_depth"], fast_compile=quick, activation=act)
     return {"setting": s, "records": out}
 
@@ -61,7 +62,7 @@ def plot(n: Numbers, path: Path) -> None:
     fig, axes = page.figure(3, size=(4.4, 3.8))
     for ax, act in zip(axes[0], ACTIVATIONS, strict=False):
         report.panel(ax, report.summarize(n["records"][act]), f"Depth-muP, {act}, a = 2^{s['log2_branch_mult']}")
-        ax.set_xlabel(f"log2 Adam LR of the hidden weights at L = {s['base_depth']}")
+        ax.set_xlabel(f"log2 eta (hidden Adam LR eta/n at L = {s['base_depth']})")
     ax = axes[0][2]
     for act, marker in zip(ACTIVATIONS, "os", strict=True):
         best = _min_loss(n)[act]
@@ -79,10 +80,11 @@ def plot(n: Numbers, path: Path) -> None:
 
 def setting(n: Numbers) -> str:
     s = n["setting"]
-    return (f"the same network under Depth-muP at width {s['width']}, depths {', '.join(map(str, s['depths']))} "
-            f"(base depth {s['base_depth']}), log2 a = {s['log2_branch_mult']}; {s['data']}, Adam, batch "
-            f"{s['batch_size']}, {s['steps']} steps, 1 seed; LRs 2^{s['log2_lrs'][0]}..2^{s['log2_lrs'][-1]}; "
-            "loss: mean train loss over the last 10% of steps, minimised over the LRs")
+    return (f"the same network under Depth-muP at width {s['width']} (base width 1: the paper's n^-c rules), "
+            f"depths {', '.join(map(str, s['depths']))} (base depth {s['base_depth']}), log2 a = "
+            f"{s['log2_branch_mult']}; {s['data']}, Adam, batch {s['batch_size']}, {s['steps']} steps, 1 seed; LRs "
+            f"2^{s['log2_lrs'][0]}..2^{s['log2_lrs'][-1]}; loss: mean train loss over the last 10% of steps, "
+            "minimised over the LRs")
 
 
 def result(n: Numbers) -> str:

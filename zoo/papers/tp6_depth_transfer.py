@@ -1,8 +1,10 @@
 """TP VI Fig. 10 and 11: the Adam learning rate transfers across depth under Depth-muP and not under the rest of
 the (alpha, gamma) family (seed_depth_mup.md section 3).
 
-Block-depth-1 MLP-ResNet x <- x + a (L/8)^-alpha MS(relu(W x)), hidden Adam LR lr (L/8)^-gamma, input and output
-layers frozen (`freeze=input,output`), base depth 8 (every arm is the same network at L = 8, except ODE's a).
+Block-depth-1 MLP-ResNet x <- x + a (L/8)^-alpha MS(relu(W x)), hidden Adam LR lr n^-1 (L/8)^-gamma, input and
+output layers frozen (`freeze=input,output`), base depth 8 (every arm is the same network at L = 8, except ODE's a).
+TP VI writes its muP rules with n itself (readout variance 1/n^2, hidden LR eta/n: Table 2, Def. 6.1), which is
+zoo's depth_mup at base width 1 (PAPER_BASE_WIDTH), so zoo's lr is the paper's eta.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from zoo.sweeps import report
 
 NAME = "tp6-depth-transfer"
 FULL = {"data": "cifar10", "width": 128, "depths": [8, 16, 32, 64, 128], "base_depth": 8,
-        "log2_lrs": list(range(-12, -3)), "steps": 400, "batch_size": 64}
+        "log2_lrs": list(range(-13, -2)), "steps": 400, "batch_size": 64}
 QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [2, 8], "base_depth": 2, "log2_lrs": [-9, -7, -5],
          "steps": 5, "batch_size": 16}
 # (label, alpha, gamma, branch multiplier a): Fig. 10 uses log2 a = 1, Fig. 11 (ODE) log2 a = -0.5
 ARMS = [("Depth-muP (1/2, 1/2)", 0.5, 0.5, 2.0), ("(1/2, 0)", 0.5, 0.0, 2.0), ("SP (0, 0)", 0.0, 0.0, 2.0),
         ("ODE (1, 0)", 1.0, 0.0, 2.0**-0.5)]
+PAPER_BASE_WIDTH = 1  # TP VI's n^-c rules use n, not n / n0
 SETTLED = 4  # "from depth 32 on": depths >= 4 base depths
 NOISE = 0.03  # train-loss tolerance of "improves with depth" (one seed, mean of the last 10% of steps)
 
@@ -34,7 +37,7 @@ def run(quick: bool) -> Numbers:
     arms = {label: {"alpha": alpha, "gamma": gamma, "branch_mult": a} for label, alpha, gamma, a in ARMS}
     records = lr_sweep.sweep("mlp_resnet", lambda o: zoo.param.get("depth_mup", freeze="input,output", **o), arms,
                              OptimConfig("adam", steps=s["steps"]), data, [(s["width"], d) for d in s["depths"]],
-                             s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=s["width"],
+                             s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=PAPER_BASE_WIDTH,
                              base_depth=s["base_depth"], fast_compile=quick)
     return {"setting": s, "arms": [{"label": label, **opts, "records": lr_sweep.by_arm(records, label)}
                                    for label, opts in arms.items()]}
@@ -82,7 +85,7 @@ def plot(n: Numbers, path: Path) -> None:
     fig, axes = page.figure(2, 2, size=(5.2, 4.0))
     for ax, arm in zip(axes.ravel(), n["arms"], strict=True):
         report.panel(ax, _summary(arm), f"{arm['label']}, a = 2^{_log2(arm['branch_mult']):g}")
-        ax.set_xlabel(f"log2 Adam LR of the hidden weights at L = {s['base_depth']}")
+        ax.set_xlabel(f"log2 eta (hidden Adam LR eta/n at L = {s['base_depth']})")
     fig.suptitle(f"TP VI Fig. 10/11 at width {s['width']}: {s['data']}, Adam, batch {s['batch_size']}, "
                  f"{s['steps']} steps, input/output frozen", fontsize=10)
     page.save(fig, path)
@@ -96,10 +99,10 @@ def _log2(x: float) -> float:
 
 def setting(n: Numbers) -> str:
     s = n["setting"]
-    return (f"the same network at width {s['width']}, depths {', '.join(map(str, s['depths']))}, base depth "
-            f"{s['base_depth']}; {s['data']}, Adam, batch {s['batch_size']}, {s['steps']} steps, 1 seed; LRs "
-            f"2^{s['log2_lrs'][0]}..2^{s['log2_lrs'][-1]} (grid step 1 in log2); loss: mean train loss over the "
-            "last 10% of steps")
+    return (f"the same network at width {s['width']} (zoo's depth_mup at base width 1: the paper's n^-c rules), "
+            f"depths {', '.join(map(str, s['depths']))}, base depth {s['base_depth']}; {s['data']}, Adam, batch "
+            f"{s['batch_size']}, {s['steps']} steps, 1 seed; LRs 2^{s['log2_lrs'][0]}..2^{s['log2_lrs'][-1]} (grid "
+            "step 1 in log2); loss: mean train loss over the last 10% of steps")
 
 
 def result(n: Numbers) -> str:
@@ -124,9 +127,11 @@ CLAIM = Claim(
                  "improving with depth; (1/2, 0) shifts significantly, SP (0, 0) shifts more and degrades at large "
                  "depth, the ODE scaling (1, 0) shifts (its optimal LR grows with depth) and trains worse",
     scale="Width 128 instead of 256, depths 8..128 instead of 8..1024, 400 steps (half an epoch) instead of 38k, "
-          "one seed instead of five: the full run takes about 20 minutes on a quiet 2-core CPU (depth 1024 alone "
-          "would take longer than all of it). SP uses the same a = 2 as Depth-muP, so all arms but ODE are one "
-          "network at L = 8; at a = 2 SP's stream grows like (1 + a^2 v_relu)^L at init (v_relu = 1/2 - 1/(2 pi)), "
-          "so its deep runs are expected to diverge. The paper's Sec. 10.2 calls SP (0, 1) while its Fig. 10 "
-          "caption says (0, 0); zoo follows the caption, as the issue does.",
+          "one seed instead of five: the full run takes about 25 minutes on a quiet 2-core CPU (depth 1024 alone "
+          "would take longer than all of it). TP VI writes muP with n itself (readout variance 1/n^2, hidden Adam "
+          "LR eta/n), so zoo runs depth_mup at base width 1; at zoo's default base width (the width itself) the "
+          "frozen readout would keep SP's variance 1/n, a different network. SP uses the same a = 2 as Depth-muP, "
+          "so all arms but ODE are one network at L = 8; at a = 2 SP's stream grows like (1 + a^2 v_relu)^L at "
+          "init (v_relu = 1/2 - 1/(2 pi)), so its deep runs are expected to diverge. The paper's Sec. 10.2 calls "
+          "SP (0, 1) while its Fig. 10 caption says (0, 0); zoo follows the caption, as the issue does.",
     run=run, checks=checks, plot=plot, setting=setting, result=result)

@@ -17,6 +17,7 @@ from zoo.diagnostics.diversity import default_eps, diversity_probe
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep, page
 from zoo.papers.claim import Check, Claim, Numbers
+from zoo.papers.tp6_depth_transfer import PAPER_BASE_WIDTH
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.runner import summarize
 
@@ -40,7 +41,7 @@ def run(quick: bool) -> Numbers:
     chance = np.log(data.num_classes)
     rows = []
     for depth in s["depths"]:
-        cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=depth, base_width=s["width"],
+        cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=depth, base_width=PAPER_BASE_WIDTH,
                                     base_depth=s["base_depth"])
         family = lr_sweep.family("mlp_resnet", cfg, lambda o: zoo.param.get("depth_mup", freeze="input,output", **o),
                                  OptimConfig("adam", steps=s["times"][-1]))
