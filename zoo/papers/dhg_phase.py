@@ -83,15 +83,24 @@ def crossings(chi: np.ndarray, sigma_w: list[float]) -> np.ndarray:
     return out
 
 
-def line_gap(p: dict, sigma_w: list[float]) -> float | None:
-    """The largest |measured line - analytic line| (in sigma_w) over the columns where the analytic line lies inside
-    the grid (a column without a measured crossing there counts as infinite); None when it never does."""
-    line = np.asarray([np.nan if v is None else v for v in p["line"]], float)
+def line_gap(p: dict, sigma_w: list[float], reference: str = "chi_star") -> float | None:
+    """The largest |measured line - reference line| (in sigma_w) over the columns where the reference line lies
+    inside the grid (a column without a measured crossing there counts as infinite); None when it never does. The
+    reference: the analytic chi* = 1 line, or ("chi_at_depth") where infinite-width chi at block L crosses 1."""
+    line = (np.asarray([np.nan if v is None else v for v in p["line"]], float) if reference == "chi_star"
+            else crossings(p[reference], sigma_w))
     inside = np.isfinite(line) & (line >= sigma_w[0]) & (line <= sigma_w[-1])
     if not inside.any():
         return None
     gap = np.abs(crossings(p["chi"], sigma_w) - line)[inside]
     return float(np.max(np.where(np.isfinite(gap), gap, np.inf)))
+
+
+def offset(p: dict, near: float = 0.2) -> float:
+    """Mean chi_hat - chi* over the grid points near the line (|chi* - 1| < near): the finite-size bias there."""
+    th, chi = np.asarray(p["chi_star"], float), np.asarray(p["chi"], float)
+    close = np.abs(th - 1) < near
+    return float(np.mean(chi[close] - th[close])) if close.any() else float("nan")
 
 
 def checks(n: Numbers) -> list[Check]:
@@ -113,8 +122,15 @@ def checks(n: Numbers) -> list[Check]:
                          "inside the grid", ", ".join(f"{a} {'no line in the grid' if g is None else f'{g:.3f}'}"
                                                       for a, g in gaps.items()),
                          all(g <= LINE for g in judged.values()),
-                         f"finite depth (L = {s['depth']}) and width (N = {s['width']}): near sigma_b = 0 the erf "
-                         "and tanh stacks approach their fixed point K* = 0 only slowly in depth"))
+                         f"finite depth and width. Against the infinite-width chi at the measured block L = "
+                         f"{s['depth']} (where the stack is, not where it tends) the largest gaps are " +
+                         ", ".join(f"{p['activation']} " + ("n/a" if line_gap(p, s["sigma_w"], "chi_at_depth") is None
+                                                            else f"{line_gap(p, s['sigma_w'], 'chi_at_depth'):.3f}")
+                                   for p in panels) +
+                         "; near the line chi_hat - chi* averages " +
+                         ", ".join(f"{p['activation']} {offset(p):+.3f}" for p in panels) +
+                         f" at N = {s['width']}, and where chi* changes slowly with sigma_w (with LayerNorm it "
+                         "saturates at E phi'^2 / E phi^2) such an offset moves the crossing far"))
     return out
 
 
