@@ -142,10 +142,11 @@ def plot(n: Numbers, path: Path) -> None:
     for p in n["panels"]:
         ax = axes[VARIANTS.index(p["variant"])][acts.index(p["activation"])]
         line = np.asarray([np.nan if v is None else v for v in p["line"]], float)
+        line[(line < s["sigma_w"][0]) | (line > s["sigma_w"][-1])] = np.nan
         phase.draw(ax, np.asarray(p["chi"], float), x, y, f"{p['variant']} {p['activation']}: phase agrees at "
-                   f"{agreement(p):.0%}", line, limit=2.0)
+                   f"{agreement(p):.0%}", line, limit=2.0, line_color="limegreen")
     fig.suptitle(f"Doshi, He, Gromov Fig. 2 (reduced): chi_hat at N = {s['width']}, L = {s['depth']}, {s['seeds']} "
-                 "inits; black: measured chi = 1, white dashed: analytic chi* = 1", fontsize=10)
+                 "inits; black: measured chi = 1, green dashed: analytic chi* = 1", fontsize=10)
     page.save(fig, path)
 
 

@@ -32,7 +32,7 @@ _W = np.exp(-0.5 * _Z**2) * (_Z[1] - _Z[0]) / np.sqrt(2.0 * np.pi)
 _LOG_X = np.logspace(-30, 30, 35000)  # table nodes for phi and phi': 0 and |x| in [1e-30, 1e30], each 0.4% from the
 _X = np.concatenate([-_LOG_X[::-1], [0.0], _LOG_X])  # next, so pre-activation variances in [1e-58, 1e58] resolve
 Q_MAX = 1e58  # beyond it the tables end: the recursion calls the stream overflowed
-_TABLES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+_TABLES: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 VAR_FLOOR = 1e-300  # Var(x) = Q - M^2 is clamped here: LayerNorm's Jacobian 1 / Var(x) stays finite
 
 
@@ -52,21 +52,24 @@ class Block:
         return cls(cfg.activation, cfg.pre_ln, cfg.pre_nonlin, cfg.mean_subtract, cfg.block_depth, branch)
 
 
-def _tables(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """phi and phi' of a zoo activation on the table nodes, evaluated eagerly (also under a jax trace)."""
+def _tables(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nodes x, phi and phi' of a zoo activation, evaluated eagerly (also under a jax trace); nodes where float32
+    overflows (GELU's x^3 past |x| ~ 1e12) are dropped, so lookups beyond them take the last finite values."""
     if name not in _TABLES:
         fn = activation(name)
         with jax.ensure_compile_time_eval():
             x = jnp.asarray(_X, jnp.float32)
-            _TABLES[name] = (np.asarray(fn(x), np.float64), np.asarray(jax.vmap(jax.grad(fn))(x), np.float64))
+            f, df = np.asarray(fn(x), np.float64), np.asarray(jax.vmap(jax.grad(fn))(x), np.float64)
+        ok = np.isfinite(f) & np.isfinite(df)
+        _TABLES[name] = (_X[ok], f[ok], df[ok])
     return _TABLES[name]
 
 
 def _at(name: str, var: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """g = sqrt(var) z on the quadrature nodes, phi(g) and phi'(g)."""
-    f_tab, df_tab = _tables(name)
+    x_tab, f_tab, df_tab = _tables(name)
     g = np.sqrt(max(var, 0.0)) * _Z
-    return g, np.interp(g, _X, f_tab), np.interp(g, _X, df_tab)
+    return g, np.interp(g, x_tab, f_tab), np.interp(g, x_tab, df_tab)
 
 
 def moments(name: str, var: float) -> tuple[float, float, float]:
@@ -141,12 +144,13 @@ def chi_star(block: Block, sigma_w: float, sigma_b: float, mu: float, depth: int
 
 
 def _slope_at_zero(name: str) -> float:
-    return float(_tables(name)[1][len(_X) // 2])
+    x, _, df = _tables(name)
+    return float(df[np.searchsorted(x, 0.0)])
 
 
 def _smooth_zero(name: str) -> bool:
-    f, df = _tables(name)
-    i = len(_X) // 2
+    x, f, df = _tables(name)
+    i = np.searchsorted(x, 0.0)
     return f[i] == 0 and df[i] != 0 and abs(df[i + 1] - df[i - 1]) < 1e-2 * abs(df[i])  # no kink at 0
 
 
