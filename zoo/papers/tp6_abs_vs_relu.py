@@ -18,7 +18,7 @@ from zoo.papers.tp6_depth_transfer import PAPER_BASE_WIDTH
 from zoo.sweeps import report
 
 NAME = "tp6-abs-vs-relu"
-FULL = {"data": "cifar10", "width": 128, "depths": [8, 32, 128], "base_depth": 8, "log2_lrs": list(range(-12, -3)),
+FULL = {"data": "cifar10", "width": 128, "depths": [8, 32, 128], "base_depth": 8, "log2_lrs": list(range(-6, 4)),
         "steps": 600, "batch_size": 64, "log2_branch_mult": -1.5}
 QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [4], "base_depth": 2, "log2_lrs": [-7, -5],
          "steps": 5, "batch_size": 16, "log2_branch_mult": -1.5}

@@ -20,7 +20,7 @@ from zoo.sweeps import report
 
 NAME = "tp6-depth-transfer"
 FULL = {"data": "cifar10", "width": 128, "depths": [8, 16, 32, 64, 128], "base_depth": 8,
-        "log2_lrs": list(range(-13, -2)), "steps": 400, "batch_size": 64}
+        "log2_lrs": list(range(-8, 3)), "steps": 400, "batch_size": 64}
 QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [2, 8], "base_depth": 2, "log2_lrs": [-9, -7, -5],
          "steps": 5, "batch_size": 16}
 # (label, alpha, gamma, branch multiplier a): Fig. 10 uses log2 a = 1, Fig. 11 (ODE) log2 a = -0.5
