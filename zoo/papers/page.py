@@ -6,6 +6,7 @@ Pages are rendered from results.json only, so `render` reproduces them (and thei
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -25,13 +26,15 @@ def command(name: str, quick: bool = False) -> str:
 
 
 def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
-    """results.json from the run's numbers, then the figure, the page and the index from it."""
+    """results.json from the run's numbers, then the figure, the page and the index from it. The checks read the
+    numbers as the JSON holds them (NaN as null), so the recorded verdict is the one `render` recomputes."""
     folder = out / claim.name
     folder.mkdir(parents=True, exist_ok=True)
+    numbers = json.loads(json.dumps(jsonable(numbers)))
     checks = claim.checks(numbers)
     record = {"claim": claim.name, "quick": quick, "command": command(claim.name, quick),
-              "verdict": verdict(checks), "checks": [c.__dict__ for c in checks], "numbers": numbers}
-    _atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
+              "verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks], "numbers": numbers}
+    _atomic(folder / RESULTS, json.dumps(record, indent=1) + "\n")
     render(claim, out)
     return folder
 
