@@ -34,7 +34,7 @@ def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
     checks = claim.checks(numbers)
     record = {"claim": claim.name, "quick": quick, "command": command(claim.name, quick),
               "verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks], "numbers": numbers}
-    _atomic(folder / RESULTS, json.dumps(record, indent=1) + "\n")
+    _atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
     render(claim, out)
     return folder
 
