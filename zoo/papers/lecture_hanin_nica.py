@@ -69,8 +69,9 @@ def run(quick: bool) -> Numbers:
     for n, d in s["sizes"]:
         y = samples(n, d, s["networks"], s["in_dim"])
         mean, var = exact(n, d)
+        density, edges = np.histogram(y[:, -1], bins=40, density=True)
         rows.append({"n": n, "d": d, "tau": d / n, **moments(y[:, -1]), "exact_mean": mean, "exact_var": var,
-                     "var_by_layer": y.var(0, ddof=1), "y": y[:, -1]})
+                     "var_by_layer": y.var(0, ddof=1), "histogram": {"edges": edges, "density": density}})
         lr_sweep.log(f"  n = {n}, d = {d}: mean {rows[-1]['mean']:+.4f} (exact {mean:+.4f}), var "
                      f"{rows[-1]['var']:.4f} (exact {var:.4f})")
     return {"setting": s, "rows": rows}
@@ -107,9 +108,10 @@ def plot(n: Numbers, path: Path) -> None:
     same = [r for r in rows if r["n"] == width]
     colors = matplotlib.colormaps["viridis"](np.linspace(0.1, 0.8, max(len(same), 2)))
     for r, color in zip(same, colors, strict=False):
-        y = np.asarray(r["y"])
-        ax.hist(y, bins=40, density=True, alpha=0.35, color=color, label=f"d = {r['d']} (tau = {r['tau']:g})")
-        grid = np.linspace(y.min(), y.max(), 200)
+        edges = np.asarray(r["histogram"]["edges"])
+        ax.stairs(r["histogram"]["density"], edges, fill=True, alpha=0.35, color=color,
+                  label=f"d = {r['d']} (tau = {r['tau']:g})")
+        grid = np.linspace(edges[0], edges[-1], 200)
         ax.plot(grid, _gauss(grid, r["exact_mean"], r["exact_var"]), "-", color=color, lw=1.5)
         ax.plot(grid, _gauss(grid, -r["tau"], 2 * r["tau"]), ":", color="k", lw=1)
     ax.set_xlabel(f"log(|h_d|^2 / n), n = {width}")
