@@ -28,7 +28,7 @@ FULL = {
     "image": {"data": "cifar10", "model": "mlp_resnet", "widths": [64, 128, 256, 512, 1024, 2048], "depth": 2,
               "log2_lrs": list(range(-14, -6)), "steps": 200, "batch_size": 64, "model_opt": {}},
     "text": {"data": "shakespeare", "model": "gpt", "widths": [64, 128, 256, 512], "depth": 2,
-             "log2_lrs": list(range(-12, -4)), "steps": 200, "batch_size": 16,
+             "log2_lrs": list(range(-11, -3)), "steps": 200, "batch_size": 16,
              "model_opt": {"seq_len": 32, "dropout": 0.0}},
     "coord": {"data": "cifar10", "widths": [64, 128, 256, 512, 1024, 2048], "depth": 2, "batch": 8, "seeds": 3,
               "steps": 3, "lr": 1e-2},
