@@ -67,7 +67,7 @@ def test_vmapped_members_equal_separate_runs(setup):
 def test_members_with_their_own_plugin_options_equal_their_own_programs():
     """A program family (options -> Program): members that differ in plugin options (here the (alpha, gamma, a) of
     Depth-muP and of the ODE scaling, and their LRs) train in ONE vmapped program exactly as each option set's own
-    Program does (losses to rtol 1e-5); and an eval on the first `limit` examples only."""
+    Program does (losses to rtol 1e-5); and an eval on a fixed random subset of `limit` examples."""
     data = zoo.data.load("synthetic:teacher")
     cfg = zoo.models.config("mlp_resnet", width=16, depth=4, base_width=16, base_depth=2, in_shape=data.in_shape,
                             num_classes=data.num_classes)

@@ -21,6 +21,7 @@ from zoo.papers import lr_sweep, page
 from zoo.papers.claim import Check, Claim, Numbers
 from zoo.param import mean_field_theory as theory
 from zoo.sweeps.engine import MemberTrainer
+from zoo.sweeps.runner import summarize
 
 NAME = "dhg-trainability"
 FULL = {"data": "cifar10", "width": 128, "depth": 50, "activation": "erf", "sigma_b": np.linspace(0, 1, 7).tolist(),
@@ -49,7 +50,9 @@ def run(quick: bool) -> Numbers:
         lrs = np.repeat(s["lrs"], points)
         options = {"sigma_w": np.tile(sw.ravel(), len(s["lrs"])), "sigma_b": np.tile(sb.ravel(), len(s["lrs"]))}
         states, losses = trainer.train(trainer.init(lrs, np.zeros(len(lrs), np.int32), options), s["steps"])
-        acc = np.nan_to_num(trainer.evaluate(states, limit=s["eval"])["accuracy"], nan=0.0)
+        acc = trainer.evaluate(states, limit=s["eval"])["accuracy"]
+        diverged = [summarize(losses[:, i], np.log(data.num_classes))[1] for i in range(len(lrs))]
+        acc = np.where(diverged, 1.0 / data.num_classes, acc)  # a member that blew up learned nothing
         best = acc.reshape(len(s["lrs"]), *sw.shape).max(0)
         block = theory.Block.of(cfg)
         star = [[theory.chi_star(block, w, b, v["mu"]) for b in s["sigma_b"]] for w in s["sigma_w"]]
@@ -115,8 +118,8 @@ def setting(n: Numbers) -> str:
     return (f"zoo's MLP-ResNet as the paper's MLP ({s['activation']}, pre-nonlin branch, biases, no mean "
             f"subtraction, `critical` plugin), N = {s['width']}, L = {s['depth']}; {s['data']} (flattened), SGD, "
             f"batch {s['batch_size']}, {s['steps']} steps, LRs {', '.join(f'{x:.3g}' for x in s['lrs'])} per "
-            f"point (the best kept); {len(s['sigma_b'])} x {len(s['sigma_w'])} grid; accuracy on the first "
-            f"{s['eval']} held-out images")
+            f"point (the best kept; a member that blew up counts as chance); {len(s['sigma_b'])} x "
+            f"{len(s['sigma_w'])} grid; accuracy on {s['eval']} held-out images (a fixed random subset)")
 
 
 def result(n: Numbers) -> str:

@@ -139,7 +139,8 @@ class MemberTrainer:
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
     def evaluate(self, states: State, limit: int | None = None) -> dict[str, np.ndarray]:
-        """Eval loss and accuracy over the eval split, or its first `limit` examples (per member when vmapped).
+        """Eval loss and accuracy over the eval split, or a fixed random subset of `limit` of its examples (eval
+        sets may be sorted by class) (per member when vmapped).
 
         K vmapped members see eval_batch_size // K examples each per eval step, so an eval step holds one
         run's eval activations, not K of them (the loss is the example-weighted mean either way).
@@ -148,8 +149,9 @@ class MemberTrainer:
         per_member = max(1, self.eval_batch_size // members)
         batches = [np.asarray(i) for i in self.data.eval_indices(per_member)]
         if limit is not None:
-            first = np.concatenate(batches)[:limit]
-            batches = [first[i:i + per_member] for i in range(0, len(first), per_member)]
+            every = np.concatenate(batches)
+            subset = np.sort(np.random.default_rng(0).permutation(every)[:limit])
+            batches = [subset[i:i + per_member] for i in range(0, len(subset), per_member)]
         totals: dict[str, Any] = {"loss": 0.0, "accuracy": 0.0}
         seen = 0
         for size in sorted({len(b) for b in batches}):
