@@ -1,5 +1,6 @@
 """GPT train-step time: zoo's GPT (plugin multipliers, NNX merge, tagged optimizer chain) against a minimal
-pure-JAX GPT of the same shapes and math (optax.adamw), both jitted with donation, in one process.
+pure-JAX GPT of the same shapes, math and formulation (2-D dense products, zoo's attention function; optax.adamw),
+both jitted with donation, in one process: the ratio is zoo's own overhead.
 
     python bench/gpt_step.py                 # nanoGPT's char config: 6 layers, width 384, T 256, batch 64, bf16
     python bench/gpt_step.py --small         # a CPU-sized run
@@ -18,7 +19,7 @@ import optax
 
 import zoo.models
 import zoo.param
-from zoo.models.transformer import attention_implementation
+from zoo.models.transformer import attention_implementation, dot_product_attention
 from zoo.optim import OptimConfig
 from zoo.train.step import build_program
 
@@ -44,8 +45,8 @@ def baseline_loss(p, x, y, heads, dtype):
         m, s = h32.mean(-1, keepdims=True), h32.var(-1, keepdims=True)
         return ((h32 - m) * jax.lax.rsqrt(s + 1e-6) * q["g"] + q["b"]).astype(dtype)
 
-    def dense(h, q):
-        return h @ q["w"].astype(dtype) + q["b"].astype(dtype)
+    def dense(h, q):  # one 2-D product over the flattened rows, as zoo's Dense
+        return (h.reshape(-1, h.shape[-1]) @ q["w"].astype(dtype) + q["b"].astype(dtype)).reshape(*h.shape[:-1], -1)
 
     b, t = x.shape
     h = (p["wte"][x] + p["wpe"][:t]).astype(dtype)
@@ -53,7 +54,10 @@ def baseline_loss(p, x, y, heads, dtype):
         z = ln(h, blk["ln1"])
         q, k, v = (dense(z, blk[n]).reshape(b, t, heads, -1) for n in ("q", "k", "v"))
         impl = attention_implementation(dtype, q.shape[-1])
-        a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+        if impl == "cudnn":
+            a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+        else:
+            a = dot_product_attention(q, k, v, q.shape[-1] ** -0.5, causal=True)
         h = h + dense(a.reshape(b, t, -1), blk["o"])
         h = h + dense(jax.nn.gelu(dense(ln(h, blk["ln2"]), blk["fc1"])), blk["fc2"])
     logits = dense(ln(h, p["ln"]), p["head"]).astype(jnp.float32)

@@ -25,7 +25,6 @@ import numpy as np
 import zoo.models
 import zoo.param
 from zoo.config import read_file, resolve
-from zoo.optim import OptimConfig
 from zoo.train.step import build_program
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "GH200": 989e12}  # dense bf16 FLOP/s
@@ -50,25 +49,24 @@ def main() -> None:
     args = ap.parse_args()
     flags = {"model": args.model, "width": args.width, "depth": args.depth, "precision": args.precision}
     cfg = resolve(flags, read_file(args.config) if args.config else None)
-    task = zoo.models.MODELS[cfg.model][0].task
-    facts = ({"vocab_size": args.vocab, "seq_len": cfg.seq_len} if task == "lm" else
+    m, precision = cfg.model, cfg.loop.precision
+    task = zoo.models.model_class(m.name).task
+    facts = ({"vocab_size": args.vocab, "seq_len": cfg.data.seq_len} if task == "lm" else
              {"in_shape": tuple(args.image), "num_classes": args.classes})
-    default = zoo.models.config(cfg.model)
-    model_cfg = zoo.models.config(cfg.model, **{**facts, "width": cfg.width or default.width,
-                                                "depth": cfg.depth or default.depth,
-                                                "base_width": cfg.base_width or default.width,
-                                                "base_depth": cfg.base_depth or default.depth,
-                                                "dtype": "bfloat16" if cfg.precision == "bf16" else "float32",
-                                                **cfg.model_opt})
-    plugin = zoo.param.get(cfg.param, **cfg.param_opt)
-    optim = OptimConfig(name=cfg.optimizer, lr=cfg.lr, schedule=cfg.schedule, warmup=cfg.warmup, steps=cfg.steps or 1,
-                        b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay, clip_norm=cfg.clip_norm)
-    dtype = jnp.bfloat16 if cfg.precision == "bf16" else jnp.float32
-    prog = build_program(lambda r: zoo.models.create(cfg.model, model_cfg, plugin, r), plugin, optim, dtype)
+    default = zoo.models.config(m.name)
+    model_cfg = zoo.models.config(m.name, **{**facts, "width": m.width or default.width,
+                                             "depth": m.depth or default.depth,
+                                             "base_width": m.base_width or default.width,
+                                             "base_depth": m.base_depth or default.depth,
+                                             "dtype": "bfloat16" if precision == "bf16" else "float32", **m.options})
+    plugin = zoo.param.get(cfg.param.name, **cfg.param.options)
+    dtype = jnp.bfloat16 if precision == "bf16" else jnp.float32
+    prog = build_program(lambda r: zoo.models.create(m.name, model_cfg, plugin, r), plugin, cfg.optim, dtype,
+                         horizon=cfg.loop.steps or 1)
     rng = np.random.default_rng(0)
     if task == "lm":
-        x = rng.integers(0, args.vocab, (args.batch, cfg.seq_len)).astype(np.int32)
-        batch, per_step, unit = {"x": x, "y": np.roll(x, -1, 1)}, args.batch * cfg.seq_len, "tokens"
+        x = rng.integers(0, args.vocab, (args.batch, cfg.data.seq_len)).astype(np.int32)
+        batch, per_step, unit = {"x": x, "y": np.roll(x, -1, 1)}, args.batch * cfg.data.seq_len, "tokens"
     else:
         x = rng.integers(0, 256, (args.batch, *args.image)).astype(np.uint8)
         y = rng.integers(0, args.classes, args.batch).astype(np.int32)
@@ -86,8 +84,8 @@ def main() -> None:
     jax.block_until_ready(m)
     dt = (time.perf_counter() - t0) / args.steps
     kind = jax.devices()[0].device_kind
-    print(f"device {kind}; {cfg.model} width {model_cfg.width} depth {model_cfg.depth}, "
-          f"{zoo.models.param_count(state['params']):,} parameters, batch {args.batch}, {cfg.precision}")
+    print(f"device {kind}; {m.name} width {model_cfg.width} depth {model_cfg.depth}, "
+          f"{zoo.models.param_count(state['params']):,} parameters, batch {args.batch}, {precision}")
     print(f"{dt * 1e3:.2f} ms/step, {per_step / dt:,.0f} {unit}/s")
     if flops:
         chip = peak(kind)

@@ -46,18 +46,18 @@ def wait_for_rows(run: Path, proc: subprocess.Popen, rows: int, timeout: float =
 
 def run_main_many(argvs: list[list[str]], timeout: float = 240, env: dict[str, str] | None = None
                   ) -> list[tuple[int, str]]:
-    """Each argv through `zoo.cli.main` in ONE subprocess (one interpreter and its JAX runtime serve many runs):
+    """Each argv through `zoo.cli.train.main` in ONE subprocess (one interpreter and its JAX runtime serve many runs):
     (exit status, stderr) per argv; an exception escaping main shows as a traceback."""
     script = (
         "import contextlib, io, json, sys, traceback\n"
-        "import zoo.cli\n"
+        "import zoo.cli.train\n"
         "out = []\n"
         "for argv in json.loads(sys.argv[1]):\n"
         "    err = io.StringIO()\n"
         "    code = 0\n"
         "    with contextlib.redirect_stderr(err):\n"
         "        try:\n"
-        "            zoo.cli.main(argv)\n"
+        "            zoo.cli.train.main(argv)\n"
         "        except SystemExit as e:\n"
         "            code = e.code if isinstance(e.code, int) else 1\n"
         "        except BaseException:\n"
@@ -72,9 +72,9 @@ def run_main_many(argvs: list[list[str]], timeout: float = 240, env: dict[str, s
 
 
 def final_params(run_dir: Path) -> dict[str, np.ndarray]:
-    from zoo.train.checkpoint import load_params
+    from zoo.train.load import read_params
 
-    return load_params(run_dir)[0]
+    return read_params(run_dir)[0]
 
 
 def assert_same_params(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:

@@ -17,8 +17,8 @@ from flax import nnx
 
 import zoo.models as M
 import zoo.param as P
-from zoo import coord_check as cli
 from zoo.diagnostics.coord_any import coord_check
+from zoo.diagnostics.coord_sweep import CoordSpec, coord_sweep
 from zoo.diagnostics.inputs import random_batch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -133,20 +133,32 @@ def zoo_apply(params, x, width, depth):
 @pytest.mark.parametrize("plugin", ["mup", "ntk"])
 def test_same_verdict_as_the_cli(plugin):
     """`python -m zoo.coord_check` (native multipliers) and coord_check on the same model written in SP form
-    (multiplier-free path) see the same training: slopes agree to 1e-3 and every layer's verdict is the same."""
+    (multiplier-free path) see the same training: both choose the same LR (zoo.diagnostics.coord_lr, from the same
+    measurement at the smallest width), slopes agree to 1e-3 and every layer's verdict is the same. A tighter
+    linear_limit moves the choice down the ladder 1e-3 / sqrt(10)^k; `seed` picks the inits (keys seed, seed + 1, ...:
+    seed 0 is the default, seed 1 changes the data). The extra runs reuse each width's compiled program."""
     widths = [64, 256]
-    args = cli.parser().parse_args(["--model", "mlp_resnet", "--param", plugin, "--model-opt", "depth=2",
-                                    "--model-opt", "in_shape=8", "--model-opt", "num_classes=4"])
-    native = cli.sweep(args, "width", widths, {})
-    batch = random_batch(M.config("mlp_resnet", **MLP), args.batch, jax.random.key(1234))
+    spec = CoordSpec("mlp_resnet", plugin, model_opt={"depth": 2, "in_shape": (8,), "num_classes": 4})
+    native = coord_sweep(spec, "width", widths, {})
+    batch = random_batch(M.config("mlp_resnet", **MLP), spec.batch, jax.random.key(1234))
     rules = {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output"}
-    free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, widths=widths, depth=2, rules=rules, tol=args.tol,
-                       lr=native["lr"])  # the LR the CLI chose
+    kwargs = dict(widths=widths, depth=2, rules=rules, tol=spec.tol)
+    free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, **kwargs)
+    assert free["lr_chosen"] and free["lr"] == native["lr"]
+    assert free["linear_change"] == pytest.approx(native["linear_change"], rel=1e-3)
     want = {v.layer: v for v in native["verdicts"]}
     assert set(want) == {v.layer for v in free["verdicts"]}
     for v in free["verdicts"]:
         np.testing.assert_allclose(v.slopes, want[v.layer].slopes, atol=1e-3, err_msg=v.layer)
         assert (v.passed, v.expected) == (want[v.layer].passed, want[v.layer].expected), v.layer
+    limit = free["linear_change"] / 2
+    tighter = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, linear_limit=limit, **kwargs)
+    rungs = np.log(free["lr"] / tighter["lr"]) / np.log(10**0.5)
+    assert rungs >= 1 and rungs == pytest.approx(round(rungs)) and tighter["linear_change"] <= limit
+    again, other = (coord_check(zoo_init, zoo_apply, P.get(plugin), batch, lr=free["lr"], seed=s, **kwargs)
+                    for s in (0, 1))
+    assert not again["lr_chosen"] and all(np.array_equal(again["data"][k], free["data"][k]) for k in free["data"])
+    assert not any(np.allclose(other["data"][k], free["data"][k]) for k in free["data"])
 
 
 def test_bad_sweeps_are_one_line():

@@ -15,7 +15,7 @@ import pytest
 
 import zoo.models as M
 import zoo.param as P
-from zoo.coord_check import main
+from zoo.cli.coord_check import main
 from zoo.diagnostics import verdict
 
 # the tanh MLP-ResNet of depth 8 on CIFAR-sized inputs (3072 features), whose input layer's change is large; two
@@ -63,6 +63,9 @@ def test_verdict_and_exit_status(tmp_path, capsys, model_args, param, status):
     else:
         assert "unstable by theory" in out and "hidden change grows like width^+1.00" in out
         assert min(hidden) > 0 and max(hidden) >= (0.3 if "gpt" in model_args else 0.1), hidden
+        # the FAIL says whether the data show the growth: the logits' (+0.66 +- 0.04 on the MLP) do
+        assert "measured: " in out and "output grows in 1 of 1 layers (p < 0.01" in out, out
+        assert any(g["significant"] for g in rec["growth"]) and {g["group"] for g in rec["growth"]} >= {"hidden"}
 
 
 @pytest.mark.slow
@@ -99,6 +102,7 @@ def test_growth_predicted_by_theory_fails_even_when_the_total_looks_flat(tmp_pat
     branch = {k: v["slopes"] for k, v in rec["branch_layers"].items() if v["group"] in ("stream", "output")}
     assert max(total) <= 0.25, total
     np.testing.assert_allclose(np.array(list(branch.values())), 0.5, atol=0.15, err_msg=str(branch))
+    assert "measured: " in out and "stream (branch) grows in 4 of 4 layers (p < 0.01" in out, out
     assert (tmp_path / "coord_check_depth_branch.png").stat().st_size > 10_000
 
 
@@ -117,6 +121,42 @@ def test_unstable_plugin_fails_even_when_slopes_match():
     as_predicted = verdict.judge(slopes, data, {"hidden": 1.0, "output": 0.5}, stable=False)
     assert all(v.matches and not v.passed for v in as_predicted)
     assert all(v.passed for v in verdict.judge(slopes, data, {"hidden": 1.0, "output": 0.5}, stable=True))
+
+
+def test_unstable_fail_says_whether_the_growth_shows_in_the_data():
+    """A FAIL "unstable by theory" also says whether the measured growth is significant: each layer of a group theory
+    expects to grow gets an ordinary least-squares fit of log RMS change (last step) against log size over every
+    (size, seed) point, whose slope is the seeds' geometric mean's, whose standard error and one-sided p-value come
+    from the spread about the fit (as scipy.stats.linregress gives them). Growth like n^+1 under 5% noise (3 seeds
+    at 3 widths) is significant at p < 0.01; a flat layer under the same noise is not (that FAIL rests on theory
+    alone); groups not expected to grow get no entry; one seed at two sizes cannot tell."""
+    import scipy.stats
+
+    from zoo.diagnostics import coord
+
+    rng = np.random.default_rng(0)
+    sizes = [128, 256, 512]
+    per_size = [{"embed": np.ones((3, 2)), "pre/0": n * np.exp(rng.normal(0, 0.05, (3, 2))),
+                 "blocks/0": np.exp(rng.normal(0, 0.05, (3, 2)))} for n in sizes]
+    growth = {g.layer: g for g in verdict.measured_growth(sizes, per_size, {"input": 0.0, "hidden": 1.0,
+                                                                            "stream": 1.0})}
+    assert set(growth) == {"pre/0", "blocks/0"}
+    for layer, g in growth.items():
+        assert g.slope == pytest.approx(coord.slopes(sizes, coord.geometric_mean(per_size))[layer][-1], abs=1e-12)
+        fit = scipy.stats.linregress(np.repeat(np.log(sizes), 3), np.log([r[layer][:, -1] for r in per_size]).ravel())
+        assert (g.slope, g.stderr) == pytest.approx((fit.slope, fit.stderr), rel=1e-9)
+        assert g.p_value == pytest.approx(fit.pvalue / 2 if fit.slope > 0 else 1 - fit.pvalue / 2, rel=1e-6)
+    assert growth["pre/0"].significant and growth["pre/0"].slope == pytest.approx(1.0, abs=0.05)
+    assert not growth["blocks/0"].significant
+    grown, flat = growth["pre/0"], growth["blocks/0"]
+    assert verdict.growth_summary([flat, grown]) == (
+        f"hidden grows in 1 of 1 layers (p < 0.01; pre/0 {grown.slope:+.2f} +- {grown.stderr:.2f}); stream: no "
+        f"significant growth at these sizes (blocks/0 {flat.slope:+.2f} +- {flat.stderr:.2f}, p = {flat.p_value:.2g})")
+    one_seed = [{"pre/0": r["pre/0"][:1]} for r in per_size[:2]]
+    (g,) = verdict.measured_growth(sizes[:2], one_seed, {"hidden": 1.0})
+    assert np.isnan(g.stderr) and not g.significant
+    assert verdict.growth_summary([g]) == f"hidden: slope {g.slope:+.2f}, significance unknown (one seed at two sizes)"
+    assert verdict.measured_growth(sizes, per_size, {"hidden": 0.0, "stream": -0.5}) == []
 
 
 @pytest.mark.slow
@@ -140,22 +180,22 @@ def test_default_lr_keeps_the_smallest_width_linear(tmp_path, capsys):
     (["--widths", "a,b"], "comma-separated integers"),
     (["--param", "mupp"], "unknown parametrization 'mupp'"),
     (["--model", "resnet"], "unknown model 'resnet'"),
-    (["--model-opt", "in_shape=x"], "takes integers"),
-    (["--lr", "nan"], "--lr must be a positive number"),
+    (["--model-opt", "in_shape=x"], "must be integers a,b,c"),
+    (["--lr", "nan"], "expected a finite number"),
     (["--linear-limit", "0"], "--linear-limit must be positive"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
     code, out, err = coord_check(args, tmp_path, capsys)
-    assert code == 2 and "Traceback" not in err, out + err
+    assert code in (1, 2) and "Traceback" not in err, out + err  # 2: argparse's, 1: the command's
     assert expect in err.strip().splitlines()[-1]
 
 
 def test_bad_input_from_the_shell_is_one_line(tmp_path):
-    """The module run as a program: exit status 2 and one line, no traceback."""
+    """The module run as a program: exit status 1 and one line, no traceback."""
     proc = subprocess.run([sys.executable, "-m", "zoo.coord_check", "--widths", "64", "--out", str(tmp_path)],
                           cwd=Path(__file__).resolve().parents[1], env={**os.environ, "JAX_PLATFORMS": "cpu"},
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == ["error: a width sweep needs at least two --widths"]
 
 

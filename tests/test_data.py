@@ -142,7 +142,7 @@ def test_text_errors(tmp_path):
     short.write_text("abc" * 10)
     with pytest.raises(ValueError, match="fewer than seq_len"):
         zoo.data.load(f"text:{short}", seq_len=8)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="--seq-len must be positive"):
         zoo.data.load(f"text:{short}", seq_len=0)
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"caf\xe9 " * 100)
@@ -282,7 +282,7 @@ def test_bundled_shakespeare():
 def test_bad_specs(spec):
     with pytest.raises(ValueError, match="unknown data spec") as err:
         zoo.data.load(spec)
-    assert "imagefolder:<dir or .tar.gz>" in str(err.value) and "shakespeare" in str(err.value)
+    assert "imagefolder:DIR" in str(err.value) and "tokens:DIR" in str(err.value) and "shakespeare" in str(err.value)
 
 
 def test_missing_bundled_file(tmp_path):

@@ -3,7 +3,6 @@ a config that builds the same architecture under `--param sp` at base width = wi
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -14,11 +13,12 @@ from flax import nnx
 
 import zoo.models as M
 import zoo.param as P
+from zoo.cli.export import main as export_main
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export import export
-from zoo.export.__main__ import main as export_main
-from zoo.train.checkpoint import Checkpoints, load_params
+from zoo.train.checkpoint import Checkpoints
+from zoo.train.load import read_params
 from zoo.train.setup import setup
 from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
@@ -36,10 +36,10 @@ MODELS = {
 def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
     """A run directory as train.py leaves it (config.json, checkpoints/1) at 2x the base width (16 -> 32) and 2x
     the base depth (1 -> 2), its parameters moved off their init (biases and gains too) by a fixed perturbation."""
-    cfg = RunConfig(model=model, param=param, width=32, base_width=16, depth=2, base_depth=1, batch_size=8, steps=1,
-                    run_dir=str(run_dir), **{**MODELS[model], **overrides})
+    cfg = RunConfig.from_flat(dict(model=model, param=param, width=32, base_width=16, depth=2, base_depth=1,
+                                   batch_size=8, steps=1, run_dir=str(run_dir), **{**MODELS[model], **overrides}))
     run = setup(cfg)
-    key = jax.random.PRNGKey(cfg.seed)
+    key = jax.random.PRNGKey(cfg.loop.seed)
     state = jax.jit(run.program.init).lower(key).compile(compiler_options=RUN_ONCE)(key)  # as train.py inits
     rng = np.random.default_rng(1)
     state["params"] = jax.tree.map(lambda w: np.asarray(w) + 0.05 * rng.standard_normal(w.shape, np.float32),
@@ -55,13 +55,13 @@ def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
 def exported_model(out: Path):
     """The export as another program would see it: the SP model its config.json builds, with the params read back
     by path (as --init-from reads them). Returns (config, logits(params, x) to trace, params, loaded, meta)."""
-    cfg = RunConfig(**json.loads((out / "config.json").read_text()))
+    cfg = RunConfig.from_json(json.loads((out / "config.json").read_text()))
     model_cfg = setup(cfg).model_cfg
 
     def create():
-        return M.create(cfg.model, model_cfg, P.get(cfg.param), nnx.Rngs(0))
+        return M.create(cfg.model.name, model_cfg, P.get(cfg.param.name), nnx.Rngs(0))
 
-    loaded, meta = load_params(out)
+    loaded, meta = read_params(out)
     graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     assert {key_path(p) for p, _ in flat} == set(loaded)
@@ -83,7 +83,8 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
     out = tmp_path / "out"
     export(tmp_path / "run", out, echo=lambda _: None)
     cfg, sp_logits, params, loaded, meta = exported_model(out)
-    assert (cfg.param, cfg.base_width, cfg.base_depth, cfg.width, cfg.depth) == ("sp", 32, 2, 32, 2)
+    m = cfg.model
+    assert (cfg.param.name, m.base_width, m.base_depth, m.width, m.depth) == ("sp", 32, 2, 32, 2)
     assert meta["exported_from"]["param"] == "depth_mup" and meta["step"] == 1
     x = random_inputs(run.model_cfg, 4, jax.random.key(3))
     both = jax.jit(lambda state, params, x: (run.program.model(state)(x)[0], sp_logits(params, x)))
@@ -94,7 +95,7 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
     tensors = load_file(str(out / "model.safetensors"))
     assert set(tensors) == set(loaded) and all(np.array_equal(tensors[k], loaded[k]) for k in loaded)
     if model == "gpt":
-        assert cfg.model_opt["tie_embeddings"] is False and "head/kernel" in loaded
+        assert cfg.model.options["tie_embeddings"] is False and "head/kernel" in loaded
 
 
 @pytest.mark.slow
@@ -105,13 +106,13 @@ def test_finetune_from_the_export_under_sp(tmp_path, capsys):
 
     make_run(tmp_path / "run", "mlp_resnet")
     export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
-    cfg = RunConfig(**json.loads((tmp_path / "out" / "config.json").read_text()))
-    cfg = dataclasses.replace(cfg, init_from=str(tmp_path / "out"), run_dir=str(tmp_path / "ft"), steps=2,
-                              eval_every=2, eval_batch_size=256)
+    cfg = RunConfig.from_json(json.loads((tmp_path / "out" / "config.json").read_text()))
+    cfg = cfg.replace(init_from=str(tmp_path / "out"), run_dir=str(tmp_path / "ft"), steps=2, eval_every=2,
+                      eval_batch_size=256)
     summary = train(cfg)
     assert "re-initialised" not in capsys.readouterr().out
     assert np.isfinite(summary["final_eval"]["loss"])
-    start, end = load_params(tmp_path / "out")[0], load_params(tmp_path / "ft")[0]
+    start, end = read_params(tmp_path / "out")[0], read_params(tmp_path / "ft")[0]
     assert set(start) == set(end) and any(not np.array_equal(start[k], end[k]) for k in start)
 
 
@@ -119,14 +120,14 @@ def test_finetune_from_the_export_under_sp(tmp_path, capsys):
 def test_bad_exports_are_one_line(tmp_path, capsys):
     """A missing run, a missing --step, an occupied --out, a critical run (its skip multiplier mu scales the
     residual stream) and a gelu MLP-ResNet under depth_mup (its branch multiplier acts after a non-homogeneous phi)
-    are refused in one line with exit status 2, and nothing is written."""
-    cases = [(["nowhere", "--out", str(tmp_path / "a")], "no config.json there")]
+    are refused in one line with exit status 1, and nothing is written."""
+    cases = [(["nowhere", "--out", str(tmp_path / "a")], "is not a directory")]
     make_run(tmp_path / "crit", "mlp_resnet", param="critical", model_opt={"bias": True})
     cases.append(([str(tmp_path / "crit"), "--out", str(tmp_path / "b")], "skip multiplier mu = 0"))
     make_run(tmp_path / "gelu", "mlp_resnet", model_opt={"activation": "gelu"})
     cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "c")], "not homogeneous"))
     cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "e"), "--step", "7"],
-                  "no checkpoint at step 7; it has [1]"))
+                  "no checkpoint at step 7 (it has 1)"))
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "keep.txt").write_text("mine")
     cases.append(([str(tmp_path / "gelu"), "--out", str(tmp_path / "d")], "exists and is not an empty directory"))
@@ -134,6 +135,6 @@ def test_bad_exports_are_one_line(tmp_path, capsys):
         with pytest.raises(SystemExit) as code:
             export_main(argv)
         err = capsys.readouterr().err.strip()
-        assert code.value.code == 2 and needle in err and len(err.splitlines()) == 1, err
+        assert code.value.code == 1 and needle in err and len(err.splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crit", "d", "gelu"]
     assert (tmp_path / "d" / "keep.txt").read_text() == "mine"

@@ -133,4 +133,4 @@ def test_train_on_a_folder_of_two_sizes(folder, tmp_path):
                       "2", "--eval-batch-size", "2", "--run-dir", str(run)], env={"ZOO_CACHE": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert json.loads((run / "summary.json").read_text())["steps"] == 2
-    assert json.loads((run / "config.json").read_text())["image_size"] == 16
+    assert json.loads((run / "config.json").read_text())["data"]["image_size"] == 16

@@ -4,6 +4,7 @@ estimator against the infinite-width theory, the `critical` plugin's defaults, a
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from cli_utils import SMALL, run_train
 import zoo.models as M
 import zoo.param as P
 from zoo.diagnostics import jacobian, run_report
+from zoo.diagnostics.report import describe, slow_approach
 from zoo.param import mean_field_theory as theory
 
 
@@ -67,14 +69,25 @@ def test_critical_plugin_defaults_are_the_closed_forms(activation, sigma_w2):
 
 
 def test_critical_gelu_takes_the_half_stable_point_which_needs_biases():
-    """GELU has phi''(0) != 0: at sigma_w = 2, sigma_b = 0 the fixed point K* = 0 repels and chi* jumps to about 2,
-    so there is no critical point without biases (one line); with them, the half-stable point of the paper's vanilla
-    MLP, chi_J* = chi_K* = 1 at K* = (3 + sqrt 17) / 2: (sigma_w, sigma_b) = (1.408, 0.416) (eqs. 157-158), both times
-    sqrt(1 - mu^2) = 0.8 with a residual mu = 0.6 in the paper's block W phi(h) + b + mu h (eqs. 179-180)."""
-    with pytest.raises(ValueError, match=r"no critical sigma_w .*chi\* jumps to 2 .*needs biases: build the model "
-                                         r"with bias=true") as err:
-        P.get("critical").for_model("mlp_resnet", mlp(activation="gelu"))
-    assert "\n" not in str(err.value)
+    """GELU has phi''(0) != 0: the fixed point K* = 0, where chi* = 1 at sigma_w = 2, repels, and unit inputs leave
+    its basin already at sigma_w = 1.468 (the paper's MLP; 1.676 with mean subtraction), where chi* (zoo's chi_star,
+    from Q^0 = 1) jumps over 1 from sigma_w^2 / 4 to the growing stream's sigma_w^2 / 2. So there is no critical point
+    without biases (one line, stating where chi* jumps: checked here against chi_star on both sides); with them, the
+    half-stable point of the paper's vanilla MLP, chi_J* = chi_K* = 1 at K* = (3 + sqrt 17) / 2: (sigma_w, sigma_b) =
+    (1.408, 0.416) (eqs. 157-158), both times sqrt(1 - mu^2) = 0.8 with a residual mu = 0.6 in the paper's block
+    W phi(h) + b + mu h (eqs. 179-180)."""
+    jump = r"from unit inputs \(Q\^0 = 1\) chi\* jumps from ([\d.]+) to ([\d.]+) at sigma_w = ([\d.]+) \(the fixed " \
+           r"point Q\* = 0, where chi\* = 1 at sigma_w = 2, repels.*needs biases: build the model with bias=true"
+    for mean_subtract, place in ((False, 1.468), (True, 1.676)):
+        with pytest.raises(ValueError, match=jump) as err:
+            P.get("critical").for_model("mlp_resnet", mlp(activation="gelu", mean_subtract=mean_subtract))
+        assert "\n" not in str(err.value)
+        below, above, at = (float(v) for v in re.search(jump, str(err.value)).groups())
+        block = theory.Block("gelu", mean_subtract=mean_subtract)
+        chi_below, chi_above = (theory.chi_star(block, at * f, 0.0, 0.0) for f in (1 - 1e-3, 1 + 1e-3))
+        assert chi_below < 1 < chi_above and at == pytest.approx(place, abs=2e-3)
+        assert below == pytest.approx(chi_below, abs=0.01) and 1 < above <= chi_above + 0.005  # 3 digits, rising
+    assert theory.chi_star(theory.Block("gelu"), 20.0, 0.0, 0.0) == pytest.approx(200.0, rel=1e-3)  # sigma_w^2 / 2
     bound = P.get("critical").for_model("mlp_resnet", mlp(activation="gelu", bias=True))
     assert (bound.sigma_w, bound.sigma_b, bound.mu) == pytest.approx((1.408, 0.416, 0.0), abs=2e-3)
     block = theory.Block("gelu", pre_nonlin=True)
@@ -148,14 +161,37 @@ def test_pre_ln_transformers_are_critical(model):
 
 def test_run_report_measures_only_under_critical():
     """zoo.diagnostics.run_report: the plugin's theory and, under `critical`, the measured chi_hat with its standard
-    error, xi and the trainable depth 28 xi; other plugins report nothing (no measurement at run start)."""
-    cfg = mlp(width=64, depth=4)
+    error, xi, the trainable depth 28 xi, and on GELU's half-stable point (chi 0.976 at block 4 at infinite width) the
+    note that chi sits off 1 at this depth, with the chi measured; other plugins report nothing (no measurement at run
+    start)."""
+    cfg = mlp(width=64, depth=4, activation="gelu", bias=True)
     assert run_report("mlp_resnet", cfg, P.get("mup")) == {}
     report = run_report("mlp_resnet", cfg, P.get("critical"))
     assert set(report) == {"sigma_w", "sigma_b", "mu", "chi_infinite_width", "chi", "chi_stderr", "xi",
-                           "trainable_depth"}
+                           "trainable_depth", "note"}
     assert report["trainable_depth"] == pytest.approx(28 * report["xi"])
-    assert abs(report["chi"] - 1.0) < 5 * report["chi_stderr"] + 0.1
+    assert abs(report["chi"] - report["chi_infinite_width"]) < 5 * report["chi_stderr"] + 0.1
+    assert report["note"].endswith(f"measured {report['chi']:.3f} +- {report['chi_stderr']:.3f}")
+
+
+@pytest.mark.parametrize("activation, bias, notes", [("gelu", True, (0.976, 0.978)), ("erf", False, (0.907, 0.990)),
+                                                     ("relu", False, None)])
+def test_run_report_notes_when_chi_sits_off_one_at_the_models_depth(activation, bias, notes):
+    """A critical point has chi* = 1 at infinite depth, but where its kernel map is marginal there (chi_K* = 1) chi
+    tends to 1 only as a power law. GELU's half-stable point (the paper's MLP with biases): at infinite width 0.976 at
+    block 10, 0.978 at block 100 (0.986 at block 1000); measured (32 seeds, 8 inputs, 2 probes) 0.944 +- 0.012 at
+    width 256 and 0.964 +- 0.004 at width 1024, at depths 10 to 100 (the finite-width gap shrinks with width). erf at
+    K* = 0: chi^l ~ 1 - 1/l, 0.907 at block 10, 0.990 at block 100. The run report's note says so, with the chi it
+    measured; ReLU at sigma_w^2 = 2 has chi = 1 at every block and gets none."""
+    cfg = mlp(width=128, depth=10, activation=activation, bias=bias)
+    note = slow_approach(P.get("critical"), "mlp_resnet", cfg, 0.9512, 0.0123)
+    if notes is None:
+        assert note is None
+    else:
+        assert note == ("chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite "
+                        f"width {notes[0]:.3f} at block 10 and {notes[1]:.3f} at block 100; measured 0.951 +- 0.012")
+    report = {"sigma_w": 1.4082, "mu": 0.0, "chi": 0.9512, "note": "a note"}
+    assert describe(report) == "sigma_w 1.408, mu 0, chi 0.9512; a note"
 
 
 def test_mean_field_recursion_runs_to_the_depth_asked():

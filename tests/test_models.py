@@ -13,6 +13,7 @@ from flax import nnx
 
 import zoo.models
 import zoo.param
+from zoo import optim
 from zoo.models.transformer import attention_implementation
 from zoo.optim import OptimConfig
 from zoo.train.step import build_program, loss_and_metrics
@@ -65,8 +66,9 @@ def close(a, b, rtol=1e-5, atol=1e-6):
 @pytest.mark.long
 @pytest.mark.parametrize("name", ["vit", "mixer", "gpt"])
 def test_every_plugin_is_sp_at_the_base_shape(name):
-    """Same init, same function, same first two Adam updates. The model code is compiled once (the graphdefs are
-    equal); each plugin's own init, multipliers and optimizer chain run on it."""
+    """Same init, same function, same first two Adam updates. The model code and the optimizer chain are compiled
+    once (the graphdefs are equal; each plugin's per-parameter rules, zoo.optim.rules, enter the chain as arguments
+    as in zoo.optim.build); each plugin's own init, multipliers and rules run on them."""
     data = [batch(name, 1), batch(name, 2)]
     graphdef = program(name).graphdef
 
@@ -78,16 +80,21 @@ def test_every_plugin_is_sp_at_the_base_shape(name):
         grads, _ = jax.grad(loss, has_aux=True)(params)
         return nnx.merge(graphdef, params, rest)(batch["x"])[0], grads
 
+    @jax.jit
+    def update(grads, opt, params, rules):
+        updates, opt = optim.chain(OptimConfig(name="adam", lr=1e-2), *rules).update(grads, opt, params)
+        return optax.apply_updates(params, updates), opt
+
     results = {}
     for plugin in zoo.param.names():
         prog = program(name, plugin)
         assert prog.graphdef == graphdef
         state = prog.init(jax.random.key(0))
         params, opt, trace = state["params"], state["opt"], [state["params"], state["rest"]]
+        rules = jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), optim.rules(zoo.param.get(plugin), params))
         for t, b in enumerate(data):
             logits, grads = logits_and_grads(params, state["rest"], b, jax.random.key(t))
-            updates, opt = prog.tx.update(grads, opt, params)
-            params = optax.apply_updates(params, updates)
+            params, opt = update(grads, opt, params, rules)
             trace += [logits, params]
         results[plugin] = trace
     sp = results["sp"]

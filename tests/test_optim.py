@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from param_helpers import batch, leaves, program
 
@@ -17,7 +18,7 @@ from zoo.optim import OPTIMIZERS, OptimConfig, build, schedule_shape
 def test_schedule_warmup_then_decay_to_min_ratio(schedule, mid):
     """Linear warmup over 10 steps ((t+1)/10), then from 1 down to min_lr_ratio 0.1 at the horizon t = 110;
     halfway (t = 60) cosine and linear both give 0.1 + 0.9/2."""
-    shape = schedule_shape(OptimConfig(schedule=schedule, warmup=10, steps=110, min_lr_ratio=0.1))
+    shape = schedule_shape(OptimConfig(schedule=schedule, warmup=10, min_lr_ratio=0.1), horizon=110)
     got = [float(shape(t)) for t in (0, 4, 9, 10, 60, 110, 500)]
     end = 1.0 if schedule == "constant" else 0.1
     np.testing.assert_allclose(got, [0.1, 0.5, 1.0, 1.0, mid, end, end], rtol=1e-6)
@@ -49,3 +50,19 @@ def test_weight_decay_is_a_width_independent_shrink(width):
         u, w, kind = leaves(updates)[path][...], v[...], v.get_metadata()["tag"].kind
         expected = np.zeros_like(w) if kind in ("vector", "scalar") else -lr * wd * w
         np.testing.assert_allclose(u, expected, rtol=1e-6, atol=1e-12, err_msg=f"{path} ({kind})")
+
+
+@pytest.mark.parametrize("m", [1.0, 4.0])
+def test_global_norm_clipping_scales_with_the_faithful_norm(m):
+    """clip_norm bounds the faithful gradients' global norm by clip_norm * sqrt(N / N0) (N entries, N0 at the base
+    width: a hidden matrix's count over m^2, a vector's over m), clip_norm itself at the base width; their entries
+    are Theta(1) in width, so the clip factor is width-independent (TP IVb 2.10.2)."""
+    from zoo.optim import clip_by_faithful_norm, routes
+    from zoo.param.tags import Tag
+
+    tags = {"w": Tag("hidden", 64, 64, width_mult=m), "b": Tag("vector", 1, 64, width_mult=m)}
+    updates = {"w": jnp.full((64, 64), 10.0), "b": jnp.full((64,), 10.0)}
+    tx = clip_by_faithful_norm(2.0, routes(OptimConfig("adam"), tags))
+    clipped, _ = tx.update(updates, tx.init(updates))
+    want = 2.0 * np.sqrt((64 * 64 + 64) / (64 * 64 / m**2 + 64 / m))
+    np.testing.assert_allclose(float(optax.global_norm(clipped)), want, rtol=1e-5)

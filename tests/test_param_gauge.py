@@ -29,11 +29,12 @@ def deviation(a, b) -> float:
     return max(dl, max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a[1:], b[1:], strict=True)))
 
 
-@pytest.mark.parametrize("optim,lr", [("adam", 1e-2), ("sgd", 0.1)])
+@pytest.mark.parametrize("optim,lr", [("adam", 1e-2), ("sgd", 0.1), ("muon", 2e-2)])
 def test_mup_gauges_train_identically(optim, lr):
     """TP IVb Prop 2.2.3: (a, b, c, d) -> (a+t, b-t, c-t, d+t) leaves training unchanged with epsilon moving as
     m^-d (Rem 2.2.6; for SGD only c - d matters): muP in the IVb, TP-V Table 3 (t = -1 on the readout) and
-    mean-field (t = 1/2 on hidden weights) gauges, and the mean_field plugin, agree over 3 steps to 1e-4."""
+    mean-field (t = 1/2 on hidden weights) gauges, and the mean_field plugin, agree over 3 steps to 1e-4. Under
+    Muon too: its LR exponent c - k/2 shifts with c, and the pre-scale keeps its epsilon in place."""
     ref = run(P.get("mup"), optim, lr)
     for plugin in (P.get("mup", gauge="table3"), P.get("mup", gauge="mean_field"), P.get("mean_field")):
         assert deviation(ref, run(plugin, optim, lr)) < 1e-4, plugin

@@ -12,24 +12,33 @@ import pytest
 from cli_utils import NOISE, SMALL, assert_same_params, final_params, metrics, one_clean_line, run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_state")]
-ARGS = [*SMALL, "--param", "mup", "--base-width", "16", "--ckpt-every", "10", "--log-every", "5"]
+ARGS = [*SMALL, "--param", "mup", "--base-width", "16", "--steps", "40", "--ckpt-every", "10", "--keep", "4",
+        "--log-every", "5"]
 
 
 @pytest.fixture(scope="module")
-def whole40(tmp_path_factory):
-    """The parameters of an uninterrupted 40-step run."""
-    run = tmp_path_factory.mktemp("whole40") / "run"
-    proc = run_train([*ARGS, "--steps", "40", "--run-dir", str(run)])
+def whole(tmp_path_factory):
+    """An uninterrupted 40-step run (checkpoints 10, 20, 30, 40)."""
+    run = tmp_path_factory.mktemp("whole") / "run"
+    proc = run_train([*ARGS, "--run-dir", str(run)])
     assert proc.returncode == 0, proc.stderr
-    return final_params(run)
+    return run
 
 
 @pytest.fixture(scope="module")
-def base30(tmp_path_factory):
-    """The same run stopped after 30 of 40 steps (checkpoints 10, 20, 30); tests copy it before changing it."""
+def whole40(whole):
+    """The parameters of the uninterrupted run."""
+    return final_params(whole)
+
+
+@pytest.fixture(scope="module")
+def base30(whole, tmp_path_factory):
+    """The same run as if killed after saving step 30 (checkpoints 10, 20, 30, and metrics rows past step 30 that a
+    resume drops); tests copy it before changing it."""
     run = tmp_path_factory.mktemp("base30") / "run"
-    proc = run_train([*ARGS, "--steps", "30", "--run-dir", str(run)])
-    assert proc.returncode == 0, proc.stderr
+    shutil.copytree(whole, run)
+    shutil.rmtree(run / "checkpoints" / "40")
+    (run / "summary.json").unlink()
     return run
 
 
@@ -46,11 +55,11 @@ def _listing(run):
 def test_changed_settings_are_refused_then_the_same_settings_resume_exactly(base30, whole40, tmp_path):
     run = _copy(base30, tmp_path)
     before, config = _listing(run), (run / "config.json").read_bytes()
-    proc = run_train([*ARGS, "--steps", "40", "--lr", "0.01", "--warmup", "2", "--run-dir", str(run)])
+    proc = run_train([*ARGS, "--lr", "0.01", "--warmup", "2", "--run-dir", str(run)])
     line = one_clean_line(proc)
     assert "lr 0.001 -> 0.01" in line and "warmup 0 -> 2" in line and "--fork-from" in line, line
     assert _listing(run) == before and (run / "config.json").read_bytes() == config  # nothing rewritten
-    resumed = run_train([*ARGS, "--steps", "40", "--run-dir", str(run)])
+    resumed = run_train([*ARGS, "--run-dir", str(run)])
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed {run} from step 30" in resumed.stderr
     assert_same_params(final_params(run), whole40)
@@ -62,7 +71,7 @@ def test_fork_continues_the_full_state_under_new_settings(base30, whole40, tmp_p
     """A fork with the same settings equals the uninterrupted run (params, moments, step, RNG and data position all
     carried); a fork with a new LR records it and its origin in its config and starts at the forked step."""
     same = tmp_path / "same"
-    proc = run_train([*ARGS, "--steps", "40", "--fork-from", f"{base30}:20", "--run-dir", str(same)])
+    proc = run_train([*ARGS, "--fork-from", f"{base30}:20", "--run-dir", str(same)])
     assert proc.returncode == 0, proc.stderr
     assert f"forked {base30} at step 20" in proc.stderr
     assert_same_params(final_params(same), whole40)
@@ -70,7 +79,7 @@ def test_fork_continues_the_full_state_under_new_settings(base30, whole40, tmp_p
     proc = run_train([*ARGS, "--steps", "35", "--lr", "3e-4", "--fork-from", str(base30), "--run-dir", str(lower)])
     assert proc.returncode == 0, proc.stderr
     config = json.loads((lower / "config.json").read_text())
-    assert config["lr"] == 3e-4 and config["fork_from"] == str(base30)
+    assert config["optim"]["lr"] == 3e-4 and config["loop"]["fork_from"] == str(base30)
     assert [r["step"] for r in metrics(lower)] == [35]  # forked at the source's newest step, 30
 
 
@@ -90,7 +99,7 @@ def test_bit_flip_falls_back_to_the_newest_good_checkpoint(base30, whole40, tmp_
     half_deleted = run / "checkpoints" / "trash" / "10" / "state"  # a keep-N deletion killed half way
     half_deleted.mkdir(parents=True)
     (half_deleted / "junk").write_bytes(b"x" * 100)
-    proc = run_train([*ARGS, "--steps", "40", "--run-dir", str(run)])
+    proc = run_train([*ARGS, "--run-dir", str(run)])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     bad = next(line for line in lines if "checkpoints/30" in line)
@@ -107,7 +116,7 @@ def test_no_readable_checkpoint_is_one_line_and_nothing_moves(base30, tmp_path):
     for step in (10, 20, 30):
         _flip(run, step)
     before = _listing(run)
-    line = one_clean_line(run_train([*ARGS, "--steps", "40", "--run-dir", str(run)]))
+    line = one_clean_line(run_train([*ARGS, "--run-dir", str(run)]))
     assert "no checkpoint" in line and "nothing was deleted" in line, line
     assert _listing(run) == before
 

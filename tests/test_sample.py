@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
 from cli_utils import run_train
 
 from zoo import sample
+from zoo.cli.sample import main as sample_main
 from zoo.config import RunConfig
 from zoo.data import prepare
-from zoo.train.checkpoint import load_params
 
 LINE = "abcdefghijklmnopqrstuvwxyz\n"  # one successor per token: a 2-block GPT learns it in 100 steps (loss ~0.01)
 TRAIN = ["--model", "gpt", "--width", "64", "--depth", "2", "--model-opt", "dropout=0", "--seq-len", "16",
@@ -33,7 +32,7 @@ def _train(tmp_path, tokenizer: str):
 def test_prepare_train_sample_round_trip(tmp_path, tokenizer, capsys):
     """The trained model continues the corpus: greedy samples decode to the corpus's own text."""
     run = _train(tmp_path, tokenizer)
-    model, data = sample.load_run(str(run))
+    model, data = sample.load_gpt(str(run))
     prompt = data.encode(LINE)
 
     def text(**kw) -> str:
@@ -44,31 +43,32 @@ def test_prepare_train_sample_round_trip(tmp_path, tokenizer, capsys):
     assert text(temperature=0.5, top_k=1) == greedy  # top-1 is greedy
     assert text(temperature=1.0, seed=3) == text(temperature=1.0, seed=3)
     if tokenizer == "char":
-        sample.main([str(run), "--prompt", LINE, "--tokens", "30", "--temperature", "0"])
+        sample_main([str(run), "--prompt", LINE, "--tokens", "30", "--temperature", "0"])
         assert capsys.readouterr().out == LINE + (LINE * 2)[:30] + "\n"
         with pytest.raises(SystemExit):
-            sample.main([str(run), "--prompt", "ABC"])
+            sample_main([str(run), "--prompt", "ABC"])
         assert capsys.readouterr().err == "error: characters not in the vocabulary: 'ABC'\n"
         with pytest.raises(ValueError, match="top-k must be between 1 and the vocabulary size 27"):
             sample.sample(str(run), LINE, tokens=5, top_k=28)
-        if "step" in inspect.signature(load_params).parameters:  # checkpoints by step (the loop's load_params)
-            assert len(sample.sample(str(run), LINE, tokens=5, step=50)) == 5
-            with pytest.raises(FileNotFoundError, match="no checkpoint at step 7"):
-                sample.sample(str(run), LINE, tokens=5, step=7)
+        assert len(sample.sample(str(run), LINE, tokens=5, step=50)) == 5
+        with pytest.raises(FileNotFoundError, match="no checkpoint at step 7"):
+            sample.sample(str(run), LINE, tokens=5, step=7)
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):
-    def error(*args: str) -> str:
+    def error(*args: str, status: int = 1) -> str:
         with pytest.raises(SystemExit) as stop:
-            sample.main(list(args))
+            sample_main(list(args))
         lines = capsys.readouterr().err.strip().splitlines()
-        assert stop.value.code == 1 and len(lines) == 1 and lines[0].startswith("error: ")
+        assert stop.value.code == status and len(lines) == 1 and lines[0].startswith("error: ")
         return lines[0]
 
-    assert "no config.json there (is it a zoo run directory?)" in error(str(tmp_path))
-    (tmp_path / "config.json").write_text(json.dumps(RunConfig(model="mlp_resnet").to_json()))
+    assert "neither a config.json nor a checkpoint there (is it a zoo run dir?)" in error(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(RunConfig.from_flat({"model": "mlp_resnet"}).to_json()))
     assert "trained a mlp_resnet; sampling needs a GPT run" in error(str(tmp_path))
-    (tmp_path / "config.json").write_text(json.dumps(RunConfig(model="gpt", data="synthetic:text").to_json()))
+    gpt = RunConfig.from_flat({"model": "gpt", "data": "synthetic:text"})
+    (tmp_path / "config.json").write_text(json.dumps(gpt.to_json()))
     assert "checkpoints" in error(str(tmp_path))
-    assert "--tokens must be at least 1" in error(str(tmp_path), "--tokens", "0")
-    assert "--temperature must be >= 0" in error(str(tmp_path), "--temperature", "-1")
+    assert "--tokens: expected a positive integer" in error(str(tmp_path), "--tokens", "0", status=2)
+    assert "--temperature must be a finite number >= 0" in error(str(tmp_path), "--temperature", "-1")
+    assert "--temperature: expected a finite number" in error(str(tmp_path), "--temperature", "nan", status=2)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from zoo import sweep
+from zoo.cli import sweep
 
 BASE = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--depths", "2", "--steps", "6",
         "--batch-size", "16", "--chunk", "4", "--cache-dir", "off"]

@@ -11,6 +11,7 @@ import pytest
 from cli_utils import ROOT
 
 import zoo.data
+from zoo.cli.prepare import main as prepare_main
 from zoo.data import prepare, tokenizer
 from zoo.data.tokenizer import BPETokenizer, ByteTokenizer, CharTokenizer
 
@@ -132,7 +133,7 @@ def test_prepare_command_line(tmp_path, corpus, capsys):
                           ((str(corpus), "--out", str(tmp_path / "x"), "--tokenizer", "bpe"), "unknown tokenizer"),
                           ((str(tmp_path / "nope.txt"), "--out", str(tmp_path / "y")), "no file or folder")]:
         with pytest.raises(SystemExit) as stop:
-            prepare.main(["text", *args])
+            prepare_main(["text", *args])
         lines = capsys.readouterr().err.strip().splitlines()
         assert stop.value.code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
 

@@ -24,11 +24,11 @@ def test_run_leaves_metrics_checkpoints_and_plot(tmp_path):
     assert any(r["split"] == "eval" and 0 <= r["accuracy"] <= 1 for r in rows)
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["10", "20"]
     assert (run / "curves.png").stat().st_size > 0
-    config = json.loads((run / "config.json").read_text())
-    assert config["width"] == 32 and config["param"] == "sp"
+    model = json.loads((run / "config.json").read_text())["model"]
+    assert model["width"] == 32 and json.loads((run / "config.json").read_text())["param"]["name"] == "sp"
     # the base shape defaults to the model's default size (mlp_resnet: 256 x 8), not to the run's own shape,
     # so a plugin scales from where a user tuned
-    assert (config["base_width"], config["base_depth"]) == (256, 8)
+    assert (model["base_width"], model["base_depth"]) == (256, 8)
 
 
 @pytest.mark.slow

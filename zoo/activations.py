@@ -22,3 +22,7 @@ def activation(name: str) -> Callable[[jax.Array], jax.Array]:
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; choose from {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[name]
+
+
+# phi(c u) = c phi(u) for every c > 0 ("positive") or every c ("any"): what a multiplier after phi may move before it
+HOMOGENEOUS = {"relu": "positive", "abs": "positive", "identity": "any"}

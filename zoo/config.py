@@ -1,199 +1,182 @@
-"""The configuration of a training run: one typed schema for flags, config files and defaults
-(per-model defaults < config file < command-line flags), and the run's identity.
+"""The configuration of a training run, in typed parts: model, param (the plugin), optim, data and loop (levanter
+nests its TrainerConfig the same way). One schema serves flags, config files and defaults (the model's recipe <
+config file < command-line flags), and says which settings are the run's *identity*: every setting that shapes
+the trajectory. A rerun in a run dir is refused when an identity setting differs; `--fork-from` continues a run's
+state under new settings in a new run dir.
 
-Each field carries its help text and whether it is part of the run's *identity*: every setting that shapes the
-trajectory (model, plugin, optimizer, schedule, data, seed, ...). A rerun in a run dir is refused when an
-identity field differs; `--fork-from` continues a run's state under new settings in a new run dir.
+Every setting has one flat name, its flag (`--lr`, `--model-opt`), which config files may use at the top level;
+files may also nest by part (`optim: {lr: 3e-3}`, `model: {name: gpt, width: 512}`). Run dirs store the nested
+form. A config is a frozen value: resolution and setup return new configs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import types
 import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mlp_resnet": dict(data="cifar10", optimizer="adam", lr=1e-3, batch_size=128, steps=2000, eval_every=500),
-    "mixer": dict(data="cifar10", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=500, batch_size=128,
-                  steps=20000, eval_every=1000, augment=True, weight_decay=0.05),
-    "vit": dict(data="cifar10", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=500, batch_size=128,
-                steps=20000, eval_every=1000, augment=True, weight_decay=0.05),
-    "gpt": dict(data="shakespeare", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=100, min_lr_ratio=0.1,
-                b2=0.99, batch_size=64, steps=5000, eval_every=250, seq_len=256, weight_decay=0.1,
-                clip_norm=1.0),
-}
-DECAYING_SCHEDULES = ("cosine", "linear")
+from zoo.data.config import DataConfig
+from zoo.optim import OptimConfig
+from zoo.schema import NON_NEGATIVE, POSITIVE, check_settings, check_type, flag_name, setting
 
 
-def _field(default: Any, help: str, *, identity: bool = True, metavar: str | None = None,
-           shown: str | None = None) -> Any:
-    """A schema field: its help, whether it is part of the run's identity, and how --help shows its default."""
-    kwargs = {"default_factory": dict} if default == {} else {"default": default}
-    return dataclasses.field(**kwargs, metadata={"help": help, "identity": identity, "metavar": metavar,
-                                                 "shown": shown})
+@dataclasses.dataclass(frozen=True)
+class ModelPart:
+    name: str = setting("mlp_resnet", "model name (a registered name or module:Class)", flag="model")
+    width: int | None = setting(None, "model width n", shown="the model's", check=POSITIVE)
+    depth: int | None = setting(None, "number of blocks L", shown="the model's", check=POSITIVE)
+    base_width: int | None = setting(None, "base width n0 at which every plugin equals SP",
+                                     shown="the model's default width", check=POSITIVE)
+    base_depth: int | None = setting(None, "base depth L0", shown="the model's default depth", check=POSITIVE)
+    options: dict[str, Any] = setting({}, "model config option, repeatable (e.g. activation=abs)", flag="model_opt",
+                                      metavar="K=V")
+
+    def __post_init__(self):
+        check_settings(self)
 
 
-@dataclasses.dataclass
-class RunConfig:
-    model: str = _field("mlp_resnet", "model name")
-    param: str = _field("sp", "parametrization plugin")
-    param_opt: dict[str, Any] = _field({}, "plugin option, repeatable (e.g. alpha=1)", metavar="K=V")
-    width: int | None = _field(None, "model width n", shown="the model's")
-    depth: int | None = _field(None, "number of blocks L", shown="the model's")
-    base_width: int | None = _field(None, "base width n0 at which every plugin equals SP",
-                                    shown="the model's default width")
-    base_depth: int | None = _field(None, "base depth L0", shown="the model's default depth")
-    model_opt: dict[str, Any] = _field({}, "model config option, repeatable (e.g. activation=abs)", metavar="K=V")
-    optimizer: str = _field("adam", "sgd, momentum, adam, adamw, lion, adafactor")
-    lr: float = _field(1e-3, "peak learning rate at the base width (the plugin scales it per parameter)")
-    schedule: str = _field("constant", "constant, cosine or linear (after --warmup)")
-    warmup: int = _field(0, "linear warmup steps")
-    min_lr_ratio: float = _field(0.0, "final LR / peak LR for cosine and linear")
-    b1: float = _field(0.9, "Adam/Lion beta1, in [0, 1)")
-    b2: float = _field(0.999, "Adam/Lion beta2, in [0, 1)")
-    eps: float = _field(1e-8, "Adam epsilon at the base width (the plugin scales it), > 0")
-    weight_decay: float | None = _field(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0")
-    clip_norm: float | None = _field(None, "clip the global norm of the width-faithful gradients")
-    clip_rms: float | None = _field(None, "clip each parameter's update RMS, width-independent")
-    steps: int | None = _field(None, "training steps (the horizon of a decaying schedule)",
-                               shown="the model's, or --epochs")
-    epochs: float | None = _field(None, "training epochs, when --steps is not given", identity=False)
-    batch_size: int = _field(128, "global batch size (split over the devices)")
-    eval_batch_size: int = _field(500, "eval batch size", identity=False)
-    grad_accum: int = _field(1, "microbatches per step, scanned inside the jitted step (the batch is split K ways)",
-                             identity=False)
-    data: str = _field("cifar10", "cifar10, shakespeare, synthetic, synthetic:text, synthetic:teacher, "
-                       "imagefolder:<dir|.tar.gz>, text:<file>, tfds:<name>[:split]")
-    data_dir: str | None = _field(None, "data dir for tfds and the bundled files", identity=False,
-                                  shown="tfds's own; the bundled data/ folder")
-    stream: bool | None = _field(None, "stream batches from the host through grain instead of holding the set on "
-                                 "the devices", identity=False, shown="by decoded size: over 1 GiB streams")
-    workers: int = _field(0, "processes that read and decode streamed batches (0: threads of the training process)",
-                          identity=False)
-    image_size: int | None = _field(None, "resize every image (shorter side) to N and center-crop it to N x N as it is "
-                                    "read, so sets of varying image size work", metavar="N",
-                                    shown="the set's own, which must be one size")
-    seq_len: int = _field(256, "context length for text data")
-    byte_level: bool = _field(False, "text as bytes instead of characters")
-    augment: bool = _field(False, "CIFAR pad-crop and flip")
-    run_dir: str | None = _field(None, "where checkpoints, metrics.jsonl and plots go", identity=False,
-                                 shown="runs/<model>_<param>_w<width>_d<depth>_s<seed>")
-    init_from: str | None = _field(None, "a run dir whose latest params initialise this run (finetuning)")
-    fork_from: str | None = _field(None, "continue RUN_DIR[:STEP]'s full state (params, optimizer moments, step, "
-                                   "data position) under this command's settings, in a new run dir",
-                                   metavar="RUN_DIR[:STEP]")
-    seed: int = _field(0, "seed of init, data order and dropout, >= 0")
-    precision: str = _field("f32", "f32 or bf16 (compute; params stay f32)")
-    mesh: str | None = _field(None, "device mesh data=D,fsdp=F,tensor=T (product = device count)", identity=False,
-                              metavar="AXES", shown="data = all devices")
-    remat: str = _field("none", "none or block: rematerialise each block in the backward pass (less memory)",
-                        identity=False)
-    eval_every: int = _field(500, "eval every N steps", identity=False)
-    ckpt_every: int = _field(500, "checkpoint every N steps", identity=False)
-    log_every: int = _field(10, "log train metrics every N steps", identity=False)
-    keep: int = _field(3, "checkpoints to keep", identity=False)
-    max_loss_ratio: float = _field(10.0, "stop when the train loss exceeds this times the first logged loss "
-                                   "(0 disables)", identity=False)
-    diversity: float | None = _field(None, "at each eval also log the feature-diversity slope of the residual "
-                                     "stream at depth fraction LAMBDA (Depth-muP; ~0.5 with diverse features, ~1 "
-                                     "when redundant)", identity=False, metavar="LAMBDA")
+@dataclasses.dataclass(frozen=True)
+class ParamPart:
+    name: str = setting("sp", "parametrization plugin (a registered name or module:Class)", flag="param")
+    options: dict[str, Any] = setting({}, "plugin option, repeatable (e.g. alpha=1)", flag="param_opt",
+                                      metavar="K=V")
 
-    def validate(self) -> None:
-        """Every value in range before anything is loaded or compiled."""
-        if self.precision not in ("f32", "bf16"):
-            raise ValueError(f"--precision must be f32 or bf16, got {self.precision!r}")
-        if self.remat not in ("none", "block"):
-            raise ValueError(f"--remat must be none or block, got {self.remat!r}")
-        check = self._check
-        for name in ("batch_size", "eval_batch_size", "eval_every", "ckpt_every", "log_every", "keep", "seq_len",
-                     "grad_accum"):
-            check(name, lambda v: v >= 1, "must be positive")
-        check("workers", lambda v: v >= 0, "must be >= 0")
-        for name in ("width", "depth", "base_width", "base_depth", "steps", "image_size"):
-            check(name, lambda v: v is None or v >= 1, "must be positive")
-        check("lr", lambda v: math.isfinite(v) and v > 0, "must be positive and finite")
-        check("epochs", lambda v: v is None or (math.isfinite(v) and v > 0), "must be positive")
-        check("warmup", lambda v: v >= 0, "must be >= 0")
-        check("seed", lambda v: v >= 0, "must be >= 0")
-        check("min_lr_ratio", lambda v: 0 <= v <= 1, "must be in [0, 1]")
-        for name in ("b1", "b2"):
-            check(name, lambda v: 0 <= v < 1, "must be in [0, 1)")
-        check("eps", lambda v: math.isfinite(v) and v > 0, "must be positive and finite")
-        for name in ("weight_decay", "clip_norm", "clip_rms"):
-            check(name, lambda v: v is None or (math.isfinite(v) and v >= 0), "must be >= 0 and finite")
-        check("max_loss_ratio", lambda v: math.isfinite(v) and v >= 0, "must be >= 0 (0 disables the check)")
-        check("diversity", lambda v: v is None or 0 <= v < 1, "is a depth fraction in [0, 1)")
+    def __post_init__(self):
+        check_settings(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    steps: int | None = setting(None, "training steps (the run's horizon)", shown="the model's, or --epochs",
+                                check=POSITIVE)
+    epochs: float | None = setting(None, "training epochs, when --steps is not given", identity=False,
+                                   check=POSITIVE)
+    batch_size: int = setting(128, "global batch size (split over the devices)", check=POSITIVE)
+    eval_batch_size: int = setting(500, "eval batch size", identity=False, check=POSITIVE)
+    grad_accum: int = setting(1, "microbatches per step, scanned inside the jitted step (the batch is split K ways)",
+                              identity=False, check=POSITIVE)
+    seed: int = setting(0, "seed of init, data order and dropout", check=NON_NEGATIVE)
+    precision: str = setting("f32", "compute precision (params stay f32)", choices=("f32", "bf16"))
+    mesh: str | None = setting(None, "device mesh data=D,fsdp=F,tensor=T (product = device count)", identity=False,
+                               metavar="AXES", shown="data = all devices")
+    remat: str = setting("none", "block: rematerialise each block in the backward pass (less memory)",
+                         identity=False, choices=("none", "block"))
+    run_dir: str | None = setting(None, "where checkpoints, metrics.jsonl and plots go", identity=False,
+                                  shown="runs/<model>_<param>_w<width>_d<depth>_s<seed>")
+    init_from: str | None = setting(None, "a run dir whose latest params initialise this run (finetuning)")
+    fork_from: str | None = setting(None, "continue RUN_DIR[:STEP]'s full state (params, optimizer moments, step, "
+                                    "data position) under this command's settings, in a new run dir",
+                                    metavar="RUN_DIR[:STEP]")
+    eval_every: int = setting(500, "eval every N steps", identity=False, check=POSITIVE)
+    ckpt_every: int = setting(500, "checkpoint every N steps", identity=False, check=POSITIVE)
+    log_every: int = setting(10, "log train metrics every N steps", identity=False, check=POSITIVE)
+    keep: int = setting(3, "checkpoints to keep", identity=False, check=POSITIVE)
+    max_loss_ratio: float = setting(10.0, "stop when the train loss exceeds this times the first logged loss "
+                                    "(0 disables)", identity=False, check=NON_NEGATIVE)
+    diversity: float | None = setting(None, "at each eval also log the feature-diversity slope of the residual "
+                                      "stream at depth fraction LAMBDA (Depth-muP; ~0.5 with diverse features, ~1 "
+                                      "when redundant)", identity=False, metavar="LAMBDA",
+                                      check=(lambda v: 0 <= v < 1, "is a depth fraction in [0, 1)"))
+
+    def __post_init__(self):
+        check_settings(self)
         if self.batch_size % self.grad_accum:
             raise ValueError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
         if self.init_from and self.fork_from:
             raise ValueError("--init-from and --fork-from exclude each other: finetune from params, or fork a state")
 
-    def _check(self, name: str, ok: Any, what: str) -> None:
-        value = getattr(self, name)
-        if not ok(value):
-            raise ValueError(f"--{name.replace('_', '-')} {what}, got {value!r}")
 
-    def default_run_dir(self) -> str:
-        return str(Path("runs") / f"{self.model}_{self.param}_w{self.width}_d{self.depth}_s{self.seed}")
+PARTS: dict[str, type] = {"model": ModelPart, "param": ParamPart, "optim": OptimConfig, "data": DataConfig,
+                          "loop": LoopConfig}
+PART_TITLES = {"model": "model", "param": "parametrization", "optim": "optimizer", "data": "data",
+               "loop": "training loop"}
+# flat name (the flag, underscores) -> (part, field)
+FLAT: dict[str, tuple[str, dataclasses.Field]] = {
+    flag_name(f): (part, f) for part, cls in PARTS.items() for f in dataclasses.fields(cls)}
+HINTS: dict[str, Any] = {name: typing.get_type_hints(PARTS[part])[f.name] for name, (part, f) in FLAT.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    model: ModelPart = dataclasses.field(default_factory=ModelPart)
+    param: ParamPart = dataclasses.field(default_factory=ParamPart)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    loop: LoopConfig = dataclasses.field(default_factory=LoopConfig)
+
+    @classmethod
+    def from_flat(cls, values: dict[str, Any]) -> RunConfig:
+        """A config from flat settings (flag names with underscores); left-out settings take their defaults."""
+        unknown = sorted(set(values) - set(FLAT))
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+        parts: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+        for name, value in values.items():
+            part, f = FLAT[name]
+            parts[part][f.name] = value
+        return cls(**{part: PARTS[part](**kw) for part, kw in parts.items()})
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its flat name."""
+        return {name: getattr(getattr(self, part), f.name) for name, (part, f) in FLAT.items()}
+
+    def replace(self, **flat: Any) -> RunConfig:
+        """A new config with the given flat settings changed."""
+        return RunConfig.from_flat({**self.flat(), **flat})
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The nested form run dirs store (JSON types: tuples as lists)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any], where: str = "the config") -> RunConfig:
+        """A config from its stored form, nested or flat; settings a newer zoo added take their defaults, settings
+        an older one had are ignored."""
+        flat = flatten(values, where, strict=False)
+        return cls.from_flat({k: check_type(f"{where}: {k}", v, HINTS[k]) for k, v in flat.items()})
 
     def identity(self) -> dict[str, Any]:
-        """The settings that shape the trajectory; `steps` only when a schedule decays towards it."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["identity"]}
-        if self.schedule not in DECAYING_SCHEDULES:
-            out.pop("steps")
-        return out
+        """The settings that shape the trajectory, by flat name (the horizon `steps` included: a run's schedule
+        and its last checkpoint depend on it)."""
+        flat = self.flat()
+        return {name: flat[name] for name, (_, f) in FLAT.items() if f.metadata["identity"]}
+
+    def default_run_dir(self) -> str:
+        m = self.model
+        return str(Path("runs") / f"{m.name}_{self.param.name}_w{m.width}_d{m.depth}_s{self.loop.seed}")
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
-HINTS = typing.get_type_hints(RunConfig)
-
-
-def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
-    """`name: old -> new` for each identity setting that differs (settings the old config lacks are skipped)."""
-    now = json.loads(json.dumps(new.identity()))  # as config.json holds them (tuples as lists)
-    return [f"{k} {_show(old[k])} -> {_show(v)}" for k, v in now.items() if k in old and old[k] != v]
-
-
-def _show(v: Any) -> str:
-    return json.dumps(v) if isinstance(v, (dict, str)) or v is None else f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def base_type(hint: Any) -> type:
-    """int for `int | None`, dict for `dict[str, Any]`, ..."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        hint = next(t for t in typing.get_args(hint) if t is not type(None))
-    return typing.get_origin(hint) or hint
-
-
-def check_type(where: str, value: Any, hint: Any) -> Any:
-    """`value` checked against a type hint (int, float, str, bool, dict, tuple, X | None); ints pass as floats."""
-    if value is None and type(None) in typing.get_args(hint):
-        return None
-    base = base_type(hint)
-    ok = {bool: lambda v: isinstance(v, bool),
-          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          str: lambda v: isinstance(v, str),
-          dict: lambda v: isinstance(v, dict),
-          tuple: lambda v: isinstance(v, (list, tuple))}.get(base, lambda v: True)
-    if not ok(value):
-        name = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping",
-                tuple: "a list"}[base]
-        raise ValueError(f"{where} must be {name}, got {value!r}")
-    return float(value) if base is float else tuple(value) if base is tuple else value
+def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str, Any]:
+    """Flat settings from a mapping that is flat (flag names, dashes or underscores) or nested by part; `strict`:
+    unknown settings are an error (else ignored)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        key = str(key).replace("-", "_")
+        if key in PARTS and isinstance(value, dict):
+            fields = {f.name: flag_name(f) for f in dataclasses.fields(PARTS[key])}
+            for k, v in value.items():
+                k = str(k).replace("-", "_")
+                name = fields.get(k) or (k if FLAT.get(k, ("",))[0] == key else None)
+                if name is None:
+                    if strict:
+                        raise ValueError(f"{where}: {key} has no setting {k!r}; its settings are "
+                                         f"{', '.join(fields)}")
+                    continue
+                out[name] = v
+        elif key in FLAT:
+            out[key] = value
+        elif strict:
+            raise ValueError(f"{where}: unknown option(s) {key}")
+    return out
 
 
 def read_file(path: str) -> dict[str, Any]:
-    """A YAML or JSON mapping of RunConfig fields (dashes or underscores), type-checked against the schema."""
+    """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
+    schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them)."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
@@ -204,33 +187,63 @@ def read_file(path: str) -> dict[str, Any]:
                          f"{str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of option: value")
-    data = {str(k).replace("-", "_"): v for k, v in data.items()}
-    unknown = sorted(set(data) - set(FIELDS))
-    if unknown:
-        raise ValueError(f"config file {path}: unknown option(s) {', '.join(unknown)}")
-    return {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in data.items()}
+    flat = flatten(data, f"config file {path}")
+    out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
+    for name in ("model_opt", "param_opt"):
+        for k, v in out.get(name, {}).items():
+            if not _plain(v):
+                raise ValueError(f"config file {path}: {name}.{k} must be a number, a string, true/false or a list "
+                                 f"of them, got {v!r}")
+    return out
+
+
+def _plain(v: Any) -> bool:
+    return isinstance(v, (int, float, str, bool)) or (isinstance(v, list) and all(map(_plain, v)))
 
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:
-    """Model defaults, then the file, then flags that were given (None means not given)."""
-    model = flags.get("model") or (file_values or {}).get("model") or "mlp_resnet"
-    values: dict[str, Any] = {"model": model, **MODEL_DEFAULTS.get(model, {})}
-    for source in (file_values or {}, {k: v for k, v in flags.items() if v is not None}):
+    """The model's recipe, then the file, then the flags that were given (None: not given; option mappings merge).
+    The model, the plugin and their options are checked here, before any data is loaded."""
+    import zoo.models
+    import zoo.param
+
+    file_values = file_values or {}
+    model = flags.get("model") or file_values.get("model") or FLAT["model"][1].default
+    values: dict[str, Any] = {"model": model, **zoo.models.recipe(model)}
+    for source in (file_values, {k: v for k, v in flags.items() if v is not None}):
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
-    cfg = RunConfig(**values)
-    cfg.validate()
+    cfg = RunConfig.from_flat(values)
+    zoo.param.get(cfg.param.name, **cfg.param.options)
+    zoo.models.config(cfg.model.name, **cfg.model.options)
     return cfg
 
 
+def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
+    """`name: old -> new` for each identity setting that differs; `old` is a stored config (nested or flat), and
+    settings it lacks are skipped."""
+    before = flatten(old, "the stored config", strict=False)
+    now = json.loads(json.dumps(new.identity()))  # as config.json holds them (tuples as lists)
+    return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if k in before and before[k] != v]
+
+
+def _show(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, (dict, str)) or v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def default_text(name: str) -> str:
-    """The real default of a field for --help: the schema's, and the models' own where they differ."""
-    default = FIELDS[name].default
+    """The real default of a setting for --help: the schema's, and the models' own where they differ."""
+    import zoo.models
+
+    f = FLAT[name][1]
+    default = f.default if f.default is not dataclasses.MISSING else None
+
     def show(v: Any) -> str:
         return v if isinstance(v, str) else _show(v)
 
-    text = FIELDS[name].metadata["shown"] or ("off" if default is None else show(default))
-    own = {m: d[name] for m, d in MODEL_DEFAULTS.items() if name in d and d[name] != default}
+    text = f.metadata["shown"] or ("off" if default is None else show(default))
+    own = {m: r[name] for m in zoo.models.names() if name in (r := zoo.models.recipe(m)) and r[name] != default}
     if own:
         text += "; " + ", ".join(f"{m} {show(v)}" for m, v in own.items())
     return text
+

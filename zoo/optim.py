@@ -1,17 +1,29 @@
 """The optimizer builder (design.md section 4): one optax chain from the plugin and the parameter tags.
 
     g -> g * m^d r^alpha            faithful gradient pre-scale (= Adam epsilon * m^-d r^-alpha; TP IVb Def 2.2.1)
-      -> [clip global norm]         on the faithful gradients, which are Theta(1) in width
-      -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1)
+      -> [clip global norm]         on the faithful gradients (entries Theta(1)), the threshold scaled with the
+                                    square root of the parameter count against the base width's
+      -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1), or muon:
+                                    optax's scale_by_muon on the parameters routed to the spectral family, one
+                                    matrix per stacked layer, and adam on the rest (optax.partition)
       -> [clip update RMS]          per-parameter RMS threshold, width-independent (TP IVb 2.10.2)
-      -> * m^-c r^-gamma            per-parameter LR multiplier
+      -> * m^-c r^-gamma            per-parameter LR multiplier of the parameter's family (Muon: c - k/2)
       -> + wd * w                   decoupled weight decay: a per-step shrink lr*wd, width-independent (2.10.1)
       -> * -lr * schedule(t)        the global learning rate, kept in the optimizer state (vmappable)
+
+Each width and depth factor is applied once, by the plugin's LR multiplier. Muon's update is the Newton-Schulz output
+O (singular values about 1) times one constant per matrix taken at the *base* shape, muon_rms * sqrt(max(fan_in0,
+fan_out0)): Moonlight's RMS matching (an update RMS of muon_rms = 0.2, AdamW's, so one LR serves the Muon and the
+Adam parameters), frozen at the base width so that it adds no width factor of its own (docs/muon.md gives the factor
+between zoo's LR and Keller Jordan's, Moonlight's and optax's conventions). Under Muon the entrywise part is Adam
+with b1, b2, eps; Muon has its own momentum muon_beta and uses eps in its Frobenius pre-normalisation, which the
+gradient pre-scale keeps faithful too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -20,34 +32,44 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from zoo.param import families
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
+from zoo.schema import BETA, FRACTION, NON_NEGATIVE, POSITIVE, check_settings, setting
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lion", "adafactor")
+OPTIMIZERS = families.OPTIMIZERS
 SCHEDULES = ("constant", "cosine", "linear")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class OptimConfig:
-    name: str = "adam"
-    lr: float = 1e-3
-    schedule: str = "constant"
-    warmup: int = 0
-    steps: int = 1000  # horizon of the decaying schedules
-    min_lr_ratio: float = 0.0  # final LR / peak LR of cosine and linear
-    b1: float = 0.9
-    b2: float = 0.999
-    eps: float = 1e-8
-    momentum: float = 0.9
-    weight_decay: float | None = None  # None: 0.1 for adamw, 0 otherwise
-    clip_norm: float | None = None
-    clip_rms: float | None = None
+    """The optimizer part of a run's config (its flags: --optimizer, --lr, ...). The schedule's horizon is the run's
+    length, given to `build`."""
+
+    name: str = setting("adam", "the base optimizer", flag="optimizer", choices=OPTIMIZERS)
+    lr: float = setting(1e-3, "peak learning rate at the base width (the plugin scales it per parameter)",
+                        check=POSITIVE)
+    schedule: str = setting("constant", "LR schedule after --warmup", choices=SCHEDULES)
+    warmup: int = setting(0, "linear warmup steps", check=NON_NEGATIVE)
+    min_lr_ratio: float = setting(0.0, "final LR / peak LR for cosine and linear", check=FRACTION)
+    b1: float = setting(0.9, "Adam/Lion beta1", check=BETA)
+    b2: float = setting(0.999, "Adam/Lion beta2", check=BETA)
+    eps: float = setting(1e-8, "Adam epsilon at the base width (the plugin scales it)", check=POSITIVE)
+    momentum: float = setting(0.9, "momentum of --optimizer momentum", check=BETA)
+    weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
+                                         check=NON_NEGATIVE)
+    clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients at the base width "
+                                      "(a threshold that grows as their norm does with width)",
+                                      check=NON_NEGATIVE)
+    clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent", check=NON_NEGATIVE)
+    muon_beta: float = setting(0.95, "Muon's Nesterov momentum", check=BETA)
+    muon_rms: float = setting(0.2, "Muon's update RMS at the base shape (Moonlight's: AdamW's, so the Muon and Adam "
+                              "parameters share one LR)", check=POSITIVE)
+    muon_io: bool = setting(False, "Muon also on the input and output layers (by default Adam's)")
+    ns_steps: int = setting(5, "Muon's Newton-Schulz iterations", check=POSITIVE)
 
     def __post_init__(self):
-        if self.name not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.name!r}; choose from {', '.join(OPTIMIZERS)}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}; choose from {', '.join(SCHEDULES)}")
+        check_settings(self)
 
     @property
     def decay(self) -> float:
@@ -56,10 +78,13 @@ class OptimConfig:
         return 0.1 if self.name == "adamw" else 0.0
 
 
-def schedule_shape(cfg: OptimConfig) -> Callable[[jax.Array], jax.Array]:
-    """LR factor in [0, 1] at step t: linear warmup, then constant, cosine or linear decay to min_lr_ratio."""
+def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
+    """LR factor in [0, 1] at step t: linear warmup, then constant, or cosine or linear decay to min_lr_ratio at
+    step `horizon` (the run's length, which a decaying schedule needs)."""
+    if cfg.schedule != "constant" and horizon is None:
+        raise ValueError(f"the {cfg.schedule} schedule needs the run's length (its horizon)")
     warm = max(cfg.warmup, 0)
-    decay_steps = max(cfg.steps - warm, 1)
+    decay_steps = max((horizon or 0) - warm, 1)
 
     def shape(t):
         t = jnp.asarray(t, jnp.float32)
@@ -128,13 +153,71 @@ def per_param(params: Any, fn: Callable[[Tag], Any]) -> Any:
     return jax.tree.map(one, params, is_leaf=lambda x: x is None or isinstance(x, (nnx.Variable, Tag)))
 
 
-def rules(plugin: Parametrization, params: Any) -> tuple[Any, Any, Any]:
-    """The per-parameter trees of the chain: gradient pre-scale, LR multiplier and weight-decay multiplier."""
-    return per_param(params, plugin.grad_scale), per_param(params, plugin.lr_mult), per_param(params, plugin.wd_mult)
+class Rules(NamedTuple):
+    """The per-parameter trees of the chain (numbers, possibly traced): gradient pre-scale, LR multiplier and
+    weight-decay multiplier."""
+
+    grad_scale: Any
+    lr_mult: Any
+    wd_mult: Any
 
 
-def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
-    if cfg.name in ("adam", "adamw"):
+def family_of(cfg: OptimConfig | None, tag: Tag) -> str:
+    """The optimizer family of a tagged parameter (zoo.param.families); entrywise when no optimizer is given."""
+    return "adam" if cfg is None else families.family(cfg.name, tag.kind, cfg.muon_io)
+
+
+def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) -> Rules:
+    """The plugin's rules for each parameter under the family `cfg`'s optimizer puts it in (the LR multiplier is
+    the family's, times Muon's base-shape constant on spectral leaves; the pre-scale and the weight decay are the
+    same for every family)."""
+    def lr_mult(tag: Tag) -> Any:
+        family = family_of(cfg, tag)
+        mult = plugin.lr_mult(tag, family)
+        return mult * spectral_constant(cfg, tag) if family == "spectral" else mult
+
+    return Rules(per_param(params, plugin.grad_scale), per_param(params, lr_mult), per_param(params, plugin.wd_mult))
+
+
+def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:
+    """muon_rms * sqrt(max(fan_in0, fan_out0)) at the base shape: Muon's update RMS equals muon_rms there (a full-rank
+    O of shape p x q has RMS 1/sqrt(max(p, q))); no width factor, the plugin's LR multiplier has them all."""
+    return cfg.muon_rms * math.sqrt(max(tag.base_fan_in, tag.base_fan_out))
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """Where the optimizer sends one parameter: its family and, for the spectral family, how to find the matrix
+    (fan-in and layout of its tag) after any leading stacked-layer axes. A static pytree leaf-free node, so a tree of
+    routes passes through jit and vmap as structure."""
+
+    family: str
+    fan_in: int = 1
+    layout: str = "in_out"
+    base_fraction: float = 1.0  # the parameter's size at the base width over its size: m^-k, k its width axes
+
+    def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
+        """Muon's (reduction, output) axes: the fan-out axis (last for in_out, first after the stacked axes for
+        out_in) and the fewest axes next to it whose sizes multiply to the fan-in; axes before them are stacked
+        layers, orthogonalised one by one."""
+        for j in range(1, len(shape)):
+            if self.layout == "in_out" and math.prod(shape[-1 - j:-1]) == self.fan_in:
+                return optax.contrib.MuonDimensionNumbers(tuple(range(-1 - j, -1)), -1)
+            if self.layout == "out_in" and math.prod(shape[-j:]) == self.fan_in:
+                return optax.contrib.MuonDimensionNumbers(tuple(range(-j, 0)), -1 - j)
+        raise ValueError(f"no axes of a parameter of shape {shape} multiply to its fan-in {self.fan_in} "
+                         f"({self.layout}): Muon cannot find its matrix")
+
+
+def routes(cfg: OptimConfig, params: Any) -> Any:
+    """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
+    return per_param(params, lambda tag: Route(family_of(cfg, tag), tag.fan_in, tag.layout,
+                                               float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind]))
+
+
+def entrywise_transform(cfg: OptimConfig) -> optax.GradientTransformation:
+    if cfg.name in ("adam", "adamw", "muon"):
         return optax.scale_by_adam(b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
     if cfg.name == "momentum":
         return optax.trace(decay=cfg.momentum)
@@ -145,25 +228,67 @@ def base_transform(cfg: OptimConfig) -> optax.GradientTransformation:
     return optax.identity()
 
 
-def build(cfg: OptimConfig, plugin: Parametrization, params: Any) -> optax.GradientTransformation:
+def base_transform(cfg: OptimConfig, route: Any = None) -> optax.GradientTransformation:
+    """The optimizer proper (the chain's `base` line); under muon, Muon on the spectral routes and Adam on the rest."""
+    if cfg.name not in families.SPECTRAL:
+        return entrywise_transform(cfg)
+    if route is None:
+        raise ValueError("muon needs each parameter's route (zoo.optim.routes): which leaves are matrices, and their "
+                         "axes")
+
+    def axes(updates):
+        def one(u, r):
+            return optax.MaskedNode() if isinstance(u, optax.MaskedNode) else r.matrix_axes(u.shape)
+
+        return jax.tree.map(one, updates, route, is_leaf=lambda x: isinstance(x, optax.MaskedNode))
+
+    muon = optax.contrib.scale_by_muon(ns_steps=cfg.ns_steps, beta=cfg.muon_beta, eps=cfg.eps,
+                                       weight_dimension_numbers=axes)
+    labels = jax.tree.map(lambda r: r.family, route, is_leaf=lambda x: isinstance(x, Route))
+    return optax.partition({"spectral": muon, "adam": entrywise_transform(cfg)}, labels)
+
+
+def build(cfg: OptimConfig, plugin: Parametrization, params: Any, horizon: int | None = None
+          ) -> optax.GradientTransformation:
     """The optax chain for `params` under `plugin`: a state of tagged nnx.Params (possibly abstract) or a pytree of
-    Tags (zoo.param.infer_tags, for a model zoo did not build)."""
-    return chain(cfg, *rules(plugin, params))
+    Tags (zoo.param.infer_tags, for a model zoo did not build); `horizon`: the run's length (decaying schedules)."""
+    return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params), horizon=horizon)
 
 
-def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any) -> optax.GradientTransformation:
-    """The chain from its per-parameter trees (see `rules`); their leaves may be traced arrays."""
+def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: Any = None,
+          horizon: int | None = None) -> optax.GradientTransformation:
+    """The chain from its per-parameter trees (see `rules`; their leaves may be traced arrays), for muon the
+    parameters' routes (see `routes`), and the run's length (decaying schedules)."""
     parts = [scale_by_tree(grad_scale)]
     if cfg.clip_norm:
-        parts.append(optax.clip_by_global_norm(cfg.clip_norm))
-    parts.append(base_transform(cfg))
+        parts.append(clip_by_faithful_norm(cfg.clip_norm, route))
+    parts.append(base_transform(cfg, route))
     if cfg.clip_rms:
         parts.append(optax.clip_by_block_rms(cfg.clip_rms))
     parts.append(scale_by_tree(lr_mult))
     if cfg.decay:
         parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
-    parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg)))
+    parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, horizon)))
     return optax.chain(*parts)
+
+
+def clip_by_faithful_norm(max_norm: float, route: Any = None) -> optax.GradientTransformation:
+    """Global-norm clipping of the faithful (pre-scaled) gradients with the threshold max_norm * sqrt(N / N0), N the
+    number of entries and N0 their number at the base width (each parameter's entries times m^-k, k its width axes:
+    `Route.base_fraction`). The faithful gradients' entries are Theta(1), so their global norm grows like sqrt(N)
+    and this threshold keeps the clip factor width-independent, as TP IVb 2.10.2 asks of clipping (a fixed threshold
+    would clip harder as the model widens: Adam's epsilon, SGD's LR, would shrink with width). Without routes (no
+    tags) the threshold is max_norm."""
+
+    def update(updates, state, params=None):
+        del params
+        scale = 1.0
+        if route is not None:
+            sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size, u.size * r.base_fraction), updates, route))
+            scale = math.sqrt(sum(sizes[0::2]) / sum(sizes[1::2]))
+        return optax.clip_by_global_norm(max_norm * scale).update(updates, state)
+
+    return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
 
 def set_lr(opt_state: Any, lr: jax.Array) -> Any:

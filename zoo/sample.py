@@ -1,6 +1,7 @@
-"""Text from a trained GPT: `python -m zoo.sample RUN_DIR --prompt "..." --tokens 200`.
+"""Text from a trained GPT (`python -m zoo.sample RUN_DIR --prompt "..." --tokens 200`, zoo/cli/sample.py).
 
-The model is the run's (RUN_DIR/config.json) with the parameters of its latest checkpoint (or --step N); the
+The model is the run's (zoo.train.load: read without touching a run that may still train) at its latest
+checkpoint (or step N); the
 prompt is encoded and the continuation decoded with the run's tokenizer (char, byte or the run's BPE). Each
 new token is drawn from softmax(logits / temperature) restricted to the top-k logits (temperature 0: argmax),
 given the last seq_len tokens as context.
@@ -8,42 +9,24 @@ given the last seq_len tokens as context.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import Any
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-import zoo.models
 from zoo.data.view import DataView
-from zoo.train.checkpoint import load_params
-from zoo.train.run import read_run_config
-from zoo.train.setup import setup
-from zoo.tree import key_path
+from zoo.train.load import load_run, read_config
 
 
-def load_run(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataView]:
+def load_gpt(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataView]:
     """The run's GPT with its checkpoint's parameters, and its data set (whose tokenizer encodes and decodes)."""
-    cfg = read_run_config(run_dir)
-    if cfg.model != "gpt":
-        raise ValueError(f"{run_dir} trained a {cfg.model}; sampling needs a GPT run")
-    params, _ = load_params(run_dir) if step is None else load_params(run_dir, step)
-    s = setup(cfg)
-    model = zoo.models.create("gpt", s.model_cfg, s.plugin, nnx.Rngs(0))
-    graphdef, fresh, rest = nnx.split(model, nnx.Param, ...)
-    flat, treedef = jax.tree_util.tree_flatten_with_path(fresh)
-    leaves = []
-    for p, leaf in flat:
-        name = key_path(p)
-        if name not in params or params[name].shape != leaf.shape:
-            got = "missing" if name not in params else f"of shape {params[name].shape}"
-            raise ValueError(f"{run_dir}: the checkpoint's {name} is {got}, but the run's config builds "
-                             f"{leaf.shape}")
-        leaves.append(jnp.asarray(params[name], leaf.dtype))
-    return nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, leaves), rest), s.data
+    model = read_config(run_dir).model.name
+    if model != "gpt":
+        raise ValueError(f"{run_dir} trained a {model}; sampling needs a GPT run")
+    run = load_run(run_dir, step)
+    return run.setup.program.model(run.state), run.setup.data
 
 
 def _next_token(model: nnx.Module, window: jax.Array, last: jax.Array, key: jax.Array, temperature: jax.Array,
@@ -83,37 +66,18 @@ def sample(run_dir: str, prompt: str, tokens: int, temperature: float = 1.0, top
     """The decoded continuation of `prompt`."""
     if tokens < 1:
         raise ValueError(f"--tokens must be at least 1, got {tokens}")
-    if temperature < 0:
-        raise ValueError(f"--temperature must be >= 0, got {temperature}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
     if not prompt:
         raise ValueError("--prompt is empty; give the model at least one character to continue")
-    model, data = load_run(run_dir, step)
+    model, data = load_gpt(run_dir, step)
     if top_k is not None and not 1 <= top_k <= data.num_classes:
         raise ValueError(f"--top-k must be between 1 and the vocabulary size {data.num_classes}, got {top_k}")
     ids = data.encode(prompt)
     return data.decode(generate(model, ids, tokens, temperature, top_k, seed))
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m zoo.sample",
-                                description="Continue a prompt with a trained GPT run, decoding with its tokenizer.")
-    a = p.add_argument
-    a("run_dir", help="a GPT run directory (config.json and checkpoints/)")
-    a("--prompt", default="\n", help="text to continue (default: a newline)")
-    a("--tokens", type=int, default=200, help="how many tokens to generate (default: 200)")
-    a("--temperature", type=float, default=1.0, help="softmax temperature; 0 always takes the most likely token "
-      "(default: 1)")
-    a("--top-k", type=int, help="draw only among the K most likely tokens (default: all)")
-    a("--step", type=int, help="the checkpoint's step (default: the latest)")
-    a("--seed", type=int, default=0, help="seed of the draws (default: 0)")
-    args: Any = p.parse_args(argv)
-    try:
-        text = sample(args.run_dir, args.prompt, args.tokens, args.temperature, args.top_k, args.step, args.seed)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
-    sys.stdout.write(args.prompt + text + "\n")
-
-
 if __name__ == "__main__":
+    from zoo.cli.sample import main
+
     main()

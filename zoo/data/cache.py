@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from zoo.files import atomic
 
 VERSION = "1"
 
@@ -39,14 +40,7 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
 
 
 def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see a partial file."""
+    """Write atomically (readers never see a partial file), with the permissions the umask gives."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it private; a shared cache dir needs it readable
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic(path, "wb") as f:
+        np.savez(f, **arrays)

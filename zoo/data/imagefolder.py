@@ -19,9 +19,11 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from zoo.data import cache, resize
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
-from zoo.data.view import DataView
+from zoo.data.view import DataView, check_classes
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
 EVAL_SPLITS = ("test", "val", "validation")
@@ -166,8 +168,9 @@ def _decode_all(items: list[tuple[str, str | bytes]], mode: str, image_size: int
     return np.concatenate(parts)
 
 
-def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[Entry]]]:
-    """Class names (sorted; a label is the rank) and each split's entries, sorted by class then name."""
+def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[Entry]], str]:
+    """Class names (sorted; a label is the rank), each split's entries, sorted by class then name, and the eval
+    split; the train split must hold two classes at least."""
     if not entries:
         raise ValueError(f"no images found in {src}; expected split/class/image.(jpg|png) inside")
     entries = sorted(entries, key=lambda e: (e[0], e[1], e[2]))
@@ -175,12 +178,14 @@ def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[
     splits: dict[str, list[Entry]] = {}
     for e in entries:
         splits.setdefault(e[0], []).append(e)
-    return classes, splits
+    eval_split = _eval_split(src, sorted(splits))
+    trained = sorted({e[1] for e in splits["train"]})
+    check_classes(len(trained), "image", f"the train split of image folder {src} (classes: {', '.join(trained)})")
+    return classes, splits, eval_split
 
 
 def _decode(src: Path, entries: list[Entry], image_size: int | None) -> dict[str, np.ndarray]:
-    classes, splits = _layout(src, entries)
-    _eval_split(src, sorted(splits))
+    classes, splits, _ = _layout(src, entries)
     label = {c: i for i, c in enumerate(classes)}
     arrays: dict[str, np.ndarray] = {"classes": np.array(classes)}
     x = _decode_all([(e[2], e[3]) for split in sorted(splits) for e in splits[split]], _set_mode(splits["train"][0]),
@@ -229,11 +234,17 @@ class ImageFiles:
 
 
 def _streamed(src: Path, entries: list[Entry], image_size: int | None) -> Streamed:
-    classes, splits = _layout(src, entries)
+    classes, splits, eval_split = _layout(src, entries)
     label = {c: i for i, c in enumerate(classes)}
-    eval_split = _eval_split(src, sorted(splits))
     mode = _set_mode(splits["train"][0])
     shape = _decode_one(*splits["train"][0][2:], mode, image_size).shape
     readers = {s: ImageFiles(src, [e[2] for e in es], np.array([label[e[1]] for e in es], np.int32), shape, mode,
                              image_size) for s, es in splits.items()}
     return Streamed(kind="image", readers=readers, num_classes=len(classes), in_shape=shape, eval_split=eval_split)
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`imagefolder:DIR` or `imagefolder:ARCHIVE.tar.gz`, laid out as split/class/image."""
+    if not arg:
+        raise SpecError("imagefolder:DIR needs a directory or a .tar.gz")
+    return load(arg, cfg.cache_dir, cfg.stream, limit, cfg.image_size)

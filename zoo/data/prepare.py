@@ -1,4 +1,5 @@
-"""Token directories from a corpus (the `tokens:DIR` format of zoo.data.tokens), written a chunk at a time:
+"""Token directories from a corpus (the `tokens:DIR` format of zoo.data.tokens), written a chunk at a time
+(the command line: zoo/cli/prepare.py):
 
     python -m zoo.data.prepare text FILE_OR_DIR --out DIR --tokenizer char|byte|bpe:SIZE
     python -m zoo.data.prepare tfds NAME --out DIR --tokenizer ...
@@ -11,12 +12,12 @@ SIZE tokens on the corpus and stores it in DIR (tokenizer.model), so sampling de
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import sys
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -121,8 +122,7 @@ def progress(description: str, total: int, unit_bytes: bool) -> Iterator[Advance
         yield lambda n: bar.advance(task, n)
 
 
-def prepare_text(source: Path, out: Path, spec: str) -> dict[str, int]:
-    files = text_files(source)
+def prepare_text(source: Path, files: list[Path], out: Path, spec: str) -> dict[str, int]:
     errors = "surrogateescape" if parse(spec)[0] == "byte" else "strict"
     tokenizer = fit(spec, lambda: read_chunks(files, errors))
     whole = out / "all.bin.partial"
@@ -135,13 +135,21 @@ def prepare_text(source: Path, out: Path, spec: str) -> dict[str, int]:
     return counts
 
 
-def prepare_tfds(name: str, out: Path, spec: str, data_dir: str | None) -> dict[str, int]:
+def tfds_text(name: str, data_dir: str | None) -> tuple[dict[str, Any], str, str]:
+    """The sources of a tfds text set's train and eval splits, the eval split's name and the text feature."""
     from zoo.data import tfds_source
 
     sources, eval_split = tfds_source.open_splits(name, None, data_dir)
     feature = tfds_source.text_feature(sources["train"].dataset_info.features)
     if feature is None:
         raise ValueError(f"tfds dataset {name!r} has no text feature ({', '.join(tfds_source.TEXT_FEATURES)})")
+    return sources, eval_split, feature
+
+
+def prepare_tfds(name: str, sources: dict[str, Any], eval_split: str, feature: str, out: Path, spec: str
+                 ) -> dict[str, int]:
+    from zoo.data import tfds_source
+
     tokenizer = fit(spec, lambda: (piece for src in sources.values()
                                    for piece in joined(tfds_source.texts(src, feature))))
     counts = {}
@@ -160,37 +168,33 @@ def _save(tokenizer: Tokenizer, out: Path) -> None:
 
 
 def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = None) -> dict[str, int]:
-    """Writes the token directory `out`; returns its token counts per split."""
+    """Writes the token directory `out`; returns its token counts per split. A tokenizer, source or --out that
+    cannot work is refused before anything is written."""
     parse(spec)  # a bad tokenizer fails before any work
     target = Path(out).expanduser()
     if (target / tokens.META).exists():
         raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
-    target.mkdir(parents=True, exist_ok=True)
-    for name in ("train.bin", "val.bin", "all.bin.partial"):
-        (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"--out {target} is a file, not a directory")
     if kind == "text":
-        return prepare_text(Path(source).expanduser(), target, spec)
-    return prepare_tfds(source, target, spec, data_dir)
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(
-        prog="python -m zoo.data.prepare", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text file, "
-        "a folder of text files, or a tfds text set.")
-    p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
-    p.add_argument("source", help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
-    p.add_argument("--out", required=True, help="the token directory to write")
-    p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens)")
-    p.add_argument("--data-dir", help="the tfds data dir")
-    args = p.parse_args(argv)
+        files = text_files(Path(source).expanduser())
+    else:
+        sources, eval_split, feature = tfds_text(source, data_dir)
+    created = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
     try:
-        counts = prepare(args.kind, args.source, args.out, args.tokenizer, args.data_dir)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
-    print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens; use --data tokens:{args.out}")
+        for name in ("train.bin", "val.bin", "all.bin.partial"):
+            (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+        if kind == "text":
+            return prepare_text(Path(source).expanduser(), files, target, spec)
+        return prepare_tfds(source, sources, eval_split, feature, target, spec)
+    except BaseException:
+        if created:  # a refused or interrupted prepare leaves no --out behind
+            shutil.rmtree(target, ignore_errors=True)
+        raise
 
 
 if __name__ == "__main__":
+    from zoo.cli.prepare import main
+
     main()

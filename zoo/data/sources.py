@@ -1,65 +1,65 @@
-"""`load(spec)`: one entry point from a data spec string to a data set, in memory or streamed by size."""
+"""The data sources: a spec `KIND[:ARG]` names one, `load(spec)` reads it, in memory or streamed by size.
+
+A source is a function `(arg, cfg, limit) -> DataView` (`arg`: the spec after the first colon; `cfg`: the run's
+DataConfig; `limit`: the decoded size above which it streams). A new source is one file and one
+`SOURCES.register` line below (or an entry point `zoo.data` of an installed package).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
-from zoo.data import imagefolder, resize, synthetic, text, tokens
-from zoo.data.dataset import Dataset
-from zoo.data.streamed import IN_MEMORY_LIMIT, maybe_streamed
+from zoo.data.config import DataConfig
+from zoo.data.streamed import IN_MEMORY_LIMIT
 from zoo.data.view import DataView
+from zoo.registry import Registry
 
 BUNDLED = Path(__file__).parents[2] / "data"
 SHORT_NAMES = {"cifar10": ("imagefolder", "cifar10-jpeg.tar.gz"), "shakespeare": ("text", "tinyshakespeare.txt")}
-FORMS = ("synthetic, synthetic:text, synthetic:teacher, imagefolder:<dir or .tar.gz>, text:<file>, tokens:<dir>, "
-         f"tfds:<name>[:<eval split>], or a short name ({', '.join(SHORT_NAMES)})")
 
 
-def load(spec: str, *, seq_len: int = 256, byte_level: bool = False, data_dir: str | None = None,
-         cache_dir: str | None = None, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT,
-         image_size: int | None = None) -> DataView:
-    """The data set named by `spec`: an in-memory `Dataset` (put on the device whole) when its decoded size is
-    at most `limit` bytes, else a `Streamed` one read batch by batch (`zoo.data.stream`); `stream` True or
-    False forces either way.
+class SpecError(ValueError):
+    """A source's argument that names nothing it can read (a missing or unknown ARG)."""
 
-    `data_dir` is the tfds data dir for tfds specs and the folder holding the bundled files for short names
-    (default: the repository's data/). `cache_dir` holds decoded images (default $ZOO_CACHE or ~/.cache/zoo).
-    `image_size` N: every image resized (shorter side N) and center-cropped to N x N as it is read
-    (`zoo.data.resize`); None keeps the set's own size, which must then be one size.
-    """
-    kind, _, arg = spec.partition(":")
+
+def _source(name: str, fn: Any) -> Any:
+    if not callable(fn):
+        raise ValueError(f"data source {name!r} is not a function (arg, cfg, limit) -> DataView")
+    return fn
+
+
+SOURCES = Registry("data source", "zoo.data", _source)
+SOURCES.register("synthetic", "zoo.data.synthetic:source")
+SOURCES.register("imagefolder", "zoo.data.imagefolder:source")
+SOURCES.register("text", "zoo.data.text:source")
+SOURCES.register("tokens", "zoo.data.tokens:source")
+SOURCES.register("tfds", "zoo.data.tfds_source:source")  # imported on first use: tensorflow-datasets is slow to load
+
+
+def load(spec: str | DataConfig, *, limit: int = IN_MEMORY_LIMIT, **options: Any) -> DataView:
+    """The data set a spec names (or a DataConfig describes; `options` are DataConfig fields): an in-memory
+    `Dataset` (put on the device whole) when its decoded size is at most `limit` bytes, else a `Streamed` one read
+    batch by batch (`zoo.data.stream`); `stream` True or False forces either way."""
+    cfg = spec if isinstance(spec, DataConfig) else DataConfig(name=spec, **options)
+    if options and isinstance(spec, DataConfig):
+        cfg = dataclasses.replace(cfg, **options)
+    kind, _, arg = cfg.name.partition(":")
     if kind in SHORT_NAMES and not arg:
         kind, filename = SHORT_NAMES[kind]
-        arg = str(Path(data_dir or BUNDLED) / filename)
-    if image_size is not None and image_size < 1:
-        raise ValueError(f"the image size must be positive, got {image_size}")
-    if image_size is not None and (kind in ("text", "tokens") or kind == "synthetic" and arg in ("text", "teacher")):
-        raise ValueError(f"--image-size resizes images, but {spec} is not an image set")
-    if kind == "synthetic" and arg in ("", "image"):
-        return maybe_streamed(_resized(synthetic.images(), image_size), stream, limit)
-    if kind == "synthetic" and arg == "text":
-        return maybe_streamed(synthetic.tokens(seq_len), stream, limit)
-    if kind == "synthetic" and arg == "teacher":
-        return maybe_streamed(synthetic.teacher(), stream, limit)
-    if kind == "imagefolder" and arg:
-        return imagefolder.load(arg, cache_dir, stream, limit, image_size)
-    if kind == "text" and arg:
-        return maybe_streamed(text.load(arg, seq_len, byte_level), stream, limit)
-    if kind == "tokens" and arg:
-        return tokens.load(arg, seq_len, stream, limit)
-    if kind == "tfds" and arg:
-        from zoo.data import tfds_source  # tensorflow-datasets takes over a second to import: only when asked
-
-        name, _, split = arg.partition(":")
-        return tfds_source.load(name, split or None, data_dir, seq_len=seq_len, byte_level=byte_level,
-                                stream=stream, limit=limit, image_size=image_size)
-    raise ValueError(f"unknown data spec {spec!r}; use {FORMS}")
+        arg = str(Path(cfg.data_dir or BUNDLED) / filename)
+    try:
+        return SOURCES.get(kind)(arg, cfg, limit)
+    except SpecError as e:
+        raise ValueError(f"unknown data spec {cfg.name!r} ({e}); use {forms()}") from None
+    except ValueError:
+        if kind in SOURCES.names():
+            raise
+        raise ValueError(f"unknown data spec {cfg.name!r}; use {forms()}") from None
 
 
-def _resized(ds: Dataset, image_size: int | None) -> Dataset:
-    """An in-memory image set with every image resized and center-cropped to `image_size` (None: as it is)."""
-    if image_size is None:
-        return ds
-    splits = {s: {**arrays, "x": resize.images(arrays["x"], image_size)} for s, arrays in ds.splits.items()}
-    return dataclasses.replace(ds, splits=splits, in_shape=(image_size, image_size, ds.in_shape[-1]))
+def forms() -> str:
+    """The spec forms of the registered sources (each source's docstring opens with them) and the short names."""
+    found = [(SOURCES.get(k).__doc__ or k).split("`")[1] for k in SOURCES.names()]
+    return ", ".join(found) + f", or a short name ({', '.join(SHORT_NAMES)})"

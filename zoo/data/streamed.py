@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.tokenizer import Tokenizer
 from zoo.data.view import DataView, Reader
@@ -47,3 +48,9 @@ def maybe_streamed(ds: Dataset, stream: bool | None, limit: int = IN_MEMORY_LIMI
     """A set that is decoded in host memory anyway (a text file, an archive, a synthetic set): streamed only when
     forced or when it is too big for the device."""
     return Streamed.from_dataset(ds) if streams(stream, ds.nbytes(), limit) else ds
+
+
+def not_images(cfg: DataConfig) -> None:
+    """Refuse --image-size for a set that is not made of images."""
+    if cfg.image_size is not None:
+        raise ValueError(f"--image-size resizes images, but {cfg.name} is not an image set")

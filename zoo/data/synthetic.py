@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from zoo.data import text
+from zoo.data import resize, text
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
+from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import CharTokenizer
+from zoo.data.view import DataView
 
 
 def images(num_train: int = 4096, num_test: int = 1024, num_classes: int = 10, size: int = 32) -> Dataset:
@@ -49,3 +55,17 @@ def tokens(seq_len: int, length: int = 220_000, vocab_size: int = 64, branching:
         stream.append(tok)
     vocab = CharTokenizer(chr(48 + i) for i in range(vocab_size))  # ids 0..63 print as '0'..'o'
     return text.from_tokens(np.array(stream, np.int32), vocab, seq_len, name="synthetic:text")
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`synthetic` (or `synthetic:image`): images; `synthetic:text`: tokens; `synthetic:teacher`: a tanh teacher."""
+    if arg in ("", "image"):
+        ds = images()
+        if cfg.image_size is not None:
+            splits = {s: {**a, "x": resize.images(a["x"], cfg.image_size)} for s, a in ds.splits.items()}
+            ds = dataclasses.replace(ds, splits=splits, in_shape=(cfg.image_size, cfg.image_size, ds.in_shape[-1]))
+        return maybe_streamed(ds, cfg.stream, limit)
+    if arg not in ("text", "teacher"):
+        raise SpecError(f"no synthetic set {arg!r}: synthetic, synthetic:text or synthetic:teacher")
+    not_images(cfg)
+    return maybe_streamed(tokens(cfg.seq_len) if arg == "text" else teacher(), cfg.stream, limit)

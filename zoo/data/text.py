@@ -6,8 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
+from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
+from zoo.data.view import DataView, check_classes
 
 TRAIN_FRACTION = 0.9
 
@@ -37,6 +41,7 @@ def from_tokens(tokens: np.ndarray, tokenizer: Tokenizer, seq_len: int, name: st
 def from_splits(splits: dict[str, np.ndarray], tokenizer: Tokenizer, seq_len: int, name: str,
                 eval_split: str = "val") -> Dataset:
     """A text Dataset from int32 token streams per split."""
+    check_classes(tokenizer.vocab_size, "text", name)
     check_lengths({s: len(t) for s, t in splits.items()}, seq_len, name)
     return Dataset(kind="text", splits={s: {"tokens": t} for s, t in splits.items()},
                    num_classes=tokenizer.vocab_size, in_shape=(seq_len,), eval_split=eval_split, seq_len=seq_len,
@@ -50,3 +55,11 @@ def check_lengths(lengths: dict[str, int], seq_len: int, name: str) -> None:
     for split, n in lengths.items():
         if n <= seq_len:
             raise ValueError(f"{name}: the {split} split has {n} tokens, fewer than seq_len + 1 = {seq_len + 1}")
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`text:FILE`: characters (or bytes with --byte-level), split 90/10."""
+    if not arg:
+        raise SpecError("text:FILE needs a file")
+    not_images(cfg)
+    return maybe_streamed(load(arg, cfg.seq_len, cfg.byte_level), cfg.stream, limit)

@@ -9,6 +9,8 @@ feature) are tokenized into memory; one too big for that is prepared into token 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,10 +18,12 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from zoo.data import resize, text
+from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
-from zoo.data.view import DataView
+from zoo.data.view import DataView, check_classes
 
 TEXT_FEATURES = ("text", "content", "document", "article")
 
@@ -38,6 +42,7 @@ def load(name: str, eval_split: str | None = None, data_dir: str | None = None, 
     if "image" not in features or "label" not in features:
         raise ValueError(f"tfds dataset {name!r} has features {', '.join(features)}; only image classification "
                          f"sets (image, label) and text sets ({', '.join(TEXT_FEATURES)}) are supported")
+    check_classes(features["label"].num_classes, "image", f"tfds dataset {name!r}")
     shape = tuple(features["image"].shape)
     if image_size is not None:
         shape = (image_size, image_size, shape[-1])
@@ -65,12 +70,37 @@ def open_splits(name: str, eval_split: str | None, data_dir: str | None) -> tupl
 
 
 def _source(name: str, split: str, data_dir: str | None):
+    """The random-access source of a prepared split; zoo never downloads (preparing most sets needs TensorFlow and
+    the network), so a set that is not on disk is one line saying where it was looked for and how to prepare it."""
+    with _quiet_absl():
+        try:
+            return tfds.data_source(name, split=split, data_dir=data_dir, download=False)
+        except tfds.core.registered.DatasetNotFoundError as err:
+            raise ValueError(f"unknown tfds dataset {name!r}") from err
+        except (ValueError, KeyError, NotImplementedError, AssertionError, OSError) as err:
+            builder = tfds.builder(name, data_dir=data_dir)
+            if not builder.is_prepared():
+                raise ValueError(f"tfds dataset {name!r} is not prepared: nothing in {builder.data_dir} (zoo never "
+                                 f"downloads); prepare it where there is network (or its files, in --manual_dir) "
+                                 f"with `tfds build {name} --file_format array_record --data_dir DIR` and pass "
+                                 "--data-dir DIR") from None
+            if isinstance(err, NotImplementedError):
+                raise ValueError(f"tfds dataset {name!r} in {builder.data_dir} is not in array_record format, which "
+                                 f"random access needs; rebuild it with `tfds build {name} --file_format "
+                                 "array_record`") from None
+            raise ValueError(f"tfds dataset {name!r} has no split {split!r}: {err}") from err
+
+
+@contextlib.contextmanager
+def _quiet_absl() -> Iterator[None]:
+    """tfds logs a warning for every folder it inspects; the one line zoo prints says what matters."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     try:
-        return tfds.data_source(name, split=split, data_dir=data_dir)
-    except tfds.core.registered.DatasetNotFoundError as err:
-        raise ValueError(f"unknown tfds dataset {name!r}") from err
-    except (ValueError, KeyError) as err:
-        raise ValueError(f"tfds dataset {name!r} has no split {split!r}: {err}") from err
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class TfdsImages:
@@ -123,3 +153,12 @@ def _text(name: str, sources: dict[str, Any], eval_split: str, seq_len: int, byt
     tokenizer = ByteTokenizer() if byte_level else CharTokenizer.fit(docs.values())
     splits = {s: tokenizer.encode(d) for s, d in docs.items()}
     return text.from_splits(splits, tokenizer, seq_len, f"tfds:{name}", eval_split=eval_split)
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`tfds:NAME[:EVAL_SPLIT]`: a tensorflow-datasets set already prepared in --data-dir."""
+    name, _, split = arg.partition(":")
+    if not name:
+        raise SpecError("tfds:NAME needs a data set name")
+    return load(name, split or None, cfg.data_dir, seq_len=cfg.seq_len, byte_level=cfg.byte_level, stream=cfg.stream,
+                limit=limit, image_size=cfg.image_size)

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from zoo.data import text
-from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
+from zoo.data.config import DataConfig
+from zoo.data.sources import SpecError
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, not_images, streams
 from zoo.data.tokenizer import Tokenizer, from_meta
 from zoo.data.view import DataView, TokenWindows
 
@@ -104,3 +106,11 @@ def load(path: str, seq_len: int, stream: bool | None = None, limit: int = IN_ME
     return Streamed(kind="text", readers={s: TokenWindows(f, seq_len) for s, f in files.items()},
                     num_classes=meta["vocab_size"], in_shape=(seq_len,), eval_split="val", seq_len=seq_len,
                     tokenizer=tokenizer)
+
+
+def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
+    """`tokens:DIR`: nanoGPT's train.bin/val.bin with a meta.json (`python -m zoo.data.prepare`)."""
+    if not arg:
+        raise SpecError("tokens:DIR needs a directory")
+    not_images(cfg)
+    return load(arg, cfg.seq_len, cfg.stream, limit)

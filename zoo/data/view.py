@@ -75,6 +75,15 @@ class ImageArrays:
         return {"x": self.x[idx], "y": self.y[idx]}
 
 
+def check_classes(count: int, kind: str, what: str) -> None:
+    """A set to classify (images into classes, text into next tokens) needs two classes at least: with one, the
+    loss goes to 0 and the accuracy to 1 without anything learned."""
+    if count < 2:
+        unit = "token in its vocabulary" if kind == "text" else "class"
+        raise ValueError(f"{what} has {count} {unit}{'s' if count != 1 else ''}; training needs at least 2 "
+                         "(with one, the loss is 0 and the accuracy 1 whatever the model does)")
+
+
 class DataView(abc.ABC):
     """What every data set offers. Subclasses set the metadata fields and implement `reader(split)`.
 
@@ -89,6 +98,9 @@ class DataView(abc.ABC):
     seq_len: int | None
     tokenizer: Tokenizer | None
     streamed: bool = False  # True: the loop reads batches on the host (zoo.data.stream), not from device arrays
+
+    def __post_init__(self) -> None:
+        check_classes(self.num_classes, self.kind, "the data set")
 
     @abc.abstractmethod
     def reader(self, split: str) -> Reader:

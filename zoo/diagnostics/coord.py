@@ -61,9 +61,9 @@ class CoordRun:
         self.prog = build_program(lambda r: models.create(model_name, cfg, plugin, r), plugin, optim_cfg)
         self.lr, self.batch = optim_cfg.lr, {k: jnp.asarray(v) for k, v in batch.items()}
         abstract = jax.eval_shape(self.prog.init, jax.random.key(0))
-        self.rules = optim.rules(plugin, abstract["params"])
+        self.rules = optim.rules(plugin, abstract["params"], optim_cfg)
         key = (model_name, repr(cfg), jax.tree.structure(abstract), steps, branch,
-               repr(dataclasses.replace(optim_cfg, lr=0.0)),
+               repr({k: v for k, v in dataclasses.asdict(optim_cfg).items() if k != "lr"}),
                tuple((k, v.shape, v.dtype) for k, v in sorted(self.batch.items())))
         if key not in _PROGRAMS:
             _PROGRAMS[key] = _program(self.prog, optim_cfg, abstract, steps, branch, self.batch)
@@ -92,6 +92,7 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
     stacked = stacked_entries(features, abstract, x_abstract)
     in_branch = [v.get_metadata()["tag"].branch for v in
                  jax.tree.leaves(abstract["params"], is_leaf=lambda v: isinstance(v, nnx.Variable))]
+    route = optim.routes(optim_cfg, abstract["params"])
 
     def branch_only(params, params0):
         """The branch parameters of `params`, every other parameter of `params0`."""
@@ -104,7 +105,7 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
 
     @jax.jit
     def run(state, rules, batch):
-        stepper = dataclasses.replace(prog, tx=optim.chain(optim_cfg, *rules))
+        stepper = dataclasses.replace(prog, tx=optim.chain(optim_cfg, *rules, route=route))
         h0 = features(state, batch["x"])
 
         def one(st, _):

@@ -7,9 +7,11 @@
 (output, intermediates): a dict (nested dicts allowed) of arrays, each (B, ...) or stacked per block (L, B, ...);
 "embed" is judged as the input layer, "attn_logits..." as attention, the rest as hidden. The plugin reaches the
 model through its multiplier-free form (zoo.param.multiplier_free: tags from two widths, rescale_init, the zoo's
-optax chain). Each size trains `steps` steps on `batch` from `seeds` inits; the RMS change of every intermediate
-and of the output is fitted against log size (zoo.diagnostics.coord) and judged against the plugin's predicted
-slope (zoo.diagnostics.verdict). Depth sweeps run at the base width, with base depth 1 like the CLI's.
+optax chain). Each size trains `steps` steps on `batch` from `seeds` inits (keys seed, seed + 1, ...); the RMS change
+of every intermediate and of the output is fitted against log size (zoo.diagnostics.coord) and judged against the
+plugin's predicted slope (zoo.diagnostics.verdict). Depth sweeps run at the base width, with base depth 1 like the
+CLI's. Unless `lr` is given, the learning rate is the CLI's choice (zoo.diagnostics.coord_lr): the largest of 1e-3,
+1e-3 / sqrt(10), ... that keeps every activation's change at the smallest size within `linear_limit` of its RMS.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 import optax
 
 from zoo import optim
-from zoo.diagnostics import coord, verdict
+from zoo.diagnostics import coord, coord_lr, verdict
 from zoo.param.base import Parametrization
 from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
 from zoo.param.infer import infer_tags
@@ -43,14 +45,15 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mapping[str, jax.Array], *,
                 widths: Sequence[int] | None = None, depths: Sequence[int] | None = None, width: int | None = None,
                 depth: int = 1, base_depth: int | None = None, rules: Mapping[str, Any] | None = None,
-                layout: str = "in_out",
-                head_dim: int | Callable[[int], int] | None = None, optimizer: str = "adam", lr: float = 1e-3,
-                steps: int = 3, seeds: int = 3, tol: float = 0.15,
+                layout: str = "in_out", head_dim: int | Callable[[int], int] | None = None, optimizer: str = "adam",
+                lr: float | None = None, linear_limit: float = coord_lr.LINEAR_LIMIT, steps: int = 3,
+                seeds: int = 3, seed: int = 0, tol: float = 0.15,
                 loss: Callable[[jax.Array, jax.Array], jax.Array] = cross_entropy) -> dict[str, Any]:
     """A width sweep (`widths`, at `depth`; base width min(widths), base depth `depth` unless given) or a depth sweep
     (`depths`, at `width`, then the base width; base depth 1 unless given). `head_dim` (a number, or a function of
-    width) is needed when a rule marks a query.
-    Returns {"axis", "sizes", "data", "slopes", "expected", "verdicts", "passed"}."""
+    width) is needed when a rule marks a query. `lr` None: chosen at the smallest size (see the module docstring).
+    Returns {"axis", "sizes", "data", "slopes", "expected", "verdicts", "passed", "growth" (verdict.measured_growth:
+    whether the growth theory predicts shows in the data), "lr", "lr_chosen", "linear_change"}."""
     if (widths is None) == (depths is None):
         raise ValueError("give widths (a width sweep) or depths (a depth sweep), not both")
     axis, sizes = ("width", list(widths)) if widths is not None else ("depth", list(depths))
@@ -59,18 +62,30 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     if axis == "depth" and width is None:
         raise ValueError("a depth sweep needs the width it runs at")
     heads = head_dim if callable(head_dim) else (lambda _: head_dim)
-    optim.OptimConfig(name=optimizer, lr=lr)  # an unknown optimizer is refused before anything runs
+    if lr is not None and not 0 < lr < float("inf"):
+        raise ValueError(f"lr must be a positive number, got {lr}")
+    optim.OptimConfig(name=optimizer)  # an unknown optimizer is refused before anything runs
     base_width = min(sizes) if axis == "width" else width
     base_depth = base_depth or (depth if axis == "width" else 1)
     infer = dict(rules=rules, layout=layout)
-    rows, kinds = [], set()
+    keys = [seed + i for i in range(seeds)]
+    measures, kinds = {}, set()
     for size in sizes:
         w, d = (size, depth) if axis == "width" else (width, size)
         tags = tags_at(init, w, d, base_width, base_depth, **infer)
         kinds |= {t.kind for t in tag_leaves(tags) if t.kind != "output" and not t.role.startswith("readout")}
         free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
-        data = changes(init, apply, free, tags, batch, w, d, seeds, steps, optimizer, lr, loss)
-        rows.append(verdict.at_depth_fractions(data, d) if axis == "depth" else data)
+        measures[size] = functools.partial(changes, init, apply, free, tags, batch, w, d, keys, steps, optimizer,
+                                           loss=loss)
+    smallest = min(sizes)
+    if lr is None:
+        chosen, first, change = coord_lr.choose_lr(measures[smallest], linear_limit)
+    else:
+        chosen, first = lr, measures[smallest](lr)
+        change = coord_lr.linear_change(first)
+    rows = [(first if size == smallest else measures[size](chosen)).total for size in sizes]
+    if axis == "depth":
+        rows = [verdict.at_depth_fractions(r, d) for r, d in zip(rows, sizes, strict=True)]
     data = coord.geometric_mean(rows)
     slopes = coord.slopes(sizes, data)
     head_dim_slope = 0.0 if head_dim is None or axis == "depth" else float(
@@ -79,7 +94,9 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
                               sorted({verdict.group_of(k) for k in data}))
     verdicts = verdict.judge(slopes, data, exp.total, tol, not exp.unstable)
     return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": exp,
-            "verdicts": verdicts, "passed": all(v.passed for v in verdicts)}
+            "verdicts": verdicts, "passed": all(v.passed for v in verdicts),
+            "growth": verdict.measured_growth(sizes, rows, exp.total), "lr": chosen, "lr_chosen": lr is None,
+            "linear_change": change}
 
 
 def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int, **infer: Any) -> Any:
@@ -96,35 +113,44 @@ def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int
 
 
 def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: Mapping[str, jax.Array], width: int,
-            depth: int, seeds: int, steps: int, optimizer: str, lr: float,
-            loss: Callable[[jax.Array, jax.Array], jax.Array]) -> dict[str, np.ndarray]:
-    """Layer -> [seed, step] RMS of the change h_t - h_0 of each intermediate and of the output ("output")."""
+            depth: int, seeds: Sequence[int], steps: int, optimizer: str, lr: float, *,
+            loss: Callable[[jax.Array, jax.Array], jax.Array]) -> coord.Changes:
+    """Layer -> [seed, step] RMS of the change h_t - h_0 of each intermediate and of the output ("output") from inits
+    with the keys `seeds`, trained at `lr`, and layer -> [seed] RMS of h_0."""
     def f32(tree):
         return jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), tree)
 
     factors = f32(jax.tree.map(free.init_factor, tags, is_leaf=lambda t: isinstance(t, Tag)))
-    rules = [f32(r) for r in optim.rules(free, tags)]
-    run = _program(init, apply, width, depth, steps, optimizer, lr, loss)
-    runs = [run(jax.random.key(s), factors, rules, jnp.asarray(batch["x"]), jnp.asarray(batch["y"]))
-            for s in range(seeds)]
-    return coord.per_layer(jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *runs))
+    optim_cfg = optim.OptimConfig(name=optimizer)
+    rules = [f32(r) for r in optim.rules(free, tags, optim_cfg)]
+    route = optim.routes(optim_cfg, tags)  # static structure: it passes through jit as the tree's shape
+    run = _program(init, apply, width, depth, steps, optimizer, loss)
+    runs = [run(jax.random.key(s), factors, rules, route, jnp.float32(lr), jnp.asarray(batch["x"]),
+                jnp.asarray(batch["y"])) for s in seeds]
+
+    def stacked(part):
+        return jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *part)
+
+    at_init, moved = (stacked(part) for part in zip(*runs, strict=True))
+    return coord.Changes(coord.per_layer(moved), {}, coord.per_layer(at_init, steps=False))
 
 
 @functools.lru_cache(maxsize=16)
-def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optimizer: str, lr: float,
+def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optimizer: str,
              loss: Callable) -> Callable:
-    """The jitted run of one size: init, rescale, `steps` steps, RMS changes. The plugin enters only through the
-    init factors and the optimizer's per-parameter trees, which are arguments: every plugin shares one compile."""
-    optim_cfg = optim.OptimConfig(name=optimizer, lr=lr)
+    """The jitted run of one size: init, rescale, `steps` steps, RMS of h_0 and of the changes. The plugin enters only
+    through the init factors and the optimizer's per-parameter trees, and the LR through the optimizer state: all
+    arguments, so every plugin and LR shares one compile."""
+    optim_cfg = optim.OptimConfig(name=optimizer)
 
     def features(params, x):
         out, inter = apply(params, x, width, depth)
         return {**inter, "output": out}
 
     @jax.jit
-    def run(key, factors, rules, x, y):
+    def run(key, factors, rules, route, lr, x, y):
         params = scale_leaves(init(key, width, depth), factors)
-        tx = optim.chain(optim_cfg, *rules)
+        tx = optim.chain(optim_cfg, *rules, route=route)
         stacked = coord.stacked_entries(features, params, x)
 
         def step(carry, _):  # h_t is read before update t + 1: h_0 and h_t come from the same code, bit for bit
@@ -134,7 +160,8 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
             updates, opt = tx.update(grads, opt, params)
             return (optax.apply_updates(params, updates), opt), h
 
-        hs = jax.lax.scan(step, (params, tx.init(params)), length=steps + 1)[1]
-        return jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms(ht - h[0], s))(h[1:]), hs, stacked)
+        hs = jax.lax.scan(step, (params, optim.set_lr(tx.init(params), lr)), length=steps + 1)[1]
+        return (jax.tree.map(lambda h, s: coord.rms(h[0], s), hs, stacked),
+                jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms(ht - h[0], s))(h[1:]), hs, stacked))
 
     return run

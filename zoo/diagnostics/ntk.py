@@ -40,7 +40,7 @@ def one_step(model_name: str, cfg: Any, plugin: Parametrization, lr: Any, x: jax
              feature: str = "pre") -> dict[str, jax.Array]:
     """Theta at init, E, O and the feature change for one initialization (key); jit-able, options may be traced."""
     graphdef, params, rest = nnx.split(models.create(model_name, cfg, plugin, nnx.Rngs(key)), nnx.Param, ...)
-    tx = optim.build(optim.OptimConfig("sgd", lr=lr), plugin, params)
+    tx = optim.build(optim.OptimConfig("sgd"), plugin, params)
     etas = sgd_rates(plugin, params, lr)
 
     def forward(p):
@@ -54,7 +54,7 @@ def one_step(model_name: str, cfg: Any, plugin: Parametrization, lr: Any, x: jax
 
     def step(c):
         grads = jax.grad(lambda q: c * forward(q)[0])(params)
-        updates, _ = tx.update(grads, tx.init(params), params)
+        updates, _ = tx.update(grads, optim.set_lr(tx.init(params), lr), params)
         return optax.apply_updates(params, updates)
 
     t0, plus, minus = theta(params), step(1.0), step(-1.0)

@@ -2,21 +2,53 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from zoo.diagnostics import jacobian
 from zoo.param.base import Parametrization
 from zoo.param.critical import Critical
 
+DEEP = 10  # the slow-approach note compares chi at the last block with chi at DEEP times the depth
+OFF_ONE = 0.01  # |chi^L - 1| beyond which a critical point's finite depth is worth a note
+
 
 def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seeds: int = 2, batch: int = 4,
-               probes: int = 1) -> dict[str, float]:
+               probes: int = 1) -> dict[str, float | str]:
     """plugin.report (the `critical` plugin: its sigma_w, sigma_b, mu and infinite-width chi) and, under `critical`,
     the measured one-block APJN at the last block chi_hat ~ chi_J* (Prop. 2.6) over `seeds` initializations, its
-    standard error, the correlation length xi = 1 / |ln chi_hat| (eq. 17) and the trainable depth ~ 28 xi (App. L)."""
-    out = plugin.report(model_name, model_cfg)
+    standard error, the correlation length xi = 1 / |ln chi_hat| (eq. 17), the trainable depth ~ 28 xi (App. L), and
+    a "note" where the point reaches chi = 1 only far deeper than the model (`slow_approach`)."""
+    out: dict[str, float | str] = dict(plugin.report(model_name, model_cfg))
     if isinstance(plugin, Critical):
         chi, err = jacobian.chi_hat(model_name, model_cfg, plugin, seeds=seeds, batch=batch, probes=probes)
         out.update(chi=chi, chi_stderr=err, xi=jacobian.correlation_length(chi),
                    trainable_depth=jacobian.trainable_depth(chi))
+        note = slow_approach(plugin, model_name, model_cfg, chi, err)
+        if note:
+            out["note"] = note
     return out
+
+
+def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: float) -> str | None:
+    """A critical point has chi_J* = 1 in the limit of depth (eq. 13); where its kernel map is marginal there
+    (chi_K* = 1, eq. 12: erf and tanh at Q* = 0, GELU's half-stable point, pre-LN with mu = 1) chi^l tends to 1 only as
+    a power law in l, so at the model's depth L the infinite-width chi^L may still sit visibly off 1. The note says so,
+    with chi^L, chi^(DEEP L) and the measured chi_hat +- its standard error, where |chi^L - 1| > OFF_ONE and
+    chi^(DEEP L) is closer to 1 (None otherwise, and for models without the infinite-width recursion)."""
+    depth = cfg.depth
+    chis = plugin.infinite_width_chis(model_name, cfg, DEEP * depth)
+    if chis is None or len(chis) < DEEP * depth:
+        return None
+    at_depth, deep = float(chis[depth - 1]), float(chis[-1])
+    if abs(at_depth - 1) <= OFF_ONE or abs(deep - 1) >= abs(at_depth - 1):
+        return None
+    return (f"chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite width "
+            f"{at_depth:.3f} at block {depth} and {deep:.3f} at block {DEEP * depth}; measured {chi:.3f} +- {err:.3f}")
+
+
+def describe(report: Mapping[str, float | str]) -> str:
+    """The report on one line: each number as `name value` (4 significant digits), then the note."""
+    numbers = ", ".join(f"{k} {v:.4g}" for k, v in report.items() if not isinstance(v, str))
+    notes = "; ".join(v for v in report.values() if isinstance(v, str))
+    return numbers + (f"; {notes}" if notes else "")

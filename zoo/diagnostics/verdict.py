@@ -9,7 +9,10 @@ n ~ 1024; seed_tp4b_adam.md section 6.5).
 
 A plugin that theory calls unstable along the swept axis never passes, whatever the slopes at the sizes measured:
 a positive expected slope for a group the model has (its changes grow without bound), or an init that blows up
-(Parametrization.instabilities). A flat slope there only means the sizes were too small to see the growth.
+(Parametrization.instabilities). A flat slope there only means the sizes were too small to see the growth, so such a
+FAIL also says whether the data show the growth (`measured_growth`): each layer of a growing group gets its slope at
+the last step, fitted over every (size, seed) point, its standard error from the spread about the fit, and the
+one-sided p-value of "no growth" (Student's t); the growth is significant at p < P_SIGNIFICANT.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from typing import Any
 
 import jax
 import numpy as np
+import scipy.stats
 from flax import nnx
 
 from zoo import models
 from zoo.param.base import Parametrization
 
 ONE_SIDED = ("attention",)
+P_SIGNIFICANT = 0.01
 
 
 def group_of(layer: str) -> str:
@@ -120,3 +125,71 @@ def at_depth_fractions(data: dict[str, np.ndarray], depth: int,
         else:
             out[layer] = v
     return out
+
+
+@dataclasses.dataclass
+class Growth:
+    """The measured growth of a layer whose group theory expects to grow (expected slope > 0): the log-log slope at
+    the last step, its standard error, the one-sided p-value of slope <= 0 and whether p < P_SIGNIFICANT (NaN and
+    False where the data cannot tell: one seed at two sizes). `branch`: the residual-branch parameters' part."""
+
+    layer: str
+    group: str
+    expected: float
+    slope: float
+    stderr: float
+    p_value: float
+    significant: bool
+    branch: bool = False
+
+
+def measured_growth(sizes: Sequence[int], per_size: Sequence[dict[str, np.ndarray]], expectations: dict[str, float],
+                    branch: bool = False) -> list[Growth]:
+    """One Growth per layer of a group with a positive expected slope. per_size[i]: layer -> [seed, step] RMS change
+    at sizes[i]. Ordinary least squares of log RMS at the last step against log size over all (size, seed) points:
+    the slope equals the one fitted to the seeds' geometric mean, and its standard error
+    s / sqrt(sum (log n - mean)^2) takes s from the residuals (the seeds' spread, and any curvature across sizes),
+    with sizes * seeds - 2 degrees of freedom."""
+    out = []
+    for layer in per_size[0]:
+        group = group_of(layer)
+        expected = expectations.get(group, 0.0)
+        if expected <= 0:
+            continue
+        with np.errstate(divide="ignore"):
+            logs = [np.log(np.asarray(r[layer], np.float64)[:, -1]) for r in per_size]
+        x = np.concatenate([np.full(len(v), np.log(n)) for v, n in zip(logs, sizes, strict=True)])
+        y = np.concatenate(logs)
+        slope, stderr, p = np.nan, np.nan, np.nan
+        if np.all(np.isfinite(y)):
+            dof = len(y) - 2
+            sxx = np.sum((x - x.mean()) ** 2)
+            slope = float(np.sum((x - x.mean()) * (y - y.mean())) / sxx)
+            if dof > 0:
+                residual = y - y.mean() - slope * (x - x.mean())
+                stderr = float(np.sqrt(np.sum(residual**2) / dof / sxx))
+                p = float(scipy.stats.t.sf(slope / stderr, dof)) if stderr > 0 else float(slope <= 0)
+        out.append(Growth(layer, group, expected, slope, stderr, p, bool(p < P_SIGNIFICANT), branch))
+    return out
+
+
+def growth_summary(growth: Sequence[Growth]) -> str:
+    """One clause per growing group: how many of its layers grow significantly, with the clearest layer's slope +-
+    standard error (and its p-value where none does); empty when no layer was expected to grow."""
+    groups: dict[tuple[str, bool], list[Growth]] = {}
+    for g in growth:
+        groups.setdefault((g.group, g.branch), []).append(g)
+    clauses = []
+    for (group, branch), layers in sorted(groups.items()):
+        name = group + (" (branch)" if branch else "")
+        clearest = min(layers, key=lambda g: g.p_value if g.p_value == g.p_value else np.inf)
+        if clearest.stderr != clearest.stderr:
+            clauses.append(f"{name}: slope {clearest.slope:+.2f}, significance unknown (one seed at two sizes)")
+            continue
+        fit = f"{clearest.layer} {clearest.slope:+.2f} +- {clearest.stderr:.2f}"
+        grown = sum(g.significant for g in layers)
+        if grown:
+            clauses.append(f"{name} grows in {grown} of {len(layers)} layers (p < {P_SIGNIFICANT:g}; {fit})")
+        else:
+            clauses.append(f"{name}: no significant growth at these sizes ({fit}, p = {clearest.p_value:.2g})")
+    return "; ".join(clauses)

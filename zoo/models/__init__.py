@@ -1,52 +1,76 @@
-"""The model registry: name -> (module class, config dataclass). Models only tag parameters and ask the plugin."""
+"""The model registry: name -> model class. Models only tag parameters and ask the plugin.
+
+A model class carries what the rest of zoo needs to know about it: `config_class` (its config dataclass: width,
+depth, base_width, base_depth and its own options), `task` ("lm" or "classify"), optionally `input_rank` (the
+input's rank a classifier needs) and `recipe` (the run's defaults for `train.py --model NAME`). A new model is one
+file and one `MODELS.register` line here (or an entry point `zoo.models` of an installed package).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Any
 
 import jax
 from flax import nnx
 
-from zoo.models.gpt import GPT, GPTConfig
-from zoo.models.mixer import Mixer, MixerConfig
-from zoo.models.mlp_resnet import MLPResNet, MLPResNetConfig
-from zoo.models.vit import ViT, ViTConfig
 from zoo.param.base import Parametrization
+from zoo.registry import Registry
+from zoo.schema import check_type, from_text
 
-MODELS: dict[str, tuple[type[nnx.Module], type]] = {
-    "mlp_resnet": (MLPResNet, MLPResNetConfig),
-    "mixer": (Mixer, MixerConfig),
-    "vit": (ViT, ViTConfig),
-    "gpt": (GPT, GPTConfig),
-}
+
+def _model(name: str, cls: Any) -> type[nnx.Module]:
+    if not (isinstance(cls, type) and issubclass(cls, nnx.Module) and hasattr(cls, "config_class")
+            and getattr(cls, "task", None) in ("lm", "classify")):
+        raise ValueError(f"{name!r} is not a zoo model (an nnx.Module with a `config_class` and a `task`)")
+    return cls
+
+
+MODELS = Registry("model", "zoo.models", _model)
+MODELS.register("mlp_resnet", "zoo.models.mlp_resnet:MLPResNet")
+MODELS.register("mixer", "zoo.models.mixer:Mixer")
+MODELS.register("vit", "zoo.models.vit:ViT")
+MODELS.register("gpt", "zoo.models.gpt:GPT")
 
 
 def names() -> list[str]:
-    return sorted(MODELS)
+    return MODELS.names()
 
 
-def _lookup(name: str) -> tuple[type[nnx.Module], type]:
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(names())}")
-    return MODELS[name]
+def model_class(name: str) -> type[nnx.Module]:
+    return MODELS.get(name)
+
+
+def recipe(name: str) -> dict[str, Any]:
+    """The run's defaults the model states (data, optimizer, LR, schedule, ...), as flat settings."""
+    return dict(getattr(MODELS.get(name), "recipe", {}))
 
 
 def config(name: str, **overrides: Any) -> Any:
-    """The model's config dataclass with `overrides` applied (unknown keys are an error)."""
-    cls = _lookup(name)[1]
-    fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(overrides) - fields)
+    """The model's config dataclass with `overrides` applied: strings (from a command line) converted to each
+    field's type, every value checked against it; unknown keys are an error."""
+    cls = MODELS.get(name).config_class
+    hints, fields = typing.get_type_hints(cls), sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(overrides) - set(fields))
     if unknown:
-        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; "
-                         f"its options are {', '.join(sorted(fields))}")
-    return cls(**overrides)
+        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; its options are {', '.join(fields)}")
+    typed = {k: (from_text if isinstance(v, str) and hints[k] is not str else check_type)(
+        f"model option {k}", v, hints[k]) for k, v in overrides.items()}
+    return cls(**typed)
+
+
+def options(name: str, pairs: list[tuple[str, str]] | dict[str, Any]) -> dict[str, Any]:
+    """Model options (from a command line: strings) typed as the model's config fields."""
+    given = dict(pairs)
+    cfg = config(name, **given)
+    return {k: getattr(cfg, k) for k in given}
 
 
 def check_data(name: str, data_kind: str, in_shape: tuple[int, ...], spec: str) -> None:
     """A model meets data it can read: language models text, classifiers images (ViT and Mixer (H, W, C) ones)."""
-    cls = _lookup(name)[0]
+    cls = MODELS.get(name)
     want = "text" if cls.task == "lm" else "image"
     if data_kind != want:
         examples = {"text": "shakespeare, synthetic:text, text:FILE", "image": "cifar10, synthetic, imagefolder:DIR"}
@@ -59,7 +83,7 @@ def check_data(name: str, data_kind: str, in_shape: tuple[int, ...], spec: str) 
 
 
 def create(name: str, cfg: Any, plugin: Parametrization, rngs: nnx.Rngs) -> nnx.Module:
-    return _lookup(name)[0](cfg, plugin.for_model(name, cfg), rngs)
+    return MODELS.get(name)(cfg, plugin.for_model(name, cfg), rngs)
 
 
 def param_count(tree: Any) -> int:

@@ -16,17 +16,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Multiplier, Stack, scales
+from zoo.models.layers import Dense, LayerNorm, ModelConfig, Multiplier, Stack, scales
 from zoo.models.transformer import Block, Embed, attention_heads, dropout, fold
 from zoo.param.base import Parametrization
 
 
 @dataclasses.dataclass
-class GPTConfig:
+class GPTConfig(ModelConfig):
     width: int = 384
     depth: int = 6
-    base_width: int | None = None  # None: the width itself
-    base_depth: int | None = None  # None: the depth itself
     vocab_size: int = 65
     vocab_multiple: int = 1  # the embedding and readout rows padded to a multiple (GPT-2: 50257 -> 50304 with 64)
     seq_len: int = 256  # max context
@@ -39,12 +37,17 @@ class GPTConfig:
     embed_std: float = 0.02  # init std of the token and position embeddings (input kind)
     dropout: float = 0.2
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
-    remat: bool = False  # recompute each block in the backward pass (less activation memory)
-    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class GPT(nnx.Module):
     task = "lm"
+    config_class = GPTConfig
+    # the run's defaults (flags override them): nanoGPT's "baby" char-level Shakespeare config, what `python
+    # train.py --model gpt` trains. nanoGPT reaches a best val loss of 1.4718 (12.6 ms/step on an H100); zoo's: not
+    # measured yet (needs a GPU: bash bench/gpu_acceptance.sh).
+    recipe = dict(data="shakespeare", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=100,
+                  min_lr_ratio=0.1, b2=0.99, batch_size=64, steps=5000, eval_every=250, seq_len=256,
+                  weight_decay=0.1, clip_norm=1.0)
 
     def __init__(self, cfg: GPTConfig, plugin: Parametrization, rngs: nnx.Rngs):
         self.cfg = cfg
@@ -65,6 +68,11 @@ class GPT(nnx.Module):
         else:
             self.head = Dense(cfg.width, rows, kind="output", scale=top, rngs=rngs, role="readout",
                               axes=("embed", "vocab"))
+
+    def untied(self) -> dict[str, jax.Array]:
+        """The readout as its own matrix where it is tied (f = m_out h E^T: head = m_out E^T, E keeping the input's
+        multiplier), for an export in SP form; nothing when the model has a head."""
+        return {} if self.head is not None else {"head/kernel": self.wte.table[...].T * self.readout_mult[...]}
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
         """Next-token logits (B, T, vocab) (padding rows dropped) and intermediates: embed (B, T, n); pre (L, B, T, 4n),

@@ -3,15 +3,31 @@ rule lives here (the plugin gives init std, forward multiplier, and through the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from zoo.param.base import Parametrization
 from zoo.param.tags import Kind, Tag
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """What every model's config holds (each model's config extends it with its own options and defaults): its
+    size, the base size its plugin scales from, and how it computes."""
+
+    width: int = 256
+    depth: int = 8
+    base_width: int | None = None  # None: the width itself
+    base_depth: int | None = None  # None: the depth itself
+    scan: bool = True  # scan the blocks (compile time flat in depth) or unroll them
+    remat: bool = False  # recompute each block in the backward pass (less activation memory)
+    dtype: str = "float32"  # compute dtype; parameters stay float32
 
 
 class Multiplier(nnx.Variable):
@@ -81,9 +97,39 @@ class Dense(nnx.Module):
         self.bias = tagged_param(rngs.params(), scale.plugin, btag, (fan_out,), std0=0.0,
                                  axes=axes[1:]) if bias else None
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...].astype(x.dtype)
-        return y if self.bias is None else y + self.bias[...].astype(x.dtype)
+    def folds(self) -> list[tuple[str, jax.Array]]:
+        """y = m (x W) + b: m folds into W (zoo.export)."""
+        return [("kernel", self.mult[...])]
+
+    def __call__(self, x: jax.Array, axis: int = -1) -> jax.Array:
+        """Contracts x's last axis; axis=1 contracts axis 1 of a (B, S, C) input instead (token mixing), y (B, out, C).
+
+        XLA:CPU differentiates a product over several leading axes with transposes of the activations: the last
+        axis is contracted as one 2-D product of the flattened rows, axis 1 as B products W^T x_b (no transposes).
+        The multiplier m^-a scales the smaller of W and the product (the input may be shared by the members of a
+        vmapped sweep, whose multipliers differ)."""
+        w, mult = self.kernel[...].astype(x.dtype), self.mult[...].astype(x.dtype)
+        b = None if self.bias is None else self.bias[...].astype(x.dtype)
+        if axis == 1 and x.ndim == 3:
+            w = jnp.broadcast_to((w * mult).T, (x.shape[0], w.shape[1], w.shape[0]))
+            y = jax.lax.dot_general(w, x, (((2,), (1,)), ((0,), (0,))))
+            return y if b is None else y + b[:, None]
+        if axis not in (-1, x.ndim - 1):
+            raise ValueError(f"Dense contracts the last axis or axis 1 of a rank-3 input, not axis {axis} of {x.shape}")
+        rows = x.reshape(-1, x.shape[-1])
+        y = rows @ (w * mult) if w.size <= rows.shape[0] * w.shape[1] else (rows @ w) * mult
+        y = y if b is None else y + b
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def branch_folds(skip: Multiplier, branch: Multiplier, *ends: str) -> list[tuple[str, jax.Array]]:
+    """x <- mu x + beta branch(x), the branch ending in the Dense layers at `ends`: beta folds into their kernel and
+    bias (zoo.export); mu scales the residual stream itself, which no parameter can absorb (ValueError unless 1)."""
+    mu = np.asarray(skip[...])
+    if np.any(mu != 1.0):
+        raise ValueError(f"the skip multiplier mu = {float(mu.ravel()[0]):g} scales the residual stream, which no "
+                         "parameter can absorb: this run has no SP form")
+    return [(f"{end}/{name}", branch[...]) for end in ends for name in ("kernel", "bias")]
 
 
 class LayerNorm(nnx.Module):

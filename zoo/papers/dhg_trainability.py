@@ -45,7 +45,7 @@ def run(quick: bool) -> Numbers:
         cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=s["depth"], activation=s["activation"],
                                     pre_ln=v["pre_ln"], pre_nonlin=True, bias=True, mean_subtract=False)
         family = lr_sweep.family("mlp_resnet", cfg, lambda o, mu=v["mu"]: zoo.param.get("critical", mu=mu, **o),
-                                 OptimConfig("sgd", steps=s["steps"]))
+                                 OptimConfig("sgd"))
         trainer = MemberTrainer(family, data, s["batch_size"], chunk=min(100, s["steps"]), fast_compile=quick)
         lrs = np.repeat(s["lrs"], points)
         options = {"sigma_w": np.tile(sw.ravel(), len(s["lrs"])), "sigma_b": np.tile(sb.ravel(), len(s["lrs"]))}

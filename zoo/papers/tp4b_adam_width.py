@@ -58,7 +58,7 @@ def mix(t: object) -> zoo.param.Parametrization:
 
 def _sweep(s: dict, quick: bool) -> list[dict]:
     data = zoo.data.load(s["data"], seq_len=s["model_opt"].get("seq_len", 256))
-    return lr_sweep.sweep(s["model"], lambda o: mix(o["t"]), ARMS, OptimConfig("adam", steps=s["steps"]), data,
+    return lr_sweep.sweep(s["model"], lambda o: mix(o["t"]), ARMS, OptimConfig("adam"), data,
                           [(w, s["depth"]) for w in s["widths"]], s["log2_lrs"], steps=s["steps"],
                           batch_size=s["batch_size"], base_width=s["widths"][0], base_depth=s["depth"],
                           fast_compile=quick, **s["model_opt"])

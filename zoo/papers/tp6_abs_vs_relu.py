@@ -35,7 +35,7 @@ def run(quick: bool) -> Numbers:
         out[act] = lr_sweep.sweep(
             "mlp_resnet", lambda o: zoo.param.get("depth_mup", branch_mult=2.0 ** s["log2_branch_mult"],
                                                   freeze="input,output"),
-            plugin, OptimConfig("adam", steps=s["steps"]), data, [(s["width"], d) for d in s["depths"]],
+            plugin, OptimConfig("adam"), data, [(s["width"], d) for d in s["depths"]],
             s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=PAPER_BASE_WIDTH,
             base_depth=s["base_depth"], fast_compile=quick, activation=act)
     return {"setting": s, "records": out}

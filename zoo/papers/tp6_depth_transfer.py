@@ -37,7 +37,7 @@ def run(quick: bool) -> Numbers:
     data = zoo.data.load(s["data"])
     arms = {label: {"alpha": alpha, "gamma": gamma, "branch_mult": a} for label, alpha, gamma, a in ARMS}
     records = lr_sweep.sweep("mlp_resnet", lambda o: zoo.param.get("depth_mup", freeze="input,output", **o), arms,
-                             OptimConfig("adam", steps=s["steps"]), data, [(s["width"], d) for d in s["depths"]],
+                             OptimConfig("adam"), data, [(s["width"], d) for d in s["depths"]],
                              s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=PAPER_BASE_WIDTH,
                              base_depth=s["base_depth"], fast_compile=quick)
     return {"setting": s, "arms": [{"label": label, **opts, "records": lr_sweep.by_arm(records, label)}

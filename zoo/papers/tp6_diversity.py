@@ -49,7 +49,7 @@ def run(quick: bool) -> Numbers:
         cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=depth, base_width=PAPER_BASE_WIDTH,
                                     base_depth=s["base_depth"])
         family = lr_sweep.family("mlp_resnet", cfg, lambda o: zoo.param.get("depth_mup", freeze="input,output", **o),
-                                 OptimConfig("adam", steps=s["times"][-1]))
+                                 OptimConfig("adam"))
         trainer = MemberTrainer(family, data, s["batch_size"], chunk=min(100, s["times"][0]), fast_compile=quick)
         states = trainer.init(2.0**log2_lrs, np.zeros(len(labels), np.int32), options)
         member = family({k: v[0] for k, v in options.items()})

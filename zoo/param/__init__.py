@@ -29,60 +29,67 @@ from zoo.param.ntk import NTK
 from zoo.param.ntk_mup import NTKMuP
 from zoo.param.sp import SP
 from zoo.param.tags import KINDS, Tag
+from zoo.registry import Registry
+from zoo.schema import check_type, from_text
 
-_REGISTRY: dict[str, type[Parametrization]] = {}
+
+def _plugin(name: str, cls: Any) -> type[Parametrization]:
+    if not (isinstance(cls, type) and issubclass(cls, Parametrization)) or not cls.name:
+        raise ValueError(f"{name!r} is not a plugin (a Parametrization subclass with a non-empty `name`)")
+    return cls
+
+
+PLUGINS = Registry("parametrization", "zoo.params", _plugin)
 
 
 def register(cls: type[Parametrization]) -> type[Parametrization]:
     """Add a plugin class (a Parametrization subclass with a unique `name`); usable as a decorator."""
-    if not (isinstance(cls, type) and issubclass(cls, Parametrization)) or not cls.name:
-        raise TypeError("a plugin is a Parametrization subclass with a non-empty `name`")
-    _REGISTRY[cls.name] = cls
-    return cls
+    try:
+        return PLUGINS.register(getattr(cls, "name", ""), _plugin(repr(cls), cls))
+    except ValueError as e:
+        raise TypeError(str(e)) from None
 
 
 def names() -> list[str]:
-    """The registered plugin names."""
-    return sorted(_REGISTRY)
+    """The registered plugin names (zoo's and those of installed packages)."""
+    return PLUGINS.names()
 
 
 def options(name: str) -> list[str]:
     """The options a plugin accepts."""
-    return [f.name for f in dataclasses.fields(_lookup(name))]
+    return [f.name for f in dataclasses.fields(PLUGINS.get(name))]
 
 
 def get(name: str, **opts: Any) -> Parametrization:
-    """An instance of plugin `name`; string option values (from a CLI) are converted to the field's type."""
-    cls = _lookup(name)
+    """An instance of plugin `name` (a registered name or module:Class). String option values (from a command line)
+    are converted to the option's type; numbers must be finite."""
+    cls = PLUGINS.get(name)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(opts) - set(fields))
     if unknown:
         raise ValueError(f"plugin {name!r} has no option {', '.join(map(repr, unknown))}; "
                          f"its options are {', '.join(fields)}")
-    converted = {k: _convert(name, k, v, fields[k].default) for k, v in opts.items()}
-    return cls(**converted)
-
-
-def _lookup(name: str) -> type[Parametrization]:
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown parametrization {name!r}; choose from {', '.join(names())}")
-    return _REGISTRY[name]
+    return cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
 
 
 def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
-    if not isinstance(value, str):
-        return value
+    """An option value as its default's type: true/false for booleans, a finite number for numbers (an option
+    without a default, None, keeps what it is given, a number checked to be finite). Arrays (a sweep's traced
+    values) pass as they are."""
+    where = f"option {key} of {plugin!r}"
     if isinstance(default, bool):
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"option {key} of {plugin!r} must be true or false, got {value!r}")
-    if isinstance(default, (int, float)):
+        return from_text(where, value, bool) if isinstance(value, str) else check_type(where, value, bool)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and (default is None or
+                                                                            isinstance(default, (int, float))):
+        return check_type(where, value, float)
+    if isinstance(default, (int, float)) and isinstance(value, (str, list, tuple, dict)):
+        return from_text(where, value, float) if isinstance(value, str) else check_type(where, value, float)
+    if default is None and isinstance(value, str):
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
-            raise ValueError(f"option {key} of {plugin!r} must be a number, got {value!r}") from None
+            return value
+        return check_type(where, number, float)
     return value
 
 

@@ -5,6 +5,7 @@ or from a JSON/YAML file (`--param-opt file=rules.yaml`, a mapping kind -> [a, b
 """
 
 import dataclasses
+import math
 from typing import Any
 
 from zoo.param.base import SP_TABLE, Parametrization
@@ -12,10 +13,16 @@ from zoo.param.tags import KINDS
 
 
 def _exponents(value) -> tuple:
+    """a,b,c,d from "a,b,c,d" or a list; plain numbers must be finite (traced values pass as they are)."""
     if isinstance(value, str):
-        value = [float(v) for v in value.split(",")]
-    if len(value) != 4:
-        raise ValueError(f"abcd exponents need four numbers a,b,c,d, got {value!r}")
+        try:
+            value = [float(v) for v in value.split(",")]
+        except ValueError:
+            value = [value]
+    if isinstance(value, dict) or len(value) != 4 or any(
+            isinstance(v, (int, float, str)) and not (isinstance(v, (int, float)) and math.isfinite(v))
+            for v in value):
+        raise ValueError(f"abcd exponents need four numbers a,b,c,d (finite), got {value!r}")
     return tuple(value)
 
 

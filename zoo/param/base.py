@@ -7,6 +7,8 @@ parameters inside residual branches (r = 1 elsewhere):
     init std             std0 * m^-b                (std0: the SP std at the base width)
     Adam LR multiplier   m^-c * r^-gamma
     gradient pre-scale   m^d  * r^alpha       (Adam epsilon eps * m^-d * r^-alpha; SGD LR m^(d-c) r^(alpha-gamma))
+    Muon LR multiplier   m^-(c - k/2) * r^-gamma     (k width axes: the same ||dW||_* scaling as Adam's; zoo.param.
+                                                    families; `sp` keeps one global LR under every optimizer)
     branch multiplier    a * r^-alpha                (Depth-muP eq. (1): x <- x + a L^-alpha MS(phi(h)))
 
 At m = 1 and r = 1 every plugin equals SP exactly. Numbers may be traced arrays, so sweeps can vmap over them.
@@ -18,7 +20,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from zoo.param import predict
+from zoo.param import families, predict
 from zoo.param.tags import KINDS, Tag
 
 ABCD = tuple[Any, Any, Any, Any]
@@ -55,6 +57,7 @@ class Parametrization:
     name: ClassVar[str] = ""
     table: ClassVar[dict[str, ABCD]] = SP_TABLE
     attn_exponent: ClassVar[float] = 0.5  # logits q.k / d_head^e; muP uses e = 1 (TP-V)
+    global_lr: ClassVar[bool] = False  # True: the table's LR exponents under every optimizer family (sp)
 
     alpha: Any = 0.0
     gamma: Any = 0.0
@@ -80,11 +83,25 @@ class Parametrization:
             return 0.0
         return std0 * tag.width_mult ** -self.abcd(tag)[1]
 
-    def lr_mult(self, tag: Tag) -> Any:
-        """Per-parameter LR multiplier applied after the base optimizer: m^-c * r^-gamma (0 if frozen)."""
+    def lr_exponent(self, tag: Tag, family: str = "adam") -> Any:
+        """The width exponent c of the LR multiplier m^-c under an optimizer family (zoo.param.families): the table's
+        c for adam and sgd (SGD's m^(d-c) comes through the gradient pre-scale); c - k/2 for spectral (Muon), k the
+        parameter's width axes, so ||dW||_* scales as under Adam (spectral_optimizers.md section 2); the table's c
+        under every family for a global-LR plugin."""
+        c = self.abcd(tag)[2]
+        if family == "spectral" and not self.global_lr:
+            return c - families.WIDTH_AXES[tag.kind] / 2
+        if family not in families.FAMILIES:
+            raise ValueError(f"unknown optimizer family {family!r}; families are {', '.join(families.FAMILIES)}")
+        return c
+
+    def lr_mult(self, tag: Tag, family: str = "adam") -> Any:
+        """Per-parameter LR multiplier applied after the base optimizer: m^-c * r^-gamma, c = lr_exponent (depth
+        exponents are the same for every family: Adam and Muon both normalise away the branch's r^-alpha); 0 if
+        frozen."""
         if self.frozen(tag):
             return 0.0
-        return tag.width_mult ** -self.abcd(tag)[2] * tag.depth_ratio ** -self.gamma
+        return tag.width_mult ** -self.lr_exponent(tag, family) * tag.depth_ratio ** -self.gamma
 
     def grad_scale(self, tag: Tag) -> Any:
         """Gradient pre-scale m^d * r^alpha before the base optimizer (TP IVb Def 2.2.1 (d); TP VI Def 6.1).
@@ -127,16 +144,22 @@ class Parametrization:
 
     def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
-                        head_dim_slope: float = 1.0, branch_only: bool = False) -> dict[str, float]:
+                        head_dim_slope: float = 1.0, branch_only: bool = False,
+                        muon_io: bool = False) -> dict[str, float]:
         """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
-        against width or depth, from this plugin's abcd table and (alpha, gamma); in depth, with branch_only, of the
-        change the residual-branch parameters cause alone. See zoo.param.predict."""
+        against width or depth, from this plugin's abcd table, its LR rule per optimizer family and (alpha, gamma);
+        in depth, with branch_only, of the change the residual-branch parameters cause alone. See zoo.param.predict.
+        """
         if axis == "depth":
             return predict.depth_slopes(self.alpha, self.gamma, branch_only)
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
         e = math.log2(float(self.attn_scale(64, 64)) / float(self.attn_scale(128, 64)))  # logits ~ d_head^-e
-        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope)
+        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, self.spectral_c, muon_io)
+
+    def spectral_c(self, kind: str) -> float:
+        """The Muon LR exponent of a kind (lr_exponent under the spectral family)."""
+        return float(self.lr_exponent(Tag(kind=kind, fan_in=1, fan_out=1), "spectral"))
 
     def instabilities(self, axis: str = "width", kinds: tuple[str, ...] = ("input", "vector", "hidden")) -> list[str]:
         """Why theory says this plugin blows up at init along `axis` (growth in training shows as a positive

@@ -3,7 +3,9 @@ every parameter), so a model written in SP form trains under the plugin through 
 
 TP IVb Prop 2.2.3: a forward multiplier c on a parameter W with init std s, Adam LR multiplier l and gradient
 pre-scale g trains exactly like W' = c W with init std c s, pre-scale g c, LR multiplier l c and the same decoupled
-weight decay, for SGD and every entrywise optimizer (Adam's epsilon moves along through the pre-scale). In abcd
+weight decay, for SGD, every entrywise optimizer and Muon (the optimizer sees the pre-scaled gradient g c dL/dW either
+way, so its output Q is the same, and w' moves by l c Q = c times w's move; Adam's and Muon's epsilons move along
+through the pre-scale; the spectral normalisation only sets the size of Q, not where c enters). In abcd
 terms it is the gauge shift (a, b, c, d) -> (a + t, b - t, c - t, d + t) with t = -a. Here c is everything the
 plugin multiplies W by in the forward pass:
 
@@ -78,8 +80,11 @@ class MultiplierFree(Parametrization):
     def init_std(self, tag: Tag, std0: float) -> Any:
         return self.plugin.init_std(tag, std0) * self.folded(tag)
 
-    def lr_mult(self, tag: Tag) -> Any:
-        return self.plugin.lr_mult(tag) * self.folded(tag)
+    def lr_exponent(self, tag: Tag, family: str = "adam") -> Any:
+        return self.plugin.lr_exponent(tag, family) + self.plugin.abcd(tag)[0]
+
+    def lr_mult(self, tag: Tag, family: str = "adam") -> Any:
+        return self.plugin.lr_mult(tag, family) * self.folded(tag)
 
     def grad_scale(self, tag: Tag) -> Any:
         return self.plugin.grad_scale(tag) * self.folded(tag)

@@ -35,13 +35,12 @@ from typing import Any
 
 import jax
 
-from zoo.param.tags import KINDS, Tag
+from zoo.param.tags import KINDS, LAYOUTS, Tag
 from zoo.tree import key_path
 
 STRUCTURE_ROLES = ("stacked", "branch")
 NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS
-LAYOUTS = ("in_out", "out_in")
 
 
 def is_array(x: Any) -> bool:
@@ -128,7 +127,7 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                              f"{m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
                              "'vector'}")
         grows.append(b != n)
-    fan_in, fan_out, kind = _fans_and_kind(shape, grows, layout)
+    fan_in, fan_out, kind = fans_and_kind(shape, grows, layout)
     if kind is None and not kinds:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has {sum(grows)} width axes; no kind has "
                          f"more than 2. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: 'hidden'}}")
@@ -137,10 +136,10 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
     return Tag(kind=kinds.pop() if kinds else kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
                depth=depth if branch else 1, base_depth=base_depth if branch else 1,
-               role=named.pop() if named else "")
+               role=named.pop() if named else "", layout=layout)
 
 
-def _fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
+def fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
     """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says."""
     if not shape:
         return 1, 1, "scalar"

@@ -32,7 +32,7 @@ _W = np.exp(-0.5 * _Z**2) * (_Z[1] - _Z[0]) / np.sqrt(2.0 * np.pi)
 _LOG_X = np.logspace(-30, 30, 35000)  # table nodes for phi and phi': 0 and |x| in [1e-30, 1e30], each 0.4% from the
 _X = np.concatenate([-_LOG_X[::-1], [0.0], _LOG_X])  # next, so pre-activation variances in [1e-58, 1e58] resolve
 Q_MAX = 1e58  # beyond it the tables end: the recursion calls the stream overflowed
-_TABLES: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_TABLES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 VAR_FLOOR = 1e-300  # Var(x) = Q - M^2 is clamped here: LayerNorm's Jacobian 1 / Var(x) stays finite
 
 
@@ -52,24 +52,35 @@ class Block:
         return cls(cfg.activation, cfg.pre_ln, cfg.pre_nonlin, cfg.mean_subtract, cfg.block_depth, branch)
 
 
-def _tables(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Nodes x, phi and phi' of a zoo activation, evaluated eagerly (also under a jax trace); nodes where float32
-    overflows (GELU's x^3 past |x| ~ 1e12) are dropped, so lookups beyond them take the last finite values."""
+def describes(cfg: Any) -> bool:
+    """Whether a model's config says its blocks are the residual MLP this theory follows (a model tells with the
+    config class attribute `mean_field_block = True`; the MLP-ResNet does)."""
+    return bool(getattr(cfg, "mean_field_block", False))
+
+
+def _tables(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """phi and phi' of a zoo activation on the table nodes, evaluated eagerly (also under a jax trace). Nodes where
+    float32 overflows inside phi or phi' (GELU's tanh form cubes x: phi' is NaN past |x| ~ 1e19) take the value of
+    the nearest finite node toward 0, the function's asymptote."""
     if name not in _TABLES:
         fn = activation(name)
         with jax.ensure_compile_time_eval():
             x = jnp.asarray(_X, jnp.float32)
-            f, df = np.asarray(fn(x), np.float64), np.asarray(jax.vmap(jax.grad(fn))(x), np.float64)
-        ok = np.isfinite(f) & np.isfinite(df)
-        _TABLES[name] = (_X[ok], f[ok], df[ok])
+            values = (np.asarray(fn(x), np.float64), np.asarray(jax.vmap(jax.grad(fn))(x), np.float64))
+        _TABLES[name] = tuple(_finite(v) for v in values)
     return _TABLES[name]
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(values)
+    return values if ok.all() else np.interp(_X, _X[ok], values[ok])
 
 
 def _at(name: str, var: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """g = sqrt(var) z on the quadrature nodes, phi(g) and phi'(g)."""
-    x_tab, f_tab, df_tab = _tables(name)
+    f_tab, df_tab = _tables(name)
     g = np.sqrt(max(var, 0.0)) * _Z
-    return g, np.interp(g, x_tab, f_tab), np.interp(g, x_tab, df_tab)
+    return g, np.interp(g, _X, f_tab), np.interp(g, _X, df_tab)
 
 
 def moments(name: str, var: float) -> tuple[float, float, float]:
@@ -144,49 +155,54 @@ def chi_star(block: Block, sigma_w: float, sigma_b: float, mu: float, depth: int
 
 
 def _slope_at_zero(name: str) -> float:
-    x, _, df = _tables(name)
-    return float(df[np.searchsorted(x, 0.0)])
+    return float(_tables(name)[1][len(_X) // 2])
 
 
 def _smooth_zero(name: str) -> bool:
-    x, f, df = _tables(name)
-    i = np.searchsorted(x, 0.0)
+    f, df = _tables(name)
+    i = len(_X) // 2
     return f[i] == 0 and df[i] != 0 and abs(df[i + 1] - df[i - 1]) < 1e-2 * abs(df[i])  # no kink at 0
 
 
 def critical_sigma_w(block: Block, sigma_b: float, mu: float, lo: float = 1e-3, hi: float = 20.0,
                      tol: float = 1e-5) -> float:
-    """The sigma_w with chi* = 1 at fixed (sigma_b, mu): chi* must cross 1 there, not jump over it.
+    """The sigma_w with chi* = 1 at fixed (sigma_b, mu): chi* (from unit inputs, `chi_star`) must cross 1 there, not
+    jump over it.
 
     At sigma_b = 0 without LayerNorm, for phi(0) = 0 with no kink (erf, tanh, GELU): the closed form at the fixed
     point Q* = 0, mu^2 + beta^2 (sigma_w^2 phi'(0)^2)^k = 1, holds when that fixed point attracts (phi''(0) = 0: erf,
-    tanh); for GELU it repels, chi* jumps from sigma_w^2 / 4 to about 2 at sigma_w = 2, and there is no critical
-    sigma_w. Otherwise by bisection (chi* rises with sigma_w)."""
+    tanh). For GELU it repels, and unit inputs leave its basin at a smaller sigma_w already: there chi* jumps from
+    its Q* = 0 value sigma_w^2 / 4 to the growing stream's sigma_w^2 / 2 (GELU is ReLU-like at large scale), over 1,
+    and there is no critical sigma_w (plain MLP: at sigma_w = 1.468, not at the closed form's 2). Otherwise, and to
+    find that jump, by bisection (chi* rises with sigma_w); the ValueError states where chi* jumps."""
     where = f"for sigma_b={sigma_b}, mu={mu} ({block.activation}, pre_ln={block.pre_ln})"
+    why = ""
     if sigma_b == 0 and not block.pre_ln and _smooth_zero(block.activation) and mu**2 < 1:
         k = block.block_depth
         guess = (((1 - mu**2) / block.branch**2) ** (1 / k) / _slope_at_zero(block.activation) ** 2) ** 0.5
         q = 1e-3  # a small stream: one block must not grow it
         if step(block, guess, 0.0, mu, 0.0, q)[2] <= q:
             return guess
-        raise ValueError(f"no critical sigma_w {where}: the fixed point Q* = 0 where chi* = 1 repels (phi''(0) != 0), "
-                         f"so chi* jumps to {chi_star(block, guess * 1.001, 0.0, mu):.3g} at sigma_w = {guess:.4g}")
-    return _bisect(lambda s: chi_star(block, s, sigma_b, mu), lo, hi, tol, f"sigma_w {where}")
+        why = f" (the fixed point Q* = 0, where chi* = 1 at sigma_w = {guess:.4g}, repels: phi''(0) != 0)"
+    return _bisect(lambda s: chi_star(block, s, sigma_b, mu), lo, hi, tol, "sigma_w", where, why=why)
 
 
 def critical_sigma_b(block: Block, sigma_w: float, mu: float, hi: float = 20.0, tol: float = 1e-5) -> float:
     """The sigma_b with chi* = 1 at fixed (sigma_w, mu), by bisection (chi* falls as sigma_b grows: a pre-LN block
     without a residual, whose chi* > 1 at sigma_b = 0, has its critical line at sigma_b / sigma_w = sqrt(a - b))."""
     where = f"for sigma_w={sigma_w}, mu={mu} ({block.activation}, pre_ln={block.pre_ln})"
-    return _bisect(lambda s: chi_star(block, sigma_w, s, mu), 0.0, hi, tol, f"sigma_b {where}", rising=False)
+    return _bisect(lambda s: chi_star(block, sigma_w, s, mu), 0.0, hi, tol, "sigma_b", where, rising=False)
 
 
-def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, what: str, rising: bool = True) -> float:
-    """Where chi(x) = 1 on [lo, hi], chi monotonic; a ValueError where it does not reach 1 or jumps over it."""
+def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, name: str, where: str,
+            rising: bool = True, why: str = "") -> float:
+    """Where chi(x) = 1 on [lo, hi], chi monotonic; a ValueError where it does not reach 1 or jumps over it (saying
+    where, and `why`)."""
     sign = 1.0 if rising else -1.0
     chi_lo, chi_hi = chi(lo), chi(hi)
-    if sign * (chi_lo - 1) > 0 or sign * (chi_hi - 1) < 0:
-        raise ValueError(f"no critical {what} in [{lo:.4g}, {hi:.4g}]: chi* goes from {chi_lo:.3g} to {chi_hi:.3g}")
+    if not (np.isfinite(chi_lo) and np.isfinite(chi_hi)) or sign * (chi_lo - 1) > 0 or sign * (chi_hi - 1) < 0:
+        raise ValueError(f"no critical {name} {where} in [{lo:.4g}, {hi:.4g}]: chi* goes from {chi_lo:.3g} to "
+                         f"{chi_hi:.3g}{why}")
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
         chi_mid = chi(mid)
@@ -195,7 +211,8 @@ def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, wha
         else:
             lo, chi_lo = mid, chi_mid
     if max(abs(chi_lo - 1), abs(chi_hi - 1)) > 0.01:
-        raise ValueError(f"no critical {what}: chi* jumps from {chi_lo:.3g} to {chi_hi:.3g} at {0.5 * (lo + hi):.4g}")
+        raise ValueError(f"no critical {name} {where}: from unit inputs (Q^0 = 1) chi* jumps from {chi_lo:.3g} to "
+                         f"{chi_hi:.3g} at {name} = {0.5 * (lo + hi):.4g}{why}")
     return 0.5 * (lo + hi)
 
 

@@ -4,9 +4,11 @@ Feature-learning exponents, per kind (fan-in fixed for input, vector and scalar 
 
     r = c + a         (input, vector, scalar)         r = c + a - 1     (hidden, output)
 
-with c the Adam LR exponent; SGD uses its LR exponent c - d plus the faithful gradient exponent d* of the kind
-(d* = a + a_out + b_out for parameters before the readout, one less for scalar kind whose gradient sums over
-the width, d* = a_out for the readout), i.e. c -> c - d + d* (Yang-Hu abc form). The predicted sizes:
+with c the Adam LR exponent. Muon (the spectral family of zoo.param.families) uses its LR exponent plus k/2 (k width
+axes: a spectral update has ||dW||_* ~ lr, an entrywise one m^(k/2) lr): c again under the spectral map, k/2 under
+sp's one global LR. SGD uses its LR exponent c - d plus the faithful gradient exponent d* of the kind (d* = a +
+a_out + b_out for parameters before the readout, one less for scalar kind whose gradient sums over the width,
+d* = a_out for the readout), i.e. c -> c - d + d* (Yang-Hu abc form). The predicted sizes:
 
     Delta h (input layer)  ~ n^-r_in
     Delta h (hidden)       ~ n^-r,  r = min of r over the kinds before the readout
@@ -30,39 +32,45 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from zoo.param import families
+
 GROUPS = ("input", "hidden", "stream", "output", "attention")
-SGD_LIKE = ("sgd", "momentum")
-ADAM_LIKE = ("adam", "adamw", "lion", "adafactor")
 
 
-def _effective_c(abcd: tuple, kind: str, out: tuple, optimizer: str) -> float:
+def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float) -> float:
+    """The Adam LR exponent that scales this kind's update as its optimizer family does: c itself (adam); the Muon
+    exponent plus k/2 (spectral: ||dW||_* ~ lr, an entrywise update's is m^(k/2) lr); c - d + d* (sgd)."""
     a, _, c, d = (float(v) for v in abcd)
-    if optimizer in ADAM_LIKE:
+    if family == "adam":
         return c
-    if optimizer not in SGD_LIKE:
-        raise ValueError(f"unknown optimizer family {optimizer!r}; choose from {', '.join(ADAM_LIKE + SGD_LIKE)}")
+    if family == "spectral":
+        return muon_c + families.WIDTH_AXES[kind] / 2
     a_out, b_out = float(out[0]), float(out[1])
     faithful = a_out if kind == "output" else a + a_out + b_out - (1.0 if kind == "scalar" else 0.0)
     return c - d + faithful
 
 
-def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Iterable[str]) -> dict[str, float]:
-    """Kind -> r (TP IVb Def 2.8.5) for the kinds present, the output included."""
+def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Iterable[str],
+                      spectral_c: Callable[[str], float] | None = None, muon_io: bool = False) -> dict[str, float]:
+    """Kind -> r (TP IVb Def 2.8.5) for the kinds present, the output included; `spectral_c` gives the plugin's Muon
+    LR exponent of a kind (default: the spectral map c - k/2)."""
     out = abcd("output")
     r = {}
     for kind in {*kinds, "output"}:
-        a = float(abcd(kind)[0])
-        c = _effective_c(abcd(kind), kind, out, optimizer)
-        r[kind] = c + a - (1.0 if kind in ("hidden", "output") else 0.0)
+        a, c = float(abcd(kind)[0]), float(abcd(kind)[2])
+        muon_c = spectral_c(kind) if spectral_c else c - families.WIDTH_AXES[kind] / 2
+        ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io), muon_c)
+        r[kind] = ce + a - (1.0 if kind in ("hidden", "output") else 0.0)
     return r
 
 
 def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
                  kinds: Iterable[str] = ("input", "vector", "hidden"), attn_exponent: float = 0.5,
-                 head_dim_slope: float = 1.0) -> dict[str, float]:
+                 head_dim_slope: float = 1.0, spectral_c: Callable[[str], float] | None = None,
+                 muon_io: bool = False) -> dict[str, float]:
     """Group -> raw predicted log-log slope of the change of its activations against width (the residual stream
     moves like the hidden pre-activations)."""
-    r = feature_exponents(abcd, optimizer, kinds)
+    r = feature_exponents(abcd, optimizer, kinds, spectral_c, muon_io)
     body = [v for k, v in r.items() if k != "output"]
     r_body = min(body) if body else 0.0
     a_out, b_out = float(abcd("output")[0]), float(abcd("output")[1])

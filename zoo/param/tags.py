@@ -7,6 +7,7 @@ from typing import Literal
 
 Kind = Literal["input", "hidden", "output", "vector", "scalar"]
 KINDS: tuple[str, ...] = ("input", "hidden", "output", "vector", "scalar")
+LAYOUTS: tuple[str, ...] = ("in_out", "out_in")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,6 +19,9 @@ class Tag:
     width_mult: m = n / n0 against the base width n0.
     branch: the parameter sits inside a residual branch of a stack of `depth` blocks (base `base_depth`).
     role: a finer name some plugins act on ("query", "readout", ...).
+    layout: where the fans sit in the array, after any leading stacked-layer axes: "in_out" (the fan-out is the last
+      axis and the fan-in the product of the others: zoo, Flax, Haiku) or "out_in" (the first is the fan-out:
+      Equinox, PyTorch); Muon orthogonalises over these axes, one matrix per stacked layer.
     """
 
     kind: Kind
@@ -28,15 +32,23 @@ class Tag:
     depth: int = 1
     base_depth: int = 1
     role: str = ""
+    layout: str = "in_out"
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown parameter kind {self.kind!r}; kinds are {', '.join(KINDS)}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
     @property
     def base_fan_in(self) -> float:
         """The fan-in at the base width (hidden and output layers read a width-sized input)."""
         return self.fan_in / self.width_mult if self.kind in ("hidden", "output") else self.fan_in
+
+    @property
+    def base_fan_out(self) -> float:
+        """The fan-out at the base width (input and hidden layers write a width-sized output)."""
+        return self.fan_out / self.width_mult if self.kind in ("input", "hidden") else self.fan_out
 
     @property
     def depth_ratio(self) -> float:

@@ -1,6 +1,6 @@
 """Train the members (LR x seed) of one shape: as ONE vmapped program over shared batches, or one by one.
 
-Both paths run the same `Program.train_step` inside a jitted `lax.scan` over chunks of steps, batches
+Both paths run the same `Program.train_step` inside a jitted `fori_loop` over chunks of steps, batches
 gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. Each member's peak LR is a traced
 value in its optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
@@ -29,6 +29,18 @@ from zoo.train.step import RUN_ONCE, Batch, Program, State
 Options = dict[str, Any]
 
 
+def per_member_batch(step: Callable[[State, Any], Any]) -> Callable[[State, Any], Any]:
+    """A vmapped step fed the shared batch as one copy per member. A batch left unbatched makes XLA:CPU contract
+    it against all members' weights at once, transposing the weight-sized (members, in, out) stack to
+    (in, members * out) and back every step; K copies of the batch keep K plain products instead."""
+
+    def run(states: State, batch: Any) -> Any:
+        members = jax.tree.leaves(states)[0].shape[0]
+        return step(states, jax.tree.map(lambda a: jnp.broadcast_to(a, (members, *a.shape)), batch))
+
+    return run
+
+
 class MemberTrainer:
     """init(lrs, seeds[, options]) -> states; train(states, steps) -> (states, losses); evaluate(states) -> metrics.
 
@@ -51,22 +63,22 @@ class MemberTrainer:
         self._eval_arrays = data.device_arrays(data.eval_split)
         step, evaluate, init_one = _member_functions(prog)
         if vmapped:
-            step = jax.vmap(step, in_axes=(0, None))
+            step = per_member_batch(jax.vmap(step))
             evaluate = jax.vmap(evaluate, in_axes=(0, None))
         gather = data.gather
 
-        def train_chunk(states, arrays, idx, active):
-            def body(s, xs):
-                i, on = xs
+        def train_chunk(states, arrays, idx, count):
+            """The first `count` steps of the chunk's batch indices `idx` [chunk, batch], in a loop whose trip count
+            is a traced value (a shorter last chunk runs the same program; a switched-off step under a `cond`
+            made XLA copy the whole state every step) and whose carry is updated in place."""
+            def body(i, carry):
+                s, losses = carry
+                s, metrics = step(s, gather(arrays, idx[i]))
+                return s, losses.at[i].set(metrics["loss"])
 
-                def run(s):
-                    s, metrics = step(s, gather(arrays, i))
-                    return s, metrics["loss"]
-
-                loss = jax.eval_shape(run, s)[1]
-                return jax.lax.cond(on, run, lambda s: (s, jnp.zeros(loss.shape, loss.dtype)), s)
-
-            return jax.lax.scan(body, states, (idx, active))
+            loss = jax.eval_shape(lambda s: step(s, gather(arrays, idx[0]))[1]["loss"], states)
+            losses = jnp.zeros((idx.shape[0], *loss.shape), loss.dtype)
+            return jax.lax.fori_loop(0, count, body, (states, losses))
 
         def eval_batches(states, arrays, idx):
             def body(carry, i):
@@ -123,8 +135,8 @@ class MemberTrainer:
     def train(self, states: State, steps: int, start: int = 0) -> tuple[State, np.ndarray]:
         """`steps` train steps from step `start`; the per-step train losses.
 
-        Steps run in chunks of `chunk` (one compiled scan); a last, shorter chunk runs the same program with
-        its tail switched off, so one shape compiles one train program.
+        Steps run in chunks of `chunk` (one compiled loop); a last, shorter chunk runs the same program for fewer
+        steps, so one shape compiles one train program.
         """
         chunk = min(self.chunk, steps)
         losses = []
@@ -132,9 +144,8 @@ class MemberTrainer:
             n = min(chunk, start + steps - t)
             idx = self.batch_indices(t, n)
             idx = np.concatenate([idx, np.repeat(idx[-1:], chunk - n, 0)])
-            active = np.arange(chunk) < n
             states, loss = self._call("train", self._train_chunk, states, self._train_arrays, jnp.asarray(idx),
-                                      jnp.asarray(active))
+                                      jnp.asarray(n, jnp.int32))
             losses.append(np.asarray(loss)[:n])
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import math
+import numbers
+from typing import Any
 
 import numpy as np
+
+MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
+LR_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 
 def _number(text: str) -> float:
@@ -17,25 +22,43 @@ def _number(text: str) -> float:
 
 def parse_lrs(text: str) -> list[float]:
     """`1e-3,3e-3,2^-8` (a list) or `2^-12:2^-4:1` (log2 start:stop:step, stop included) -> learning rates."""
-    try:
-        if ":" in text:
-            parts = text.split(":")
-            if len(parts) != 3:
-                raise ValueError
-            start, stop = (math.log2(_number(p)) if p.strip().startswith("2^") else float(p) for p in parts[:2])
-            step = float(parts[2])
-            if step <= 0 or stop < start:
-                raise ValueError
-            count = int(math.floor((stop - start) / step + 1e-9)) + 1
-            lrs = [2.0 ** (start + i * step) for i in range(count)]
-        else:
+    bad = ValueError(f"cannot read learning rates {text!r}; give a comma list (1e-3,2^-8) or a log2 range "
+                     "start:stop:step (2^-12:2^-4:1)")
+    if ":" not in text:
+        try:
             lrs = [_number(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise ValueError(f"cannot read learning rates {text!r}; give a comma list (1e-3,2^-8) "
-                         "or a log2 range start:stop:step (2^-12:2^-4:1)") from None
-    if not lrs or any(not (lr > 0 and math.isfinite(lr)) for lr in lrs):
-        raise ValueError(f"learning rates must be positive and finite, got {text!r}")
-    return sorted(set(lrs))
+        except (ValueError, OverflowError):
+            raise bad from None
+        return valid_lrs(lrs, repr(text))
+    parts = text.split(":")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        start, stop = (math.log2(_number(p)) if p.strip().startswith("2^") else float(p) for p in parts[:2])
+        step = float(parts[2])
+    except (ValueError, OverflowError):
+        raise bad from None
+    if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step) and step > 0 and stop >= start):
+        raise bad
+    if (stop - start) / step >= MAX_LRS:
+        raise ValueError(f"the range {text!r} holds more than {MAX_LRS} learning rates; take a bigger step")
+    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    return valid_lrs([2.0 ** (start + i * step) for i in range(count)], repr(text))
+
+
+def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
+    """The distinct learning rates, sorted; each must be a positive normal float32 (members hold it in float32),
+    and there must be between 1 and MAX_LRS of them."""
+    what = what or str(list(lrs))
+    if not lrs:
+        raise ValueError(f"no learning rates in {what}")
+    if len(lrs) > MAX_LRS:
+        raise ValueError(f"{what} holds {len(lrs)} learning rates, more than {MAX_LRS}")
+    for lr in lrs:
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not LR_RANGE[0] <= lr <= LR_RANGE[1]:
+            raise ValueError(f"learning rates must be positive and finite in float32 ({LR_RANGE[0]:.3g} to "
+                             f"{LR_RANGE[1]:.3g}), got {lr!r} in {what}")
+    return sorted({float(lr) for lr in lrs})
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -47,6 +70,13 @@ def parse_ints(text: str, what: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise ValueError(f"{what} must be positive integers, got {text!r}")
     return sorted(set(values))
+
+
+def check_positive(what: str, values: list[Any]) -> None:
+    """Every value an integer >= 1 (a bool is not one)."""
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{what} must be a positive integer, got {v!r}")
 
 
 def members(lrs: list[float], seeds: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ drawn as x markers at the top of the plot and never chosen as the best.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,22 @@ def title(settings: dict[str, Any]) -> str:
 def best_log2_lrs(summary: Summary) -> dict[tuple[int, int], float | None]:
     """(width, depth) -> best log2 LR (None if every LR diverged)."""
     return {(c.width, c.depth): c.best_log2_lr for c in summary.curves}
+
+
+def write(out: Path, metric: str) -> tuple[Summary, str, Path]:
+    """The report of the sweep in `out`: (summary, title, DIR/sweep.png), with DIR/summary.json (the best log2 LR
+    per size and the transfer score) written atomically."""
+    from zoo.files import write_atomic
+    from zoo.sweeps import results
+
+    head = title(results.read_settings(out))
+    summary = summarize(results.read(out), metric)
+    png = plot(summary, out / "sweep.png", head)
+    best = [{"width": c.width, "depth": c.depth, "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
+             "at_grid_edge": c.at_edge, "diverged": int(c.diverged.sum()), "lrs": len(c.diverged)}
+            for c in summary.curves]
+    write_atomic(out / "summary.json", json.dumps({"metric": metric, "axis": summary.axis,
+                                                   "grid_step": summary.grid_step,
+                                                   "transfer_score": summary.transfer_score, "sizes": best},
+                                                  indent=1) + "\n")
+    return summary, head, png

@@ -1,14 +1,21 @@
 """The results of a sweep on disk: DIR/sweep.json (the settings every shape shares) and DIR/results.jsonl
-(one line per member, appended as each shape finishes)."""
+(one line per member, appended as each shape finishes).
+
+One sweep writes DIR at a time (`open_dir` takes DIR/.lock, as a run dir's), so no member is trained twice; a
+torn last line (a write cut by a kill or a full disk) is repaired when DIR is opened, so the next record starts
+on a line of its own and the torn member trains again."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zoo.files import write_atomic
 from zoo.sweeps.grid import lr_key
+from zoo.train.lock import RunLock, claim
 
 SETTINGS, RESULTS = "sweep.json", "results.jsonl"
 
@@ -17,34 +24,72 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
     """Write DIR/sweep.json, or check that the sweep already in DIR has the same settings."""
     path = out / SETTINGS
     if path.exists():
-        old = json.loads(path.read_text())
+        old = read_settings(out)
         differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if differ:
             raise ValueError(f"{out} holds a sweep with other settings ({', '.join(differ)}); "
                              "use another --out or the same settings")
         return
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
 
 
 def read_settings(out: Path) -> dict[str, Any]:
     path = out / SETTINGS
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
-    return json.loads(path.read_text())
+    try:
+        settings = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a sweep's settings ({e}); use another --out") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path} is not a sweep's settings (not a mapping); use another --out")
+    return settings
+
+
+def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "sweep") -> RunLock:
+    """Take DIR (created if needed) for this process and repair a torn last line of its results; the lock is
+    held until released (a `with` block)."""
+    lock = claim(out, report, what=what, flag="--out")
+    try:
+        repair(out, report)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def repair(out: Path, report: Callable[[str], None] = print) -> None:
+    """End DIR/results.jsonl with a newline: a last line that is a whole record gets one, a torn one is cut."""
+    path = out / RESULTS
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if not data or data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    with open(path, "r+b") as f:
+        if _record(data[start:]) is not None:
+            f.seek(len(data))
+            f.write(b"\n")
+            return
+        f.truncate(start)
+    report(f"{path}: cut a torn last line (an interrupted write); its member trains again")
 
 
 def read(out: Path) -> list[dict[str, Any]]:
-    """Every member record in DIR/results.jsonl (a torn last line, from an interrupted write, is skipped)."""
+    """Every member record in DIR/results.jsonl, once each (a line that is not a record is skipped)."""
     path = out / RESULTS
     if not path.exists():
         return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+    records, seen = [], set()
+    for line in path.read_bytes().splitlines():
+        r = _record(line)
+        if r is None or _key(r) in seen:
             continue
+        seen.add(_key(r))
+        records.append(r)
     return records
 
 
@@ -58,7 +103,26 @@ def append(out: Path, records: list[dict[str, Any]]) -> None:
 
 def done(records: list[dict[str, Any]]) -> set[tuple[Any, Any, float, int]]:
     """The finished members as (width, depth, rounded log2 LR, seed)."""
-    return {(r["width"], r["depth"], lr_key(r["lr"]), r["seed"]) for r in records}
+    return {_key(r) for r in records}
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, Any, float, int]:
+    return r["width"], r["depth"], lr_key(r["lr"]), r["seed"]
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """A member record, or None for a line that is not one (torn, or not JSON)."""
+    try:
+        r = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(r, dict) or not {"width", "depth", "lr", "seed"} <= r.keys():
+        return None
+    try:
+        hash(_key(r))
+    except (TypeError, ValueError):
+        return None
+    return r
 
 
 def _finite(v: Any) -> Any:

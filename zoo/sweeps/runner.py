@@ -5,6 +5,7 @@ finished members skipped on a rerun."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Callable
@@ -19,12 +20,11 @@ import zoo.models
 from zoo.config import RunConfig
 from zoo.sweeps import results
 from zoo.sweeps.engine import MemberTrainer
-from zoo.sweeps.grid import lr_key, members
+from zoo.sweeps.grid import check_positive, lr_key, members, valid_lrs
 from zoo.train.setup import setup
 
-# RunConfig fields that do not change a sweep's results (or are set per shape and member).
-NOT_SETTINGS = ("width", "depth", "base_width", "base_depth", "lr", "run_dir", "init_from", "eval_every",
-                "ckpt_every", "log_every", "keep", "epochs")
+# Settings set per shape and member (the rest that shapes results, the run's identity, is the sweep's own).
+PER_MEMBER = ("width", "depth", "base_width", "base_depth", "lr", "init_from", "fork_from")
 TAIL = 0.1  # the reported train loss averages the last 10% of steps
 RISE, BLOWUP = 1.2, 10.0  # divergence bounds (see summarize)
 
@@ -41,17 +41,24 @@ class SweepSpec:
     seeds: int = 1
     chunk: int = 100
 
+    def __post_init__(self) -> None:
+        """Refuse a grid that cannot run: an LR that is not positive and finite, a size, seed count or chunk
+        below 1."""
+        valid_lrs(self.lrs)
+        for what, values in (("a width", self.widths), ("a depth", self.depths), ("the seed count", [self.seeds]),
+                             ("the chunk", [self.chunk])):
+            check_positive(what, values)
+
     def sizes(self) -> tuple[list[int], list[int]]:
-        default = zoo.models.config(self.run.model)
-        return (sorted(self.widths or [self.run.width or default.width]),
-                sorted(self.depths or [self.run.depth or default.depth]))
+        default, m = zoo.models.config(self.run.model.name, **self.run.model.options), self.run.model
+        return (sorted(self.widths or [m.width or default.width]), sorted(self.depths or [m.depth or default.depth]))
 
     def settings(self, steps: int) -> dict[str, Any]:
         """What every shape shares (stored in DIR/sweep.json); the grid itself may grow between runs."""
         widths, depths = self.sizes()
-        run = {k: v for k, v in self.run.to_json().items() if k not in NOT_SETTINGS}
-        return {**run, "steps": steps, "base_width": self.run.base_width or widths[0],
-                "base_depth": self.run.base_depth or depths[0]}
+        run = {k: v for k, v in json.loads(json.dumps(self.run.identity())).items() if k not in PER_MEMBER}
+        return {**run, "steps": steps, "base_width": self.run.model.base_width or widths[0],
+                "base_depth": self.run.model.base_depth or depths[0]}
 
 
 def enable_compile_cache(path: str | Path) -> None:
@@ -63,48 +70,49 @@ def enable_compile_cache(path: str | Path) -> None:
 
 def load_data(run: RunConfig) -> Any:
     """The data of a sweep: members gather their batches on the device, so the set must fit in memory."""
-    data = zoo.data.load(run.data, seq_len=run.seq_len, byte_level=run.byte_level, data_dir=run.data_dir,
-                         stream=run.stream, image_size=run.image_size)
+    data = zoo.data.load(run.data)
     if data.streamed:
-        raise ValueError(f"sweeps hold their data on the device; {run.data} streams: sweep on a subset that fits")
+        raise ValueError(f"sweeps hold their data on the device; {run.data.name} streams: sweep on a subset that fits")
     return data
 
 
 def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = None) -> list[dict[str, Any]]:
-    """Train every missing member of every shape; returns all records of the sweep in spec.out."""
+    """Train every missing member of every shape; returns all records of the sweep in spec.out, which this process
+    holds meanwhile (another sweep into it is refused)."""
     run = spec.run
     if data is None:
         data = load_data(run)
     widths, depths = spec.sizes()
-    probe = dataclasses.replace(run, width=widths[0], depth=depths[0])
+    probe = run.replace(width=widths[0], depth=depths[0])
     settings = spec.settings(setup(probe, data).steps)
-    results.check_settings(spec.out, settings)
-    finished = results.done(results.read(spec.out))
-    lr_all, seed_all = members(spec.lrs, spec.seeds)
-    seed_all = seed_all + run.seed
-    for width in widths:
-        for depth in depths:
-            todo = [i for i in range(len(lr_all))
-                    if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
-            if not todo:
-                echo(f"width={width} depth={depth}: done, skipped")
-                continue
-            cfg = dataclasses.replace(run, width=width, depth=depth, base_width=settings["base_width"],
-                                      base_depth=settings["base_depth"])
-            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
-            results.append(spec.out, records)
-            r = records[0]
-            echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
-                 f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
-    return results.read(spec.out)
+    with results.open_dir(spec.out, echo):
+        results.check_settings(spec.out, settings)
+        finished = results.done(results.read(spec.out))
+        lr_all, seed_all = members(spec.lrs, spec.seeds)
+        seed_all = seed_all + run.loop.seed
+        for width in widths:
+            for depth in depths:
+                todo = [i for i in range(len(lr_all))
+                        if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
+                if not todo:
+                    echo(f"width={width} depth={depth}: done, skipped")
+                    continue
+                cfg = run.replace(width=width, depth=depth, base_width=settings["base_width"],
+                                  base_depth=settings["base_depth"])
+                records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
+                results.append(spec.out, records)
+                r = records[0]
+                echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
+                     f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
+        return results.read(spec.out)
 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100
               ) -> list[dict[str, Any]]:
     """Train the members (lrs[i], seeds[i]) of one shape as one vmapped program; one record per member."""
     s = setup(cfg, data)
-    trainer = MemberTrainer(s.program, data, cfg.batch_size, eval_batch_size=cfg.eval_batch_size, chunk=chunk,
-                            data_seed=cfg.seed)
+    trainer = MemberTrainer(s.program, data, cfg.loop.batch_size, eval_batch_size=cfg.loop.eval_batch_size,
+                            chunk=chunk, data_seed=cfg.loop.seed)
     t0 = time.perf_counter()
     states = trainer.init(lrs, seeds)
     states, losses = trainer.train(states, s.steps)
@@ -115,7 +123,8 @@ def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chu
     for i in range(len(lrs)):
         train_loss, diverged = summarize(losses[:, i], bound)
         diverged = diverged or not np.isfinite(evals["loss"][i])
-        records.append({"width": cfg.width, "depth": cfg.depth, "lr": float(lrs[i]), "log2_lr": math.log2(lrs[i]),
+        records.append({"width": s.cfg.model.width, "depth": s.cfg.model.depth, "lr": float(lrs[i]),
+                        "log2_lr": math.log2(lrs[i]),
                         "seed": int(seeds[i]), "steps": s.steps, "train_loss": train_loss,
                         "eval_loss": float(evals["loss"][i]), "eval_accuracy": float(evals["accuracy"][i]),
                         "diverged": bool(diverged), "members": len(lrs), "compile_s": round(trainer.compile_s, 3),

@@ -2,7 +2,7 @@
 big target at the proxy's best LR, and run the same recipe under a comparison parametrization (SP by default,
 whose best LR moves with width, so its transferred LR is off at the target).
 
-    spec = TransferSpec(run=RunConfig(model="gpt", param="mup", steps=2000, data="shakespeare"),
+    spec = TransferSpec(run=resolve({"model": "gpt", "param": "mup", "steps": 2000}),
                         lrs=parse_lrs("2^-12:2^-6:1"), proxy=(128, 6), target=(1024, 6), out=Path("runs/t"))
     arms = run_transfer(spec)  # one Arm per parametrization: the proxy sweep, the target run, the check
 
@@ -22,8 +22,9 @@ import numpy as np
 
 from zoo.config import RunConfig
 from zoo.sweeps import report
-from zoo.sweeps.grid import lr_key
+from zoo.sweeps.grid import check_positive, lr_key, valid_lrs
 from zoo.sweeps.runner import SweepSpec, load_data, run_sweep
+from zoo.train.lock import claim
 
 CHECK_STEPS = 2  # the default --check-target grid: the transferred LR +- this many proxy grid steps
 
@@ -46,12 +47,34 @@ class TransferSpec:
     metric: str = "train_loss"
     chunk: int = 100
 
+    def __post_init__(self) -> None:
+        """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
+        size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, an LR that is not
+        positive and finite."""
+        (pw, pd), (tw, td) = self.proxy, self.target
+        for what, v in (("the proxy width", pw), ("the proxy depth", pd), ("the target width", tw),
+                        ("the target depth", td), ("the seed count", self.seeds),
+                        ("the target seed count", self.target_seeds), ("the chunk", self.chunk)):
+            check_positive(what, [v])
+        smaller = [axis for axis, t, p in (("width", tw, pw), ("depth", td, pd)) if t < p]
+        if smaller:
+            raise ValueError(f"the target (width {tw}, depth {td}) is smaller than the proxy (width {pw}, depth {pd}) "
+                             f"in {' and '.join(smaller)}; muTransfer tunes a small proxy and transfers to a bigger "
+                             "target")
+        if self.proxy == self.target:
+            raise ValueError(f"the proxy (width {pw}, depth {pd}) is the target; give a smaller --proxy-width or "
+                             "--proxy-depth")
+        valid_lrs(self.lrs)
+        if self.check:
+            valid_lrs(self.check)
+
     def arms(self) -> list[RunConfig]:
         """The run settings of each parametrization: the one under test, then the comparison (no options)."""
-        base = dict(base_width=self.run.base_width or self.proxy[0], base_depth=self.run.base_depth or self.proxy[1])
-        runs = [dataclasses.replace(self.run, **base)]
-        if self.compare and self.compare != self.run.param:
-            runs.append(dataclasses.replace(self.run, param=self.compare, param_opt={}, **base))
+        m = self.run.model
+        base = dict(base_width=m.base_width or self.proxy[0], base_depth=m.base_depth or self.proxy[1])
+        runs = [self.run.replace(**base)]
+        if self.compare and self.compare != self.run.param.name:
+            runs.append(self.run.replace(param=self.compare, param_opt={}, **base))
         return runs
 
 
@@ -119,46 +142,46 @@ def select(records: list[dict[str, Any]], size: tuple[int, int], lrs: list[float
 
 def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str], None]) -> Arm:
     """The proxy sweep, its best LR, and the target trained there (and at the check LRs)."""
-    out = spec.out / run.param
+    name, seed = run.param.name, run.loop.seed
+    out = spec.out / name
     (pw, pd), (tw, td) = spec.proxy, spec.target
-    seeds = range(run.seed, run.seed + spec.seeds)
+    seeds = range(seed, seed + spec.seeds)
     proxy_spec = SweepSpec(run=run, lrs=spec.lrs, out=out / "proxy", widths=[pw], depths=[pd], seeds=spec.seeds,
                            chunk=spec.chunk)
-    proxy_records = select(run_sweep(proxy_spec, lambda s: echo(f"[{run.param} proxy] {s}"), data),
+    proxy_records = select(run_sweep(proxy_spec, lambda s: echo(f"[{name} proxy] {s}"), data),
                            spec.proxy, spec.lrs, seeds)
     proxy = report.summarize(proxy_records, spec.metric)
     seed_best = [report.summarize([r for r in proxy_records if r["seed"] == s], spec.metric).curves[0].best_log2_lr
                  for s in seeds]
     best = proxy.curves[0].best_log2_lr
     if best is None:
-        echo(f"[{run.param}] every proxy LR diverged: no LR to transfer")
-        return Arm(run.param, run.param_opt, proxy, seed_best, None, None, [], spec.check is not None)
+        echo(f"[{name}] every proxy LR diverged: no LR to transfer")
+        return Arm(name, run.param.options, proxy, seed_best, None, None, [], spec.check is not None)
     target_lrs = [2.0**best]
     if spec.check is not None:  # one member per rounded log2 LR: a check LR equal to the transferred one is it
         by_key = {lr_key(lr): lr for lr in check_lrs(best, proxy.grid_step, spec.check)}
         target_lrs = sorted({**by_key, lr_key(2.0**best): 2.0**best}.values())
-    target_seeds = range(run.seed, run.seed + spec.target_seeds)
+    target_seeds = range(seed, seed + spec.target_seeds)
     target_spec = SweepSpec(run=run, lrs=target_lrs, out=out / "target", widths=[tw], depths=[td],
                             seeds=spec.target_seeds, chunk=spec.chunk)
-    target_records = select(run_sweep(target_spec, lambda s: echo(f"[{run.param} target] {s}"), data),
+    target_records = select(run_sweep(target_spec, lambda s: echo(f"[{name} target] {s}"), data),
                             spec.target, target_lrs, target_seeds)
     at_lr = sorted((r for r in target_records if lr_key(r["lr"]) == lr_key(2.0**best)), key=lambda r: r["seed"])
     losses = [None if r["diverged"] or r[spec.metric] is None else float(r[spec.metric]) for r in at_lr]
-    return Arm(run.param, run.param_opt, proxy, seed_best, best, report.summarize(target_records, spec.metric),
+    return Arm(name, run.param.options, proxy, seed_best, best, report.summarize(target_records, spec.metric),
                losses, spec.check is not None)
 
 
 def target_config(spec: TransferSpec, run: RunConfig, lr_log2: float) -> dict[str, Any]:
     """The target as a train.py config file (`train.py --config FILE`): the arm's settings at the target size,
     its base size, and the transferred LR, for a run with checkpoints and curves."""
-    return {**run.to_json(), "width": spec.target[0], "depth": spec.target[1], "lr": 2.0**lr_log2}
+    return run.replace(width=spec.target[0], depth=spec.target[1], lr=2.0**lr_log2).to_json()
 
 
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:
-    """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs."""
-    if spec.proxy == spec.target:
-        raise ValueError(f"the proxy (width {spec.proxy[0]}, depth {spec.proxy[1]}) is the target; give a smaller "
-                         "--proxy-width or --proxy-depth")
+    """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs. This process
+    holds spec.out meanwhile (another transfer into it is refused)."""
     if data is None:
         data = load_data(spec.run)
-    return [run_arm(spec, run, data, echo) for run in spec.arms()]
+    with claim(spec.out, echo, what="transfer", flag="--out"):
+        return [run_arm(spec, run, data, echo) for run in spec.arms()]

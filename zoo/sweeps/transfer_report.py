@@ -36,7 +36,8 @@ def _spread(values: list[float | None]) -> str:
 def settings(spec: TransferSpec) -> str:
     """`model, optimizer, N steps, data`: what both parametrizations share."""
     run = spec.run
-    return f"{run.model}, {run.optimizer}, {run.steps} steps, batch {run.batch_size}, {run.data}"
+    return (f"{run.model.name}, {run.optim.name}, {run.loop.steps} steps, batch {run.loop.batch_size}, "
+            f"{run.data.name}")
 
 
 def target_text(arm: Arm) -> str:
@@ -169,3 +170,21 @@ def to_json(arms: list[Arm], spec: TransferSpec) -> dict[str, Any]:
                       "target_seed_losses": a.target_losses,
                       "target_check": curve(a.target_curve) if a.checked and a.target else None,
                       "miss_grid_steps": a.miss} for a in arms]}
+
+
+def write(arms: list[Arm], spec: TransferSpec) -> list[Path]:
+    """OUT/transfer.png, OUT/transfer.json and each arm's target as a train.py config (OUT/<param>/target.json),
+    written atomically; returns [png, json, *targets]."""
+    import json
+
+    from zoo.files import write_atomic
+    from zoo.sweeps.transfer import target_config
+
+    png = plot(arms, spec, spec.out / "transfer.png")
+    write_atomic(spec.out / "transfer.json", json.dumps(to_json(arms, spec), indent=1) + "\n")
+    targets = []
+    for arm, run in zip(arms, spec.arms(), strict=True):
+        if arm.lr_log2 is not None:
+            targets.append(spec.out / arm.param / "target.json")
+            write_atomic(targets[-1], json.dumps(target_config(spec, run, arm.lr_log2), indent=1) + "\n")
+    return [png, spec.out / "transfer.json", *targets]

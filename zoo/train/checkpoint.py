@@ -11,13 +11,17 @@
   integer sums, so they do not depend on how the array is sharded or reduced; any single flipped bit changes s1.
 - Restore walks back from the newest checkpoint to the newest one that reads and verifies; the ones that do not
   are reported in one line each and moved to RUN_DIR/corrupt/ (never deleted).
+- Only the run's owner writes: a reader (`read_only=True`: sampling, export, a fork's or a finetune's source, the
+  audit) never creates, cleans up, moves or deletes anything, so it cannot hurt a run that is still training.
+- A save that finds too little disk space, or fails for lack of it, is one line (DiskFull); the checkpoints
+  already written stay intact and the run resumes from them when space returns.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from zoo.train.errors import CheckpointError, one_line
+from zoo.errors import CheckpointError, DiskFull, is_disk_full, one_line
 from zoo.tree import key_path
 
-log = logging.getLogger("zoo")
 TRASH = "trash"
+HEADROOM = 1.1  # a save needs this times the state's bytes free (orbax writes a temporary copy first)
 
 
 def _bits(x: jax.Array) -> jax.Array:
@@ -68,16 +72,31 @@ def checksums(tree: Any) -> dict[str, list[int]]:
 
 
 class Checkpoints:
-    """The checkpoints of one run directory: the state (params, optimizer, step, RNG) and a JSON of metadata."""
+    """The checkpoints of one run directory: the state (params, optimizer, step, RNG) and a JSON of metadata.
+    `read_only`: a reader that never writes (module docstring)."""
 
-    def __init__(self, run_dir: str | Path, keep: int = 3):
+    def __init__(self, run_dir: str | Path, keep: int = 3, read_only: bool = False):
         self.run_dir = Path(run_dir).absolute()
         self.dir = self.run_dir / "checkpoints"
-        self._empty_trash()
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True, create=True,
-                                               todelete_subdir=TRASH, cleanup_tmp_directories=True)
+        self.read_only = read_only
+        if read_only:
+            options = ocp.CheckpointManagerOptions(read_only=True, save_interval_steps=0, create=False,
+                                                   enable_async_checkpointing=False)
+        else:
+            self._empty_trash()
+            options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True, create=True,
+                                                   todelete_subdir=TRASH, cleanup_tmp_directories=True)
         handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
-        self.manager = ocp.CheckpointManager(self.dir, options=options, item_handlers=handlers)
+        try:
+            self.manager = ocp.CheckpointManager(self.dir, options=options, item_handlers=handlers)
+        except OSError as e:
+            raise (DiskFull.writing(self.dir) if is_disk_full(e) else e) from None
+
+    def __enter__(self) -> Checkpoints:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def steps(self) -> list[int]:
         """Steps with a complete checkpoint, newest first."""
@@ -87,9 +106,15 @@ class Checkpoints:
         return self.manager.latest_step()
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        """Start an async save of `state` at `step` (DiskFull when the disk cannot hold it)."""
+        needed = int(HEADROOM * sum(np.dtype(x.dtype).itemsize * int(np.prod(x.shape)) for x in jax.tree.leaves(state)))
+        if shutil.disk_usage(self.dir).free < needed:
+            self.wait()
+            raise DiskFull.writing(self.dir / str(step), needed)
         meta = {**meta, "checksums": checksums(state)}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        self.manager.save(step, args=args, force=True)
+        with _disk_full_as(self.dir / str(step), needed):
+            self.manager.save(step, args=args, force=True)
 
     def restore(self, step: int, abstract_state: Any | None = None) -> tuple[Any, dict[str, Any]]:
         """The state at `step`, placed as `abstract_state`'s shardings say (default: as saved, on this process's
@@ -112,12 +137,12 @@ class Checkpoints:
                                       f" read {sums}): its data file is corrupt")
         return out.state, meta
 
-    def restore_latest(self, abstract_state: Any | None = None, report: Callable[[str], None] = print,
-                       move_bad: bool = True) -> tuple[Any, dict[str, Any], int] | None:
+    def restore_latest(self, abstract_state: Any | None = None, report: Callable[[str], None] = print
+                       ) -> tuple[Any, dict[str, Any], int] | None:
         """The newest checkpoint that reads and verifies, as (state, meta, step); None when there is none at all.
 
-        Each one that fails is reported in one line and (move_bad) moved to RUN_DIR/corrupt/<step>; when every
-        one fails, CheckpointError and nothing is moved."""
+        Each one that fails is reported in one line and (unless read-only) moved to RUN_DIR/corrupt/<step>; when
+        every one fails, CheckpointError and nothing is moved."""
         steps, failed = self.steps(), []
         for step in steps:
             try:
@@ -126,13 +151,35 @@ class Checkpoints:
                 report(f"{e}; trying an older checkpoint")
                 failed.append(step)
                 continue
-            if failed and move_bad:
+            if failed:
                 self._move_aside(failed, report)
             return state, meta, step
         if failed:
             raise CheckpointError(f"no checkpoint in {self.dir} can be read (tried {', '.join(map(str, failed))}); "
                                   "nothing was deleted: move them away or use another --run-dir")
         return None
+
+    def restore_at(self, step: int | None, abstract_state: Any | None = None, report: Callable[[str], None] = print
+                   ) -> tuple[Any, dict[str, Any], int]:
+        """(state, meta, step) at `step`, or at the newest good checkpoint when `step` is None; one line when the
+        run has no checkpoint (at that step)."""
+        if step is None:
+            found = self.restore_latest(abstract_state, report)
+            if found is None:
+                raise FileNotFoundError(f"{self.run_dir}: the run has no checkpoint yet")
+            return found
+        if step not in self.steps():
+            raise FileNotFoundError(f"{self.run_dir} has no checkpoint at step {step} (it has "
+                                    f"{', '.join(map(str, self.steps())) or 'none'})")
+        return (*self.restore(step, abstract_state), step)
+
+    def meta(self, step: int) -> dict[str, Any]:
+        """The metadata saved with checkpoint `step` (its config, plugin spec, ...), without reading its arrays."""
+        try:
+            meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        except Exception as e:  # orbax raises many types for unreadable files
+            raise CheckpointError(f"checkpoint {self.dir / str(step)} cannot be read ({one_line(e)})") from None
+        return meta if isinstance(meta, dict) else {}
 
     def _abstract(self, step: int) -> Any:
         """The saved tree as ShapeDtypeStructs on this process's first device (for restores without a model)."""
@@ -144,7 +191,7 @@ class Checkpoints:
         return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
 
     def _move_aside(self, steps: list[int], report: Callable[[str], None]) -> None:
-        if jax.process_index() == 0:
+        if jax.process_index() == 0 and not self.read_only:
             corrupt = self.run_dir / "corrupt"
             corrupt.mkdir(exist_ok=True)
             for step in steps:
@@ -156,38 +203,29 @@ class Checkpoints:
         self.manager.reload()
 
     def _empty_trash(self) -> None:
-        if jax.process_index() == 0:
+        if jax.process_index() == 0 and not self.read_only:
             shutil.rmtree(self.dir / TRASH, ignore_errors=True)
 
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        with _disk_full_as(self.dir):
+            self.manager.wait_until_finished()
         self._empty_trash()
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
-        self._empty_trash()
+        try:
+            self.wait()
+        finally:
+            self.manager.close()
 
 
-def load_params(run_dir: str | Path, step: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """A run's parameters as {path: array} and the checkpoint's metadata: at `step`, or the newest good one
-    (for --init-from, export and sampling)."""
-    path = Path(run_dir)
-    if not (path / "checkpoints").is_dir():
-        raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
-    ckpts = Checkpoints(path)
+@contextlib.contextmanager
+def _disk_full_as(path: Path, needed: int | None = None) -> Iterator[None]:
+    """OSError ENOSPC (raised here or, for an async save, from orbax's writer thread, possibly wrapped) as one
+    DiskFull line."""
     try:
-        if step is not None:
-            if step not in ckpts.steps():
-                raise FileNotFoundError(f"{run_dir} has no checkpoint at step {step} (it has "
-                                        f"{', '.join(map(str, ckpts.steps())) or 'none'})")
-            state, meta = ckpts.restore(step)
-        else:
-            found = ckpts.restore_latest(report=lambda line: log.warning(line), move_bad=False)
-            if found is None:
-                raise FileNotFoundError(f"{run_dir}: the run has no checkpoint yet")
-            state, meta, step = found
-    finally:
-        ckpts.close()
-    flat = jax.tree_util.tree_flatten_with_path(state["params"])[0]
-    return {key_path(p): np.asarray(v) for p, v in flat}, {**meta, "step": step}
+        yield
+    except Exception as e:
+        chain = [e, e.__cause__, e.__context__]
+        if any(c is not None and is_disk_full(c) for c in chain) or "No space left on device" in str(e):
+            raise DiskFull.writing(path, needed) from None
+        raise

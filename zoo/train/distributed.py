@@ -2,42 +2,125 @@
 
 One program runs over every host's devices; process 0 writes logs and plots; every process takes part in
 checkpoints (orbax writes each process's shards). On CPU, collectives go through gloo.
+
+Joining waits until all processes have reached the coordinator; it says so, and gives up after a timeout with
+one line. A join blocked in JAX's runtime cannot be interrupted from Python (the runtime aborts the process with a
+stack dump at its own deadline), so giving up ends the process itself: `error: ...` on stderr, exit status 1.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import math
 import os
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
 
 import jax
+from jax.experimental import multihost_utils
 
 ENV = {"coordinator": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCESSES",
-       "process_id": "JAX_PROCESS_ID"}
+       "process_id": "JAX_PROCESS_ID", "timeout_s": "ZOO_COORDINATOR_TIMEOUT"}
+TIMEOUT_S = 300.0  # JAX's own default wait for every process to join
+GRACE_S = 30  # JAX's deadline is set this much later than ours, so ours gives up first, in one line
 
 
-def initialize(coordinator: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None) -> None:
-    """Join the run's processes when a coordinator is named (flag or JAX_COORDINATOR_ADDRESS); else do nothing."""
-    given = {"coordinator": coordinator, "num_processes": num_processes, "process_id": process_id}
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def initialize(coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None,
+               timeout_s: float | None = None, report: Callable[[str], None] = _stderr) -> None:
+    """Join the run's processes when a coordinator is named (flag or JAX_COORDINATOR_ADDRESS); else do nothing.
+
+    timeout_s (or ZOO_COORDINATOR_TIMEOUT; default 300): how long to wait for every process to reach the
+    coordinator before giving up."""
+    given = {"coordinator": coordinator, "num_processes": num_processes, "process_id": process_id,
+             "timeout_s": timeout_s}
     for name, var in ENV.items():
         if given[name] is None and os.environ.get(var):
             raw = os.environ[var]
             try:
-                given[name] = raw if name == "coordinator" else int(raw)
+                given[name] = raw if name == "coordinator" else float(raw) if name == "timeout_s" else int(raw)
             except ValueError:
-                raise ValueError(f"{var}={raw!r} is not an integer") from None
+                raise ValueError(f"{var}={raw!r} is not {'a number' if name == 'timeout_s' else 'an integer'}") \
+                    from None
     if given["coordinator"] is None:
         if given["num_processes"] not in (None, 1):
             raise ValueError("--num-processes needs --coordinator HOST:PORT (or JAX_COORDINATOR_ADDRESS)")
         return
-    n, i = given["num_processes"], given["process_id"]
+    n, i, address = given["num_processes"], given["process_id"], given["coordinator"]
     if n is None or i is None:
         raise ValueError("multi-host needs --num-processes and --process-id with --coordinator")
     if n < 1 or not 0 <= i < n:
         raise ValueError(f"--process-id must be in [0, {n}), got {i}")
+    timeout = TIMEOUT_S if given["timeout_s"] is None else given["timeout_s"]
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"the coordinator timeout must be a positive number of seconds, got {timeout}")
+    port = _port(address)
+    if i == 0 and not os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
+        _check_free(port)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU devices only; GPUs use NCCL
-    jax.distributed.initialize(coordinator_address=given["coordinator"], num_processes=n, process_id=i)
+    report(f"process {i}: waiting for all {n} processes at the coordinator {address} (up to {timeout:g} s: "
+           f"--coordinator-timeout or {ENV['timeout_s']})")
+    gave_up = (f"gave up after {timeout:g} s waiting for all {n} processes at the coordinator {address}: start "
+               f"every process with the same --coordinator and --num-processes, or wait longer "
+               f"(--coordinator-timeout)")
+    with _give_up_after(timeout, gave_up):
+        jax.distributed.initialize(coordinator_address=address, num_processes=n, process_id=i,
+                                   initialization_timeout=int(math.ceil(timeout)) + GRACE_S)
+
+
+def _port(address: str) -> int:
+    """The port of HOST:PORT (a bracketed IPv6 host allowed)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {address!r}")
+    return int(port)
+
+
+def _check_free(port: int) -> None:
+    """Process 0 serves the coordinator on every address at `port` ([::]:port, as JAX binds it, or 0.0.0.0 where
+    there is no IPv6): one line when the port is taken or privileged."""
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server does: TIME_WAIT is no conflict
+                s.bind((host, port))
+            return
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise ValueError(f"process 0 cannot serve the coordinator on port {port} ({e.strerror}); pick a free "
+                                 "port in --coordinator") from None
+
+
+@contextlib.contextmanager
+def _give_up_after(seconds: float, message: str) -> Iterator[None]:
+    """Ends the process with `error: message` if the block has not finished after `seconds`."""
+    def give_up() -> None:
+        sys.stdout.flush()
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def is_main() -> bool:
     """Process 0: the one that writes logs, plots and the run's files (checkpoints are written by all)."""
     return jax.process_index() == 0
+
+
+def barrier(name: str) -> None:
+    """Every process waits here for all the others (a no-op in one process): what one process reads on disk
+    before `name` no other process has changed yet."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)

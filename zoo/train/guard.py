@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from zoo.train.errors import Stopped, TrainingDiverged
+from zoo.errors import Stopped, TrainingDiverged
 
 
 class DivergenceGuard:

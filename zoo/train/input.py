@@ -17,15 +17,16 @@ from typing import Any
 import jax
 import numpy as np
 
+from zoo.config import RunConfig
 from zoo.train.mesh import MeshPlan, process_rows
 
 
-def open_input(data: Any, plan: MeshPlan, cfg: Any, start: int) -> MemoryInput | StreamInput:
+def open_input(data: Any, plan: MeshPlan, cfg: RunConfig, start: int) -> MemoryInput | StreamInput:
     """The input of a run: streamed when the data set streams (zoo.data's size rule or --stream)."""
+    loop = cfg.loop
     if data.streamed:
-        return StreamInput(data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed, cfg.grad_accum, start,
-                           cfg.workers)
-    return MemoryInput(data, plan, cfg.batch_size, cfg.eval_batch_size, cfg.seed, cfg.grad_accum)
+        return StreamInput(data, plan, loop.batch_size, loop.eval_batch_size, loop.seed, start, cfg.data.workers)
+    return MemoryInput(data, plan, loop.batch_size, loop.eval_batch_size, loop.seed)
 
 
 def replicate(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
@@ -34,13 +35,10 @@ def replicate(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
 
 
 class _Input:
-    """What both paths share: the batch split checks, this process's rows, and fixed-size padded eval batches."""
+    """What both paths share: this process's rows, and fixed-size padded eval batches (the batch's split over the
+    mesh is checked before, zoo.train.compiled.check_fits)."""
 
-    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
-                 grad_accum: int):
-        plan.check_batch(batch_size)
-        if grad_accum > 1:
-            plan.check_batch(batch_size // grad_accum, f"the microbatch (--batch-size / --grad-accum {grad_accum})")
+    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int):
         self.data, self.plan, self.batch_size, self.seed = data, plan, batch_size, seed
         self.rows = process_rows(plan.batch, batch_size)
         ways = plan.batch_ways
@@ -63,9 +61,8 @@ class _Input:
 
 
 class MemoryInput(_Input):
-    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
-                 grad_accum: int = 1):
-        super().__init__(data, plan, batch_size, eval_batch_size, seed, grad_accum)
+    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int):
+        super().__init__(data, plan, batch_size, eval_batch_size, seed)
         self.arrays = {split: {k: replicate(v, plan.replicated) for k, v in data.splits[split].items()}
                        for split in ("train", data.eval_split)}
         self.shardings = {"arrays": jax.tree.map(lambda _: plan.replicated, self.arrays["train"]), "idx": plan.batch}
@@ -89,11 +86,11 @@ class MemoryInput(_Input):
 
 
 class StreamInput(_Input):
-    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int,
-                 grad_accum: int, start: int, workers: int):
+    def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int, start: int,
+                 workers: int):
         from zoo.data.stream import stream
 
-        super().__init__(data, plan, batch_size, eval_batch_size, seed, grad_accum)
+        super().__init__(data, plan, batch_size, eval_batch_size, seed)
         self.shardings = {"x": plan.batch, "y": plan.batch}
         self.eval_shardings = {**self.shardings, "weight": plan.batch}
         self._stream = stream(data, "train", batch_size=batch_size, seed=seed, start_step=start, rows=self.rows,

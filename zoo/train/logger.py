@@ -5,14 +5,16 @@ least every 30 s, with loss, throughput and ETA), and a PNG of the curves at the
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from zoo.errors import DiskFull, is_disk_full
+from zoo.files import write_atomic
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: a long path stays one line in a log file
 HEARTBEAT_S = 30.0
@@ -30,80 +32,115 @@ def duration(seconds: float) -> str:
 
 
 class Logger:
+    """What the loop reports to: metrics.jsonl and TensorBoard (MetricsLog), the progress (ProgressView), and
+    `say`. Process 0 only (`enabled`)."""
+
     def __init__(self, run_dir: Path, total: int, start: int, unit: str, examples_per_step: int,
-                 enabled: bool = True):
-        self.enabled, self.total, self.unit, self.per_step = enabled, total, unit, examples_per_step
-        self.start_time, self.start_step = time.perf_counter(), start
-        self.last_time, self.last_step, self.last_line = None, start, time.perf_counter()
-        self.tty = console.is_terminal
-        self.file = (run_dir / "metrics.jsonl").open("a") if enabled else None
-        self.tb = _tensorboard(run_dir) if enabled else None
-        self.progress = None
-        if enabled and self.tty:
-            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
-            self.task = self.progress.add_task("train", total=total, completed=start, info="")
-            self.progress.start()
+                 say: Callable[[str], None], enabled: bool = True):
+        self.say, self.per_step = say, examples_per_step
+        self.log = MetricsLog(run_dir) if enabled else None
+        self.view = ProgressView(total, start, unit, examples_per_step, say) if enabled else None
 
-    def say(self, text: str) -> None:
-        if self.enabled:
-            console.print(text, highlight=False)
+    def tick(self, step: int, metrics: dict[str, Any]) -> None:
+        """Every step's fetched metrics: the bar's first update, and a heartbeat line in a log file."""
+        if self.view is not None:
+            self.view.tick(step, metrics)
 
-    def write(self, step: int, metrics: dict[str, Any], split: str = "train") -> None:
-        if not self.enabled:
-            return
+    def train(self, step: int, metrics: dict[str, Any]) -> None:
+        """A logged step: a metrics.jsonl row, the bar, and a plain line in a log file."""
+        if self.log is not None:
+            self.log.write(step, metrics, "train")
+            self.view.show(step, metrics, line=True)
+
+    def paused(self, seconds: float) -> None:
+        """Time spent outside the train steps (evals, checkpoints): left out of the next rate shown."""
+        if self.view is not None and self.view.last is not None:
+            step, t = self.view.last
+            self.view.last = (step, t + seconds)
+
+    def eval(self, step: int, metrics: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.write(step, metrics, "eval")
+        self.say(f"step {step} eval: " + " ".join(f"{k} {fmt(float(v))}" for k, v in metrics.items()))
+
+    def close(self) -> None:
+        for part in (self.view, self.log):
+            if part is not None:
+                part.close()
+
+
+class MetricsLog:
+    """Rows of metrics.jsonl (one JSON object per line: step, split, time, the metrics), and TensorBoard scalars
+    when tensorboardX is installed."""
+
+    def __init__(self, run_dir: Path):
+        self.file = (run_dir / "metrics.jsonl").open("a")
+        self.tb = _tensorboard(run_dir)
+
+    def write(self, step: int, metrics: dict[str, Any], split: str) -> None:
         row = {"step": step, "split": split, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
-        self.file.write(json.dumps(row) + "\n")
-        self.file.flush()
+        try:
+            self.file.write(json.dumps(row) + "\n")
+            self.file.flush()
+        except OSError as e:
+            raise (DiskFull.writing(self.file.name) if is_disk_full(e) else e) from None
         if self.tb is not None:
             for k, v in metrics.items():
                 self.tb.add_scalar(f"{split}/{k}", float(v), step)
 
-    def train(self, step: int, metrics: dict[str, Any], log: bool) -> None:
-        """Step `step`'s fetched metrics: a metrics.jsonl row when `log`, and the progress."""
-        if log:
-            self.write(step, metrics)
-        now = time.perf_counter()
-        if self.last_time is None or log:
-            rate = ""
-            if self.last_time is not None and step > self.last_step:
-                rate = f"{(step - self.last_step) * self.per_step / (now - self.last_time):,.0f} {self.unit}/s"
-            self.last_time, self.last_step = now, step
-            info = f"loss {fmt(metrics['loss'])}" + (f"  {rate}" if rate else "")
-            if self.progress is not None:
-                self.progress.update(self.task, completed=step, info=info)
-            if log:
-                self.line(step, info)
-        self.heartbeat(step)
+    def close(self) -> None:
+        self.file.close()
+        if self.tb is not None:
+            self.tb.close()
 
-    def line(self, step: int, info: str) -> None:
-        """A plain progress line (log files only; a terminal has the bar)."""
-        if not self.enabled or self.tty:
-            return
-        elapsed = time.perf_counter() - self.start_time
-        done = step - self.start_step
-        eta = f"  ETA {duration(elapsed / done * (self.total - step))}" if done > 0 else ""
-        console.print(f"step {step}/{self.total}  {info}{eta}", highlight=False)
+
+class ProgressView:
+    """A bar on a terminal; in a log file, plain lines (loss, throughput, ETA) at each logged step and a heartbeat
+    at least every HEARTBEAT_S."""
+
+    def __init__(self, total: int, start: int, unit: str, examples_per_step: int, say: Callable[[str], None]):
+        self.total, self.unit, self.per_step, self.say = total, unit, examples_per_step, say
+        self.start = (start, time.perf_counter())
+        self.last: tuple[int, float] | None = None  # (step, time) of the last rate shown
         self.last_line = time.perf_counter()
+        self.bar = None
+        if console.is_terminal:
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
+            self.task = self.bar.add_task("train", total=total, completed=start, info="")
+            self.bar.start()
 
-    def heartbeat(self, step: int) -> None:
+    def tick(self, step: int, metrics: dict[str, Any]) -> None:
+        if self.last is None:
+            self.show(step, metrics, line=False)
         if time.perf_counter() - self.last_line >= HEARTBEAT_S:
             self.line(step, "running")
 
-    def eval(self, step: int, metrics: dict[str, Any]) -> None:
-        self.write(step, metrics, "eval")
-        self.say(f"step {step} eval: " + " ".join(f"{k} {fmt(float(v))}" for k, v in metrics.items()))
+    def show(self, step: int, metrics: dict[str, Any], line: bool) -> None:
+        now, rate = time.perf_counter(), ""
+        if self.last is not None and step > self.last[0]:
+            rate = f"{(step - self.last[0]) * self.per_step / (now - self.last[1]):,.0f} {self.unit}/s"
+        self.last = (step, now)
+        info = f"loss {fmt(metrics['loss'])}" + (f"  {rate}" if rate else "")
+        if self.bar is not None:
+            self.bar.update(self.task, completed=step, info=info)
+        if line:
+            self.line(step, info)
+
+    def line(self, step: int, info: str) -> None:
+        """A plain progress line (log files only; a terminal has the bar)."""
+        if self.bar is not None:
+            return
+        start, t0 = self.start
+        done = step - start
+        eta = f"  ETA {duration((time.perf_counter() - t0) / done * (self.total - step))}" if done > 0 else ""
+        self.say(f"step {step}/{self.total}  {info}{eta}")
+        self.last_line = time.perf_counter()
 
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        if self.tb is not None:
-            self.tb.close()
-            self.tb = None
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
 
 
 def _tensorboard(run_dir: Path):
@@ -140,20 +177,9 @@ def trim_metrics(run_dir: Path, step: int) -> int:
     return len(rows) - len(keep)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename over it: readers see the old or the new file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def plot_curves(run_dir: Path) -> Path:
-    """curves.png: train loss and every eval metric against step, from metrics.jsonl."""
+    """curves.png: train loss and every eval metric against step, from metrics.jsonl (an eval row may hold some of
+    the metrics: a diagnostic hook logs its own)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -162,15 +188,19 @@ def plot_curves(run_dir: Path) -> Path:
     rows = read_metrics(run_dir)
     train = [r for r in rows if r["split"] == "train"]
     evals = [r for r in rows if r["split"] == "eval"]
-    keys = [k for k in (evals[0] if evals else {}) if k not in ("step", "split", "time")]
+    keys = list(dict.fromkeys(k for r in evals for k in r if k not in ("step", "split", "time", "loss")))
+
+    def curve(k: str) -> tuple[list, list]:
+        return [r["step"] for r in evals if k in r], [r[k] for r in evals if k in r]
+
     fig, axes = plt.subplots(1, 1 + len(keys), figsize=(4.5 * (1 + len(keys)), 3.5), squeeze=False)
     axes[0, 0].plot([r["step"] for r in train], [r["loss"] for r in train], lw=0.8, label="train")
-    if evals:
-        axes[0, 0].plot([r["step"] for r in evals], [r["loss"] for r in evals], "o-", label="eval")
+    if any("loss" in r for r in evals):
+        axes[0, 0].plot(*curve("loss"), "o-", label="eval")
     axes[0, 0].set(xlabel="step", ylabel="loss", title="loss")
     axes[0, 0].legend()
     for ax, k in zip(axes[0, 1:], keys, strict=True):
-        ax.plot([r["step"] for r in evals], [r[k] for r in evals], "o-")
+        ax.plot(*curve(k), "o-")
         ax.set(xlabel="step", title=f"eval {k}")
     fig.tight_layout()
     out = run_dir / "curves.png"

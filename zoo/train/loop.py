@@ -1,21 +1,23 @@
-"""The one training loop (design.md section 6): a short driver over named parts.
+"""The one training loop (design.md section 6), composed in `train()`, one part per line:
 
-    s = setup(cfg)                               data, model, plugin, program               (setup.py)
-    run = Run.open(cfg)                          run dir, lock, identity, finished?         (run.py)
-    plan = MeshPlan.from_spec(cfg.mesh)          devices, mesh axes, shardings              (mesh.py)
-    state, start = restore_or_init(...)          verified checkpoints, --fork-from, --init-from (state.py)
-    batches = open_input(...)                    the batch of (seed, step): on device or streamed (input.py)
-    steps = Steps(...)                           jitted train and eval steps, memory checked (below)
-    Session(...).run(): for each step, train;    metrics one step late, divergence guard, eval, checkpoints,
-        then after_step                          signals                                    (below, guard.py)
+    setup                   data, model config, plugin, program (the config resolved)     setup.py
+    MeshPlan                devices, mesh axes, shardings                                  mesh.py
+    check_fits, sources     everything checkable, before anything is written               compiled.py, state.py
+    Run.open                run dir, lock, identity, finished?                             run.py
+    restore_or_init         verified checkpoints, --fork-from, --init-from                 state.py
+    open_input              the batch of (seed, step): on the device or streamed           input.py
+    Compiled                the jitted train and eval steps, their memory checked          compiled.py
+    Loop.run                the steps, then the due hooks: log, eval, the caller's,        hooks.py
+                            checkpoint; metrics one step late, the divergence guard        guard.py
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 import signal
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -23,221 +25,151 @@ import jax.numpy as jnp
 
 import zoo.models
 from zoo.config import RunConfig
-from zoo.diagnostics.report import run_report
-from zoo.train import memory
+from zoo.errors import TrainingDiverged
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.errors import TrainingDiverged
+from zoo.train.compiled import Compiled, check_fits
 from zoo.train.guard import DivergenceGuard, StopSignals
-from zoo.train.input import MemoryInput, StreamInput, open_input
-from zoo.train.logger import Logger, console
+from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
+from zoo.train.input import open_input
+from zoo.train.logger import Logger
 from zoo.train.mesh import MeshPlan, per_device_bytes
-from zoo.train.run import Run
+from zoo.train.run import Run, say_on
 from zoo.train.setup import Setup, setup
-from zoo.train.state import restore_or_init
+from zoo.train.state import abstract_state, check_sources, restore_or_init
 
 
-def train(cfg: RunConfig) -> dict[str, Any]:
-    """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary."""
+def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
+    """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
+    caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     s = setup(cfg)
-    with Run.open(cfg) as run:
-        say = _say(run.main)
-        summary = run.finished_summary(s.steps)
-        if summary is not None:
-            say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: "
-                f"{json.dumps({k: round(v, 4) for k, v in summary.get('best_eval', {}).items()})}")
+    plan = MeshPlan.from_spec(s.cfg.loop.mesh)
+    check_fits(s, plan, abstract_state(s, plan)[0])
+    check_sources(s)
+    with Run.open(s.cfg) as run:
+        if (summary := run.finished_summary()) is not None:
+            run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
             return summary
-        plan = MeshPlan.from_spec(cfg.mesh)
-        ckpts = Checkpoints(run.dir, keep=cfg.keep)
-        try:
-            summary = Session(s, run, plan, ckpts, say).run()
-        finally:
-            ckpts.close()
+        with Checkpoints(run.dir, keep=s.cfg.loop.keep) as ckpts:
+            state, start, meta = restore_or_init(s, plan, ckpts, run.say)
+            run.start(start)
+            run.say(_describe(s, state, run))
+            with contextlib.closing(open_input(s.data, plan, s.cfg, start)) as batches:
+                if jax.process_count() > 1:  # every process says what it reads
+                    say_on(True)(f"process {jax.process_index()} of {jax.process_count()} reads rows "
+                                 f"{batches.rows.start}:{batches.rows.stop} of every batch of {s.cfg.loop.batch_size}")
+                compiled = Compiled(s, plan, batches, state, run.say)
+                loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
+                            DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
+                            [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)])
+                summary = loop.run(start)
         run.finish(summary)
-        say(f"done: best eval {json.dumps({k: round(v, 4) for k, v in summary['best_eval'].items()})}; "
-            f"{summary.get('ms_per_step', 0):.1f} ms/step; curves in {run.dir / 'curves.png'}")
+        speed = f"; {summary['ms_per_step']:.1f} ms/step" if "ms_per_step" in summary else ""
+        run.say(f"done: best eval {_best(summary)}{speed}; curves in {run.dir / 'curves.png'}")
         return summary
 
 
-def _say(main: bool):
-    return (lambda text: console.print(text, highlight=False)) if main else (lambda text: None)
+class Loop:
+    """The steps from `start` to the end. After each step the hooks that are due run in order: the log (on the
+    metrics, fetched one step late so the next step is already queued; the divergence guard sees every step),
+    eval, the caller's, checkpoint. A SIGTERM or SIGINT saves at the next step and stops (exit 143 or 130)."""
 
+    def __init__(self, s: Setup, compiled: Compiled, state: Any, logger: Logger, guard: DivergenceGuard,
+                 hooks: Sequence[Hook]):
+        self.s, self.compiled, self.state, self.logger, self.guard = s, compiled, state, logger, guard
+        loop = s.cfg.loop
+        self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every), *hooks]
+        self.evals = Evals(logger)
+        self.metrics: dict[str, float] = {}  # the newest fetched train metrics
+        self.pending: tuple[int, Any] | None = None  # (step, metrics on the device)
+        self.busy_s = 0.0  # time in hooks that touch the state (evals, checkpoints), left out of the step time
 
-class Steps:
-    """The train step jitted with the state's and the batch's shardings and the state donated, compiled ahead of
-    time (so its memory is checked before it runs); eval as weighted sums over fixed-size batches."""
-
-    def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput | StreamInput, state: Any, say):
-        prog = s.program
-        state_sh = jax.tree.map(lambda x: x.sharding, state)
-        train = jax.jit(lambda st, args: prog.train_step(st, batches.batch(args)),
-                        in_shardings=(state_sh, batches.shardings), out_shardings=(state_sh, plan.replicated),
-                        donate_argnums=0)
-        args = batches.args_at(0)
-        flash = s.cfg.precision == "bf16" and jax.default_backend() == "gpu"
-        needed = memory.activation_bytes(prog, state, jax.eval_shape(batches.batch, args), flash)
-        memory.check_activations(needed, plan.batch_ways, s.cfg.grad_accum,
-                                 s.model_cfg.depth if s.cfg.remat == "block" else 1)
-        say(f"compiling the train step (batch {s.cfg.batch_size} on {jax.device_count()} "
-            f"{jax.devices()[0].platform} device(s), mesh {_mesh_text(plan)})")
-        t0 = time.perf_counter()
-        self.train = train.lower(state, args).compile()
-        used = memory.check_compiled(self.train)
-        say(f"compiled in {time.perf_counter() - t0:.1f} s" +
-            (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
-        self._eval = jax.jit(lambda st, args: prog.eval_sums(st, batches.batch(args), args["weight"]),
-                             in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated)
-        self._loss = jax.jit(lambda st, args: prog.eval_step(st, batches.batch(args)),
-                             in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
-        self.batches, self.text = batches, s.data.kind == "text"
-
-    def loss_at(self, state: Any, step: int) -> dict[str, float]:
-        """The loss of `state` on step `step`'s batch (no dropout): checked before a state is saved."""
-        return jax.device_get(self._loss(state, self.batches.args_at(step)))
-
-    def evaluate(self, state: Any) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for args in self.batches.eval_args():
-            for k, v in jax.device_get(self._eval(state, args)).items():
-                totals[k] = totals.get(k, 0.0) + float(v)
-        count = totals.pop("count")
-        out = {k: v / count for k, v in totals.items()}
-        if self.text:
-            out["bpc"] = out["loss"] / math.log(2)
-        return out
-
-
-def _mesh_text(plan: MeshPlan) -> str:
-    return ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
-
-
-class Session:
-    """One training session, from the restored step to the end. `run()` is the step loop; after each step the
-    named parts run on schedule: `observe` (metrics one step late, the divergence guard, the log), `evaluate`,
-    `checkpoint` and `stop` (a signal asked for it)."""
-
-    def __init__(self, s: Setup, run: Run, plan: MeshPlan, ckpts: Checkpoints, say):
-        cfg = self.cfg = s.cfg
-        self.s, self.run_dir, self.ckpts, self.say = s, run.dir, ckpts, say
-        self.state, self.start, meta = restore_or_init(s, plan, ckpts, say)
-        plan.check_model(self.state)
-        run.start(self.start)
-        self.n_params = zoo.models.param_count(self.state["params"])
-        held = per_device_bytes({"params": self.state["params"], "opt": self.state["opt"]})
-        say(f"{cfg.model} width {cfg.width} depth {cfg.depth} under {cfg.param}: {self.n_params:,} parameters "
-            f"(with the optimizer state {held / 2**20:.3f} MiB per device); {s.steps} steps of batch "
-            f"{cfg.batch_size}; run dir {run.dir}")
-        self.plugin_report = (run_report(cfg.model, s.model_cfg, s.plugin, seeds=2, batch=4, probes=1)
-                              if self.start == 0 else {})
-        if self.plugin_report:
-            say(f"{cfg.param}: " + ", ".join(f"{k} {v:.4g}" for k, v in self.plugin_report.items()))
-        self.batches = open_input(s.data, plan, cfg, self.start)
-        if jax.process_count() > 1:
-            console.print(f"process {jax.process_index()} of {jax.process_count()} reads rows "
-                          f"{self.batches.rows.start}:{self.batches.rows.stop} of every batch of {cfg.batch_size}",
-                          highlight=False)
-        self.steps = Steps(s, plan, self.batches, self.state, say)
-        self.diversity = _diversity_probe(s)
-        text = s.data.kind == "text"
-        self.per_step = cfg.batch_size * (cfg.seq_len if text else 1)
-        self.logger = Logger(run.dir, s.steps, self.start, "tok" if text else "img", self.per_step,
-                             enabled=run.main)
-        self.guard = DivergenceGuard(cfg.max_loss_ratio, meta.get("first_loss"), self.advice)
-        self.best: dict[str, float] = {}
-        self.last: dict[str, float] = {}
-        self.pending = None  # (step, metrics on device): fetched one step late
-        self.busy_s = 0.0  # time spent on evals and checkpoints, left out of the step time
-
-    def run(self) -> dict[str, Any]:
+    def run(self, start: int) -> dict[str, Any]:
+        total = self.s.steps
         signals = StopSignals()
         t0 = time.perf_counter()
         try:
-            for step in range(self.start, self.s.steps):
-                self.state, metrics = self.steps.train(self.state, self.batches.train_args(step))
-                self.after_step(step + 1, metrics, signals)
+            if start == 0:
+                self._run_hooks([h for h in self.hooks if h.at_start], 0)
+            for step in range(start, total):
+                self.state, metrics = self.compiled.train(self.state, self.compiled.batches.train_args(step))
+                self.observe()
+                self.pending = (step + 1, metrics)
+                stopping = signals.requested
+                self._run_hooks([h for h in self.hooks if not h.metrics and not h.at_start and
+                                 (due(step + 1, h.every, total) or (stopping and h.on_stop))], step + 1)
+                if stopping:
+                    self.logger.say(f"stopped by {signal.Signals(signals.signum).name} at step {step + 1}; checkpoint "
+                               f"saved; rerun the same command to resume ({self.s.cfg.loop.run_dir})")
+                    signals.raise_stop()
             self.observe()
+            if start >= total:  # resumed at the last step: the summary still has its evals
+                self._run_hooks([h for h in self.hooks if h.name == "eval"], total)
         finally:
             signals.restore()
             self.logger.close()
-            self.batches.close()
-        self.ckpts.wait()
-        return self.summary(time.perf_counter() - t0 - self.busy_s)
-
-    def after_step(self, done: int, metrics: Any, signals: StopSignals) -> None:
-        self.observe()
-        self.pending = (done, metrics)
-        evaluate = done % self.cfg.eval_every == 0 or done == self.s.steps
-        save = done % self.cfg.ckpt_every == 0 or done == self.s.steps or signals.requested
-        if evaluate or save:
-            self.observe()
-        t0 = time.perf_counter()
-        if evaluate:
-            self.evaluate(done)
-        if save:
-            self.checkpoint(done)
-        self.busy_s += time.perf_counter() - t0
-        if signals.requested:
-            self.ckpts.wait()
-            self.say(f"stopped by {_signal_name(signals.signum)} at step {done}; checkpoint saved; rerun the same "
-                     f"command to resume ({self.run_dir})")
-            signals.raise_stop()
+        return self.summary(time.perf_counter() - t0 - self.busy_s, total - start)
 
     def observe(self) -> None:
-        """The pending step's metrics: fetched (the next step is already queued), guarded, logged."""
+        """The pending step's metrics: fetched, guarded, and given to the metrics hooks that are due."""
         if self.pending is None:
             return
         step, metrics = self.pending
         self.pending = None
-        m = jax.device_get(metrics)
-        self.guard.check(step, m)
-        self.logger.train(step, m, log=step % self.cfg.log_every == 0 or step == self.s.steps)
+        self.metrics = jax.device_get(metrics)
+        self.guard.check(step, self.metrics)
+        self.logger.tick(step, self.metrics)
+        for hook in self.hooks:
+            if hook.metrics and due(step, hook.every, self.s.steps):
+                hook.fn(self, step)
 
-    def evaluate(self, done: int) -> None:
-        self.last = self.steps.evaluate(self.state)
-        if self.diversity is not None:
-            self.last["diversity_slope"] = self.diversity(self.state)
-        self.logger.eval(done, self.last)
-        self.best = _better(self.best, self.last)
+    def _run_hooks(self, hooks: list[Hook], step: int) -> None:
+        if not hooks:
+            return
+        self.observe()  # a state is only evaluated or saved after its loss passed the guard
+        t0 = time.perf_counter()
+        for hook in hooks:
+            hook.fn(self, step)
+        self.busy_s += time.perf_counter() - t0
+        self.logger.paused(time.perf_counter() - t0)
 
-    def checkpoint(self, done: int) -> None:
-        """Save, unless the state diverged: non-finite parameters, or a bad loss on the next batch."""
+    def checkpoint_meta(self, step: int) -> dict[str, Any]:
+        """Before a save: the state is finite and its loss on the next batch passes the guard; the metadata saved
+        with it."""
         if not bool(all_finite(self.state["params"])):
-            raise TrainingDiverged(f"the parameters became non-finite at step {done}; stopped without saving this "
-                                   f"state. {self.advice()}")
-        self.guard.check(done + 1, self.steps.loss_at(self.state, done))
-        self.ckpts.save(done, self.state, {"step": done, "data_position": done, "config": self.cfg.to_json(),
-                                           "plugin": self.s.plugin.spec(), "first_loss": self.guard.first_loss})
+            raise TrainingDiverged(f"the parameters became non-finite at step {step}; stopped without saving this "
+                                   f"state. {self.guard.advice()}")
+        self.guard.check(step + 1, self.compiled.loss_at(self.state, step))
+        return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
+                "first_loss": self.guard.first_loss}
 
-    def advice(self) -> str:
-        last = self.ckpts.latest_step()
-        if last is None:
-            return "No checkpoint was saved: lower --lr and start again in a new --run-dir."
-        return (f"The last good checkpoint is step {last}. To go on with a lower LR, rerun with --fork-from "
-                f"{self.run_dir}:{last} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
-
-    def summary(self, train_s: float) -> dict[str, Any]:
-        ran = self.s.steps - self.start
-        speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": self.per_step * ran / train_s} if ran else {}
-        return {"steps": self.s.steps, "best_eval": self.best, "final_eval": self.last, "params": self.n_params,
-                "run_dir": str(self.run_dir), **speed,
-                **({"plugin_report": self.plugin_report} if self.plugin_report else {})}
+    def summary(self, train_s: float, ran: int) -> dict[str, Any]:
+        cfg = self.s.cfg
+        per_step = self.logger.per_step
+        speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": per_step * ran / train_s} if ran > 0 else {}
+        return {"steps": self.s.steps, "best_eval": self.evals.best, "final_eval": self.evals.last,
+                "params": zoo.models.param_count(self.state["params"]), "run_dir": str(cfg.loop.run_dir), **speed,
+                **self.evals.extra}
 
 
-def _signal_name(signum: int | None) -> str:
-    return signal.Signals(signum).name if signum else "signal"
+class Evals:
+    """Eval results: each logged; the last, and the best so far (lowest loss and bpc, highest accuracy); `extra`
+    holds what hooks add to the summary (a run-start report)."""
 
+    def __init__(self, logger: Logger):
+        self.logger, self.step = logger, -1
+        self.last: dict[str, float] = {}
+        self.best: dict[str, float] = {}
+        self.extra: dict[str, Any] = {}
 
-def _diversity_probe(s: Setup) -> Any:
-    """With --diversity LAMBDA: state -> the log-log slope of feature diversity d(eps) at depth fraction LAMBDA
-    (zoo.diagnostics.diversity) on the first (up to) 256 eval inputs; None otherwise."""
-    if s.cfg.diversity is None:
-        return None
-    from zoo.diagnostics.diversity import default_eps, diversity_probe
-
-    default_eps(s.model_cfg.depth, s.cfg.diversity)  # a too-shallow model is refused before training starts
-    idx = next(iter(s.data.eval_indices(min(256, s.cfg.eval_batch_size))))
-    x = jnp.asarray(s.data.read(s.data.eval_split, idx)["x"])
-    probe = diversity_probe(s.program, s.cfg.diversity)
-    return lambda state: probe(state, x)[1]
+    def add(self, step: int, metrics: dict[str, float]) -> None:
+        """Log `metrics` of `step`; several calls at one step (eval, then a diagnostic) make one `last`."""
+        self.logger.eval(step, metrics)
+        self.last = {**self.last, **metrics} if step == self.step else dict(metrics)
+        self.step = step
+        for k, v in metrics.items():
+            if k in ("loss", "bpc", "accuracy") and (k not in self.best or
+                                                      (v > self.best[k] if k == "accuracy" else v < self.best[k])):
+                self.best[k] = v
 
 
 @jax.jit
@@ -245,10 +177,29 @@ def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
 
 
-def _better(best: dict[str, float], ev: dict[str, float]) -> dict[str, float]:
-    """Best eval so far: lowest loss/bpc, highest accuracy (diagnostics such as diversity_slope are not ranked)."""
-    out = dict(best)
-    for k, v in ev.items():
-        if k in ("loss", "bpc", "accuracy") and (k not in out or (v > out[k] if k == "accuracy" else v < out[k])):
-            out[k] = v
-    return out
+def _unit(s: Setup) -> tuple[str, int]:
+    text = s.data.kind == "text"
+    return ("tok" if text else "img"), s.cfg.loop.batch_size * (s.cfg.data.seq_len if text else 1)
+
+
+def _advice(ckpts: Checkpoints):
+    def advice() -> str:
+        last = ckpts.latest_step()
+        if last is None:
+            return "No checkpoint was saved: lower --lr and start again in a new --run-dir."
+        return (f"The last good checkpoint is step {last}. To go on with a lower LR, rerun with --fork-from "
+                f"{ckpts.run_dir}:{last} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
+
+    return advice
+
+
+def _describe(s: Setup, state: Any, run: Run) -> str:
+    m = s.cfg.model
+    held = per_device_bytes({"params": state["params"], "opt": state["opt"]})
+    return (f"{m.name} width {m.width} depth {m.depth} under {s.cfg.param.name}: "
+            f"{zoo.models.param_count(state['params']):,} parameters (with the optimizer state "
+            f"{held / 2**20:.3f} MiB per device); {s.steps} steps of batch {s.cfg.loop.batch_size}; run dir {run.dir}")
+
+
+def _best(summary: dict[str, Any]) -> str:
+    return json.dumps({k: round(v, 4) for k, v in summary.get("best_eval", {}).items()})

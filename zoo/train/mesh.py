@@ -121,6 +121,8 @@ class MeshPlan:
         def one(x):
             if isinstance(x, nnx.Variable):
                 value = x.get_value()
+                if not hasattr(value, "shape"):  # a masked optimizer state (optax.MaskedNode): no array to place
+                    return x
                 return x.replace(NamedSharding(self.mesh, self.spec(value.shape, axes_of(x, len(value.shape)))))
             return self.replicated
 

@@ -1,74 +1,94 @@
-"""A run directory: one run per directory (a lock), the run's identity checked against config.json, the finished
-state, and the files a run leaves (config.json, summary.json, curves.png; metrics.jsonl through the Logger)."""
+"""A run directory owned by this process: one run per directory (a lock), the run's identity checked against the
+config it stored, the finished state, the files a run leaves (config.json, summary.json, curves.png;
+metrics.jsonl through the Logger), and the one way a run prints (`say`, process 0 only).
+
+Nothing is written before everything that can be checked was checked (train()'s order); a directory this process
+created is removed again when the run is refused before it started.
+"""
 
 from __future__ import annotations
 
 import json
-import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.config import FIELDS, RunConfig, identity_changes
-from zoo.train.distributed import is_main
-from zoo.train.lock import RunLock
-from zoo.train.logger import console, plot_curves, trim_metrics, write_atomic
+from zoo.config import RunConfig, identity_changes
+from zoo.errors import log_failures_in
+from zoo.files import write_atomic
+from zoo.train.checkpoint import Checkpoints
+from zoo.train.distributed import barrier, is_main
+from zoo.train.load import read_config_json, stored_config
+from zoo.train.lock import RunLock, claim
+from zoo.train.logger import console, plot_curves, trim_metrics
+
+
+def say_on(main: bool) -> Callable[[str], None]:
+    """A line to the user (stderr), from process 0 only."""
+    return (lambda text: console.print(text, highlight=False)) if main else (lambda text: None)
 
 
 class Run:
-    def __init__(self, path: Path, cfg: RunConfig, lock: RunLock | None, old: dict[str, Any] | None):
-        self.dir, self.cfg, self.lock, self.old = path, cfg, lock, old
+    def __init__(self, path: Path, cfg: RunConfig, lock: RunLock | None, steps: list[int]):
+        self.dir, self.cfg, self.lock, self.saved_steps = path, cfg, lock, steps
         self.main = is_main()
+        self.say = say_on(self.main)
 
     @classmethod
     def open(cls, cfg: RunConfig) -> Run:
-        """Take the run dir `cfg.run_dir` (default: by model, plugin and shape): refused when it is not a directory
-        we can write, when another process holds it, or when it holds a run with other settings."""
-        path = Path(cfg.run_dir or cfg.default_run_dir())
-        cfg.run_dir = str(path)
-        if path.exists() and not path.is_dir():
-            raise ValueError(f"--run-dir {path} is a file, not a directory")
-        lock = None
-        if is_main():
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise ValueError(f"cannot create --run-dir {path}: {e.strerror}") from None
-            if not os.access(path, os.W_OK | os.X_OK):
-                raise ValueError(f"--run-dir {path} is not writable")
-            lock = RunLock(path, report=lambda line: console.print(line, highlight=False))
+        """Take the run dir `cfg.loop.run_dir` (default: by model, plugin and shape): refused when it is not a
+        directory we can write, when another process holds it, or when it holds checkpoints of a run with other
+        settings (a run dir without a checkpoint yet takes any settings)."""
+        path = Path(cfg.loop.run_dir or cfg.default_run_dir())
+        created, lock = not path.exists(), None
+        say = say_on(is_main())
         try:
-            old = _read_config(path)
-            if old is not None:
-                changes = identity_changes(old, cfg)
-                if changes:
-                    fork = f"--fork-from {path} --run-dir {path}-fork"
-                    raise ValueError(f"{path} holds a run with other settings ({'; '.join(changes)}): rerun with its "
-                                     f"settings to resume it, or continue it under the new ones in a new run dir "
-                                     f"({fork}), or start over in another --run-dir")
+            if is_main():
+                lock = claim(path, say)
+            steps = _saved_steps(path)
+            old = stored_config(path)
+            changes = identity_changes(old, cfg) if old is not None else []
+            if changes and steps:
+                raise ValueError(f"{path} holds a run with other settings ({'; '.join(changes)}): rerun with its "
+                                 f"settings to resume it, or continue it under the new ones in a new run dir "
+                                 f"(--fork-from {path} --run-dir {path}-fork), or start over in another --run-dir")
+            if changes:
+                say(f"{path} has no checkpoint yet: starting it with these settings ({'; '.join(changes)})")
+            barrier("zoo:run-read")  # every process read the dir before any creates its checkpoints/
         except BaseException:
             if lock is not None:
                 lock.release()
+            if created and is_main():
+                shutil.rmtree(path, ignore_errors=True)
             raise
-        return cls(path, cfg, lock, old)
+        log_failures_in(path)
+        run = cls(path, cfg, lock, steps)
+        if old is not None and not changes and read_config_json(path) is None:
+            run.write_config()  # config.json was lost: rebuilt from the checkpoints' copy
+        return run
 
-    def finished_summary(self, steps: int) -> dict[str, Any] | None:
-        """The summary of this run when it already trained all `steps` (a rerun then changes nothing)."""
-        path = self.dir / "summary.json"
+    def finished_summary(self) -> dict[str, Any] | None:
+        """The summary of this run when it trained all its steps and saved its last one (a rerun changes nothing)."""
+        steps = self.cfg.loop.steps
         try:
-            summary = json.loads(path.read_text())
+            summary = json.loads((self.dir / "summary.json").read_text())
         except (OSError, json.JSONDecodeError):
             return None
-        return summary if summary.get("steps") == steps else None
+        return summary if summary.get("steps") == steps and steps in self.saved_steps else None
+
+    def write_config(self) -> None:
+        if self.main:
+            write_atomic(self.dir / "config.json", json.dumps(self.cfg.to_json(), indent=2) + "\n")
 
     def start(self, step: int) -> None:
         """Before the first step: config.json written (atomically) and metrics after `step` dropped."""
         if not self.main:
             return
-        write_atomic(self.dir / "config.json", json.dumps(self.cfg.to_json(), indent=2) + "\n")
+        self.write_config()
         dropped = trim_metrics(self.dir, step)
         if dropped:
-            console.print(f"dropped {dropped} metrics.jsonl rows after step {step} (written before the last stop)",
-                          highlight=False)
+            self.say(f"dropped {dropped} metrics.jsonl rows after step {step} (written before the last stop)")
 
     def finish(self, summary: dict[str, Any]) -> None:
         if self.main:
@@ -87,25 +107,8 @@ class Run:
         self.close()
 
 
-def read_run_config(run_dir: str | Path) -> RunConfig:
-    """A run dir's resolved config (its config.json) as a RunConfig (for --fork-from, export and sampling);
-    settings a newer zoo added take their defaults."""
-    values = _read_config(Path(run_dir))
-    if values is None:
-        raise FileNotFoundError(f"{run_dir}: no config.json there (is it a zoo run directory?)")
-    if "model" not in values:
-        raise ValueError(f"{Path(run_dir) / 'config.json'} is not a zoo run's config (it names no model)")
-    return RunConfig(**{k: v for k, v in values.items() if k in FIELDS})
-
-
-def _read_config(path: Path) -> dict[str, Any] | None:
-    config = path / "config.json"
-    if not config.is_file():
-        return None
-    try:
-        old = json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ValueError(f"{config} is not valid JSON; use another --run-dir") from None
-    if not isinstance(old, dict):
-        raise ValueError(f"{config} does not hold a run's config; use another --run-dir")
-    return old
+def _saved_steps(path: Path) -> list[int]:
+    if not (path / "checkpoints").is_dir():
+        return []
+    with Checkpoints(path, read_only=True) as ckpts:
+        return ckpts.steps()

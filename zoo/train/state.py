@@ -1,5 +1,6 @@
 """Where a run's first state comes from: its own newest verified checkpoint (resume), another run's full state
-(--fork-from, new settings), another run's parameters (--init-from, finetuning), or a fresh init."""
+(--fork-from, new settings), another run's parameters (--init-from, finetuning), or a fresh init. Other runs are
+only read (zoo.train.load), so they may still be training."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoo.train.checkpoint import Checkpoints, load_params
+from zoo.train.checkpoint import Checkpoints
+from zoo.train.load import load_run, parse_run_spec, read_config, read_params
 from zoo.train.mesh import MeshPlan
-from zoo.train.run import read_run_config
 from zoo.train.setup import Setup
 from zoo.train.step import RUN_ONCE
-from zoo.tree import key_path
+from zoo.tree import fill_by_name, key_path
 
 State = dict[str, Any]
 Report = Callable[[str], None]
@@ -24,13 +25,35 @@ Report = Callable[[str], None]
 
 def abstract_state(s: Setup, plan: MeshPlan) -> tuple[Any, Any]:
     """(ShapeDtypeStructs placed as the mesh shards them, the shardings) of `s`'s train state."""
-    abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(s.cfg.seed))
+    abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(s.cfg.loop.seed))
     shardings = plan.state_shardings(abstract)
     return _placed(abstract, shardings), shardings
 
 
 def _placed(abstract: Any, shardings: Any) -> Any:
     return jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
+
+
+def check_sources(s: Setup) -> None:
+    """--fork-from and --init-from name runs that can be read, before anything is written: a fork's step exists
+    and lies before this run's last step."""
+    loop = s.cfg.loop
+    if loop.fork_from:
+        src, step = parse_run_spec(loop.fork_from)
+        read_config(src)
+        with Checkpoints(src, read_only=True) as ckpts:
+            steps = ckpts.steps()
+        if not steps:
+            raise FileNotFoundError(f"--fork-from {src}: the run has no checkpoint yet")
+        if step is not None and step not in steps:
+            raise FileNotFoundError(f"--fork-from {loop.fork_from}: no checkpoint at step {step} (it has "
+                                    f"{', '.join(map(str, steps))})")
+        start = step if step is not None else steps[0]
+        if start >= s.steps:
+            raise ValueError(f"--fork-from {loop.fork_from} starts at step {start}, but --steps is {s.steps}: "
+                             "nothing would train; give --steps beyond the fork's step")
+    if loop.init_from and not (Path(loop.init_from) / "checkpoints").is_dir():
+        raise FileNotFoundError(f"--init-from {loop.init_from}: no checkpoints/ folder there (is it a run dir?)")
 
 
 def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report) -> tuple[State, int, dict]:
@@ -42,53 +65,31 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
         state, meta, step = found
         report(f"resumed {ckpts.run_dir} from step {step}")
         return state, step, meta
-    key = jax.random.PRNGKey(s.cfg.seed)
+    key = jax.random.PRNGKey(s.cfg.loop.seed)
     state = jax.jit(s.program.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
-    if s.cfg.fork_from:
+    if s.cfg.loop.fork_from:
         return fork(state, s, plan, report)
-    if s.cfg.init_from:
-        state = init_from(state, s.cfg.init_from, report)
+    if s.cfg.loop.init_from:
+        state = init_from(state, s.cfg.loop.init_from, report)
     return state, 0, {}
-
-
-def parse_fork(spec: str) -> tuple[Path, int | None]:
-    """RUN_DIR[:STEP] -> (run dir, step or None for its newest good checkpoint)."""
-    head, sep, tail = spec.rpartition(":")
-    if sep and tail.isdigit():
-        return Path(head), int(tail)
-    return Path(spec), None
 
 
 def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State, int, dict]:
     """The full state of another run (params, optimizer moments, step, RNG, data position), continued under this
     run's settings: its peak LR is this run's --lr, and optimizer state the new optimizer lacks starts fresh."""
-    from zoo.train.setup import setup
-
-    src_dir, step = parse_fork(s.cfg.fork_from)
-    src_cfg = read_run_config(src_dir)
-    src = setup(src_cfg, s.data if src_cfg.data == s.cfg.data and src_cfg.seq_len == s.cfg.seq_len else None)
-    target, _ = abstract_state(src, plan)
-    ckpts = Checkpoints(src_dir)
-    try:
-        if step is None:
-            found = ckpts.restore_latest(target, report, move_bad=False)
-            if found is None:
-                raise FileNotFoundError(f"--fork-from {src_dir}: the run has no checkpoint yet")
-            old, meta, step = found
-        else:
-            if step not in ckpts.steps():
-                raise FileNotFoundError(f"--fork-from {src_dir}:{step}: no checkpoint at step {step} (it has "
-                                        f"{', '.join(map(str, ckpts.steps())) or 'none'})")
-            old, meta = ckpts.restore(step, target)
-    finally:
-        ckpts.close()
+    src_dir, step = parse_run_spec(s.cfg.loop.fork_from)
+    src_cfg = read_config(src_dir)
+    same_data = src_cfg.data == s.cfg.data
+    src = load_run(src_dir, step, data=s.data if same_data else None,
+                   place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
+    old = src.state
     _same_params(fresh["params"], old["params"], src_dir)
     opt, started_fresh = _transplant_opt(fresh["opt"], old["opt"])
     for name in started_fresh:
         report(f"fork: {name} started fresh (the new optimizer keeps state the old one did not)")
     state = {**fresh, "params": old["params"], "opt": opt, "step": old["step"], "key": old["key"]}
-    report(f"forked {src_dir} at step {step} into {s.cfg.run_dir}")
-    return state, int(step), {k: v for k, v in meta.items() if k == "first_loss"}
+    report(f"forked {src_dir} at step {src.step} into {s.cfg.loop.run_dir}")
+    return state, int(src.step), {k: v for k, v in src.meta.items() if k == "first_loss"}
 
 
 def _same_params(new: Any, old: Any, src: Path) -> None:
@@ -134,24 +135,19 @@ def _transplant_opt(fresh: Any, old: Any) -> tuple[Any, list[str]]:
 def init_from(state: State, run_dir: str, report: Report) -> State:
     """Params from another run's newest good checkpoint, matched by name and shape; refused unless most of this
     model's parameter arrays match (a run of another model), and a line says how many were loaded."""
-    loaded, meta = load_params(run_dir)
-    flat, treedef = jax.tree_util.tree_flatten_with_path(state["params"])
-    leaves, fresh = [], []
-    for path, new in flat:
-        name = key_path(path)
-        old = loaded.get(name)
-        if old is not None and old.shape == new.shape:
-            leaves.append(jax.device_put(jnp.asarray(old, new.dtype), new.sharding))
-        else:
-            fresh.append(f"{name} ({'new' if old is None else f'shape {old.shape} -> {new.shape}'})")
-            leaves.append(new)
-    matched = len(flat) - len(fresh)
-    if 2 * matched <= len(flat):
-        raise ValueError(f"--init-from {run_dir}: only {matched} of this model's {len(flat)} parameter arrays match "
-                         "it by name and shape (is it a run of another model?)")
-    values = sum(int(np.prod(v.shape)) for (p, v), leaf in zip(flat, leaves, strict=True) if leaf is not v)
-    total = sum(int(np.prod(v.shape)) for _, v in flat)
-    report(f"init-from: loaded {matched} of {len(flat)} parameter arrays ({values:,} of {total:,} values) from "
-           f"{run_dir} step {meta.get('step')}" + (f"; re-initialised by the plugin: {', '.join(fresh)}" if fresh
-                                                   else ""))
-    return {**state, "params": jax.tree_util.tree_unflatten(treedef, leaves)}
+    loaded, meta = read_params(run_dir, report=report)
+    params, fresh = fill_by_name(state["params"], loaded)
+    total_arrays = len(jax.tree.leaves(params))
+    matched = total_arrays - len(fresh)
+    if 2 * matched <= total_arrays:
+        raise ValueError(f"--init-from {run_dir}: only {matched} of this model's {total_arrays} parameter arrays "
+                         "match it by name and shape (is it a run of another model?)")
+    sizes = [int(np.prod(v.shape)) for v in jax.tree.leaves(params)]
+    kept = {name.split(" (")[0] for name in fresh}
+    values = sum(size for (p, _), size in zip(jax.tree_util.tree_flatten_with_path(params)[0], sizes, strict=True)
+                 if key_path(p) not in kept)
+    report(f"init-from: loaded {matched} of {total_arrays} parameter arrays ({values:,} of {sum(sizes):,} values) "
+           f"from {run_dir} step {meta.get('step')}" +
+           (f"; re-initialised by the plugin: {', '.join(f.replace('missing', 'new') for f in fresh)}" if fresh
+            else ""))
+    return {**state, "params": params}

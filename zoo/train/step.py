@@ -124,9 +124,11 @@ class Program:
 
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module], plugin: Parametrization,
                   optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
-                  augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None, grad_accum: int = 1) -> Program:
-    """Builds the optimizer from the abstract model's tags; nothing is materialised."""
+                  augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None, grad_accum: int = 1,
+                  horizon: int | None = None) -> Program:
+    """Builds the optimizer from the abstract model's tags (`horizon`: the run's length, for decaying schedules);
+    nothing is materialised."""
     abstract = nnx.eval_shape(lambda: make_model(nnx.Rngs(0)))
     graphdef, params, _ = nnx.split(abstract, nnx.Param, ...)
-    tx = optim.build(optim_cfg, plugin, params)
+    tx = optim.build(optim_cfg, plugin, params, horizon)
     return Program(graphdef, tx, make_model, dtype, augment, grad_accum)

@@ -1,0 +1,144 @@
+"""One line for every failure (issue 16, items 6-8, 12, 16 and the error boundary): a full disk, an unreadable
+checkpoint index, Ctrl-C during the compile, junk in a config file, a non-finite float to any command, and an
+unexpected error (its traceback goes to a file the line names)."""
+
+from __future__ import annotations
+
+import errno
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, run_main_many
+
+from zoo.errors import DiskFull
+from zoo.train.checkpoint import _disk_full_as
+
+pytestmark = pytest.mark.xdist_group("failures")
+# The disk as the run's checkpoints see it: full (4 KB free) from the second save on.
+FULL_AFTER_FIRST_SAVE = """
+import shutil, sys
+real, saves = shutil.disk_usage, []
+def disk_usage(path):
+    usage = real(path)
+    if str(path).endswith("checkpoints"):
+        saves.append(path)
+    return usage._replace(free=4096) if len(saves) > 1 else usage
+shutil.disk_usage = disk_usage
+from zoo.cli.train import main
+main(sys.argv[1:])
+"""
+
+
+def _python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env(), capture_output=True,
+                          text=True, timeout=240)
+
+
+@pytest.mark.slow
+def test_full_disk_is_one_line_and_the_run_resumes_when_space_returns(tmp_path):
+    """The second checkpoint finds 4 KB free: one line naming the checkpoint, what it needs and what is free, exit
+    1; the first checkpoint is intact and the same command, with space back, resumes from it and finishes."""
+    run = tmp_path / "run"
+    args = [*SMALL, "--steps", "6", "--ckpt-every", "2", "--run-dir", str(run)]
+    full = _python(FULL_AFTER_FIRST_SAVE, *args)
+    line = clean_error(full.returncode, full.stderr)
+    assert re.search(rf"no space left on the device writing {re.escape(str(run))}/checkpoints/4 \(it needs about "
+                     r"[\d.]+ MB, 0\.0 MB are free\)", line), line
+    assert full.stderr.count("\n") <= 6 and not any(word in full.stderr for word in NOISE), full.stderr
+    (code, err), = run_main_many([args])
+    assert code == 0 and f"resumed {run} from step 2" in err, err
+
+
+def test_an_async_write_that_runs_out_of_space_is_one_disk_full_line(tmp_path):
+    """orbax's writer thread fails with ENOSPC (possibly wrapped): the wait turns it into DiskFull."""
+    wrapped = RuntimeError("commit failed")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device")
+    for error in (OSError(errno.ENOSPC, "No space left on device"), wrapped):
+        with pytest.raises(DiskFull, match=f"writing {re.escape(str(tmp_path))}"):
+            with _disk_full_as(tmp_path):
+                raise error
+
+
+@pytest.mark.slow
+def test_an_unreadable_checkpoint_index_is_one_line(tmp_path):
+    """A flipped bit in the newest checkpoint's OCDBT manifest: one line for it (TensorStore's spec cut off), the
+    run resumes from the one before, and nothing of orbax's or absl's logging reaches the terminal."""
+    run = tmp_path / "run"
+    args = [*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(run)]
+    (code, err), = run_main_many([args])
+    assert code == 0, err
+    (run / "summary.json").unlink()
+    manifest = run / "checkpoints" / "4" / "state" / "manifest.ocdbt"
+    raw = bytearray(manifest.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    manifest.write_bytes(bytes(raw))
+    (code, err), = run_main_many([args])
+    assert code == 0, err
+    bad = [line for line in err.splitlines() if "checkpoints/4" in line]
+    assert len(bad) == 1 and "cannot be read" in bad[0] and "tensorstore_spec" not in bad[0], err
+    assert f"moved the unreadable checkpoint 4 to {run / 'corrupt' / '4'}" in err
+    assert f"resumed {run} from step 2" in err and not any(word in err for word in NOISE), err
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_the_compile_is_one_line_and_status_130(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *SMALL, "--steps", "5", "--run-dir", str(run)],
+                            cwd=ROOT, env=child_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("compiling the train step"):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "Traceback" not in rest and len(rest.strip().splitlines()) <= 3, rest
+
+
+def test_junk_and_non_finite_values_are_one_line(tmp_path):
+    """Junk nested in model_opt or param_opt of a config file names the file, the key and what it must be; every
+    float of every command is checked for finiteness before anything runs."""
+    (tmp_path / "junk.yaml").write_text("model_opt:\n  activation: {a: 1}\n")
+    (tmp_path / "junk2.yaml").write_text("param: depth_mup\nparam_opt:\n  alpha: [1, {b: 2}]\n")
+    (tmp_path / "nested.yaml").write_text("optim: {lr: .nan}\n")
+    results = run_main_many([["--config", str(tmp_path / "junk.yaml")], ["--config", str(tmp_path / "junk2.yaml")],
+                             ["--config", str(tmp_path / "nested.yaml")], [*SMALL, "--max-loss-ratio", "inf"],
+                             [*SMALL, "--param", "ntk_mup", "--param-opt", "s=inf"]])
+    lines = [clean_error(code, err) for code, err in results]
+    assert f"config file {tmp_path / 'junk.yaml'}: model_opt.activation must be a number, a string" in lines[0]
+    assert "param_opt.alpha must be" in lines[1] and "junk2.yaml" in lines[1], lines[1]
+    assert "lr must be a finite number, got nan" in lines[2], lines[2]
+    assert "argument --max-loss-ratio: must be a finite number, got inf" in lines[3], lines[3]
+    assert "option s of 'ntk_mup' must be a finite number, got inf" in lines[4], lines[4]
+    for argv, needle in [
+        (["-m", "zoo.sweep", "--out", str(tmp_path / "s"), "--lrs", "nan"], "learning rates"),
+        (["-m", "zoo.transfer", "--out", str(tmp_path / "t"), "--lrs", "1e-3,inf"], "learning rates"),
+        (["-m", "zoo.criticality", "--grid", "sigma_w=0:nan:3", "--grid", "sigma_b=0:1:3"], "sigma_w"),
+        (["-m", "zoo.coord_check", "--tol", "inf"], "expected a finite number"),
+    ]:
+        proc = subprocess.run([sys.executable, *argv], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                              timeout=240)
+        assert needle in clean_error(proc.returncode, proc.stderr), (argv, proc.stderr)
+
+
+def test_an_unexpected_error_names_the_file_with_its_traceback(tmp_path):
+    """A plugin (given as module:Class) that raises: one line with the error and where its traceback was written."""
+    (tmp_path / "broken_plugin.py").write_text(
+        "import dataclasses\nfrom zoo.param.base import Parametrization\n\n"
+        "@dataclasses.dataclass(frozen=True)\nclass Broken(Parametrization):\n    name = 'broken'\n\n"
+        "    def init_std(self, tag, std0):\n        raise RuntimeError('boom')\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *SMALL, "--param", "broken_plugin:Broken",
+                           "--run-dir", str(tmp_path / "run")], cwd=tmp_path, env=child_env(), capture_output=True,
+                          text=True, timeout=240)
+    line = clean_error(proc.returncode, proc.stderr)
+    found = re.search(r"error: unexpected RuntimeError: boom \(full traceback in (.+)\)$", line)
+    assert found and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    trace = Path(found.group(1))
+    assert "Traceback" in trace.read_text() and "boom" in trace.read_text()
+    trace.unlink()

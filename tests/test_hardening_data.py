@@ -1,0 +1,72 @@
+"""Data that cannot train is refused in one line before a run dir exists (issue 16 items 10 and 13): a tfds set that
+is not prepared (offline: never a download attempt; the line says where it looked and how to prepare it), and a
+classification set with fewer than 2 classes, from every source that yields classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_utils import clean_error, run_main_many
+from PIL import Image
+
+import zoo.data
+from zoo.cli.prepare import main as prepare_main
+from zoo.data import synthetic
+
+TINY = ["--model", "mlp_resnet", "--width", "16", "--depth", "2", "--batch-size", "2", "--steps", "1"]
+
+
+def image_folder(root: Path, classes: dict[str, list[str]]) -> Path:
+    """root/split/class/i.png, two 4x4 images per class."""
+    for split, names in classes.items():
+        for c in names:
+            (root / split / c).mkdir(parents=True)
+            for i in range(2):
+                Image.fromarray(np.full((4, 4, 3), 60 * i + 10, np.uint8)).save(root / split / c / f"{i}.png")
+    return root
+
+
+def test_single_class_folder_and_unprepared_tfds_are_one_line_and_leave_nothing(tmp_path):
+    cats = image_folder(tmp_path / "cats", {"train": ["cat"], "test": ["cat"]})
+    empty = tmp_path / "tfds"
+    empty.mkdir()
+    runs = [tmp_path / "r1", tmp_path / "r2"]
+    single, offline = [clean_error(code, err) for code, err in run_main_many(
+        [[*TINY, "--data", f"imagefolder:{cats}", "--run-dir", str(runs[0])],
+         [*TINY, "--data", "tfds:mnist", "--data-dir", str(empty), "--run-dir", str(runs[1])]],
+        env={"ZOO_CACHE": str(tmp_path / "cache")})]
+    assert "has 1 class" in single and "(classes: cat)" in single and str(cats) in single, single
+    assert "'mnist' is not prepared" in offline and str(empty / "mnist") in offline, offline
+    assert "tfds build mnist --file_format array_record" in offline and "--data-dir" in offline, offline
+    assert not any(r.exists() for r in runs) and not any(empty.iterdir())  # nothing downloaded or written
+
+
+def test_a_refused_prepare_leaves_no_out(tmp_path, capsys):
+    """An unprepared tfds set is refused before --out is made; a tokenizer that fails on the corpus (a BPE smaller
+    than its characters) removes the --out it made."""
+    (tmp_path / "corpus.txt").write_text("hello world, a small corpus\n" * 20)
+    cases = [(["tfds", "lm1b", "--data-dir", str(tmp_path)], "'lm1b' is not prepared"),
+             (["text", str(tmp_path / "corpus.txt"), "--tokenizer", "bpe:3"], "could not train a BPE of size 3")]
+    for argv, expected in cases:
+        out = tmp_path / "out"
+        with pytest.raises(SystemExit) as e:
+            prepare_main([*argv, "--out", str(out)])
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert e.value.code == 1 and len(err) == 1 and expected in err[0], err
+        assert not out.exists()
+
+
+def test_every_source_refuses_fewer_than_two_classes(tmp_path):
+    """A train split with one class (the other only in test), in memory and streamed; a generated set; a
+    one-character text file."""
+    half = image_folder(tmp_path / "half", {"train": ["cat"], "test": ["cat", "dog"]})
+    for stream in (False, True):
+        with pytest.raises(ValueError, match=r"train split of image folder .* has 1 class"):
+            zoo.data.load(f"imagefolder:{half}", cache_dir=str(tmp_path / "cache"), stream=stream)
+    with pytest.raises(ValueError, match="the data set has 1 class"):
+        synthetic.images(num_train=8, num_test=8, num_classes=1)
+    (tmp_path / "a.txt").write_text("a" * 100)
+    with pytest.raises(ValueError, match=r"a\.txt has 1 token in its vocabulary"):
+        zoo.data.load(f"text:{tmp_path / 'a.txt'}", seq_len=8)

@@ -1,0 +1,71 @@
+"""Muon runs through train.py (issue 18): resumed bit-identically after SIGKILL, forked, and exported to SP form with
+the run's logits. The MLP-ResNet with pre-LN and biases, so the optimizer state holds Muon's per-layer momenta, Adam's
+moments of the stacked vectors, and optax's masked placeholders between them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+from cli_utils import ROOT, SMALL, assert_same_params, child_env, final_params, run_train
+from test_export import exported_model
+
+from zoo.diagnostics.inputs import random_inputs
+from zoo.export import export
+from zoo.train.load import read_config
+from zoo.train.setup import setup
+from zoo.train.step import RUN_ONCE
+from zoo.tree import key_path
+
+MUON = [*SMALL, "--param", "mup", "--base-width", "16", "--optimizer", "muon", "--lr", "1e-2", "--weight-decay",
+        "0.1", "--model-opt", "pre_ln=true", "--model-opt", "bias=true"]
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
+    """Kill -9 part-way, rerun the same command: the final params equal an uninterrupted run's bit for bit."""
+    args = [*MUON, "--steps", "40", "--ckpt-every", "10"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert run_train([*args, "--run-dir", str(whole)]).returncode == 0
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--run-dir", str(cut)], cwd=ROOT,
+                            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        steps = [int(p.name) for p in (cut / "checkpoints").glob("*") if p.name.isdigit()] if cut.exists() else []
+        if steps and max(steps) >= 10:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = run_train([*args, "--run-dir", str(cut)])
+    assert resumed.returncode == 0 and "resumed" in resumed.stderr, resumed.stderr
+    assert_same_params(final_params(whole), final_params(cut))
+
+
+@pytest.mark.slow
+def test_a_muon_run_forks_and_exports_with_its_logits(tmp_path):
+    """A Muon run forked into another LR continues from its state; the fork, exported to SP form (every multiplier
+    folded into its weights), gives the run's logits (f32, rtol 1e-5 normwise)."""
+    first, fork, out = tmp_path / "first", tmp_path / "fork", tmp_path / "out"
+    assert run_train([*MUON, "--steps", "10", "--ckpt-every", "10", "--run-dir", str(first)]).returncode == 0
+    proc = run_train([*MUON, "--steps", "20", "--lr", "3e-3", "--fork-from", str(first), "--run-dir", str(fork)])
+    assert proc.returncode == 0 and f"forked {first} at step 10" in proc.stderr, proc.stderr
+    export(fork, out, echo=lambda _: None)
+    run, loaded = setup(read_config(fork)), final_params(fork)
+    key = jax.random.key(0)
+    state = jax.jit(run.program.init).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(state["params"])
+    state["params"] = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
+    _, sp_logits, sp_params, _, meta = exported_model(out)
+    assert meta["step"] == 20
+    x = random_inputs(run.model_cfg, 8, jax.random.key(3))
+    both = jax.jit(lambda state, params, x: (run.program.model(state)(x)[0], sp_logits(params, x)))
+    want, got = map(np.asarray, both.lower(state, sp_params, x).compile(compiler_options=RUN_ONCE)(
+        state, sp_params, x))
+    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)

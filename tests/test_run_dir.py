@@ -1,0 +1,142 @@
+"""A run dir that nothing can poison (issue 16, items 1-4, 15, 17): readers never touch a live run; the identity is
+checked against the checkpoints' config when config.json is gone; the horizon is part of the identity; a refused
+command writes nothing; a fork's bad step lists the saved ones; files follow the umask."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from cli_utils import ROOT, SMALL, child_env, clean_error, run_main_many, run_train, start_train, wait_for_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_dir")]
+TINY_GPT = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--batch-size", "4",
+            "--seq-len", "16",
+            "--data", "synthetic:text", "--eval-every", "100000", "--eval-batch-size", "64"]
+
+
+def _python(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=240)
+
+
+def test_readers_never_touch_a_live_run(tmp_path):
+    """zoo.sample, zoo.export, --init-from and --fork-from read a run that checkpoints every step while it trains:
+    each succeeds, the run keeps training and checkpointing (its in-flight checkpoints are not cleaned up under it),
+    and it stops on SIGTERM with status 143 and no error."""
+    run = tmp_path / "live"
+    live = start_train([*TINY_GPT, "--steps", "100000", "--ckpt-every", "1", "--keep", "100000", "--log-every", "1",
+                        "--run-dir", str(run)])
+    try:
+        wait_for_rows(run, live, 3)
+        for _ in range(2):
+            sampled = _python("-m", "zoo.sample", str(run), "--prompt", "12", "--tokens", "5", "--temperature", "0")
+            assert sampled.returncode == 0, sampled.stderr
+        exported = _python("-m", "zoo.export", str(run), "--out", str(tmp_path / "sp"))
+        assert exported.returncode == 0, exported.stderr
+        readers = run_main_many([
+            [*TINY_GPT, "--init-from", str(run), "--steps", "1", "--run-dir", str(tmp_path / "a")],
+            [*TINY_GPT, "--fork-from", f"{run}:2", "--steps", "4", "--run-dir", str(tmp_path / "b")]])
+        assert [code for code, _ in readers] == [0, 0], readers
+        assert f"forked {run} at step 2" in readers[1][1]
+        assert live.poll() is None
+        newest = max(_steps(run))
+        wait_for_rows(run, live, len((run / "metrics.jsonl").read_text().splitlines()) + 3)
+        assert max(_steps(run)) > newest  # still checkpointing
+    finally:
+        live.send_signal(signal.SIGTERM)
+        _, err = live.communicate(timeout=120)
+    assert live.returncode == 143, err
+    assert "cannot schedule new futures" not in err and "Traceback" not in err, err
+
+
+def _steps(run) -> list[int]:
+    return [int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()]
+
+
+def test_lost_config_json_is_checked_against_the_checkpoints_and_rebuilt(tmp_path):
+    run = tmp_path / "run"
+    args = [*SMALL, "--steps", "6", "--ckpt-every", "3", "--run-dir", str(run)]
+    assert run_train(args).returncode == 0
+    stored = json.loads((run / "config.json").read_text())
+    (run / "config.json").unlink()
+    listing = sorted(p.name for p in run.iterdir())
+    (code, err), (same, _) = run_main_many([[*args[:-4], "--lr", "0.01", "--steps", "12", "--run-dir", str(run)],
+                                            args])
+    line = clean_error(code, err)
+    assert "other settings" in line and "lr 0.001 -> 0.01" in line and "steps 6 -> 12" in line, line
+    assert same == 0
+    assert json.loads((run / "config.json").read_text()) == stored  # rebuilt from the checkpoints' copy
+    assert sorted(p.name for p in run.iterdir()) == sorted([*listing, "config.json"])
+
+
+def test_the_horizon_is_part_of_the_identity_and_forks_must_train(tmp_path):
+    """A finished 6-step run rerun with --steps 3 is refused (summary.json untouched); a fork at or beyond the new
+    run's last step is refused before its run dir exists; a fork's step that is not a number lists the saved ones."""
+    run = tmp_path / "run"
+    args = [*SMALL, "--steps", "6", "--ckpt-every", "3", "--run-dir", str(run)]
+    assert run_train(args).returncode == 0
+    summary = (run / "summary.json").read_bytes()
+    fork = str(tmp_path / "fork")
+    results = run_main_many([
+        [*args[:-4], "--steps", "3", "--run-dir", str(run)],
+        [*SMALL, "--steps", "3", "--fork-from", f"{run}:6", "--run-dir", fork],
+        [*SMALL, "--steps", "6", "--fork-from", f"{run}", "--run-dir", fork],
+        [*SMALL, "--steps", "9", "--fork-from", f"{run}:abc", "--run-dir", fork],
+        [*SMALL, "--steps", "9", "--fork-from", f"{run}:4", "--run-dir", fork],
+    ])
+    lines = [clean_error(code, err) for code, err in results]
+    assert "steps 6 -> 3" in lines[0], lines[0]
+    assert "starts at step 6, but --steps is 3" in lines[1] and "starts at step 6, but --steps is 6" in lines[2]
+    assert "'abc' is not a step" in lines[3] and "checkpoints at 6, 3" in lines[3], lines[3]
+    assert "no checkpoint at step 4 (it has 6, 3)" in lines[4], lines[4]
+    assert (run / "summary.json").read_bytes() == summary and not os.path.exists(fork)
+
+
+def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_new_settings(tmp_path):
+    """Every refusal below happens before the run dir exists; a run dir whose run never saved a checkpoint (its
+    config.json is there) takes the corrected command, saying so in one line."""
+    run = tmp_path / "run"
+    refused = run_main_many([
+        [*SMALL, "--steps", "2", "--model-opt", "activation=nope", "--run-dir", str(run)],
+        [*SMALL, "--steps", "2", "--param", "depth_mup", "--param-opt", "alpha=nan", "--run-dir", str(run)],
+        [*SMALL, "--steps", "2", "--mesh", "data=2", "--run-dir", str(run)],
+        ["--model", "gpt", "--width", "64", "--depth", "1", "--data", "shakespeare", "--seq-len", "65536",
+         "--batch-size", "64", "--run-dir", str(run)],
+    ])
+    lines = [clean_error(code, err) for code, err in refused]
+    assert "unknown activation 'nope'" in lines[0], lines[0]
+    assert "option alpha of 'depth_mup' must be a finite number, got nan" in lines[1], lines[1]
+    assert "must equal the 1 devices" in lines[2] and "GB of activations" in lines[3], lines
+    assert not run.exists()
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
+    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    assert code == 0, err
+    assert f"{run} has no checkpoint yet: starting it with these settings (lr 0.5 -> 0.001)" in err
+    assert json.loads((run / "config.json").read_text())["optim"]["lr"] == 0.001
+
+
+def test_files_follow_the_umask(tmp_path):
+    """config.json, summary.json and a trimmed metrics.jsonl get 0666 less the umask (0640 under umask 027), as
+    every other file a run writes (mkstemp alone would make them 0600)."""
+    run = tmp_path / "run"
+    code = "import os, sys; os.umask(0o027); from zoo.cli.train import main; main(sys.argv[1:])"
+    args = [*SMALL, "--steps", "4", "--ckpt-every", "2", "--log-every", "1", "--run-dir", str(run)]
+
+    def train() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env(), capture_output=True,
+                              text=True, timeout=240)
+
+    assert train().returncode == 0
+    (run / "summary.json").unlink()
+    shutil.rmtree(run / "checkpoints" / "4")  # the rerun resumes at step 2 and trims the rows after it
+    proc = train()
+    assert proc.returncode == 0 and "metrics.jsonl rows after step 2" in proc.stderr, proc.stderr
+    for name in ("config.json", "summary.json", "metrics.jsonl"):
+        assert (run / name).stat().st_mode & 0o777 == 0o640, name

@@ -1,0 +1,77 @@
+"""Failures before a run starts are one line and a non-zero exit, and leave no run dir: a JAX_PLATFORMS this machine
+cannot start (issue 16 item 9), a multi-host coordinator that never gathers every process (item 11: a line says
+what it waits for, and it gives up after --coordinator-timeout), a coordinator address or port that cannot work."""
+
+from __future__ import annotations
+
+import math
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cli_utils import ROOT, SMALL, child_env, clean_error, run_main_many
+
+from zoo.train import distributed
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is visible: JAX_PLATFORMS=cuda can start here")
+def test_unavailable_backend_and_bad_coordinator_are_one_line(tmp_path):
+    run = tmp_path / "r"
+    with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as busy:
+        busy.bind(("::" if socket.has_ipv6 else "0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        multi = ["--num-processes", "2", "--process-id", "0", "--run-dir", str(run)]
+        (backend, _), (address, _), (in_use, _) = [
+            (clean_error(code, err), err) for code, err in run_main_many(
+                [[*SMALL, "--steps", "1", "--run-dir", str(run)],
+                 [*SMALL, "--coordinator", "nonsense", *multi],
+                 [*SMALL, "--coordinator", f"127.0.0.1:{port}", *multi]], env={"JAX_PLATFORMS": "cuda"})]
+    assert "JAX_PLATFORMS=cuda" in backend and "available here: cpu" in backend, backend
+    assert "HOST:PORT" in address and "'nonsense'" in address, address
+    assert f"cannot serve the coordinator on port {port}" in in_use, in_use
+    assert not run.exists()
+
+
+def test_a_coordinator_that_never_gathers_every_process_gives_up_in_one_line(tmp_path):
+    """Process 0 of 2 with no peer: it says it waits for 2 processes, and after --coordinator-timeout 1 s it ends
+    with one line (JAX alone waits 300 s in silence, then aborts with a C++ stack dump)."""
+    run = tmp_path / "r"
+    address = f"127.0.0.1:{_free_port()}"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *SMALL, "--steps", "1", "--run-dir", str(run),
+                           "--coordinator", address, "--num-processes", "2", "--process-id", "0",
+                           "--coordinator-timeout", "1"], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert time.monotonic() - start < 60
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 2, proc.stderr
+    assert f"waiting for all 2 processes at the coordinator {address}" in lines[0]
+    assert lines[1].startswith("error: gave up after 1 s") and address in lines[1]
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("bad", [dict(timeout_s=0.0), dict(timeout_s=math.nan), dict(timeout_s=math.inf),
+                                 dict(coordinator="127.0.0.1:0"), dict(coordinator="127.0.0.1:99999"),
+                                 dict(coordinator=":80")])
+def test_multi_host_settings_are_checked_before_joining(bad):
+    with pytest.raises(ValueError):
+        distributed.initialize(**{"coordinator": "127.0.0.1:1", "num_processes": 2, "process_id": 1, **bad})
+
+
+def test_coordinator_timeout_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ZOO_COORDINATOR_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="ZOO_COORDINATOR_TIMEOUT='soon' is not a number"):
+        distributed.initialize("127.0.0.1:1", 2, 1)
+    monkeypatch.setenv("ZOO_COORDINATOR_TIMEOUT", "-5")
+    with pytest.raises(ValueError, match="positive number of seconds, got -5"):
+        distributed.initialize("127.0.0.1:1", 2, 1)

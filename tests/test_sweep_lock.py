@@ -1,0 +1,124 @@
+"""A sweep's (and a transfer's) --out has one owner, and its results file survives a torn write: a second sweep
+into a held dir is refused in one line, a dead owner's lock is taken over, a torn last line of results.jsonl is
+cut (its member trains again) instead of having the next record glued onto it; grids and sizes that cannot run are
+refused before anything trains."""
+
+import json
+import math
+
+import pytest
+
+from zoo import sweep
+from zoo.config import RunConfig
+from zoo.errors import RunLocked
+from zoo.sweeps import results
+from zoo.sweeps.grid import parse_lrs
+from zoo.sweeps.runner import SweepSpec, run_sweep
+from zoo.sweeps.transfer import TransferSpec, run_transfer
+from zoo.train.lock import RunLock
+
+RUN = RunConfig.from_flat(dict(model="mlp_resnet", param="mup", data="synthetic", steps=4, batch_size=16))
+LRS = [2.0**-9, 2.0**-7]
+ARGV = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--widths", "16", "--depths", "2",
+        "--steps", "4", "--batch-size", "16", "--lrs", "2^-9,2^-7", "--cache-dir", "off"]
+
+
+def records_on_disk(out):
+    return [json.loads(line) for line in (out / results.RESULTS).read_text().splitlines()]
+
+
+def test_torn_last_line_is_cut_and_its_member_retrained_and_a_dead_owner_taken_over(tmp_path):
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"pid": 999999999, "host": "gone"}))  # left by a SIGKILLed sweep
+    spec = SweepSpec(run=RUN, lrs=LRS[:1], out=out, widths=[16], depths=[2], chunk=4)
+    said = []
+    run_sweep(spec, said.append)
+    assert any("took over the lock" in s and "999999999" in s for s in said), said
+    line = (out / results.RESULTS).read_text()
+    (out / results.RESULTS).write_text(line[:len(line) // 2])  # the write was cut short
+    said.clear()
+    again = run_sweep(spec, said.append)  # the same program again (JAX's compile cache)
+    assert any("torn last line" in s for s in said) and any("1 members" in s for s in said), said
+    assert [r["lr"] for r in again] == LRS[:1]
+    assert [r["lr"] for r in records_on_disk(out)] == LRS[:1]  # a whole record, on a line of its own
+    assert not (out / ".lock").read_text()  # released: a clean exit leaves no owner behind
+
+
+def test_a_second_sweep_into_a_held_out_is_refused_in_one_line(tmp_path, capsys):
+    out = tmp_path / "s"
+    out.mkdir()
+    with RunLock(out, what="sweep", flag="--out"):  # another live sweep (flock: a second open file is refused)
+        with pytest.raises(SystemExit) as e:
+            sweep.main([*ARGV, "--out", str(out)])
+    assert e.value.code == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "is in use by another sweep" in err[0] and "--out" in err[0], err
+    assert not (out / results.RESULTS).exists()
+
+
+def test_a_transfer_into_a_held_out_is_refused_before_training(tmp_path):
+    spec = TransferSpec(run=RUN, lrs=LRS, proxy=(16, 2), target=(32, 2), out=tmp_path)
+    with RunLock(tmp_path, what="sweep", flag="--out"), pytest.raises(RunLocked, match="in use by another sweep"):
+        run_transfer(spec, data=object())  # refused (naming the owner's kind) before the data is touched
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]
+
+
+def test_results_file_repair_and_read(tmp_path):
+    """A torn last line is cut and the whole lines before it kept; a whole last record without its newline gets
+    one; duplicates (two sweeps that ran at once before the lock) are read once and lines that are not records
+    skipped; a garbage lock file is taken over silently."""
+    rec = {"width": 16, "depth": 2, "lr": 0.5, "seed": 0, "train_loss": 1.0}
+    other = {**rec, "lr": 0.25}
+    path = tmp_path / results.RESULTS
+    path.write_text(json.dumps(rec) + "\n" + json.dumps(other)[:20])
+    said = []
+    results.repair(tmp_path, said.append)
+    assert path.read_text() == json.dumps(rec) + "\n" and "torn last line" in said[0]
+    path.write_text(json.dumps(rec) + "\n[1]\n" + json.dumps(rec) + "\nnot json\n" + json.dumps(other))
+    results.repair(tmp_path, pytest.fail)  # nothing is cut
+    assert path.read_text().endswith("}\n")
+    assert results.read(tmp_path) == [rec, other]
+    (tmp_path / ".lock").write_bytes(b"\xff\xfe")
+    RunLock(tmp_path, pytest.fail).release()
+
+
+def test_transfer_refuses_a_target_smaller_than_the_proxy_in_any_axis(tmp_path):
+    def spec(proxy, target):
+        return TransferSpec(run=RUN, lrs=LRS, proxy=proxy, target=target, out=tmp_path)
+
+    with pytest.raises(ValueError, match="smaller than the proxy .* in width;"):
+        spec((64, 2), (32, 2))
+    with pytest.raises(ValueError, match="in depth;"):
+        spec((32, 4), (64, 2))
+    with pytest.raises(ValueError, match="in width and depth"):
+        spec((64, 4), (32, 2))
+    with pytest.raises(ValueError, match="is the target"):
+        spec((32, 2), (32, 2))
+    with pytest.raises(ValueError, match="proxy width must be a positive integer"):
+        spec((0, 2), (32, 2))
+    assert spec((32, 2), (32, 4)).target == (32, 4)
+
+
+def test_transfer_cli_refuses_a_smaller_target_in_one_line(tmp_path, capsys):
+    from zoo import transfer
+
+    with pytest.raises(SystemExit) as e:
+        transfer.main(["--out", str(tmp_path / "t"), "--model", "mlp_resnet", "--data", "synthetic", "--lrs", "1e-3",
+                       "--width", "32", "--proxy-width", "64", "--depth", "2"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert e.value.code == 1 and len(err) == 1 and "smaller than the proxy" in err[0], err
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("text", ["2^1e9", "1e-320", "nan", "2^-12:2^-4:1e-6", "2^-4:2^-2:inf", "2^-1000:2^-2:1"])
+def test_lr_grids_that_cannot_run_are_refused(text):
+    with pytest.raises(ValueError, match="learning rates"):
+        parse_lrs(text)
+
+
+@pytest.mark.parametrize("bad", [dict(lrs=[math.nan]), dict(lrs=[1e-3, math.inf]), dict(lrs=[]), dict(widths=[0]),
+                                 dict(seeds=0), dict(chunk=-1), dict(depths=[True])])
+def test_sweep_spec_refuses_what_cannot_run(tmp_path, bad):
+    with pytest.raises(ValueError):
+        SweepSpec(**{"run": RUN, "lrs": LRS, "out": tmp_path, **bad})

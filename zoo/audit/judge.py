@@ -1,0 +1,75 @@
+"""The audit's verdicts: each quantity's log-log slope across sizes, measured against the slope of its law
+(zoo.audit.laws), one PASS/FAIL per parameter.
+
+A quantity is judged when theory gives it a law for the parameter's family and it was measurable at every size:
+a zero init (biases) has no init law to test, a null direction (a gradient that is rounding noise, as the key bias's
+under softmax) no update law. A weight decay that is zero at every size is width-independent (no decay); zero at
+some sizes and not at others is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+NULL_GRADIENT = 1e-6  # a gradient RMS below this fraction of the largest one at that size is a null direction
+NO_DECAY = 1e-12  # a per-step shrink below this is none
+
+
+@dataclasses.dataclass
+class Check:
+    """One quantity of one parameter along one axis: the values at each size, the fitted slope, the law's slope."""
+
+    quantity: str
+    values: list[float | None]
+    measured: float | None
+    expected: float | None
+    passed: bool | None  # None: reported, not judged
+    note: str = ""
+
+
+def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Least-squares slope of log y against log x."""
+    return float(np.polyfit(np.log(np.asarray(xs, np.float64)), np.log(np.asarray(ys, np.float64)), 1)[0])
+
+
+def law_slope(xs: Sequence[float], logs: Sequence[float]) -> float:
+    """Least-squares slope of a law's log values against log x."""
+    return float(np.polyfit(np.log(np.asarray(xs, np.float64)), np.asarray(logs, np.float64), 1)[0])
+
+
+def check(quantity: str, xs: Sequence[float], values: Sequence[float | None], logs: Sequence[float] | None,
+          tol: float, why_missing: str = "", judged: bool = True) -> Check:
+    """The verdict on one quantity: `logs` is the law's log value at each size (None: theory gives none here);
+    a quantity that is not `judged` is reported with its slopes and no verdict."""
+    values = list(values)
+    expected = None if logs is None else law_slope(xs, logs)
+    judged = judged and logs is not None
+    if quantity == "wd_shrink" and all(v is not None and abs(v) < NO_DECAY for v in values):
+        return Check(quantity, values, None, expected, True if judged else None, "no decay")
+    if any(v is None or not math.isfinite(v) or v <= 0 for v in values):
+        note = why_missing if any(v is None for v in values) else "zero or negative at some size"
+        return Check(quantity, values, None, expected, False if judged and quantity == "wd_shrink" else None, note)
+    measured = slope(xs, values)
+    passed = abs(measured - expected) <= tol if judged else None
+    return Check(quantity, values, measured, expected, passed)
+
+
+def null_directions(grad_rms: dict[str, float]) -> set[str]:
+    """Parameters whose gradient is rounding noise next to the largest one (NULL_GRADIENT)."""
+    top = max(grad_rms.values(), default=0.0)
+    return {p for p, g in grad_rms.items() if g <= NULL_GRADIENT * top}
+
+
+def failures(checks: Sequence[Check]) -> list[str]:
+    """The quantities that failed, with their slopes."""
+    out = []
+    for c in checks:
+        if c.passed is False:
+            got = "n/a" if c.measured is None else f"{c.measured:+.2f}"
+            want = "n/a" if c.expected is None else f"{c.expected:+.2f}"
+            out.append(f"{c.quantity} slope {got}, theory {want}" + (f" ({c.note})" if c.note else ""))
+    return out

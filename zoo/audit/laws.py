@@ -1,0 +1,141 @@
+"""What theory says each audited quantity of a parameter does across widths and depths: a log-law
+log q = law(size) + const. Made from the plugin's *stated* rules only (its abcd table, its LR exponent per optimizer
+family, alpha and gamma) and the kind the parameter's shapes give it (TP IVb Defs 2.9.11/2.9.12), never from the
+plugin's realized methods (init_std, multiplier, lr_mult, grad_scale, wd_mult) nor from the tag: those are what the
+audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and (a, b, c, d) the kind's exponents:
+
+    judged (the law holds at any width, so a finite-size transient cannot fail a correct run)
+    multiplier        m^-a                      the realized one: the variable's value to the power with which the
+                                                forward pass applies it
+    init_rms          m^-(a+b)                  effective weight: multiplier times parameter
+    update_rms        m^-(a+c) r^-gamma         entrywise family: Adam's first step is lr sign(g)
+    spectral_step     m^-(a+c_muon) r^-gamma    spectral family: effective update per unit of Muon's Newton-Schulz
+                                                output (whose singular values are about 1: the update's ||.||*)
+    step_size         m^-(a+c-d) r^(alpha-gamma)   sgd family: effective update per unit of raw gradient
+    wd_shrink         m^0 r^0                   decoupled weight decay (TP IVb 2.10.1)
+    eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps |g| / sqrt(v) (Rem 2.2.6)
+
+    (step_size and eps_scale are read from the chain's first update of a tiny multiple of the gradient, which
+    global-norm clipping never touches: the clip factor depends on the gradient's size, not on a rule)
+
+    reported with theory's asymptotic law (the first two carry the gradient's own size, whose finite-width transients
+    are large: muP's logits shrink like m^-1/2 towards their limit 0, and with them a GPT's gradients at small widths;
+    the edge of an iid matrix's spectrum is reached slowly when one side is small, 8 x n inputs)
+    update_rms        m^-(a+c-d+d*) r^-gamma    sgd family: the LR m^(d-c) times a gradient of size m^-d*
+    eps_ratio         m^(d*-d)                  Adam's epsilon against sqrt(v): a faithful plugin keeps it constant
+    clip_factor       m^0                       the real step's global-norm clip factor (1 unclipped): the faithful
+                                                gradients' entries are Theta(1), so a threshold scaled as their count
+                                                keeps it width-independent
+    init_spectral     m^-(a+b) (sqrt(fan_in) + sqrt(fan_out))   an iid matrix's largest singular value
+    update_spectral   m^-(a+c_muon) r^-gamma    spectral family: the same, times the Newton-Schulz output's top
+                                                singular value, which lands anywhere in about [0.7, 1.2]
+
+d* is the faithful pre-scale (TP IVb Lemma 2.8.11): the gradient of a parameter before the readout has entries
+m^-(a + a_out + b_out) (one power of m more for a scalar summed over the width), the readout's m^-a_out, the readout's
+bias m^0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from zoo.param.base import Parametrization
+from zoo.param.families import MATRIX_KINDS
+from zoo.param.tags import Tag
+
+# how often a folded multiplier f enters each quantity: init and update f, SGD's step f^2 (LR and pre-scale), the
+# epsilon in raw-gradient units f^-1 (the pre-scale)
+FOLD_POWER = {"init_rms": 1, "init_spectral": 1, "update_rms": 1, "update_spectral": 1, "spectral_step": 1,
+              "step_size": 2,
+              "eps_scale": -1, "eps_ratio": -1}
+QUANTITIES = ("multiplier", "init_rms", "init_spectral", "update_rms", "update_spectral", "spectral_step",
+              "step_size", "wd_shrink", "eps_scale", "eps_ratio", "clip_factor")
+ADAM_EPSILON = ("adam", "adamw", "muon")  # optimizers whose entrywise part divides by sqrt(v) + eps
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """One parameter at one size, as the laws need it: its tag, the kind its shapes give it, its optimizer family,
+    whether it sits in a residual branch, and its fans."""
+
+    tag: Tag
+    kind: str
+    family: str
+    branch: bool
+    fold: float = 0.0  # log of multipliers folded into the parameter beyond m^-a (multiplier-free forms)
+
+
+def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
+    """Whether `quantity` is judged for this parameter (module docstring)."""
+    if quantity == "update_rms":
+        return facts.family == "adam"
+    if quantity == "spectral_step":
+        return facts.family == "spectral"
+    if quantity == "step_size":
+        return facts.family == "sgd"
+    if quantity == "eps_scale":
+        return facts.family == "adam" and optimizer in ADAM_EPSILON
+    return quantity in ("multiplier", "init_rms", "wd_shrink")
+
+
+def has_law(quantity: str, facts: Facts, optimizer: str) -> bool:
+    """Whether theory gives `quantity` a law here: the judged ones and the reported ones of the docstring."""
+    if quantity == "update_rms":
+        return facts.family in ("adam", "sgd")
+    if quantity in ("eps_ratio", "clip_factor"):
+        return judged("eps_scale", facts, optimizer)
+    if quantity == "init_spectral":
+        return facts.kind in MATRIX_KINDS
+    if quantity == "update_spectral":
+        return facts.family == "spectral"
+    return judged(quantity, facts, optimizer)
+
+
+def log_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
+    """log q at this size, up to a constant that does not change with size."""
+    return unfolded_law(quantity, plugin, facts) + FOLD_POWER.get(quantity, 0) * facts.fold
+
+
+def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
+    """The law of the module docstring, before any folded multiplier."""
+    tag = dataclasses.replace(facts.tag, kind=facts.kind)
+    a, b, c, d = (float(v) for v in plugin.abcd(tag))
+    log_m = math.log(tag.width_mult)
+    log_r = math.log(tag.depth / tag.base_depth) if facts.branch else 0.0
+    depth_rules = getattr(plugin, "plugin", None) or plugin  # a multiplier-free form keeps its plugin's alpha, gamma
+    alpha, gamma = float(depth_rules.alpha), float(depth_rules.gamma)
+    if quantity == "multiplier":
+        return -a * log_m
+    if quantity == "init_rms":
+        return -(a + b) * log_m
+    if quantity == "init_spectral":
+        return -(a + b) * log_m + math.log(math.sqrt(tag.fan_in) + math.sqrt(tag.fan_out))
+    if quantity == "update_rms":
+        ce = c - d + faithful_d(plugin, tag) if facts.family == "sgd" else c
+        return -(a + ce) * log_m - gamma * log_r
+    if quantity in ("update_spectral", "spectral_step"):
+        return -(a + float(plugin.lr_exponent(tag, "spectral"))) * log_m - gamma * log_r
+    if quantity == "step_size":
+        return -(a + c - d) * log_m + (alpha - gamma) * log_r
+    if quantity == "wd_shrink":
+        return 0.0
+    if quantity == "eps_scale":
+        return -d * log_m - alpha * log_r
+    if quantity == "eps_ratio":
+        return (faithful_d(plugin, tag) - d) * log_m
+    if quantity == "clip_factor":
+        return 0.0
+    raise ValueError(f"unknown quantity {quantity!r}; quantities are {', '.join(QUANTITIES)}")
+
+
+def faithful_d(plugin: Parametrization, tag: Tag) -> float:
+    """d* of TP IVb Lemma 2.8.11: minus the width exponent of the gradient's entries."""
+    a = float(plugin.abcd(tag)[0])
+    out = plugin.abcd(dataclasses.replace(tag, kind="output"))
+    a_out, b_out = float(out[0]), float(out[1])
+    if tag.kind == "output":
+        return a_out
+    if tag.kind == "scalar":
+        return 0.0 if tag.role.startswith("readout") else a + a_out + b_out - 1.0
+    return a + a_out + b_out

@@ -1,0 +1,153 @@
+"""One size of a run, measured: init, one real training step (the run's optax chain, gradient accumulation,
+precision and mesh), one step of the same chain from a fresh state with zero gradients (pure weight decay), and the
+optimizer's second moment. Everything runs in one program jitted with the run's shardings; what comes out is a few
+numbers per parameter, replicated.
+
+Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
+    init_rms, init_spectral       of w_0 (spectral: mean over stacked layers of the largest singular value)
+    update_rms, update_spectral   of the step's gradient-driven part w_1 - w_0 - (-lambda w_0)
+    spectral_step                 that part per unit of Muon's Newton-Schulz output of the gradient (matrices)
+    wd_shrink                     lambda of the zero-gradient update -lambda w_0 (the chain adds its decay after
+                                  the optimizer, so the step's decay part is exactly this update)
+    small_step_rms                the gradient-driven part of the chain's first update of TINY times the gradient,
+                                  per TINY: the step the chain takes before any global-norm clipping
+    small_sqrt_v_rms              RMS of sqrt(v_hat) after that update, per TINY (Adam's epsilon without the clip)
+    grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
+                                  as the key bias, whose gradient is rounding noise: not judged)
+    sqrt_v_rms                    RMS of sqrt(v_hat) in Adam's state after the step (absent without Adam's v)
+    in_spectral, in_adam          1 when Muon's momentum, or Adam's second moment, holds the parameter in the chain's
+                                  state (the family the run really gives it)
+    mult, power                   the multiplier variable beside it (mean over layers) and the power p with which
+                                  the forward pass applies it (measure.multiplier_power; 1 when applied once)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from optax.contrib._muon import MuonState
+
+from zoo.audit import measure
+from zoo.optim import OptimConfig, Route
+from zoo.param.families import MATRIX_KINDS
+from zoo.train.mesh import MeshPlan
+from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
+from zoo.tree import key_path
+
+Numbers = dict[str, dict[str, float]]
+TINY = 1e-6  # a gradient this many times the real one is never clipped
+
+
+def paths(tree: Any) -> dict[str, Any]:
+    """Parameter path ("stack/blocks/attn/q/kernel") -> leaf (an nnx.Variable or an array)."""
+    flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]
+    return {key_path(p): v for p, v in flat}
+
+
+def multiplier_of(path: str, rest: dict[str, Any]) -> str | None:
+    """The path of the forward multiplier beside a parameter (zoo's Dense and Embed keep it as `mult`)."""
+    sibling = path.rsplit("/", 1)[0] + "/mult" if "/" in path else "mult"
+    return sibling if sibling in rest else None
+
+
+def second_moments(opt_state: Any) -> dict[str, jax.Array]:
+    """Path -> Adam's second moment v of that parameter, wherever a ScaleByAdamState sits in the chain."""
+    found = {}
+    for _, nu in optax.tree_utils.tree_get_all_with_path(opt_state, "nu"):
+        for p, v in paths(nu).items():
+            v = v.get_value() if isinstance(v, nnx.Variable) else v
+            if hasattr(v, "shape"):  # not a leaf another transform of a partition holds (optax.MaskedNode)
+                found[p] = v
+    return found
+
+
+def optimizer_families(opt_state: Any) -> dict[str, str]:
+    """Path -> the family whose state holds the parameter: spectral (a Muon momentum), adam (Adam's second moment);
+    parameters neither holds are left out. Read from the state's structure, so an abstract state does."""
+    out = {p: "adam" for p in second_moments(opt_state)}
+    muon = [x for x in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, MuonState))
+            if isinstance(x, MuonState)]
+    for state in muon:
+        for p, v in paths(state.mu).items():
+            if hasattr(v.get_value() if isinstance(v, nnx.Variable) else v, "shape"):
+                out[p] = "spectral"
+    return out
+
+
+def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: OptimConfig, key: jax.Array) -> Numbers:
+    """The numbers of the module docstring for every parameter of `prog`'s model, measured under `plan`'s mesh."""
+    abstract = jax.eval_shape(prog.init, key)
+    shardings = plan.state_shardings(abstract)
+    state = jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    batch = jax.device_put(batch, plan.batch)
+    tags = {p: v.get_metadata()["tag"] for p, v in paths(abstract["params"]).items()}
+    rest = paths(abstract["rest"])
+    mults = {p: m for p in tags if (m := multiplier_of(p, rest)) is not None}
+
+    def logits(params, rest_state, x):
+        return nnx.merge(prog.graphdef, params, rest_state)(prepare_inputs(x, prog.dtype))[0]
+
+    def run(st, b):
+        new, _ = prog.train_step(st, b)
+        grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, st["rest"]), b, None, True,
+                                                    prog.dtype)[0])(st["params"])
+        fresh = prog.tx.init(st["params"])
+        decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
+        small, small_opt = prog.tx.update(jax.tree.map(lambda x: x * TINY, grads), fresh, st["params"])
+        v, v_small = second_moments(new["opt"]), second_moments(small_opt)
+        w0, w1, g, u, du = (paths(t) for t in (st["params"], new["params"], grads, decay, small))
+        keys = jax.random.split(jax.random.fold_in(key, 1), len(tags))
+        out = {}
+        for (path, tag), k in zip(tags.items(), keys, strict=True):
+            a, dw = w0[path][...], w1[path][...] - w0[path][...] - u[path][...]  # without the decay part
+            out[path] = {"init_rms": measure.rms(a), "update_rms": measure.rms(dw),
+                         "wd_shrink": measure.shrink(u[path][...], a), "grad_rms": measure.rms(g[path][...]),
+                         "small_step_rms": measure.rms(du[path][...] - u[path][...]) / TINY}
+            if tag.kind in MATRIX_KINDS and a.ndim >= 2:
+                route = Route("spectral", tag.fan_in, tag.layout)
+                out[path]["init_spectral"] = measure.spectral_norm(a, route, k)
+                out[path]["update_spectral"] = measure.spectral_norm(dw, route, k)
+                out[path]["spectral_step"] = measure.spectral_step(dw, g[path][...], route, cfg.ns_steps)
+            if path in v:
+                out[path]["sqrt_v_rms"] = measure.rms(jnp.sqrt(v[path] / (1.0 - cfg.b2)))
+                out[path]["small_sqrt_v_rms"] = measure.rms(jnp.sqrt(v_small[path] / (1.0 - cfg.b2))) / TINY
+        for path, p in powers(logits, st["params"], st["rest"], b["x"], mults).items():
+            out[path]["power"] = p
+        return out
+
+    program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
+    numbers = program.lower(state, batch).compile(compiler_options=RUN_ONCE)(state, batch)  # runs once
+    numbers = jax.device_get(numbers)
+    for path, family in optimizer_families(jax.eval_shape(prog.tx.init, abstract["params"])).items():
+        numbers[path]["in_" + family] = 1.0
+    rest_values = paths(state["rest"])
+    for path, m in mults.items():
+        numbers.setdefault(path, {})["mult"] = float(np.mean(np.asarray(rest_values[m][...])))
+    return {p: {k: float(v) for k, v in d.items()} for p, d in numbers.items()}
+
+
+def powers(logits: Callable, params: Any, rest: Any, x: jax.Array, mults: dict[str, str]) -> dict[str, jax.Array]:
+    """Parameter path -> the power p for each parameter with a multiplier, the JVPs of every parameter batched in
+    one vmap (tangent k: the k-th parameter itself along w, its multiplier itself along c)."""
+    if not mults:
+        return {}
+    chosen = list(mults)
+
+    def one_hot(tree: Any, names: list[str]) -> Any:
+        flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+        leaves = [jnp.stack([leaf if key_path(p) == name else jnp.zeros_like(leaf) for name in names])
+                  for p, leaf in flat]
+        return jax.tree_util.tree_unflatten(treedef, leaves)
+
+    def f(w, c):
+        return logits(w, c, x).astype(jnp.float32)
+
+    tw, tc = one_hot(params, chosen), one_hot(rest, [mults[p] for p in chosen])
+    p = jax.vmap(lambda a, b: measure.multiplier_power(f, params, rest, a, b))(tw, tc)
+    return {path: p[i] for i, path in enumerate(chosen)}

@@ -1,0 +1,73 @@
+"""An audit as a table (one row per parameter and axis: measured slope / theory's, per rule) and as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from zoo.audit.judge import Check
+from zoo.audit.sweep import Audit, ParamResult
+
+UPDATE = {"adam": "update_rms", "spectral": "spectral_step", "sgd": "step_size"}
+COLUMNS = (("multiplier", "multiplier"), ("init rms", "init_rms"), ("init ||.||*", "init_spectral"),
+           ("update", None), ("wd shrink", "wd_shrink"), ("eps", "eps_scale"))
+
+
+def cell(c: Check | None) -> str:
+    """`measured / theory` of a check's slopes, marked when it failed; `-` when absent."""
+    if c is None:
+        return "-"
+    if c.measured is None:
+        text = c.note or "n/a"
+    else:
+        text = f"{c.measured:+.2f}" + ("" if c.expected is None else f"/{c.expected:+.2f}")
+    return f"[red]{text}[/red]" if c.passed is False else text
+
+
+def row(path: str, p: ParamResult) -> list[str]:
+    by_name = {c.quantity: c for c in p.checks}
+    kind = p.kind if p.kind == p.tag_kind else f"[red]{p.kind} (tag: {p.tag_kind})[/red]"
+    if "branch" in by_name:
+        kind += " [red](branch?)[/red]"
+    family = f"[red]{p.family} ({by_name['family'].note})[/red]" if "family" in by_name else p.family
+    cells = [cell(by_name.get(UPDATE[p.family] if name is None else name)) for _, name in COLUMNS]
+    return [path, kind, family, *cells, "PASS" if p.passed else "[red]FAIL[/red]"]
+
+
+def tables(audit: Audit) -> list[Table]:
+    """One table per axis: each rule's measured log-log slope against size / the slope theory gives."""
+    out = []
+    for axis in audit.axes:
+        sizes = ", ".join(map(str, axis.sizes))
+        t = Table(title=f"{audit.run['model']} {audit.run['param']['name']} {audit.run['optimizer']}: slopes in "
+                  f"{axis.axis} ({sizes}), measured / theory", title_justify="left")
+        for name in ("parameter", "kind", "family", *(c for c, _ in COLUMNS), "verdict"):
+            t.add_column(name, no_wrap=name == "parameter")
+        for path, p in axis.params.items():
+            t.add_row(*row(path, p))
+        out.append(t)
+    return out
+
+
+def to_json(audit: Audit) -> dict[str, Any]:
+    return {"run": audit.run, "tol": audit.tol, "passed": audit.passed, "failures": audit.failures(),
+            "axes": {a.axis: {"sizes": a.sizes, "passed": a.passed,
+                              "params": {path: {**{k: v for k, v in dataclasses.asdict(p).items() if k != "checks"},
+                                                "passed": p.passed,
+                                                "checks": {c.quantity: dataclasses.asdict(c) for c in p.checks}}
+                                         for path, p in a.params.items()}}
+                     for a in audit.axes}}
+
+
+def write_json(audit: Audit, path: str | Path) -> Path:
+    """The audit as JSON, written whole (a temporary file renamed over the target)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(to_json(audit), indent=1) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,91 @@
+"""What an audit measures when a command line names a run: the run train.py would start with these settings (the
+model's recipe, then the flags), or a run directory as it ran (zoo.train.load.load_run): its model (with its data's
+input shape, classes and sequence length), plugin, optimizer, mesh, gradient accumulation, precision and batch
+size; and the sizes to measure at. A run dir is measured at its base width and its width (half its width when it
+runs at its base), and in depth likewise when its plugin scales with depth; its saved optimizer state says which
+family each parameter really got."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import jax
+
+import zoo.models
+import zoo.param
+from zoo.audit.probe import paths
+from zoo.audit.subjects import ZooRun
+from zoo.config import RunConfig
+from zoo.param import families
+from zoo.param.tags import Tag
+from zoo.tree import key_path
+
+SIZES = ("width", "depth", "base_width", "base_depth", "dtype")
+DEFAULT_WIDTHS, DEFAULT_DEPTH = [64, 128, 256], 2
+
+
+@dataclasses.dataclass
+class Subject:
+    run: ZooRun
+    widths: list[int]
+    depths: list[int]
+    depth: int
+    saved: list[str] = dataclasses.field(default_factory=list)  # families the saved state contradicts
+
+
+def from_config(cfg: RunConfig, batch_size: int) -> Subject:
+    """The run of `cfg` (resolved: recipe and flags), at widths 64, 128, 256 and depth 2."""
+    model_opt = dict(cfg.model.options)
+    fields = {f.name for f in dataclasses.fields(zoo.models.config(cfg.model.name))}
+    if "seq_len" in fields:
+        model_opt.setdefault("seq_len", cfg.data.seq_len)
+    run = zoo_run(cfg, model_opt, batch_size, cfg.loop.steps)
+    return Subject(run, DEFAULT_WIDTHS, [], DEFAULT_DEPTH)
+
+
+def from_run_dir(run_dir: str | Path, batch_size: int | None = None) -> Subject:
+    from zoo.train.load import load_run
+
+    loaded = load_run(run_dir, report=lambda _: None)
+    model = loaded.setup.model_cfg
+    model_opt = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name not in SIZES}
+    plugin = loaded.setup.plugin
+    run = zoo_run(loaded.cfg, model_opt, batch_size or loaded.cfg.loop.batch_size, loaded.setup.steps)
+    depth_scaling = float(plugin.alpha) != 0.0 or float(plugin.gamma) != 0.0
+    depths = around(model.depth, model.base_depth) if depth_scaling else []
+    tags = {p: v.get_metadata()["tag"] for p, v in paths(jax.eval_shape(loaded.setup.program.init,
+                                                                        jax.random.key(0))["params"]).items()}
+    return Subject(run, around(model.width, model.base_width), depths, model.depth,
+                   saved_families(loaded.state["opt"], tags, loaded.cfg))
+
+
+def zoo_run(cfg: RunConfig, model_opt: dict[str, Any], batch_size: int, horizon: int | None) -> ZooRun:
+    return ZooRun(cfg.model.name, zoo.param.get(cfg.param.name, **cfg.param.options), cfg.optim, model_opt,
+                  cfg.loop.mesh, cfg.loop.grad_accum, cfg.loop.precision, batch_size, horizon)
+
+
+def around(size: int, base: int | None) -> list[int]:
+    """The base size and the size, or half the size and the size when they are equal."""
+    base = base or size
+    return sorted({base, size}) if base != size else [max(1, size // 2), size]
+
+
+def saved_families(opt: Any, tags: dict[str, Tag], cfg: RunConfig) -> list[str]:
+    """`path: ... holds it; theory: <family>` for each parameter whose saved optimizer state (as the checkpoint
+    holds it, read without a target: nested dicts) shows another family than its kind's: an array under Adam's `nu`
+    is Adam's; under the `spectral` part of zoo's Muon chain, Muon's."""
+    out = []
+    for keys, leaf in jax.tree_util.tree_flatten_with_path(opt)[0]:
+        path = key_path(keys)
+        if not hasattr(leaf, "shape") or not ("/nu/" in f"/{path}" or "spectral/inner_state/mu/" in path):
+            continue
+        family, param = ("adam", path.split("nu/", 1)[1]) if "/nu/" in f"/{path}" else \
+            ("spectral", path.split("spectral/inner_state/mu/", 1)[1])
+        tag = tags.get(param)
+        want = tag and families.family(cfg.optim.name, tag.kind, cfg.optim.muon_io)
+        if want and want != family:
+            out.append(f"saved state {param}: {'Muon' if family == 'spectral' else 'Adam'}'s state holds it; "
+                       f"theory: {want}")
+    return out

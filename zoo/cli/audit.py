@@ -1,0 +1,76 @@
+"""`python -m zoo.audit [RUN_DIR]`: the rules a run really applies, measured per parameter across widths (and
+depths) and judged against theory (zoo.audit). Prints one table per axis, writes the JSON to --json, and exits 1 when
+any parameter fails (or a bad command line, 2).
+
+    python -m zoo.audit runs/gpt_mup_w512_d6_s0          # a run dir: its model, plugin, optimizer, mesh, ...
+    python -m zoo.audit --model gpt --param mup --optimizer muon --model-opt seq_len=32
+    python -m zoo.audit --model vit --param depth_mup --optimizer sgd --depths 2,8
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m zoo.audit --model gpt --param mup \\
+        --optimizer muon --mesh fsdp=4,tensor=2 --grad-accum 4
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser, add_settings, finite, ints, positive, settings
+from zoo.config import FLAT
+
+# the settings that describe the run (as train.py takes them); a run dir brings its own
+RUN_FLAGS = ("model", "param", "param_opt", "model_opt", *(n for n, (part, _) in FLAT.items() if part == "optim"),
+             "grad_accum", "precision", "mesh", "seq_len")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m zoo.audit", description=__doc__.split("\n\n")[0])
+    a = p.add_argument
+    a("run_dir", nargs="?", help="a zoo run directory: audit the run as it ran (the run's settings flags are then "
+      "refused)")
+    g = p.add_argument_group("the audit")
+    g.add_argument("--widths", type=ints, help="widths of the width sweep (default: 64,128,256; a run dir: its base "
+                   "width and width)")
+    g.add_argument("--depth", type=positive, help="depth of the width sweep (default: 2; a run dir: its depth)")
+    g.add_argument("--depths", type=ints, help="depths of a depth sweep, at the smallest width (default: none; a run "
+                   "dir whose plugin scales with depth: its base depth and depth)")
+    g.add_argument("--batch-size", type=positive, help="examples in the probe's batch (default: 16; a run dir: its "
+                   "batch size)")
+    g.add_argument("--tol", type=finite, default=0.1, help="allowed |measured slope - theory's| (default: 0.1)")
+    g.add_argument("--seed", type=int, default=0, help="init seed (default: 0)")
+    g.add_argument("--json", default="runs/audit/audit.json", help="where the JSON goes (default: "
+                   "runs/audit/audit.json)")
+    add_settings(p, RUN_FLAGS)
+    return p
+
+
+@boundary
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    from rich.console import Console
+
+    from zoo.audit import audit
+    from zoo.audit.report import tables, write_json
+    from zoo.audit.rundir import from_config, from_run_dir
+    from zoo.config import resolve
+
+    if args.tol <= 0:
+        raise ValueError(f"--tol must be positive, got {args.tol}")
+    if args.run_dir:
+        given = [n for n in RUN_FLAGS if getattr(args, n) is not None]
+        if given:
+            raise ValueError(f"a run dir brings its own settings; --{given[0].replace('_', '-')} is not taken with it")
+        subject = from_run_dir(args.run_dir, args.batch_size)
+    else:
+        subject = from_config(resolve(settings(args, RUN_FLAGS)), args.batch_size or 16)
+    depths = args.depths or ([] if args.widths else subject.depths)
+    result = audit(subject.run, args.widths or ([] if args.depths else subject.widths), depths,
+                   depth=args.depth or subject.depth, tol=args.tol, seed=args.seed)
+    result.run["run_dir"], result.saved = args.run_dir or "", subject.saved
+    console = Console()
+    console.width = max(console.width, 150)  # the table whole, in a pipe too
+    for table in tables(result):
+        console.print(table)
+    for line in result.failures():
+        console.print(f"[red]FAIL[/red] {line}", highlight=False)
+    print(f"{'PASS' if result.passed else 'FAIL'}; json: {write_json(result, args.json)}")
+    raise SystemExit(0 if result.passed else 1)

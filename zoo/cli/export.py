@@ -1,0 +1,20 @@
+"""`python -m zoo.export RUN_DIR --out DIR [--step N]`: a run in SP form (orbax + safetensors + config), by
+zoo.export.export."""
+
+from __future__ import annotations
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser
+
+
+@boundary
+def main(argv: list[str] | None = None) -> None:
+    p = Parser(prog="python -m zoo.export", description="Export a run in SP form: every multiplier folded into the "
+               "weights (orbax + safetensors + config); its logits are checked against the run's first.")
+    p.add_argument("run_dir", help="a zoo run directory (config.json and checkpoints/)")
+    p.add_argument("--out", required=True, help="a new (or empty) directory for the export")
+    p.add_argument("--step", type=int, default=None, help="the checkpoint step (default: the latest)")
+    args = p.parse_args(argv)
+    from zoo.export import export
+
+    export(args.run_dir, args.out, args.step)

@@ -1,0 +1,115 @@
+"""The flags of every zoo command line, from the config schema (zoo.config), so flags, config files and --help
+share one definition; and the small argument types the commands share. Public: commands import these.
+
+A bad flag is one line (`error: argument --lr: ...`) and exit status 2, not argparse's usage block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+from zoo.config import FLAT, HINTS, PART_TITLES, default_text
+from zoo.schema import base_type, from_text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and no abbreviated flags."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def kv(text: str) -> tuple[str, str]:
+    """K=V -> (k, v), dashes in K as underscores."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    k, v = text.split("=", 1)
+    return k.strip().replace("-", "_"), v.strip()
+
+
+def finite(text: str) -> float:
+    """A finite number (nan and inf are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def ints(text: str) -> list[int]:
+    """A comma list of positive integers."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _typed(name: str):
+    flag = "--" + name.replace("_", "-")
+
+    def parse(text: str) -> Any:
+        try:
+            return from_text(flag, text, HINTS[name])
+        except ValueError as e:  # argparse names the flag itself
+            raise argparse.ArgumentTypeError(str(e).removeprefix(flag + " ")) from None
+
+    parse.__name__ = base_type(HINTS[name]).__name__
+    return parse
+
+
+def add_settings(p: argparse.ArgumentParser, names: Iterable[str], defaults: bool = True) -> None:
+    """One flag per setting (flat names), typed and documented by the schema, in one --help group per config
+    part; `defaults`: say the real default (the schema's, and each model's recipe where it differs)."""
+    groups: dict[str, Any] = {}
+    for name in names:
+        part, f = FLAT[name]
+        group = groups.get(part) or groups.setdefault(part, p.add_argument_group(PART_TITLES[part]))
+        base = base_type(HINTS[name])
+        help_text = f.metadata["help"]
+        if f.metadata.get("choices"):
+            help_text += f": {', '.join(f.metadata['choices'])}"
+        if defaults and base is not dict:
+            help_text += f" (default: {default_text(name)})"
+        flag = "--" + name.replace("_", "-")
+        kwargs: dict[str, Any] = {"help": help_text.replace("%", "%%"), "metavar": f.metadata["metavar"],
+                                  "default": None}
+        if base is dict:
+            group.add_argument(flag, action="append", type=kv, **kwargs)
+        elif base is bool:
+            group.add_argument(flag, nargs="?", const=True, type=_typed(name), **{**kwargs, "metavar": "true|false"})
+        else:
+            group.add_argument(flag, type=_typed(name), **kwargs)
+
+
+def settings(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The flat settings given on the command line (None: not given; K=V lists as mappings)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None and base_type(HINTS[name]) is dict:
+            value = dict(value)
+        out[name] = value
+    return out

@@ -1,0 +1,25 @@
+"""`python -m zoo.data.prepare text|tfds SOURCE --out DIR`: a token directory for --data tokens:DIR
+(zoo.data.prepare.prepare)."""
+
+from __future__ import annotations
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser
+
+
+@boundary
+def main(argv: list[str] | None = None) -> None:
+    p = Parser(prog="python -m zoo.data.prepare",
+               description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text "
+               "file, a folder of text files, or a tfds text set.")
+    p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
+    p.add_argument("source", help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
+    p.add_argument("--out", required=True, help="the token directory to write")
+    p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens; "
+                   "default: char)")
+    p.add_argument("--data-dir", help="the tfds data dir")
+    args = p.parse_args(argv)
+    from zoo.data.prepare import prepare
+
+    counts = prepare(args.kind, args.source, args.out, args.tokenizer, args.data_dir)
+    print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens; use --data tokens:{args.out}")

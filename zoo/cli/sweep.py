@@ -1,0 +1,117 @@
+"""`python -m zoo.sweep`: an LR sweep over widths and/or depths (zoo.sweeps.runner.run_sweep: every LR x seed of a
+shape as one vmapped program), then the transfer report (table, DIR/sweep.png, DIR/summary.json). Rerunning skips
+finished shapes; --report-only re-renders from DIR."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser, add_settings, positive, settings
+from zoo.config import FLAT, RunConfig, resolve
+from zoo.sweeps import report
+from zoo.sweeps.grid import parse_ints, parse_lrs
+
+# The settings every member shares, from the schema (as train.py has them); sizes and the LR are the sweep's own,
+# and the run dir, checkpoints, sources and the mesh have no meaning for a sweep.
+NOT_SWEPT = ("width", "depth", "base_width", "base_depth", "lr", "cache_dir", "run_dir", "init_from", "fork_from",
+             "eval_every", "ckpt_every", "log_every", "keep", "max_loss_ratio", "diversity", "mesh", "remat",
+             "grad_accum", "epochs", "stream", "workers")
+RUN_FLAGS = tuple(name for name in FLAT if name not in NOT_SWEPT)
+
+
+def default_cache_dir() -> str:
+    return str(Path(os.environ.get("ZOO_CACHE", "~/.cache/zoo")).expanduser() / "jax")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m zoo.sweep", argument_default=None,
+        description="LR sweep with a transfer report: loss vs log2 LR per width or depth, best LR per size, "
+        "and the transfer score (grid steps the best LR moves across sizes).")
+    a = p.add_argument
+    a("--out", required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
+    a("--widths", "--width", help="comma list of widths (default: the model's width)")
+    a("--depths", "--depth", help="comma list of depths (default: the model's depth)")
+    a("--report-only", action="store_true", help="re-render the report from --out without training")
+    add_lr_flags(p)
+    add_run_flags(p)
+    return p
+
+
+def add_lr_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of an LR sweep (zoo.sweep and zoo.transfer): the grid, seeds, metric, chunk, compile cache."""
+    a = p.add_argument
+    a("--lrs", help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
+    a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
+    a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
+    a("--chunk", type=positive, default=100, help="train steps per compiled scan")
+    a("--cache-dir", default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The settings every member shares (RUN_FLAGS); sizes are each tool's own, and the base sizes default to the
+    smallest."""
+    p.add_argument("--base-width", type=positive, help="base width n0 (default: the smallest width)")
+    p.add_argument("--base-depth", type=positive, help="base depth L0 (default: the smallest depth)")
+    add_settings(p, RUN_FLAGS)
+
+
+def show(out: Path, metric: str) -> report.Summary:
+    """Print the table; DIR/sweep.png and DIR/summary.json are written by zoo.sweeps.report.write."""
+    from rich.console import Console
+
+    summary, head, png = report.write(out, metric)
+    Console().print(report.table(summary, head))
+    print(f"plot: {png}")
+    return summary
+
+
+@boundary
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    out = Path(args.out)
+    if args.report_only:
+        show(out, args.metric)
+        return
+    check_lr_flags(args)
+    spec = build_spec(args)
+    use_compile_cache(args)
+    from zoo.sweeps.runner import run_sweep
+
+    run_sweep(spec)
+    show(out, args.metric)
+
+
+def check_lr_flags(args: argparse.Namespace) -> None:
+    """--lrs given (the grid itself is read by parse_lrs)."""
+    if not args.lrs:
+        raise ValueError("--lrs is required")
+
+
+def use_compile_cache(args: argparse.Namespace) -> None:
+    """JAX's persistent compile cache in --cache-dir, unless it is 'off'."""
+    if args.cache_dir != "off":
+        from zoo.sweeps.runner import enable_compile_cache
+
+        enable_compile_cache(args.cache_dir)
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of the parsed run flags (model recipe < flags); an unknown plugin, plugin option or model
+    option fails here, before any data is loaded."""
+    return resolve({**settings(args, RUN_FLAGS), "base_width": args.base_width, "base_depth": args.base_depth})
+
+
+def build_spec(args: argparse.Namespace):
+    """The SweepSpec of the parsed flags (model defaults < flags)."""
+    from zoo.sweeps.runner import SweepSpec
+
+    run = run_config(args)
+    widths = parse_ints(args.widths, "--widths") if args.widths else []
+    depths = parse_ints(args.depths, "--depths") if args.depths else []
+    return SweepSpec(run=run, lrs=parse_lrs(args.lrs), out=Path(args.out), widths=widths, depths=depths,
+                     seeds=args.seeds, chunk=args.chunk)
+

@@ -1,0 +1,62 @@
+"""`python train.py`: train a zoo model under a parametrization plugin (zoo.train.loop.train), with the
+diagnostics the flags ask for as hooks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import yaml
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser, add_settings, settings
+from zoo.config import FLAT, RunConfig, read_file, resolve
+
+MULTI_HOST = ("coordinator", "num_processes", "process_id", "timeout_s")
+
+
+def parser() -> argparse.ArgumentParser:
+    import zoo.models
+    import zoo.param
+
+    p = Parser(prog="train.py", description="Train a zoo model under a parametrization plugin. Flags override "
+               "--config, which overrides the model's recipe. Rerunning the same command in the same run dir "
+               "resumes; a rerun whose settings differ is refused (use --fork-from in a new run dir).")
+    p.add_argument("--config", help="YAML or JSON file of settings (flat, keys as the flags with _ or -, or nested "
+                   "by part: model, param, optim, data, loop), e.g. configs/run.yaml")
+    p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
+    add_settings(p, FLAT)
+    for action in p._actions:  # the registries' names in the help of --model and --param
+        if action.dest == "model":
+            action.help = f"one of {', '.join(zoo.models.names())}, or module:Class (default: mlp_resnet)"
+        elif action.dest == "param":
+            action.help = f"one of {', '.join(zoo.param.names())}, or module:Class (default: sp)"
+    g = p.add_argument_group("multi-host (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID, "
+                             "ZOO_COORDINATOR_TIMEOUT)")
+    g.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordinator")
+    g.add_argument("--num-processes", type=int, help="number of processes (hosts)")
+    g.add_argument("--process-id", type=int, help="this process's index, 0 .. num-processes - 1")
+    g.add_argument("--coordinator-timeout", dest="timeout_s", type=float, metavar="SECONDS",
+                   help="give up when not every process has reached the coordinator after this long (default: 300)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The resolved RunConfig of parsed flags and their --config file."""
+    return resolve(settings(args, FLAT), read_file(args.config) if args.config else None)
+
+
+@boundary(joins=True)
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    cfg = config_from_args(args)
+    if args.print_config:
+        sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
+        return
+    from zoo.diagnostics.hooks import diagnostics_hooks
+    from zoo.train import backend, distributed
+    from zoo.train.loop import train
+
+    distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST})
+    backend.check()  # after joining: JAX refuses to join once a backend has started
+    train(cfg, hooks=diagnostics_hooks(cfg))

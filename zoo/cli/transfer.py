@@ -1,0 +1,76 @@
+"""`python -m zoo.transfer`: tune small, train big. The LR sweep at a proxy size, the target trained at the proxy's
+best LR, and the same recipe under SP (or --compare) for comparison; --check-target also sweeps a few LRs at
+the target. Prints a table and writes OUT/transfer.png and OUT/transfer.json; rerunning skips finished runs.
+
+    python -m zoo.transfer --out runs/t --model gpt --param mup --proxy-width 128 --width 1024 --lrs 2^-12:2^-6:1
+    python -m zoo.transfer --out runs/d --model gpt --param completep --proxy-depth 2 --depth 16 --lrs 2^-12:2^-6:1
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser, positive
+from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config, use_compile_cache
+from zoo.sweeps.grid import parse_lrs
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m zoo.transfer", argument_default=None,
+        description="muTransfer: sweep the LR at a proxy size, train the target at the best one, compare with SP "
+        "tuned the same way.")
+    a = p.add_argument
+    a("--out", required=True, help="report dir: <param>/proxy and <param>/target sweeps, transfer.png, "
+      "transfer.json")
+    a("--width", type=positive, help="target width (default: the model's)")
+    a("--depth", type=positive, help="target depth (default: the model's)")
+    a("--proxy-width", type=positive, help="proxy width (default: the target's)")
+    a("--proxy-depth", type=positive, help="proxy depth (default: the target's)")
+    a("--compare", default="sp", help="parametrization tuned the same way for comparison ('none': no comparison)")
+    a("--target-seeds", type=positive, default=1, help="seeds of the target run (its loss: mean +- std)")
+    a("--check-target", nargs="?", const="", metavar="LRS",
+      help="also sweep LRs at the target: the transferred LR +- 2 proxy grid steps, or the LRs given")
+    add_lr_flags(p)
+    add_run_flags(p)
+    return p
+
+
+def build_spec(args: argparse.Namespace):
+    """The TransferSpec of the parsed flags."""
+    import zoo.models
+    import zoo.param
+    from zoo.sweeps.transfer import TransferSpec
+
+    check_lr_flags(args)
+    run = run_config(args)
+    compare = None if args.compare == "none" else args.compare
+    if compare:
+        zoo.param.get(compare)
+    default = zoo.models.config(run.model.name, **run.model.options)
+    target = (args.width or default.width, args.depth or default.depth)
+    proxy = (args.proxy_width or target[0], args.proxy_depth or target[1])
+    check = None if args.check_target is None else parse_lrs(args.check_target) if args.check_target else []
+    return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
+                        compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
+                        metric=args.metric, chunk=args.chunk)
+
+
+@boundary
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    spec = build_spec(args)
+    use_compile_cache(args)
+    from rich.console import Console
+
+    from zoo.sweeps import transfer_report
+    from zoo.sweeps.transfer import run_transfer
+
+    arms = run_transfer(spec)
+    Console().print(transfer_report.table(arms, spec))
+    png, numbers, *targets = transfer_report.write(arms, spec)
+    print(f"plot: {png}\nnumbers: {numbers}")
+    for path in targets:
+        print(f"{path.parent.name}'s target with checkpoints: python train.py --config {path}")

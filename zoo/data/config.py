@@ -1,0 +1,31 @@
+"""The data part of a run's config (its flags: --data, --seq-len, ...)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from zoo.schema import NON_NEGATIVE, POSITIVE, check_settings, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    name: str = setting("cifar10", "cifar10, shakespeare, synthetic, synthetic:text, synthetic:teacher, "
+                        "imagefolder:<dir|.tar.gz>, text:<file>, tokens:<dir>, tfds:<name>[:split], or a source an "
+                        "installed package registers", flag="data")
+    data_dir: str | None = setting(None, "data dir for tfds and the bundled files", identity=False,
+                                   shown="tfds's own; the bundled data/ folder")
+    cache_dir: str | None = setting(None, "where decoded image sets are cached", identity=False,
+                                    shown="$ZOO_CACHE or ~/.cache/zoo")
+    stream: bool | None = setting(None, "stream batches from the host through grain instead of holding the set on "
+                                  "the devices", identity=False, shown="by decoded size: over 1 GiB streams")
+    workers: int = setting(0, "processes that read and decode streamed batches (0: threads of the training process)",
+                           identity=False, check=NON_NEGATIVE)
+    image_size: int | None = setting(None, "resize every image (shorter side) to N and center-crop it to N x N as it "
+                                     "is read, so sets of varying image size work", metavar="N",
+                                     shown="the set's own, which must be one size", check=POSITIVE)
+    seq_len: int = setting(256, "context length for text data", check=POSITIVE)
+    byte_level: bool = setting(False, "text as bytes instead of characters")
+    augment: bool = setting(False, "CIFAR pad-crop and flip")
+
+    def __post_init__(self):
+        check_settings(self)

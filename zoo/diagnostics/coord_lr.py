@@ -1,0 +1,54 @@
+"""The learning rate of a coordinate check: the largest that keeps every activation's change in the linear regime.
+
+A coordinate check fits log RMS(h_t - h_0) against log size. Theory's slopes (TP IVb section 3) are those of the
+changes while they stay small against the activations themselves; once an activation moves by a sizable fraction
+of its RMS at the smallest size, saturating nonlinearities (tanh, LayerNorm) bend the changes and the slopes drift
+at the sizes a CPU can run. So the LR is chosen from a first measurement at the smallest size: the largest of
+
+    FIRST_LR, FIRST_LR / sqrt(10), FIRST_LR / 10, ...   (down to LOWEST_LR)
+
+at which max over layers and steps of RMS(h_t - h_0) / RMS(h_0) <= limit, over the embedding, the pre-activations
+and the residual stream (geometric mean over seeds). `python -m zoo.coord_check` and
+zoo.diagnostics.coord_any.coord_check both choose it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from zoo.diagnostics.coord import Changes
+from zoo.diagnostics.verdict import group_of
+
+FIRST_LR, LR_STEP, LOWEST_LR = 1e-3, 10**0.5, 1e-7
+LINEAR_LIMIT = 0.1  # the default largest relative change at the smallest size
+
+
+def linear_change(changes: Changes) -> float:
+    """The largest RMS(h_t - h_0) / RMS(h_0) over the embedding, pre-activation and residual-stream layers and the
+    steps (geometric mean over seeds); layers that are zero at init are left out (NaN when no layer is left)."""
+    with np.errstate(divide="ignore"):  # a layer that did not move at a step (zero readout, t = 1): log 0
+        ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
+                  for k, v in changes.init.items() if group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
+    return float(max(ratios, default=np.nan))
+
+
+def choose_lr(measure: Callable[[float], Changes], limit: float = LINEAR_LIMIT) -> tuple[float, Changes, float]:
+    """(lr, its measurement, its linear_change): the largest lr of FIRST_LR / LR_STEP^k whose linear_change stays
+    within `limit`; `measure(lr)` runs the smallest size at lr. A ValueError when none down to LOWEST_LR does."""
+    if not limit > 0:
+        raise ValueError(f"the linear limit must be positive, got {limit}")
+    lr = FIRST_LR
+    while True:
+        changes = measure(lr)
+        change = linear_change(changes)
+        if np.isnan(change):
+            raise ValueError("no embedding, pre-activation or residual-stream layer is nonzero at init, so the linear "
+                             "regime cannot be measured; give a learning rate")
+        if change <= limit:
+            return lr, changes, change
+        if lr / LR_STEP < LOWEST_LR:
+            raise ValueError(f"no learning rate down to {LOWEST_LR:g} keeps every activation's change within "
+                             f"{limit:g} of its RMS (at lr {lr:.3g}: {change:.3g}); give a learning rate")
+        lr /= LR_STEP

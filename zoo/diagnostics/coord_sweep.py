@@ -1,0 +1,150 @@
+"""The coordinate-check experiment (`python -m zoo.coord_check`): does a plugin scale activations the way its theory
+says?
+
+Trains each width (and depth) for a few steps on one random batch, measures the RMS of every intermediate's
+change h_t - h_0 (zoo.diagnostics.coord), fits the log-log slope per layer and step, and compares it with the
+slope the plugin predicts (TP IVb section 3, TP VI section 7; zoo.diagnostics.verdict). In depth it also measures
+the change the residual-branch parameters cause alone, the part that scales like L^(1 - alpha - gamma) (the input
+and readout layers' Theta(1) change dominates the total at practical depths). A plugin that theory calls unstable
+along the axis (a growing change, or an init that blows up) fails whatever the slopes.
+
+Unless an LR is given, it is chosen from a first measurement at the smallest size (zoo.diagnostics.coord_lr): the
+largest of 1e-3, 1e-3/sqrt(10), 1e-4, ... at which no activation moves by more than `linear_limit` of its RMS at
+init, so the changes stay in the linear regime where theory's slopes show already at small sizes. A FAIL because
+theory calls the plugin unstable also says whether the measured changes grow significantly (verdict.measured_growth).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+
+import zoo.models
+import zoo.param
+from zoo.diagnostics import coord, coord_plot, verdict
+from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT, choose_lr, linear_change
+from zoo.diagnostics.inputs import random_batch
+from zoo.optim import OptimConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordSpec:
+    """What to check: a model (typed options) under a plugin and optimizer; lr None: chosen (module docstring)."""
+
+    model: str = "mlp_resnet"
+    param: str = "mup"
+    param_opt: dict[str, Any] = dataclasses.field(default_factory=dict)
+    model_opt: dict[str, Any] = dataclasses.field(default_factory=dict)
+    optimizer: str = "adam"
+    lr: float | None = None
+    steps: int = 3
+    seeds: int = 3
+    batch: int = 16
+    tol: float = 0.15
+    linear_limit: float = LINEAR_LIMIT
+
+
+def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
+    """One sweep over width or depth: data, slopes, expectations and verdicts (dropout off unless asked)."""
+    overrides = {**spec.model_opt, **fixed}
+    if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
+        overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
+    plugin = zoo.param.get(spec.param, **spec.param_opt)
+    optim_cfg = OptimConfig(name=spec.optimizer, lr=FIRST_LR if spec.lr is None else spec.lr)
+    # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the
+    # 1/sqrt(L) regime, where (1 + v/L)^L is already near its limit e^v (a base of min(depths) makes the shallowest
+    # run unscaled and tilts the slopes by finite-depth terms). A base given as a model option is kept.
+    base_key = "base_width" if axis == "width" else "base_depth"
+    base = {base_key: overrides.get(base_key) or (min(sizes) if axis == "width" else 1)}
+    cfg = zoo.models.config(spec.model, **{**overrides, **base, axis: min(sizes)})
+    batch = random_batch(cfg, spec.batch, jax.random.key(1234))
+    seeds = list(range(spec.seeds))
+
+    def run_at(size: int) -> coord.CoordRun:
+        return coord.CoordRun(spec.model, plugin, spec.steps, optim_cfg, batch, branch=axis == "depth",
+                              **{**overrides, **base, axis: size})
+
+    first = run_at(min(sizes))
+    if spec.lr is None:
+        lr, measured, change = choose_lr(lambda lr: first(seeds, lr), spec.linear_limit)
+    else:
+        lr, measured = spec.lr, first(seeds)
+        change = linear_change(measured)
+    runs = [measured if size == min(sizes) else run_at(size)(seeds, lr) for size in sizes]
+    if axis == "depth":
+        runs = [dataclasses.replace(r, total=verdict.at_depth_fractions(r.total, d),
+                                    branch=verdict.at_depth_fractions(r.branch, d))
+                for r, d in zip(runs, sizes, strict=True)]
+    data = coord.geometric_mean([r.total for r in runs])
+    # the branch parameters' part where it is one power law, L^(1 - alpha - gamma): the residual stream and the
+    # logits (a pre-activation adds its own weights' L^-gamma, a transient at small depths; the logits do not move
+    # under a zero readout)
+    branch = {k: v for k, v in coord.geometric_mean([r.branch for r in runs]).items()
+              if verdict.group_of(k) in ("stream", "output") and (v > 0).any()}
+    groups = {verdict.group_of(k) for k in data}
+    exp = verdict.expected(spec.model, cfg, plugin, spec.optimizer, axis, sorted(groups))
+    stable = not exp.unstable
+    verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable)
+    branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, spec.tol, stable)
+    growth = verdict.measured_growth(sizes, [r.total for r in runs], exp.total) + verdict.measured_growth(
+        sizes, [{k: r.branch[k] for k in branch} for r in runs], exp.branch, branch=True)
+    return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "expected": exp, "verdicts": verdicts,
+            "branch_verdicts": branch_verdicts, "growth": growth, "growth_summary": verdict.growth_summary(growth),
+            "lr": lr, "linear_change": change, "config": {**overrides, **base}}
+
+
+def passed(result: dict[str, Any]) -> bool:
+    """Every layer passes and theory calls the plugin stable along the axis."""
+    return not result["expected"].unstable and all(v.passed for v in result["verdicts"] + result["branch_verdicts"])
+
+
+def failed_groups(result: dict[str, Any]) -> list[str]:
+    return sorted({v.group for v in result["verdicts"] + result["branch_verdicts"] if not v.matches})
+
+
+def title(spec: CoordSpec, result: dict[str, Any]) -> str:
+    lr = f"lr={result['lr']:.3g}" + ("" if spec.lr is not None else " (chosen)")
+    verdict_text = "PASS" if passed(result) else "FAIL (" + ", ".join(failed_groups(result) or
+                                                                      ["unstable by theory"]) + ")"
+    return f"{spec.model} / {spec.param} {spec.param_opt or ''} / {spec.optimizer} {lr}: {verdict_text}"
+
+
+def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
+    """coord_check_<axis>.png (and _branch.png in depth) and coord_check_<axis>.json in `out`; the PNG's path."""
+    axis, sizes, exp = result["axis"], result["sizes"], result["expected"]
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / f"coord_check_{axis}.png"
+    head, failed = title(spec, result), failed_groups(result)
+    coord_plot.plot(sizes, result["data"], exp.total, png, head, axis, failed)
+    if result["branch"]:
+        coord_plot.plot(sizes, result["branch"], exp.branch, out / f"coord_check_{axis}_branch.png",
+                        head + " (branch parameters alone)", axis, failed)
+    record = {
+        "model": spec.model, "param": spec.param, "param_opt": spec.param_opt, "optimizer": spec.optimizer,
+        "lr": result["lr"], "lr_chosen": spec.lr is None, "linear_change": result["linear_change"],
+        "steps": spec.steps, "seeds": spec.seeds, "tol": spec.tol, "axis": axis, "sizes": sizes,
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in result["config"].items()},
+        "expected": exp.total, "expected_branch": exp.branch, "unstable": exp.unstable,
+        "layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["data"][v.layer].tolist()}
+                   for v in result["verdicts"]},
+        "branch_layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["branch"][v.layer].tolist()}
+                          for v in result["branch_verdicts"]},
+        "growth": [dataclasses.asdict(g) for g in result["growth"]], "passed": passed(result),
+    }
+    (out / f"coord_check_{axis}.json").write_text(json.dumps(record, indent=1))
+    return png
+
+
+def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
+    """Why only shrinking output changes fail at small widths, when that is what the result shows."""
+    output = [v for v in result["verdicts"] if v.group == "output" and not v.matches]
+    if result["axis"] == "width" and output and all(-0.5 < s < 0 for s in output[0].slopes if s == s) and \
+            not spec.param_opt.get("zero_init"):
+        return ("hint: only shrinking output changes fail. A random readout V0 adds V0 . dh / n to the logits' "
+                "change, a term that shrinks like n^-1/2 and tilts the slope below 0 at small widths; check with "
+                "--param-opt zero_init=true (muP allows a zero readout) or at larger widths.")
+    return None

@@ -1,0 +1,84 @@
+"""What zoo fails with. A `ZooError` is an expected failure whose message is the one line a user sees; the
+command-line boundary (zoo.cli.boundary) turns every failure into one line and an exit status.
+
+Statuses follow the shell's convention: 1 for errors, 2 for bad command lines, 130 after SIGINT and 143 after
+SIGTERM (128 + signal), both after a checkpoint was saved when there was a state worth saving.
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import signal
+from pathlib import Path
+
+
+class ZooError(Exception):
+    """An expected failure, said in one line."""
+
+
+class TrainingDiverged(ZooError):
+    """The loss or the gradient norm became non-finite, or the loss ran far above its start."""
+
+
+class CheckpointError(ZooError):
+    """No checkpoint of a run can be read (or one that must be read cannot)."""
+
+
+class RunLocked(ZooError):
+    """Another live process holds the run dir (or sweep dir)."""
+
+
+class DiskFull(ZooError):
+    """A file could not be written for lack of space; what was written before is intact."""
+
+    @classmethod
+    def writing(cls, path: str | Path, needed: int | None = None) -> DiskFull:
+        """The one line: which file, how much it needed (when known) and how much is free."""
+        where = Path(path)
+        probe = next((p for p in (where, *where.parents) if p.exists()), Path("."))
+        free = shutil.disk_usage(probe).free
+        need = f" (it needs about {_mb(needed)}, {_mb(free)} are free)" if needed else f" ({_mb(free)} free)"
+        return cls(f"no space left on the device writing {where}{need}; older files are intact: free some space "
+                   "and rerun the same command to resume")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.1f} MB"
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+class Stopped(Exception):
+    """A signal asked the run to stop (after a checkpoint, when there was a state worth saving)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def one_line(e: BaseException) -> str:
+    """The first line of an exception's message (XLA's and orbax's run over many), or its type's name."""
+    if isinstance(e, KeyError):
+        return f"missing key {e}"
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    line = lines[0]
+    for noise in (" [tensorstore_spec", " [source locations"):  # TensorStore appends its full spec
+        line = line.split(noise)[0]
+    return line[:400]
+
+
+_log_dir: list[Path] = []
+
+
+def log_failures_in(path: str | Path | None) -> None:
+    """Where the boundary writes the traceback of an unexpected failure (the run dir, a sweep's --out)."""
+    _log_dir[:] = [Path(path)] if path is not None else []
+
+
+def failure_dir() -> Path | None:
+    return _log_dir[0] if _log_dir else None

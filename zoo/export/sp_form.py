@@ -1,0 +1,128 @@
+"""Export a trained zoo run in SP form: every multiplier folded into the weights (zoo.export.fold), so the network
+loads anywhere as an ordinary one, with the same outputs.
+
+    python -m zoo.export runs/gpt_depth_mup_w768_d12_s0 --out exported/gpt [--step N]
+
+writes DIR/config.json (the run's config under `--param sp` with base width = width and base depth = depth: it
+builds the same architecture with no multipliers), DIR/checkpoints/<step> (orbax, {"params": ...}: finetune with
+`python train.py --config DIR/config.json --init-from DIR`) and DIR/model.safetensors (the same parameters by path,
+kernels [fan_in, fan_out], block parameters stacked on a leading depth axis). A tied GPT embedding is exported
+untied: the readout multiplier cannot move into a table the input embedding shares. Before anything is written the
+exported network's logits are checked against the run's on random inputs (f32).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+import zoo.models
+import zoo.param
+from zoo.config import RunConfig
+from zoo.diagnostics.inputs import random_inputs
+from zoo.export.fold import folded_params
+from zoo.models.transformer import attention_heads
+from zoo.train.checkpoint import Checkpoints
+from zoo.train.load import load_run
+from zoo.train.setup import setup
+from zoo.tree import fill_by_name, key_path
+
+CHECK_RTOL = 1e-4  # the exported logits agree with the run's to ~1e-6 in f32; a failed fold is off by far more
+
+
+def export(run_dir: str | Path, out: str | Path, step: int | None = None,
+           echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Writes the SP form of `run_dir`'s checkpoint `step` (default: the latest) into `out`; returns its config."""
+    run_dir, out = Path(run_dir), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
+    loaded = load_run(run_dir, step, report=echo)
+    cfg, run, state, step = loaded.cfg, loaded.setup, loaded.state, loaded.step
+    model = cfg.model.name
+    f32 = dataclasses.replace(run.model_cfg, dtype="float32")
+    graphdef = nnx.graphdef(nnx.eval_shape(lambda: zoo.models.create(model, f32, run.plugin, nnx.Rngs(0))))
+    native = nnx.merge(graphdef, state["params"], state["rest"])
+    params = folded_params(native)
+
+    sp_cfg = sp_form(cfg, run.model_cfg)
+    target_cfg = dataclasses.replace(setup(sp_cfg, run.data).model_cfg, dtype="float32")
+
+    def target():
+        return zoo.models.create(model, target_cfg, zoo.param.get("sp"), nnx.Rngs(0))
+
+    sp_params = fill(nnx.state(nnx.eval_shape(target), nnx.Param), params)
+
+    native_graphdef, native_state = nnx.split(native)
+
+    @jax.jit
+    def both_logits(native_state, sp_params, x):  # the SP model's own init is dead code here: only its multipliers
+        graphdef, _, rest = nnx.split(target(), nnx.Param, ...)
+        return nnx.merge(native_graphdef, native_state)(x)[0], nnx.merge(graphdef, sp_params, rest)(x)[0]
+
+    want, got = both_logits(native_state, sp_params, random_inputs(f32, 4, jax.random.key(0)))
+    err = float(np.linalg.norm(np.asarray(got - want)) / np.linalg.norm(np.asarray(want)))
+    if not err <= CHECK_RTOL:
+        raise ValueError(f"the folded network's logits differ from the run's by {err:.2g} (relative): not exported")
+
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        meta = {"step": step, "config": sp_cfg.to_json(), "plugin": zoo.param.get("sp").spec(),
+                "exported_from": {"run_dir": str(run_dir.absolute()), "step": step, "param": cfg.param.name,
+                                  "param_opt": cfg.param.options}}
+        ckpts = Checkpoints(tmp, keep=1)
+        ckpts.save(step, {"params": sp_params}, meta)
+        ckpts.wait()
+        ckpts.close()
+        save_safetensors(tmp / "model.safetensors", sp_params, sp_cfg)
+        (tmp / "config.json").write_text(json.dumps(sp_cfg.to_json(), indent=2))
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
+         f"(relative, f32); finetune with: python train.py --config {out / 'config.json'} --init-from {out}")
+    return sp_cfg.to_json()
+
+
+def sp_form(cfg: RunConfig, model_cfg: Any) -> RunConfig:
+    """The run's config under `sp` at base width = width and base depth = depth, the same architecture: tied
+    embeddings untied, and a head count that followed the base width pinned."""
+    model_opt = dict(cfg.model.options)
+    if getattr(model_cfg, "tie_embeddings", False):
+        model_opt["tie_embeddings"] = False
+    if getattr(model_cfg, "scale_heads", True) is False:
+        heads = attention_heads(model_cfg.width, model_cfg.base_width or model_cfg.width, model_cfg.head_dim, False,
+                                model_cfg.num_heads)
+        model_opt["num_heads"] = heads.num
+    return cfg.replace(param="sp", param_opt={}, base_width=model_cfg.width, base_depth=model_cfg.depth,
+                       model_opt=model_opt, run_dir=None, init_from=None, fork_from=None)
+
+
+def fill(abstract: nnx.State, params: dict[str, jax.Array]) -> nnx.State:
+    """The SP model's params state with the folded values, matched by path and shape (every one, both ways)."""
+    filled, unmatched = fill_by_name(abstract, params)
+    if unmatched:
+        raise ValueError(f"the SP-form model's {unmatched[0]} has no counterpart in the run")
+    names = {key_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(abstract)[0]}
+    extra = sorted(set(params) - names)
+    if extra:
+        raise ValueError(f"the run's {extra[0]} has no place in the SP-form model")
+    return filled
+
+
+def save_safetensors(path: Path, params: nnx.State, cfg: RunConfig) -> None:
+    from safetensors.numpy import save_file
+
+    flat = {key_path(p): np.asarray(v) for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
+    save_file(flat, str(path), metadata={"format": "zoo SP form", "config": json.dumps(cfg.to_json())})

@@ -1,0 +1,47 @@
+"""Files written whole or not at all, with the permissions the user's umask gives every other file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+def umask() -> int:
+    """The process's file-mode creation mask (read without changing it, where /proc allows)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
+    """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
+    readers see the old or the new file, never a partial one. The file gets mode 0666 less the umask, as
+    `open(path, "w")` would give it (mkstemp alone gives 0600)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~umask())
+        with os.fdopen(fd, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """`text` written to `path` atomically (see `atomic`)."""
+    with atomic(path) as f:
+        f.write(text)

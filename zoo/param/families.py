@@ -1,0 +1,35 @@
+"""Optimizer families: how an optimizer normalises a parameter's update, which decides the LR exponent that gives a
+parametrization's width scaling (spectral_optimizers.md section 2; TP IVb section 2.1).
+
+    adam       entrywise-normalised updates, entries Theta(lr): adam, adamw, lion, adafactor; in a Muon run the
+               vectors, the scalars and (unless muon_io) the input and output layers
+    sgd        linear in the gradient: sgd, momentum (TP IVb Remark 2.2.4: the LR is m^(d-c) through the pre-scale)
+    spectral   Newton-Schulz-orthogonalised momentum, singular values about 1 (Muon on the matrices)
+
+A parameter with k width axes (WIDTH_AXES) and an entrywise update of size lr has ||dW||_* ~ m^(k/2) lr (a near
+low-rank sign pattern); a spectral update has ||dW||_* ~ lr whatever the shape. So the spectral LR exponent that
+reproduces an Adam exponent c is c - k/2.
+"""
+
+from __future__ import annotations
+
+SGD_LIKE = ("sgd", "momentum")
+ENTRYWISE = ("adam", "adamw", "lion", "adafactor")
+SPECTRAL = ("muon",)
+OPTIMIZERS = (*SGD_LIKE, *ENTRYWISE, *SPECTRAL)
+FAMILIES = ("adam", "sgd", "spectral")
+WIDTH_AXES = {"input": 1, "hidden": 2, "output": 1, "vector": 1, "scalar": 0}
+MATRIX_KINDS = ("input", "hidden", "output")
+
+
+def family(optimizer: str, kind: str, muon_io: bool = False) -> str:
+    """The family of a parameter of `kind` under `optimizer`: Muon takes the hidden matrices (and with muon_io the
+    input and output layers too); vectors and scalars keep the entrywise rule."""
+    if optimizer in SGD_LIKE:
+        return "sgd"
+    if optimizer in ENTRYWISE:
+        return "adam"
+    if optimizer not in SPECTRAL:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+    spectral = kind == "hidden" or (muon_io and kind in MATRIX_KINDS)
+    return "spectral" if spectral else "adam"

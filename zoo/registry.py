@@ -1,0 +1,78 @@
+"""Named registries (plugins, models, data sources) that outside packages extend without editing zoo.
+
+A name resolves, in order, to: an entry registered in zoo (one `register` line), an entry of an installed
+package's Python entry-point group (`zoo.params`, `zoo.models`, `zoo.data`: `name = "my_pkg.module:Object"` in
+its pyproject.toml), or, when it has the form `my_pkg.module:Object`, that object imported directly (so a plugin
+in a user's own file works from every command line as `--param my_file:MyParam`, with its folder on the path).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class Registry:
+    def __init__(self, what: str, group: str, check: Callable[[str, Any], Any] | None = None):
+        """`what` names an entry in messages ("parametrization"); `group` is the entry-point group; `check` validates
+        an entry (and may return it converted) before it is registered."""
+        self.what, self.group, self.check = what, group, check or (lambda name, obj: obj)
+        self.entries: dict[str, Any] = {}
+        self._lazy: dict[str, str] = {}
+        self._scanned = False
+
+    def register(self, name: str, obj: Any) -> Any:
+        """Add `obj` under `name`; an "module:attr" string is imported on first use."""
+        if isinstance(obj, str):
+            self._lazy[name] = obj
+        else:
+            self.entries[name] = self.check(name, obj)
+        return obj
+
+    def names(self) -> list[str]:
+        """Every name zoo and the installed packages register."""
+        self._scan()
+        return sorted({*self.entries, *self._lazy})
+
+    def get(self, name: str) -> Any:
+        if name not in self.entries and name not in self._lazy:
+            self._scan()
+        if name in self._lazy:
+            self.entries[name] = self.check(name, _import(self._lazy.pop(name), self.what))
+        if name in self.entries:
+            return self.entries[name]
+        if ":" in name:
+            return self.register(name, _import(name, self.what))
+        raise ValueError(f"unknown {self.what} {name!r}; choose from {', '.join(self.names())} (or give "
+                         "module:Object)")
+
+    def _scan(self) -> None:
+        """The entry points of installed packages, once."""
+        if self._scanned:
+            return
+        self._scanned = True
+        for ep in importlib.metadata.entry_points(group=self.group):
+            if ep.name not in self.entries:
+                self._lazy.setdefault(ep.name, ep.value)
+
+
+def _import(path: str, what: str) -> Any:
+    """The object at "package.module:attr" (the current folder is searched too, as `python -m` does)."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise ValueError(f"a {what} given by path is module:Object, got {path!r}")
+    if str(Path.cwd()) not in sys.path and "" not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ImportError as e:
+        raise ValueError(f"cannot import the {what} {path!r}: {e}") from None
+    except AttributeError:
+        raise ValueError(f"module {module!r} has no {attr!r} (the {what} {path!r})") from None
+    return obj

@@ -1,0 +1,105 @@
+"""Typed settings: one declaration per setting gives its flag, its help, its type, its range and whether it is
+part of a run's identity, so the command line, config files, `--help` and the checks share one definition.
+
+    lr: float = setting(1e-3, "peak learning rate", check=POSITIVE)
+
+Every float is also checked to be finite (nan and inf are never a valid setting).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+Check = tuple[Callable[[Any], bool], str]
+POSITIVE: Check = (lambda v: v > 0, "must be positive")
+NON_NEGATIVE: Check = (lambda v: v >= 0, "must be >= 0")
+FRACTION: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
+BETA: Check = (lambda v: 0 <= v < 1, "must be in [0, 1)")
+
+
+def setting(default: Any, help: str, *, identity: bool = True, flag: str | None = None, metavar: str | None = None,
+            shown: str | None = None, check: Check | None = None, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with its metadata: `flag` (default: the field's name), whether it is part of the run's
+    identity, how --help shows its default (`shown`), a range `check` and the `choices` of a string."""
+    kwargs = {"default_factory": dict} if default == {} else {"default": default}
+    return dataclasses.field(**kwargs, metadata={"help": help, "identity": identity, "flag": flag,
+                                                 "metavar": metavar, "shown": shown, "check": check,
+                                                 "choices": choices})
+
+
+def flag_name(f: dataclasses.Field) -> str:
+    """The setting's name on the command line and in flat config files (underscores; `--` + dashes as a flag)."""
+    return f.metadata.get("flag") or f.name
+
+
+def base_type(hint: Any) -> type:
+    """int for `int | None`, dict for `dict[str, Any]`, ..."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(t for t in typing.get_args(hint) if t is not type(None))
+    return typing.get_origin(hint) or hint
+
+
+TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping",
+              tuple: "a list"}
+
+
+def check_type(where: str, value: Any, hint: Any) -> Any:
+    """`value` checked against a type hint (int, float, str, bool, dict, tuple, X | None); ints pass as floats,
+    and a float must be finite."""
+    if value is None and (hint is None or type(None) in typing.get_args(hint)):
+        return None
+    base = base_type(hint)
+    ok = {bool: lambda v: isinstance(v, bool),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          str: lambda v: isinstance(v, str),
+          dict: lambda v: isinstance(v, dict),
+          tuple: lambda v: isinstance(v, (list, tuple))}.get(base, lambda v: True)
+    if not ok(value):
+        raise ValueError(f"{where} must be {TYPE_NAMES[base]}, got {value!r}")
+    if base is float and not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value) if base is float else tuple(value) if base is tuple else value
+
+
+def from_text(where: str, text: str, hint: Any) -> Any:
+    """A command-line string as the type `hint` asks for: numbers, true/false, comma lists for tuples of ints."""
+    base = base_type(hint)
+    if text.lower() in ("none", "null") and type(None) in typing.get_args(hint):
+        return None
+    try:
+        if base is bool:
+            value = {"true": True, "1": True, "yes": True, "on": True,
+                     "false": False, "0": False, "no": False, "off": False}[text.lower()]
+        elif base is int:
+            value = int(text)
+        elif base is float:
+            value = float(text)
+        elif base is tuple:
+            value = tuple(int(v) for v in text.split(","))
+        else:
+            value = text
+    except (KeyError, ValueError):
+        what = "integers a,b,c" if base is tuple else TYPE_NAMES.get(base, base.__name__)
+        raise ValueError(f"{where} must be {what}, got {text!r}") from None
+    return check_type(where, value, hint)
+
+
+def check_settings(obj: Any, prefix: str = "--") -> None:
+    """Every field of a settings dataclass against its type and range (`setting(check=..., choices=...)`)."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        name = prefix + flag_name(f).replace("_", "-") if prefix == "--" else prefix + f.name
+        value = check_type(name, getattr(obj, f.name), hints[f.name])
+        choices, check = f.metadata.get("choices"), f.metadata.get("check")
+        if value is None:
+            continue
+        if choices and value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        if check and not check[0](value):
+            raise ValueError(f"{name} {check[1]}, got {value!r}")

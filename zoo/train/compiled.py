@@ -1,0 +1,78 @@
+"""The run's programs: the train step jitted with the state's and the batch's shardings and the state donated,
+compiled ahead of time (so its memory is checked before it runs); eval as weighted sums over fixed-size batches;
+and `check_fits`, everything about the step that can be checked before a run dir is written."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from zoo.train import memory
+from zoo.train.input import MemoryInput, StreamInput
+from zoo.train.mesh import MeshPlan
+from zoo.train.setup import Setup
+
+
+def _flash(s: Setup) -> bool:
+    return s.cfg.loop.precision == "bf16" and jax.default_backend() == "gpu"
+
+
+def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any) -> None:
+    """The batch splits over the mesh, a tensor axis divides the model, and the forward pass traces on a batch
+    (a bad model option surfaces here) with activations that fit the devices; nothing compiled or allocated."""
+    loop = s.cfg.loop
+    plan.check_batch(loop.batch_size)
+    if loop.grad_accum > 1:
+        plan.check_batch(loop.batch_size // loop.grad_accum,
+                         f"the microbatch (--batch-size / --grad-accum {loop.grad_accum})")
+    plan.check_model(abstract_state)
+    example = s.data.read("train", np.arange(1))
+    batch = {k: jax.ShapeDtypeStruct((loop.batch_size, *v.shape[1:]), v.dtype) for k, v in example.items()}
+    needed = memory.activation_bytes(s.program, abstract_state, batch, _flash(s))
+    memory.check_activations(needed, plan.batch_ways, loop.grad_accum,
+                             s.model_cfg.depth if loop.remat == "block" else 1)
+
+
+class Compiled:
+    """train(state, args) -> (state, metrics); evaluate(state) -> eval metrics; loss_at(state, step)."""
+
+    def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput | StreamInput, state: Any,
+                 say: Callable[[str], None]):
+        prog = s.program
+        state_sh = jax.tree.map(lambda x: x.sharding, state)
+        train = jax.jit(lambda st, args: prog.train_step(st, batches.batch(args)),
+                        in_shardings=(state_sh, batches.shardings), out_shardings=(state_sh, plan.replicated),
+                        donate_argnums=0)
+        mesh = ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
+        say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
+            f"{jax.devices()[0].platform} device(s), mesh {mesh})")
+        t0 = time.perf_counter()
+        self.train = train.lower(state, batches.args_at(0)).compile()
+        used = memory.check_compiled(self.train)
+        say(f"compiled in {time.perf_counter() - t0:.1f} s" +
+            (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
+        self._eval = jax.jit(lambda st, args: prog.eval_sums(st, batches.batch(args), args["weight"]),
+                             in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated)
+        self._loss = jax.jit(lambda st, args: prog.eval_step(st, batches.batch(args)),
+                             in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
+        self.batches, self.text = batches, s.data.kind == "text"
+
+    def loss_at(self, state: Any, step: int) -> dict[str, float]:
+        """The loss of `state` on step `step`'s batch (no dropout): checked before a state is saved."""
+        return jax.device_get(self._loss(state, self.batches.args_at(step)))
+
+    def evaluate(self, state: Any) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for args in self.batches.eval_args():
+            for k, v in jax.device_get(self._eval(state, args)).items():
+                totals[k] = totals.get(k, 0.0) + float(v)
+        count = totals.pop("count")
+        out = {k: v / count for k, v in totals.items()}
+        if self.text:
+            out["bpc"] = out["loss"] / math.log(2)
+        return out

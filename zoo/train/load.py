@@ -1,0 +1,127 @@
+"""Reading a run that may still be training: its config and its state at a step, never writing to it.
+
+One way for every reader (--fork-from, --init-from, export, sampling, the audit): `load_run(run_dir, step)` gives
+the run's config, its setup (data, model config, plugin, program) and its verified state; `read_params` gives its
+parameters by name. The config is the run's config.json, or, when that is gone, the one stored in its newest
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from zoo.config import RunConfig
+from zoo.errors import CheckpointError
+from zoo.train.checkpoint import Checkpoints
+from zoo.train.setup import Setup, setup
+from zoo.tree import key_path
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedRun:
+    dir: Path
+    cfg: RunConfig
+    setup: Setup
+    state: dict[str, Any]
+    step: int
+    meta: dict[str, Any]
+
+
+def parse_run_spec(spec: str, flag: str = "--fork-from") -> tuple[Path, int | None]:
+    """RUN_DIR[:STEP] -> (run dir, step or None for its newest good checkpoint); a tail that is not a step is one
+    line listing the saved steps."""
+    head, sep, tail = spec.rpartition(":")
+    if not sep or Path(spec).is_dir():
+        return Path(spec), None
+    if tail.isdigit():
+        return Path(head), int(tail)
+    if Path(head).is_dir():
+        steps = []
+        if (Path(head) / "checkpoints").is_dir():
+            with Checkpoints(head, read_only=True) as ckpts:
+                steps = ckpts.steps()
+        raise ValueError(f"{flag} {spec}: {tail!r} is not a step; {head} has checkpoints at "
+                         f"{', '.join(map(str, steps)) or 'no step yet'}")
+    return Path(spec), None
+
+
+def stored_config(run_dir: str | Path) -> dict[str, Any] | None:
+    """A run dir's stored config as saved (config.json, else its newest checkpoint's), or None when it has neither."""
+    path = Path(run_dir)
+    values = read_config_json(path)
+    if values is not None:
+        return values
+    if not (path / "checkpoints").is_dir():
+        return None
+    with Checkpoints(path, read_only=True) as ckpts:
+        for step in ckpts.steps():
+            try:
+                config = ckpts.meta(step).get("config")
+            except CheckpointError:
+                continue
+            if isinstance(config, dict):
+                return config
+    return None
+
+
+def read_config_json(path: Path) -> dict[str, Any] | None:
+    config = path / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        values = json.loads(config.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError(f"{config} is not valid JSON; use another --run-dir") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{config} does not hold a run's config; use another --run-dir")
+    return values
+
+
+def read_config(run_dir: str | Path) -> RunConfig:
+    """A run dir's config (config.json, or its newest checkpoint's when config.json is gone)."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{run_dir} is not a directory (a zoo run dir holds config.json and checkpoints/)")
+    values = stored_config(path)
+    if values is None:
+        raise FileNotFoundError(f"{run_dir}: neither a config.json nor a checkpoint there (is it a zoo run dir?)")
+    if "model" not in values:
+        raise ValueError(f"{path / 'config.json'} is not a zoo run's config (it names no model)")
+    return RunConfig.from_json(values, str(path / "config.json"))
+
+
+def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, place: Callable | None = None,
+             report: Callable[[str], None] = print) -> LoadedRun:
+    """The run's config, setup and verified train state at `step` (default: its newest good checkpoint), read
+    without writing anything. `data`: the run's data set when the caller has it loaded; `place`: abstract state ->
+    the same placed as the caller wants it (default: on this process's first device)."""
+    path = Path(run_dir)
+    cfg = read_config(path)
+    s = setup(cfg, data)
+    abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
+    target = place(abstract) if place is not None else None
+    if not (path / "checkpoints").is_dir():
+        raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
+    with Checkpoints(path, read_only=True) as ckpts:
+        state, meta, step = ckpts.restore_at(step, target, report)
+    return LoadedRun(path, cfg, s, state, step, meta)
+
+
+def read_params(run_dir: str | Path, step: int | None = None, report: Callable[[str], None] = print
+                ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A run's parameters by name (`key_path`) at `step` (default: its newest good checkpoint), and that
+    checkpoint's metadata with its step; the arrays as saved, no model built."""
+    path = Path(run_dir)
+    if not (path / "checkpoints").is_dir():
+        raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
+    with Checkpoints(path, read_only=True) as ckpts:
+        state, meta, step = ckpts.restore_at(step, None, report)
+    flat = jax.tree_util.tree_flatten_with_path(state["params"])[0]
+    return {key_path(p): np.asarray(v) for p, v in flat}, {**meta, "step": step}
