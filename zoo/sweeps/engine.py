@@ -64,7 +64,7 @@ class MemberTrainer:
         step, evaluate, init_one = _member_functions(prog)
         if vmapped:
             step = per_member_batch(jax.vmap(step))
-            evaluate = jax.vmap(evaluate, in_axes=(0, None))
+            evaluate = jax.vmap(evaluate, in_axes=(0, None, None))
         gather = data.gather
 
         def train_chunk(states, arrays, idx, count):
@@ -80,12 +80,13 @@ class MemberTrainer:
             losses = jnp.zeros((idx.shape[0], *loss.shape), loss.dtype)
             return jax.lax.fori_loop(0, count, body, (states, losses))
 
-        def eval_batches(states, arrays, idx):
-            def body(carry, i):
-                m = evaluate(states, gather(arrays, i))
-                return carry, (m["loss"], m["accuracy"])
+        def eval_sums(states, arrays, idx, weight):
+            """Program.eval_sums of each batch of indices idx [batches, rows] with its row weights."""
+            def body(carry, batch):
+                i, w = batch
+                return carry, evaluate(states, gather(arrays, i), w)
 
-            return jax.lax.scan(body, None, idx)[1]
+            return jax.lax.scan(body, None, (idx, weight))[1]
 
         def init(keys, lrs, options):
             if vmapped:
@@ -93,7 +94,7 @@ class MemberTrainer:
             return init_one(keys[0], lrs[0], jax.tree.map(lambda o: o[0], options))
 
         self._train_chunk = jax.jit(train_chunk, donate_argnums=0)
-        self._eval_batches = jax.jit(eval_batches)
+        self._eval_sums = jax.jit(eval_sums)
         self._init = jax.jit(init)
 
     def _call(self, name: str, fn: Callable, *args: Any, fast_compile: bool = False) -> Any:
@@ -151,34 +152,31 @@ class MemberTrainer:
 
     def evaluate(self, states: State, limit: int | None = None) -> dict[str, np.ndarray]:
         """Eval loss and accuracy over the eval split, or a fixed random subset of `limit` of its examples (eval
-        sets may be sorted by class) (per member when vmapped).
+        sets may be sorted by class) (per member when vmapped): the sums of `Program.eval_sums` over the batches
+        divided by their count, the reduction train.py's eval makes (zoo.train.compiled), padding rows weighted 0.
 
         K vmapped members see eval_batch_size // K examples each per eval step, so an eval step holds one
-        run's eval activations, not K of them (the loss is the example-weighted mean either way).
+        run's eval activations, not K of them.
         """
         members = int(states["step"].shape[0]) if self.vmapped else 1
-        per_member = max(1, self.eval_batch_size // members)
-        batches = [np.asarray(i) for i in self.data.eval_indices(per_member)]
+        rows = max(1, self.eval_batch_size // members)
+        every = np.concatenate(self.data.eval_indices(rows)).astype(np.int32)
         if limit is not None:
-            every = np.concatenate(batches)
-            subset = np.sort(np.random.default_rng(0).permutation(every)[:limit])
-            batches = [subset[i:i + per_member] for i in range(0, len(subset), per_member)]
-        totals: dict[str, Any] = {"loss": 0.0, "accuracy": 0.0}
-        seen = 0
-        for size in sorted({len(b) for b in batches}):
-            idx = jnp.asarray(np.stack([b for b in batches if len(b) == size]))
-            loss, acc = self._call("eval", self._eval_batches, states, self._eval_arrays, idx)
-            totals["loss"] = totals["loss"] + np.asarray(loss).sum(0) * size
-            totals["accuracy"] = totals["accuracy"] + np.asarray(acc).sum(0) * size
-            seen += size * len(idx)
-        return {k: np.asarray(v) / max(seen, 1) for k, v in totals.items()}
+            every = np.sort(np.random.default_rng(0).permutation(every)[:limit])
+        pad = -len(every) % rows
+        idx = np.concatenate([every, np.zeros(pad, np.int32)]).reshape(-1, rows)
+        weight = np.concatenate([np.ones(len(every), np.float32), np.zeros(pad, np.float32)]).reshape(-1, rows)
+        sums = self._call("eval", self._eval_sums, states, self._eval_arrays, jnp.asarray(idx), jnp.asarray(weight))
+        totals = {k: np.asarray(v, np.float64).sum(0) for k, v in sums.items()}
+        count = totals.pop("count")
+        return {k: v / count for k, v in totals.items()}
 
 
 def _member_functions(prog: Program | Callable[[Options], Program]) -> tuple[Callable, Callable, Callable]:
-    """(train_step, eval_step, init(key, lr, options)) of one member. For a family, the member's options live in its
+    """(train_step, eval_sums, init(key, lr, options)) of one member. For a family, the member's options live in its
     state under "options" and its program is built from them wherever it is traced."""
     if isinstance(prog, Program):
-        return prog.train_step, prog.eval_step, lambda key, lr, options: prog.init(key, lr)
+        return prog.train_step, prog.eval_sums, lambda key, lr, options: prog.init(key, lr)
 
     def split(state: State) -> tuple[Program, State]:
         return prog(state["options"]), {k: v for k, v in state.items() if k != "options"}
@@ -188,11 +186,11 @@ def _member_functions(prog: Program | Callable[[Options], Program]) -> tuple[Cal
         new, metrics = member.train_step(rest, batch)
         return {**new, "options": state["options"]}, metrics
 
-    def eval_step(state: State, batch: Batch) -> dict:
+    def eval_sums(state: State, batch: Batch, weight: jax.Array) -> dict:
         member, rest = split(state)
-        return member.eval_step(rest, batch)
+        return member.eval_sums(rest, batch, weight)
 
     def init(key: jax.Array, lr: jax.Array, options: Options) -> State:
         return {**prog(options).init(key, lr), "options": options}
 
-    return train_step, eval_step, init
+    return train_step, eval_sums, init
