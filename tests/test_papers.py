@@ -4,11 +4,14 @@ verdict and measured numbers are the ones recomputed from the JSON's numbers (ne
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+from cli_utils import child_env, clean_error
 
 import zoo.papers as papers
-from zoo.papers.__main__ import main
+from zoo.cli.papers import main
 from zoo.papers.claim import verdict
 from zoo.papers.page import _cell
 
@@ -35,15 +38,36 @@ def test_quick_claim_writes_a_page_whose_verdict_is_recomputed_from_its_numbers(
     assert f"[{name}]({name}/README.md)" in (out / "README.md").read_text()
 
 
-def test_command_line_lists_renders_and_refuses_in_one_line(out, capsys):
-    assert main(["list"]) == 0
+def test_command_line_lists_and_renders(out, capsys):
+    main(["list"])
     listed = capsys.readouterr().out
     assert all(name in listed for name in papers.CLAIMS)
-    assert main(["run", "nope", "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: unknown claim 'nope'; choose from {', '.join(papers.CLAIMS)}"]
-    assert main(["render", "yaida-family", "--out", str(out / "empty")]) == 2
-    assert "results.json is missing" in capsys.readouterr().err
     name = next(n for n in papers.CLAIMS if (out / n / "results.json").exists())
     (out / name / "figure.png").unlink()
-    assert main(["render", name, "--out", str(out)]) == 0 and (out / name / "figure.png").exists()
+    main(["render", name, "--out", str(out)])
+    assert (out / name / "figure.png").exists() and capsys.readouterr().out.strip() == str(out / name)
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["run", "nope"], 2, "invalid choice: 'nope'"),
+    (["run"], 2, "the following arguments are required: NAME"),
+    (["run", "dhg-apjn", "--quick", "--steps", "3"], 2, "unrecognized arguments: --steps 3"),
+    (["run", "dhg-apjn", "--quick", "--out", "{file}"], 1, "is a file, not a folder"),
+    (["run", "dhg-apjn", "--quick", "--out", "{file}/sub"], 1, "cannot write under the output root"),
+    (["render", "yaida-family", "--out", "{empty}"], 1, "results.json is missing"),
+])
+def test_bad_input_is_one_line_before_any_experiment(argv, status, message, tmp_path, capsys):
+    """A bad NAME, flag or output root is one line and a non-zero status, and a bad root is refused before the
+    experiment runs (the claim's folder is never created)."""
+    (tmp_path / "file").write_text("keep")
+    argv = [a.format(file=tmp_path / "file", empty=tmp_path / "empty") for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == status and message in clean_error(e.value.code, capsys.readouterr().err)
+    assert (tmp_path / "file").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_module_entry_point_is_the_command_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "zoo.papers", "run", "nope"], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "invalid choice: 'nope'" in clean_error(proc.returncode, proc.stderr)

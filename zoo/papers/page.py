@@ -25,6 +25,17 @@ def command(name: str, quick: bool = False) -> str:
     return f"python -m zoo.papers run {name}" + (" --quick" if quick else "")
 
 
+def writable(out: Path) -> None:
+    """Refuses an output root that cannot be created or written, before the experiment runs (not after an hour)."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"the output root {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as e:
+        raise ValueError(f"cannot write under the output root {out}: {e.strerror or e}") from None
+
+
 def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
     """results.json from the run's numbers, then the figure, the page and the index from it. The checks read the
     numbers as the JSON holds them (NaN as null), so the recorded verdict is the one `render` recomputes."""
