@@ -42,7 +42,9 @@ def test_command_line_lists_and_renders(out, capsys):
     main(["list"])
     listed = capsys.readouterr().out
     assert all(name in listed for name in papers.CLAIMS)
-    name = next(n for n in papers.CLAIMS if (out / n / "results.json").exists())
+    name = "lecture-hanin-nica"
+    if not (out / name / "results.json").exists():  # run alone, or its quick test ran on another worker
+        papers.run(name, quick=True, out=out)
     (out / name / "figure.png").unlink()
     main(["render", name, "--out", str(out)])
     assert (out / name / "figure.png").exists() and capsys.readouterr().out.strip() == str(out / name)
