@@ -240,3 +240,28 @@ def test_training_under_critical_reports_chi(tmp_path):
     report = json.loads((run / "summary.json").read_text())["plugin_report"]
     assert report["mu"] == 0.0 and abs(report["chi_infinite_width"] - 1.0) < 1e-3
     assert abs(report["chi"] - 1.0) < 5 * report["chi_stderr"] + 0.1
+
+
+def test_infinite_width_profile_is_the_product_of_the_chis():
+    """zoo.diagnostics.profile.infinite_width: J^{0,l} = prod chi^l (eq. 4 at infinite width). A vanilla ReLU block
+    (mu = 0) has chi = sigma_w^2 / 2 at every block, so J^{0,l} = 0.75^l at sigma_w^2 = 1.5; None once the stream
+    overflows (chaotic unbounded phi)."""
+    from zoo.diagnostics import profile
+
+    cfg = M.config("mlp_resnet", width=64, depth=12, pre_nonlin=True, bias=True, mean_subtract=False)
+    got = profile.infinite_width(cfg, P.get("critical", sigma_w=1.5**0.5, sigma_b=0.0, mu=0.0))
+    np.testing.assert_allclose(got, 0.75 ** np.arange(1, 13), rtol=1e-3)
+    assert profile.infinite_width(M.config("mlp_resnet", depth=300, mean_subtract=False),
+                                  P.get("critical", sigma_w=30.0, sigma_b=0.0, mu=1.0)) is None
+
+
+def test_gelu_critical_line_at_large_variances():
+    """GELU's tables survive variances where float32 overflows in GELU's x^3 (chi* = sigma_w^2 / 2 there, as for
+    ReLU, not NaN), and its critical line on the stable branch K* = 5 (> (3 + sqrt 17) / 2) is eqs. 157-158's."""
+    block = theory.Block(activation="gelu", pre_nonlin=True)
+    assert theory.chi_star(block, 10.0, 0.5, 0.0) == pytest.approx(50.0, rel=1e-3)
+    k = 5.0
+    sigma_w = 2 * (1 + 2 * k * (3 + 5 * k) / (np.pi * (1 + k) * (1 + 2 * k) ** 1.5)
+                   + 2 / np.pi * np.arcsin(k / (1 + k))) ** -0.5
+    sigma_b = k * sigma_w / (np.sqrt(2 * np.pi) * (1 + 2 * k) ** 0.75)
+    assert theory.critical_sigma_w(block, sigma_b, 0.0) == pytest.approx(sigma_w, abs=0.01)

@@ -70,3 +70,19 @@ def test_unknown_plugin_option_or_value_lists_what_exists():
         P.get("abcd", hidden="0,0.5,1")
     with pytest.raises(ValueError, match=r"s in \[0, 1\]"):
         P.get("ntk_mup", s=2.0)
+
+
+def test_freeze_keeps_the_listed_kinds_at_their_init():
+    """The `freeze` option every plugin takes (TP VI trains only the residual blocks): after 3 AdamW steps with
+    weight decay the frozen kinds (input, output) equal their init exactly, every other kind moved; an unknown kind
+    is one clear error."""
+    prog = program(P.get("depth_mup", freeze="input, output"), "adamw", base_width=32, base_depth=2)
+    state, data = prog.init(jax.random.key(0)), batch()
+    for _ in range(3):
+        state, _ = prog.train_step(state, data)
+    before = leaves(prog.init(jax.random.key(0))["params"])
+    for path, var in leaves(state["params"]).items():
+        moved = not np.array_equal(np.asarray(var[...]), np.asarray(before[path][...]))
+        assert moved == (var.get_metadata()["tag"].kind not in ("input", "output")), path
+    with pytest.raises(ValueError, match="freeze: unknown kind hiden; kinds are input, hidden"):
+        program(P.get("sp", freeze="hiden"))

@@ -62,3 +62,32 @@ def test_vmapped_members_equal_separate_runs(setup):
     one = MemberTrainer(prog, data, BATCH, chunk=4, vmapped=False)
     _, one_losses = one.train(one.init(lrs[3:], seeds[3:]), STEPS)
     np.testing.assert_allclose(one_losses, losses[:, 3], rtol=1e-5)
+
+
+def test_members_with_their_own_plugin_options_equal_their_own_programs():
+    """A program family (options -> Program): members that differ in plugin options (here the (alpha, gamma, a) of
+    Depth-muP and of the ODE scaling, and their LRs) train in ONE vmapped program exactly as each option set's own
+    Program does (losses to rtol 1e-5); and an eval on a fixed random subset of `limit` examples."""
+    data = zoo.data.load("synthetic:teacher")
+    cfg = zoo.models.config("mlp_resnet", width=16, depth=4, base_width=16, base_depth=2, in_shape=data.in_shape,
+                            num_classes=data.num_classes)
+
+    def family(options):
+        plugin = zoo.param.get("depth_mup", **options)
+        return build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
+
+    options = {"alpha": [0.5, 1.0], "gamma": [0.5, 0.0], "branch_mult": [2.0, 0.7]}
+    lrs, seeds = np.array([2.0**-6, 2.0**-5]), np.array([0, 1])
+    trainer = MemberTrainer(family, data, 16, chunk=4)
+    states, losses = trainer.train(trainer.init(lrs, seeds, options), 4)
+    whole, first = trainer.evaluate(states), trainer.evaluate(states, limit=40)
+    np.testing.assert_allclose(trainer.evaluate(states, limit=10**6)["loss"], whole["loss"], rtol=1e-6)
+    np.testing.assert_allclose(first["accuracy"] * 40, np.round(first["accuracy"] * 40), atol=1e-4)
+    assert np.all(np.abs(first["loss"] - whole["loss"]) > 1e-4)
+    for k in range(2):
+        own = MemberTrainer(family({o: v[k] for o, v in options.items()}), data, 16, chunk=4)
+        _, ref = own.train(own.init(lrs[k:k + 1], seeds[k:k + 1]), 4)
+        np.testing.assert_allclose(losses[:, k], ref[:, 0], rtol=1e-5)
+    assert abs(losses[-1, 0] - losses[-1, 1]) > 1e-3
+    with pytest.raises(ValueError, match="options go with a program family"):
+        trainer.init(lrs, seeds)

@@ -51,22 +51,29 @@ def plot(chi: np.ndarray, x: tuple[str, Sequence[float]], y: tuple[str, Sequence
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(5.2, 4.2), dpi=120)
+    draw(ax, chi, x, y, title, line)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def draw(ax: Any, chi: np.ndarray, x: tuple[str, Sequence[float]], y: tuple[str, Sequence[float]], title: str = "",
+         line: np.ndarray | None = None, limit: float | None = None, line_color: str = "w") -> None:
+    """`plot`'s drawing on the matplotlib axes `ax`; `limit`: the colour scale's largest |log2 chi_hat| (default:
+    the data's); `line_color`: the critical line's."""
     (xn, xs), (yn, ys) = x, y
     z = np.log2(np.clip(chi, 1e-6, None))
-    lim = max(float(np.nanmax(np.abs(z))), 0.05)
-    fig, ax = plt.subplots(figsize=(5.2, 4.2), dpi=120)
+    lim = limit or max(float(np.nanmax(np.abs(z))), 0.05)
     mesh = ax.pcolormesh(xs, ys, z, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="nearest")
-    fig.colorbar(mesh, ax=ax, label=r"$\log_2 \hat\chi$  (one-block APJN)")
+    ax.figure.colorbar(mesh, ax=ax, label=r"$\log_2 \hat\chi$  (one-block APJN)")
     if np.nanmin(z) < 0 < np.nanmax(z):
         ax.contour(xs, ys, z, levels=[0.0], colors="k", linewidths=1.5)
     if line is not None and yn == "sigma_w":
-        ax.plot(xs, line, "w--", lw=1.5, label="infinite-width critical line")
+        ax.plot(xs, line, "--", color=line_color, lw=1.5, label="infinite-width critical line")
         ax.legend(loc="upper left", fontsize=8)
     names = {"sigma_w": r"$\sigma_w$", "sigma_b": r"$\sigma_b$", "mu": r"$\mu$"}
     ax.set_xlabel(names.get(xn, xn))
     ax.set_ylabel(names.get(yn, yn))
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)

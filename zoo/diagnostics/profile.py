@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from zoo.diagnostics.jacobian import loglog_slope
+from zoo.param import mean_field_theory as theory
+from zoo.param.critical import Critical
 
 
 def fit_range(depth: int) -> tuple[int, int]:
@@ -23,6 +26,15 @@ def exponent(profile: Sequence[float], depth: int) -> float:
     return loglog_slope(profile, *fit_range(depth))
 
 
+def infinite_width(cfg: Any, plugin: Critical) -> np.ndarray | None:
+    """J^{0,l} for l = 1..L of an MLP-ResNet under `critical` at infinite width: the running product of the
+    recursion's chi^l (zoo.param.mean_field_theory) from the input's Q = 1; None when the stream overflows first."""
+    bound = plugin.for_model("mlp_resnet", cfg)
+    block = theory.Block.of(cfg, float(bound.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
+    chis, _ = theory.recursion(block, float(bound.sigma_w), float(bound.sigma_b), float(bound.mu), cfg.depth)
+    return np.cumprod(chis) if len(chis) == cfg.depth else None
+
+
 def plot(profile: np.ndarray, stderr: np.ndarray, path: str | Path, title: str = "",
          theory: np.ndarray | None = None) -> None:
     """log-log J^{0,l} against l = 1..L with its standard error, the fitted power law over fit_range, and `theory`
@@ -32,11 +44,20 @@ def plot(profile: np.ndarray, stderr: np.ndarray, path: str | Path, title: str =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(5.2, 4.0), dpi=120)
+    draw(ax, profile, stderr, title, theory)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def draw(ax: Any, profile: np.ndarray, stderr: np.ndarray, title: str = "", theory: np.ndarray | None = None) -> None:
+    """`plot`'s drawing on the matplotlib axes `ax`."""
     depth = len(profile) - 1
     ls = np.arange(1, depth + 1)
     lo, hi = fit_range(depth)
     slope = exponent(profile, depth)
-    fig, ax = plt.subplots(figsize=(5.2, 4.0), dpi=120)
     ax.errorbar(ls, profile[1:], yerr=stderr[1:], fmt="o-", ms=3, lw=1, label=r"measured $\mathcal{J}^{0,l}$")
     fit = np.arange(lo, hi + 1)
     ax.plot(fit, profile[lo] * (fit / lo) ** slope, "k--", lw=1.2, label=f"fit over l in [{lo}, {hi}]: l^{slope:+.3f}")
@@ -48,7 +69,3 @@ def plot(profile: np.ndarray, stderr: np.ndarray, path: str | Path, title: str =
     ax.set_ylabel(r"APJN $\mathcal{J}^{0,l}$")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)

@@ -50,6 +50,8 @@ class Parametrization:
       readout_mult: a constant on the output layer's forward multiplier.
       attn_mult: a constant on the attention-logit scale.
       zero_init: initialise output-kind weights and attention queries at zero (muP allows it, TP-V).
+      freeze: a comma list of kinds that do not train (LR and weight decay 0), e.g. "input,output" as in TP VI's
+        depth experiments, which train only the residual blocks.
     """
 
     name: ClassVar[str] = ""
@@ -63,6 +65,7 @@ class Parametrization:
     readout_mult: Any = 1.0
     attn_mult: Any = 1.0
     zero_init: bool = False
+    freeze: str = ""
 
     def abcd(self, tag: Tag) -> ABCD:
         """The (a, b, c, d) exponents of a tagged parameter."""
@@ -94,7 +97,10 @@ class Parametrization:
 
     def lr_mult(self, tag: Tag, family: str = "adam") -> Any:
         """Per-parameter LR multiplier applied after the base optimizer: m^-c * r^-gamma, c = lr_exponent (depth
-        exponents are the same for every family: Adam and Muon both normalise away the branch's r^-alpha)."""
+        exponents are the same for every family: Adam and Muon both normalise away the branch's r^-alpha); 0 if
+        frozen."""
+        if self.frozen(tag):
+            return 0.0
         return tag.width_mult ** -self.lr_exponent(tag, family) * tag.depth_ratio ** -self.gamma
 
     def grad_scale(self, tag: Tag) -> Any:
@@ -105,8 +111,17 @@ class Parametrization:
         return tag.width_mult ** self.abcd(tag)[3] * tag.depth_ratio ** self.alpha
 
     def wd_mult(self, tag: Tag) -> Any:
-        """Decoupled weight decay per step, width-independent (TP IVb 2.10.1); none on vectors and scalars."""
-        return 0.0 if tag.kind in ("vector", "scalar") else 1.0
+        """Decoupled weight decay per step, width-independent (TP IVb 2.10.1); none on vectors, scalars and frozen
+        kinds."""
+        return 0.0 if tag.kind in ("vector", "scalar") or self.frozen(tag) else 1.0
+
+    def frozen(self, tag: Tag) -> bool:
+        """Whether the parameter's kind is in the `freeze` list (it keeps its init)."""
+        kinds = {k.strip() for k in str(self.freeze).split(",") if k.strip()}
+        unknown = sorted(kinds - set(KINDS))
+        if unknown:
+            raise ValueError(f"freeze: unknown kind {', '.join(unknown)}; kinds are {', '.join(KINDS)}")
+        return tag.kind in kinds
 
     def branch_multiplier(self, depth: int, base_depth: int) -> Any:
         """Residual-branch multiplier a * (L / L0)^-alpha."""

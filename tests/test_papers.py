@@ -1,0 +1,75 @@
+"""zoo.papers: every claim runs end to end in its --quick form and writes a figure, a results.json and a page whose
+verdict and measured numbers are the ones recomputed from the JSON's numbers (never written by hand)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from cli_utils import child_env, clean_error
+
+import zoo.papers as papers
+from zoo.cli.papers import main
+from zoo.papers.claim import verdict
+from zoo.papers.page import _cell
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    return tmp_path_factory.mktemp("papers")
+
+
+@pytest.mark.parametrize("name", list(papers.CLAIMS))
+def test_quick_claim_writes_a_page_whose_verdict_is_recomputed_from_its_numbers(name, out):
+    folder = papers.run(name, quick=True, out=out)
+    assert (folder / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    record = json.loads((folder / "results.json").read_text())
+    claim = papers.get(name)
+    checks = claim.checks(record["numbers"])  # from the JSON alone
+    assert checks and record["verdict"] == verdict(checks)
+    assert [c["passed"] for c in record["checks"]] == [c.passed for c in checks]
+    page = (folder / "README.md").read_text()
+    assert f"**Verdict: {verdict(checks)}**" in page and record["command"] == f"python -m zoo.papers run {name} --quick"
+    for c in checks:  # the page states the numbers the JSON holds
+        assert _cell(c.measured) in page and _cell(c.rule) in page
+    assert _cell(claim.result(record["numbers"])) in page
+    assert f"[{name}]({name}/README.md)" in (out / "README.md").read_text()
+
+
+def test_command_line_lists_and_renders(out, capsys):
+    main(["list"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in papers.CLAIMS)
+    name = "lecture-hanin-nica"
+    if not (out / name / "results.json").exists():  # run alone, or its quick test ran on another worker
+        papers.run(name, quick=True, out=out)
+    (out / name / "figure.png").unlink()
+    main(["render", name, "--out", str(out)])
+    assert (out / name / "figure.png").exists() and capsys.readouterr().out.strip() == str(out / name)
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["run", "nope"], 2, "invalid choice: 'nope'"),
+    (["run"], 2, "the following arguments are required: NAME"),
+    (["run", "dhg-apjn", "--quick", "--steps", "3"], 2, "unrecognized arguments: --steps 3"),
+    (["run", "dhg-apjn", "--quick", "--out", "{file}"], 1, "is a file, not a folder"),
+    (["run", "dhg-apjn", "--quick", "--out", "{file}/sub"], 1, "cannot write under the output root"),
+    (["render", "yaida-family", "--out", "{empty}"], 1, "results.json is missing"),
+])
+def test_bad_input_is_one_line_before_any_experiment(argv, status, message, tmp_path, capsys):
+    """A bad NAME, flag or output root is one line and a non-zero status, and a bad root is refused before the
+    experiment runs (the claim's folder is never created)."""
+    (tmp_path / "file").write_text("keep")
+    argv = [a.format(file=tmp_path / "file", empty=tmp_path / "empty") for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == status and message in clean_error(e.value.code, capsys.readouterr().err)
+    assert (tmp_path / "file").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_module_entry_point_is_the_command_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "zoo.papers", "run", "nope"], cwd=tmp_path, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "invalid choice: 'nope'" in clean_error(proc.returncode, proc.stderr)

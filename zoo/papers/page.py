@@ -1,0 +1,188 @@
+"""The outputs of a claim: OUT/NAME/figure.png, OUT/NAME/results.json (every number, the checks, the verdict) and
+OUT/NAME/README.md (the paper beside zoo), plus the index OUT/README.md of every claim found under OUT.
+
+Pages are rendered from results.json only, so `render` reproduces them (and their verdicts) without rerunning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.papers.claim import Claim, Numbers, verdict
+
+FIGURE, RESULTS, PAGE, INDEX = "figure.png", "results.json", "README.md", "README.md"
+
+
+def command(name: str, quick: bool = False) -> str:
+    return f"python -m zoo.papers run {name}" + (" --quick" if quick else "")
+
+
+def writable(out: Path) -> None:
+    """Refuses an output root that cannot be created or written, before the experiment runs (not after an hour)."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"the output root {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as e:
+        raise ValueError(f"cannot write under the output root {out}: {e.strerror or e}") from None
+
+
+def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
+    """results.json from the run's numbers, then the figure, the page and the index from it. The checks read the
+    numbers as the JSON holds them (NaN as null), so the recorded verdict is the one `render` recomputes."""
+    folder = out / claim.name
+    folder.mkdir(parents=True, exist_ok=True)
+    numbers = json.loads(json.dumps(jsonable(numbers)))
+    checks = claim.checks(numbers)
+    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, quick),
+              "verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks], "numbers": numbers}
+    _atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
+    render(claim, out)
+    return folder
+
+
+def render(claim: Claim, out: Path) -> None:
+    """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers), and the index."""
+    folder = out / claim.name
+    record = read(folder)
+    checks = claim.checks(record["numbers"])
+    tmp = folder / f".{FIGURE}.tmp.png"
+    claim.plot(record["numbers"], tmp)
+    os.replace(tmp, folder / FIGURE)
+    _atomic(folder / PAGE, page(claim, record["numbers"], checks, record["command"]))
+    _atomic(out / INDEX, index(out))
+
+
+def read(folder: Path) -> dict[str, Any]:
+    path = folder / RESULTS
+    if not path.is_file():
+        raise FileNotFoundError(f"no results in {folder} ({RESULTS} is missing): run the claim first")
+    return json.loads(path.read_text())
+
+
+def page(claim: Claim, numbers: Numbers, checks: list, cmd: str) -> str:
+    """The claim's README: verdict, figure, the paper's setting and result beside zoo's, the checks, the scale."""
+    v = verdict(checks)
+    rows = "\n".join(f"| {_cell(c.claim)} | {_cell(c.rule)} | {_cell(c.measured)} | {'yes' if c.passed else '**no**'} |"
+                     for c in checks)
+    why = "\n".join(f"- *{c.claim}*: {c.why_not}" for c in checks if not c.passed and c.why_not)
+    wall = numbers.get("wall_s")
+    took = f" (this run: {wall / 60:.1f} min on {numbers.get('machine', 'this machine')})" if wall else ""
+    return f"""# {claim.name}: {claim.title}
+
+Source: {claim.source}.
+
+**Verdict: {v}** ({sum(c.passed for c in checks)} of {len(checks)} checks pass; computed from `results.json` by
+`zoo/papers/{claim.name.replace('-', '_')}.py`).
+
+![{claim.name}]({FIGURE})
+
+| | paper | zoo |
+|---|---|---|
+| setting | {_cell(claim.paper_setting)} | {_cell(claim.setting(numbers))} |
+| result | {_cell(claim.paper_result)} | {_cell(claim.result(numbers))} |
+
+## Checks
+
+| claim | rule | measured | passes |
+|---|---|---|---|
+{rows}
+{chr(10) + "Where zoo differs from the paper:" + chr(10) + chr(10) + why + chr(10) if why else ""}
+## Scale
+
+{claim.scale}
+
+## Rerun
+
+```bash
+{cmd}
+```
+{took}. Seeds are fixed, so a rerun gives the same numbers up to floating-point differences between machines.
+"""
+
+
+def index(out: Path) -> str:
+    """OUT/README.md: every claim with a results.json under OUT, its thumbnail, verdict and command."""
+    from zoo.papers import CLAIMS
+
+    rows = []
+    for name, claim in CLAIMS.items():
+        folder = out / name
+        if not (folder / RESULTS).is_file():
+            continue
+        record = read(folder)
+        try:
+            v = verdict(claim.checks(record["numbers"]))
+        except (KeyError, IndexError, TypeError, ValueError):  # numbers from an older version of the claim
+            v = "stale: rerun it"
+        thumb = f'<a href="{name}/{PAGE}"><img src="{name}/{FIGURE}" width="220"></a>'
+        rows.append(f"| [{name}]({name}/{PAGE}) | {claim.source} | {thumb} | **{v}** | `{record['command']}` |")
+    return ("# The source papers, regenerated\n\n"
+            "Each claim below is one source paper's headline result rerun by zoo at a scale this repository's 2-core "
+            "CPU runs in minutes; its page puts the paper's setting and result beside zoo's, and the verdict is "
+            "computed from the run's numbers (`results.json`). `python -m zoo.papers list` names them; "
+            "`python -m zoo.papers run NAME` reruns one.\n\n"
+            "| claim | source | figure | verdict | command |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+
+
+def figure(cols: int, rows: int = 1, size: tuple[float, float] = (4.6, 3.6)) -> tuple[Any, np.ndarray]:
+    """A matplotlib figure of rows x cols panels (axes as a 2-D array), for a claim's plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False)
+
+
+def save(fig: Any, path: Path) -> None:
+    """Save a claim's figure small (dpi 100) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def sizes(values: dict[Any, float | None], prefix: str = "L=", digits: int = 0, none: str = "all diverged") -> str:
+    """`L=8: -9, L=16: -9` from {8: -9.0, 16: -9.0}; None shown as `none`."""
+    return ", ".join(f"{prefix}{k}: " + (none if v is None else f"{v:.{digits}f}") for k, v in values.items())
+
+
+def jsonable(x: Any) -> Any:
+    """Numbers as JSON: numpy scalars and arrays to Python, NaN and inf to None."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _atomic(path: Path, text: str) -> None:
+    """Write text to path through a temporary file and a rename: never half-written."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets, not pages
+    os.replace(tmp, path)
