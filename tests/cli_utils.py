@@ -28,9 +28,15 @@ def run_train(args: list[str], env: dict[str, str] | None = None, timeout: float
                           capture_output=True, text=True, timeout=timeout, **popen)
 
 
+def interruptible() -> None:
+    """A child's SIGINT back to its default, as in a terminal: a test runner started in the background (`cmd &` in a
+    script) ignores SIGINT, and its children inherit that, so a Ctrl-C the test sends would be dropped."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_train(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=child_env(env),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
 
 
 def wait_for_rows(run: Path, proc: subprocess.Popen, rows: int, timeout: float = 180) -> None:
