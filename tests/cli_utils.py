@@ -12,6 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+# A test runner started in the background (`cmd &` in a script) ignores SIGINT, and children inherit an ignored
+# signal, so the Ctrl-C that the signal tests send would be dropped. A caught signal is reset to its default at exec:
+# catching it here (as Python does by default) gives every child the terminal's behaviour.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size", "16", "--data", "synthetic",
          "--eval-every", "1000", "--log-every", "5"]
@@ -28,15 +34,9 @@ def run_train(args: list[str], env: dict[str, str] | None = None, timeout: float
                           capture_output=True, text=True, timeout=timeout, **popen)
 
 
-def interruptible() -> None:
-    """A child's SIGINT back to its default, as in a terminal: a test runner started in the background (`cmd &` in a
-    script) ignores SIGINT, and its children inherit that, so a Ctrl-C the test sends would be dropped."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def start_train(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=child_env(env),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_rows(run: Path, proc: subprocess.Popen, rows: int, timeout: float = 180) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, interruptible, run_main_many
+from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, run_main_many
 
 from zoo.cli.boundary import boundary
 from zoo.errors import DiskFull
@@ -94,7 +94,7 @@ def test_ctrl_c_during_the_compile_is_one_line_and_status_130(tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *SMALL, "--steps", "100000", "--log-every",
                              "100000", "--run-dir", str(run)], cwd=ROOT, env=child_env(), stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, preexec_fn=interruptible)
+                            stdout=subprocess.DEVNULL, text=True)
     lines = []
     for line in proc.stderr:
         lines.append(line)
