@@ -73,3 +73,18 @@ def test_module_entry_point_is_the_command_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.papers", "run", "nope"], cwd=tmp_path, env=child_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "invalid choice: 'nope'" in clean_error(proc.returncode, proc.stderr)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{garbage", "is not JSON"), ('{"a": 1}', "is not a claim's results"),
+    ('{"numbers": {"x": 1}, "command": "c"}', "does not hold this version's numbers of yaida-family")])
+def test_render_of_results_that_are_not_the_claims_is_one_line(text, message, tmp_path, capsys):
+    """A results.json that is not JSON, not a claim's record, or another version's numbers: one line naming it, and
+    the index lists such a claim as stale."""
+    folder = tmp_path / "yaida-family"
+    folder.mkdir()
+    (folder / "results.json").write_text(text)
+    with pytest.raises(SystemExit) as e:
+        main(["render", "yaida-family", "--out", str(tmp_path)])
+    assert message in clean_error(e.value.code, capsys.readouterr().err)
+    assert "**stale: rerun it**" in papers.page.index(tmp_path)

@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from zoo.files import write_atomic
 from zoo.papers.claim import Claim, Numbers, verdict
 
 FIGURE, RESULTS, PAGE, INDEX = "figure.png", "results.json", "README.md", "README.md"
+STALE = (KeyError, IndexError, TypeError, ValueError)  # what checks raise on numbers of another version
 
 
 def command(name: str, quick: bool = False) -> str:
@@ -45,7 +47,7 @@ def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
     checks = claim.checks(numbers)
     record = {"claim": claim.name, "quick": quick, "command": command(claim.name, quick),
               "verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks], "numbers": numbers}
-    _atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
+    write_atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
     render(claim, out)
     return folder
 
@@ -54,19 +56,29 @@ def render(claim: Claim, out: Path) -> None:
     """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers), and the index."""
     folder = out / claim.name
     record = read(folder)
-    checks = claim.checks(record["numbers"])
+    try:
+        checks = claim.checks(record["numbers"])
+    except STALE as e:
+        raise ValueError(f"{folder / RESULTS} does not hold this version's numbers of {claim.name} "
+                         f"({type(e).__name__}: {e}): rerun the claim") from None
     tmp = folder / f".{FIGURE}.tmp.png"
     claim.plot(record["numbers"], tmp)
     os.replace(tmp, folder / FIGURE)
-    _atomic(folder / PAGE, page(claim, record["numbers"], checks, record["command"]))
-    _atomic(out / INDEX, index(out))
+    write_atomic(folder / PAGE, page(claim, record["numbers"], checks, record["command"]))
+    write_atomic(out / INDEX, index(out))
 
 
 def read(folder: Path) -> dict[str, Any]:
     path = folder / RESULTS
     if not path.is_file():
         raise FileNotFoundError(f"no results in {folder} ({RESULTS} is missing): run the claim first")
-    return json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not JSON ({e}): rerun the claim") from None
+    if not isinstance(record, dict) or not {"numbers", "command"} <= record.keys():
+        raise ValueError(f"{path} is not a claim's results (it needs 'numbers' and 'command'): rerun the claim")
+    return record
 
 
 def page(claim: Claim, numbers: Numbers, checks: list, cmd: str) -> str:
@@ -119,11 +131,11 @@ def index(out: Path) -> str:
         folder = out / name
         if not (folder / RESULTS).is_file():
             continue
-        record = read(folder)
         try:
+            record = read(folder)
             v = verdict(claim.checks(record["numbers"]))
-        except (KeyError, IndexError, TypeError, ValueError):  # numbers from an older version of the claim
-            v = "stale: rerun it"
+        except STALE:  # not results, or numbers from an older version of the claim
+            v, record = "stale: rerun it", {"command": f"python -m zoo.papers run {name}"}
         thumb = f'<a href="{name}/{PAGE}"><img src="{name}/{FIGURE}" width="220"></a>'
         rows.append(f"| [{name}]({name}/{PAGE}) | {claim.source} | {thumb} | **{v}** | `{record['command']}` |")
     return ("# The source papers, regenerated\n\n"
@@ -177,12 +189,3 @@ def jsonable(x: Any) -> Any:
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
-
-
-def _atomic(path: Path, text: str) -> None:
-    """Write text to path through a temporary file and a rename: never half-written."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets, not pages
-    os.replace(tmp, path)
