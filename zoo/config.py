@@ -48,6 +48,11 @@ class ParamPart:
     def __post_init__(self):
         check_settings(self)
 
+    def __str__(self) -> str:
+        """The plugin as a user names it: `depth_mup` or `depth_mup(alpha=1)`."""
+        options = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        return f"{self.name}({options})" if options else self.name
+
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
