@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_utils import child_env, clean_error
@@ -88,3 +89,13 @@ def test_render_of_results_that_are_not_the_claims_is_one_line(text, message, tm
         main(["render", "yaida-family", "--out", str(tmp_path)])
     assert message in clean_error(e.value.code, capsys.readouterr().err)
     assert "**stale: rerun it**" in papers.page.index(tmp_path)
+
+
+def test_a_quick_run_never_lands_beside_the_full_runs(tmp_path, monkeypatch, capsys):
+    """Without --out a full run writes docs/papers/NAME/, a quick one runs/papers-quick/NAME/ (a quick run into the
+    default used to replace the committed full run's outputs)."""
+    monkeypatch.chdir(tmp_path)
+    main(["run", "dhg-apjn", "--quick"])
+    assert capsys.readouterr().out.strip().endswith(str(Path("runs") / "papers-quick" / "dhg-apjn"))
+    assert (tmp_path / "runs" / "papers-quick" / "dhg-apjn" / "results.json").is_file()
+    assert not (tmp_path / "docs").exists()

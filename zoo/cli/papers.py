@@ -27,8 +27,9 @@ def parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("name", metavar="NAME", choices=list(papers.CLAIMS),
                          help=f"a claim: {', '.join(papers.CLAIMS)}")
-        cmd.add_argument("--out", type=Path, default=papers.DEFAULT_OUT, metavar="DIR",
-                         help=f"root of the claims' folders (default: {papers.DEFAULT_OUT})")
+        cmd.add_argument("--out", type=Path, metavar="DIR",
+                         help=f"root of the claims' folders (default: {papers.DEFAULT_OUT}; with --quick "
+                         f"{papers.QUICK_OUT}, so a quick run never replaces a full run's outputs)")
         if name == "run":
             cmd.add_argument("--quick", action="store_true", help="the tiny version (seconds; what the tests run)")
     return p
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     import zoo.papers as papers
 
+    if args.command != "list" and args.out is None:
+        args.out = papers.QUICK_OUT if getattr(args, "quick", False) else papers.DEFAULT_OUT
     if args.command == "list":
         for claim in papers.CLAIMS.values():
             print(f"{claim.name:22s} {claim.source}: {claim.title}")

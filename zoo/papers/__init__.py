@@ -33,6 +33,7 @@ MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, 
            dhg_trainability, dhg_apjn, lecture_hanin_nica)
 CLAIMS: dict[str, Claim] = {m.CLAIM.name: m.CLAIM for m in MODULES}
 DEFAULT_OUT = Path("docs") / "papers"
+QUICK_OUT = Path("runs") / "papers-quick"  # quick versions never land beside the committed full runs
 
 
 def get(name: str) -> Claim:
