@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 
 def umask() -> int:
@@ -58,3 +59,15 @@ def check_writable(path: Path, flag: str) -> None:
             pass
     except OSError as e:
         raise ValueError(f"{flag} {path} cannot be written: {e.strerror or e}") from None
+
+
+def read_mapping(path: Path, what: str, advice: str) -> dict[str, Any]:
+    """The JSON object in `path`: one line naming the file, `what` it should hold and `advice` when it is not JSON
+    or not an object."""
+    try:
+        value = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not JSON ({e}): {advice}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} is not {what} (not a JSON object): {advice}")
+    return value

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.files import write_atomic
+from zoo.files import read_mapping, write_atomic
 from zoo.papers.claim import Claim, Numbers, verdict
 
 FIGURE, RESULTS, PAGE, INDEX = "figure.png", "results.json", "README.md", "README.md"
@@ -72,11 +72,8 @@ def read(folder: Path) -> dict[str, Any]:
     path = folder / RESULTS
     if not path.is_file():
         raise FileNotFoundError(f"no results in {folder} ({RESULTS} is missing): run the claim first")
-    try:
-        record = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not JSON ({e}): rerun the claim") from None
-    if not isinstance(record, dict) or not {"numbers", "command"} <= record.keys():
+    record = read_mapping(path, "a claim's results", "rerun the claim")
+    if not {"numbers", "command"} <= record.keys():
         raise ValueError(f"{path} is not a claim's results (it needs 'numbers' and 'command'): rerun the claim")
     return record
 

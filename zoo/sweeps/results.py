@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.files import write_atomic
+from zoo.files import read_mapping, write_atomic
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
 
@@ -41,13 +41,7 @@ def read_settings(out: Path) -> dict[str, Any]:
     path = out / SETTINGS
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
-    try:
-        settings = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not a sweep's settings ({e}); use another --out") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"{path} is not a sweep's settings (not a mapping); use another --out")
-    return settings
+    return read_mapping(path, "a sweep's settings", "use another --out")
 
 
 def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "sweep") -> RunLock:
