@@ -8,8 +8,8 @@ and one about 4x the default's FLOPs). The GPT is also timed as a plain-JAX mode
     python bench/vs_torch.py --models gpt --sizes default --pairs 7
     python bench/vs_torch.py --quick               # CI smoke test: tiny sizes, 1 pair; asserts nothing about speed
 
-Runs are interleaved in one process (zoo, torch[, plain JAX], zoo, torch, ...; each run times `--steps` steps
-after warm-up), so machine load hits both sides alike; reported are the medians of the runs and the median of
+Runs are interleaved in one process (zoo, torch[, plain JAX], then the reverse order, ...; each run times `--steps`
+steps after warm-up), so machine load hits both sides alike; reported are the medians of the runs and the median of
 the per-pair ratios. FLOPs per step are XLA's count of the compiled zoo step; compile time is zoo's first step.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import statistics
 import sys
@@ -38,7 +39,7 @@ from gpt_step import baseline_loss, baseline_params
 import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
-from zoo.train.step import RUN_ONCE, build_program
+from zoo.train.step import RUN_ONCE, build_program, on_leaves
 
 # Per model: a tiny size, the default (the model's config) and one of about 4x its FLOPs; the batch of each.
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
@@ -87,14 +88,16 @@ class Case:
         torch_model = self._torch_model()
         torch_model.load_zoo(jax.tree.map(np.asarray, nnx.to_pure_dict(state["params"])))
         batch_j = {"x": jnp.asarray(self.x), "y": jnp.asarray(self.y)}
-        t0 = time.perf_counter()
-        compiled = jax.jit(prog.train_step, donate_argnums=0).lower(state, batch_j).compile(self.options)
-        self.compile_s = time.perf_counter() - t0
         self.gflops = step_gflop(name, cfg, plugin, opt, state, batch_j)
-        holder = {"state": state}
+        leaves, treedef = jax.tree.flatten(state)  # as zoo's training loop calls the step (zoo.train.compiled)
+        t0 = time.perf_counter()
+        compiled = (jax.jit(on_leaves(prog.train_step, treedef), donate_argnums=0).lower(leaves, batch_j)
+                    .compile(self.options))
+        self.compile_s = time.perf_counter() - t0
+        holder = {"leaves": leaves}
 
         def zoo_step() -> Any:
-            holder["state"], metrics = compiled(holder["state"], batch_j)
+            holder["leaves"], metrics = compiled(holder["leaves"], batch_j)
             return metrics["loss"]
 
         self.steps: dict[str, Callable[[], Any]] = {"zoo": zoo_step, "torch": self._torch_step(torch_model)}
@@ -178,15 +181,22 @@ def same_function(case: Case) -> None:
                          "models do not compute the same function")
 
 
-def measure(case: Case, pairs: int, steps: int, warmup: int) -> dict[str, list[float]]:
+def measure(case: Case, sides: list[str], pairs: int, steps: int, warmup: int,
+            min_run_s: float) -> dict[str, list[float]]:
+    """`pairs` rounds of one run of each of `sides`; a run is `steps` steps, or more where the slowest side's runs
+    would be shorter than `min_run_s` (a tiny model's 3 steps take milliseconds: noise)."""
     same_function(case)
+    case.steps = {k: v for k, v in case.steps.items() if k in sides}
     for step in case.steps.values():
         for _ in range(warmup):
             np.asarray(step())
+    slowest = max(timed(step, 1) for step in case.steps.values())
+    steps = max(steps, math.ceil(min_run_s / slowest))
     runs: dict[str, list[float]] = {k: [] for k in case.steps}
-    for _ in range(pairs):
-        for name, step in case.steps.items():
-            runs[name].append(timed(step, steps))
+    names = list(case.steps)
+    for i in range(pairs):  # the order reversed every other round: a run's speed depends on which ran before it
+        for name in names if i % 2 == 0 else names[::-1]:
+            runs[name].append(timed(case.steps[name], steps))
     return runs
 
 
@@ -202,45 +212,50 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pairs", type=int, default=5, help="interleaved runs of each side")
     p.add_argument("--steps", type=int, default=3, help="steps per run")
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--sides", default="zoo,torch,jax", help="what is timed: zoo,jax alone measures zoo's overhead "
+                   "over plain JAX without torch's threads in the process")
+    p.add_argument("--min-run-s", type=float, default=1.0, help="more steps per run where a run would be shorter")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, 1 pair of 1 step, quick compiles")
     p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.pairs, args.steps, args.warmup = "tiny", 1, 1, 0
+        args.sizes, args.pairs, args.steps, args.warmup, args.min_run_s = "tiny", 1, 1, 0, 0.0
     models, sizes = args.models.split(","), args.sizes.split(",")
-    bad = [m for m in models if m not in SIZES] + [s for s in sizes if s not in SIZES["gpt"]]
+    sides = args.sides.split(",")
+    bad = ([m for m in models if m not in SIZES] + [s for s in sizes if s not in SIZES["gpt"]] +
+           [s for s in sides if s not in ("zoo", "torch", "jax")] + ([] if "zoo" in sides else ["(no zoo side)"]))
     if bad or min(args.pairs, args.steps) < 1:
-        print(f"error: unknown model or size {', '.join(bad)} (models: {', '.join(SIZES)}; sizes: tiny, default, "
-              "4x), or --pairs/--steps below 1", file=sys.stderr)
+        print(f"error: unknown model, size or side {', '.join(bad)} (models: {', '.join(SIZES)}; sizes: tiny, "
+              "default, 4x; sides: zoo and torch or jax), or --pairs/--steps below 1", file=sys.stderr)
         raise SystemExit(1)
     torch.set_num_threads(cores())
     print(f"jax {jax.__version__} ({jax.devices()[0].platform}), torch {torch.__version__}, {cores()} cores; "
-          f"{args.pairs} pairs of {args.steps} steps; f32, AdamW")
+          f"{args.pairs} rounds of runs of {args.steps}+ steps (at least {args.min_run_s:g} s); f32, AdamW")
     print(f"{'model':10s} {'size':8s} {'shape':20s} {'GFLOP':>7s} {'compile s':>9s} {'zoo ms':>9s} {'torch ms':>9s}"
           f" {'zoo/torch':>9s} {'jax ms':>8s} {'zoo/jax':>7s}  load")
     rows = []
     for name in models:
         for size in sizes:
             rows.append(row(Case(name, SIZES[name][size], BATCH[name], fast_compile=args.quick),
-                            measure_args=(args.pairs, args.steps, args.warmup), size=size))
+                            measure_args=(sides, args.pairs, args.steps, args.warmup, args.min_run_s),
+                            size=size))
             r = rows[-1]
             jax_cols = f"{r['jax_ms']:8.1f} {r['zoo/jax']:7.3f}" if "jax_ms" in r else f"{'':8s} {'':7s}"
+            torch_cols = f"{r['torch_ms']:9.1f} {r['zoo/torch']:9.3f}" if "torch_ms" in r else f"{'':9s} {'':9s}"
             print(f"{name:10s} {size:8s} {r['shape']:20s} {r['gflop']:7.2f} {r['compile_s']:9.1f} {r['zoo_ms']:9.1f} "
-                  f"{r['torch_ms']:9.1f} {r['zoo/torch']:9.3f} {jax_cols}  {r['load']}", flush=True)
+                  f"{torch_cols} {jax_cols}  {r['load']}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
-def row(case: Case, measure_args: tuple[int, int, int], size: str) -> dict[str, Any]:
+def row(case: Case, measure_args: tuple[list[str], int, int, int, float], size: str) -> dict[str, Any]:
     """One table row: the medians (ms), the paired ratios, XLA's FLOPs and compile time, the load after it."""
     runs = measure(case, *measure_args)
     c = case.cfg
     out = {"model": case.name, "size": size, "gflop": case.gflops, "compile_s": case.compile_s,
            "shape": f"w{c.width} d{c.depth} b{case.batch}" + (f" T{c.seq_len}" if case.name == "gpt" else ""),
            **{f"{k}_ms": statistics.median(v) * 1e3 for k, v in runs.items()},
-           "zoo/torch": paired_ratio(runs["zoo"], runs["torch"])}
-    if "jax" in runs:
-        out["zoo/jax"] = paired_ratio(runs["zoo"], runs["jax"])
+           **{f"zoo/{k}": paired_ratio(runs["zoo"], runs[k]) for k in ("torch", "jax") if k in runs}}
     return {**out, "load": load()}
 
 if __name__ == "__main__":

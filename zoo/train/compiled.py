@@ -16,6 +16,7 @@ from zoo.train import memory
 from zoo.train.input import MemoryInput, StreamInput
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
+from zoo.train.step import on_leaves
 
 
 def _flash(s: Setup) -> bool:
@@ -39,20 +40,25 @@ def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any) -> None:
 
 
 class Compiled:
-    """train(state, args) -> (state, metrics); evaluate(state) -> eval metrics; loss_at(state, step)."""
+    """train(leaves, args) -> (leaves, metrics) on the state's flat list of arrays (`flatten`, `unflatten`);
+    evaluate(state) -> eval metrics; loss_at(state, step).
+
+    The train step takes the leaves, not the state (`on_leaves`)."""
 
     def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput | StreamInput, state: Any,
                  say: Callable[[str], None]):
         prog = s.program
         state_sh = jax.tree.map(lambda x: x.sharding, state)
-        train = jax.jit(lambda st, args: prog.train_step(st, batches.batch(args)),
-                        in_shardings=(state_sh, batches.shardings), out_shardings=(state_sh, plan.replicated),
+        self.treedef = jax.tree.structure(state)
+        leaves_sh = self.flatten(state_sh)
+        train = jax.jit(on_leaves(lambda st, args: prog.train_step(st, batches.batch(args)), self.treedef),
+                        in_shardings=(leaves_sh, batches.shardings), out_shardings=(leaves_sh, plan.replicated),
                         donate_argnums=0)
         mesh = ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
         say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
             f"{jax.devices()[0].platform} device(s), mesh {mesh})")
         t0 = time.perf_counter()
-        self.train = train.lower(state, batches.args_at(0)).compile()
+        self.train = train.lower(self.flatten(state), batches.args_at(0)).compile()
         used = memory.check_compiled(self.train)
         say(f"compiled in {time.perf_counter() - t0:.1f} s" +
             (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
@@ -61,6 +67,12 @@ class Compiled:
         self._loss = jax.jit(lambda st, args: prog.eval_step(st, batches.batch(args)),
                              in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
         self.batches, self.text = batches, s.data.kind == "text"
+
+    def flatten(self, state: Any) -> list[Any]:
+        return self.treedef.flatten_up_to(state)
+
+    def unflatten(self, leaves: list[Any]) -> Any:
+        return self.treedef.unflatten(leaves)
 
     def loss_at(self, state: Any, step: int) -> dict[str, float]:
         """The loss of `state` on step `step`'s batch (no dropout): checked before a state is saved."""

@@ -75,7 +75,8 @@ class Loop:
 
     def __init__(self, s: Setup, compiled: Compiled, state: Any, logger: Logger, guard: DivergenceGuard,
                  hooks: Sequence[Hook]):
-        self.s, self.compiled, self.state, self.logger, self.guard = s, compiled, state, logger, guard
+        self.s, self.compiled, self.logger, self.guard = s, compiled, logger, guard
+        self.leaves = compiled.flatten(state)  # the state, as the train step takes it
         loop = s.cfg.loop
         self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every), *hooks]
         self.evals = Evals(logger)
@@ -91,7 +92,7 @@ class Loop:
             if start == 0:
                 self._run_hooks([h for h in self.hooks if h.at_start], 0)
             for step in range(start, total):
-                self.state, metrics = self.compiled.train(self.state, self.compiled.batches.train_args(step))
+                self.leaves, metrics = self.compiled.train(self.leaves, self.compiled.batches.train_args(step))
                 self.observe()
                 self.pending = (step + 1, metrics)
                 stopping = signals.requested
@@ -108,6 +109,11 @@ class Loop:
             signals.restore()
             self.logger.close()
         return self.summary(time.perf_counter() - t0 - self.busy_s, total - start)
+
+    @property
+    def state(self) -> Any:
+        """The state's pytree, rebuilt from its leaves (for the hooks)."""
+        return self.compiled.unflatten(self.leaves)
 
     def observe(self) -> None:
         """The pending step's metrics: fetched, guarded, and given to the metrics hooks that are due."""

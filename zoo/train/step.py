@@ -122,6 +122,18 @@ class Program:
         return {"loss": jnp.sum(ce * weight), "accuracy": jnp.sum(acc * weight), "count": jnp.sum(weight)}
 
 
+def on_leaves(step: Callable[..., tuple[State, Any]], treedef: Any) -> Callable[..., tuple[list[Any], Any]]:
+    """step(state, *args) -> (state, out) as a function of the state's flat list of arrays: flattening and rebuilding
+    the state's NNX variables in Python costs about 1.5 ms a call (a fifth of a small GPT's step on CPU); a list of
+    arrays goes through jit's C++ path."""
+
+    def run(leaves: list[Any], *args: Any) -> tuple[list[Any], Any]:
+        new, out = step(treedef.unflatten(leaves), *args)
+        return treedef.flatten_up_to(new), out
+
+    return run
+
+
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module], plugin: Parametrization,
                   optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
                   augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None, grad_accum: int = 1,
