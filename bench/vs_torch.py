@@ -186,17 +186,17 @@ def measure(case: Case, sides: list[str], pairs: int, steps: int, warmup: int,
     """`pairs` rounds of one run of each of `sides`; a run is `steps` steps, or more where the slowest side's runs
     would be shorter than `min_run_s` (a tiny model's 3 steps take milliseconds: noise)."""
     same_function(case)
-    case.steps = {k: v for k, v in case.steps.items() if k in sides}
-    for step in case.steps.values():
+    chosen = {k: v for k, v in case.steps.items() if k in sides}
+    for step in chosen.values():
         for _ in range(warmup):
             np.asarray(step())
-    slowest = max(timed(step, 1) for step in case.steps.values())
+    slowest = max(timed(step, 1) for step in chosen.values())
     steps = max(steps, math.ceil(min_run_s / slowest))
-    runs: dict[str, list[float]] = {k: [] for k in case.steps}
-    names = list(case.steps)
+    runs: dict[str, list[float]] = {k: [] for k in chosen}
+    names = list(chosen)
     for i in range(pairs):  # the order reversed every other round: a run's speed depends on which ran before it
         for name in names if i % 2 == 0 else names[::-1]:
-            runs[name].append(timed(case.steps[name], steps))
+            runs[name].append(timed(chosen[name], steps))
     return runs
 
 

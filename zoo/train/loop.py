@@ -141,10 +141,11 @@ class Loop:
     def checkpoint_meta(self, step: int) -> dict[str, Any]:
         """Before a save: the state is finite and its loss on the next batch passes the guard; the metadata saved
         with it."""
-        if not bool(all_finite(self.state["params"])):
+        state = self.state
+        if not bool(all_finite(state["params"])):
             raise TrainingDiverged(f"the parameters became non-finite at step {step}; stopped without saving this "
                                    f"state. {self.guard.advice()}")
-        self.guard.check(step + 1, self.compiled.loss_at(self.state, step))
+        self.guard.check(step + 1, self.compiled.loss_at(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
                 "first_loss": self.guard.first_loss}
 
