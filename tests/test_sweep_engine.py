@@ -1,15 +1,20 @@
 """The core correctness of a sweep: K members vmapped in one program = K separate runs of Program.train_step."""
 
+import json
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_utils import child_env
 
 import zoo.data
 import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
-from zoo.sweeps.engine import MemberTrainer
+from zoo.sweeps.engine import MemberTrainer, default_group, l2_cache_bytes
 from zoo.sweeps.grid import members
 from zoo.train.step import build_program
 
@@ -43,10 +48,13 @@ def separate_run(prog, data, lr, seed):
 
 
 @pytest.mark.long
-def test_vmapped_members_equal_separate_runs(setup):
+@pytest.mark.parametrize("group", [4, 1])
+def test_vmapped_members_equal_separate_runs(setup, group):
+    """Four members vmapped as one group, or trained one by one inside the same program (the two ways a device
+    trains its members), each equal to its own run."""
     data, prog = setup
     lrs, seeds = members([2.0**-12, 2.0**-10], seeds=2)  # K = 4: two LRs x two seeds
-    trainer = MemberTrainer(prog, data, BATCH, eval_batch_size=500, chunk=4)  # 10 steps: chunks 4, 4, 2 (+2 off)
+    trainer = MemberTrainer(prog, data, BATCH, eval_batch_size=500, chunk=4, group=group)  # 10 steps: 4, 4, 2 (+2)
     states, losses = trainer.train(trainer.init(lrs, seeds), STEPS)
     evals = trainer.evaluate(states)
     assert losses.shape == (STEPS, 4) and trainer.compile_s > 0 and trainer.run_s > 0
@@ -91,3 +99,73 @@ def test_members_with_their_own_plugin_options_equal_their_own_programs():
     assert abs(losses[-1, 0] - losses[-1, 1]) > 1e-3
     with pytest.raises(ValueError, match="options go with a program family"):
         trainer.init(lrs, seeds)
+
+
+def test_members_padded_to_whole_groups_train_as_their_own_runs(setup):
+    """Three members in groups of two: the states hold a fourth (a copy of the last member), the losses and evals
+    only the three asked for, each equal to the member trained alone (rtol 1e-5)."""
+    data, prog = setup
+    lrs, seeds = np.array([2.0**-12, 2.0**-10, 2.0**-8]), np.array([0, 1, 2])
+    trainer = MemberTrainer(prog, data, BATCH, eval_batch_size=96, chunk=3, group=2)
+    states, losses = trainer.train(trainer.init(lrs, seeds), 5)
+    assert int(states["step"].shape[0]) == 4 and losses.shape == (5, 3)
+    assert trainer.evaluate(states, limit=96)["loss"].shape == (3,)
+    one = MemberTrainer(prog, data, BATCH, chunk=3, vmapped=False)
+    for k in range(3):
+        _, ref = one.train(one.init(lrs[k:k + 1], seeds[k:k + 1]), 5)
+        np.testing.assert_allclose(losses[:, k], ref, rtol=1e-5)
+
+
+def test_default_group_fits_the_weights_in_one_cores_cache():
+    """On a CPU: as many members per group as one core's L2 cache holds the weights of, a divisor of the device's
+    members; one member when it alone overflows the cache."""
+    l2 = l2_cache_bytes()
+    assert l2 >= 64 << 10
+    assert default_group(l2 + 1, 8) == 1
+    assert default_group(l2 // 4, 8) == 4
+    assert default_group(l2 // 3, 8) == 2  # 3 fit, 2 divides 8
+    assert default_group(1, 7) == 7
+
+
+@pytest.mark.slow
+def test_members_split_over_cpu_devices_equal_one_device():
+    """A command that takes one CPU device per core (zoo.train.backend.cpu_cores_as_devices, here 2 by XLA_FLAGS)
+    splits the members over them, padding 3 members to 4: the same losses as on one device (rtol 1e-5)."""
+    script = """
+import json, sys
+from zoo.train import backend
+backend.cpu_cores_as_devices()
+import jax, numpy as np, zoo.data, zoo.models, zoo.param
+from zoo.optim import OptimConfig
+from zoo.sweeps.engine import MemberTrainer, default_group, l2_cache_bytes
+from zoo.train.step import build_program
+data = zoo.data.load("synthetic")
+plugin = zoo.param.get("mup")
+cfg = zoo.models.config("mlp_resnet", width=32, depth=2, in_shape=data.in_shape, num_classes=data.num_classes)
+prog = build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
+trainer = MemberTrainer(prog, data, 16, chunk=3)
+states, losses = trainer.train(trainer.init(np.array([2.0**-10, 2.0**-8, 2.0**-6]), np.array([0, 0, 1])), 4)
+print(json.dumps({"devices": jax.device_count(), "members": int(states["step"].shape[0]), "losses": losses.tolist()}))
+"""
+    out = {}
+    for devices in (1, 2):
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              env=child_env({"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}))
+        assert proc.returncode == 0, proc.stderr
+        out[devices] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (out[1]["devices"], out[2]["devices"], out[2]["members"]) == (1, 2, 4)
+    np.testing.assert_allclose(out[2]["losses"], out[1]["losses"], rtol=1e-5)
+    assert np.array(out[1]["losses"]).shape == (4, 3)
+
+
+def test_cpu_cores_as_devices_keeps_a_device_count_asked_for():
+    """One CPU device per core the process may use, unless XLA_FLAGS already asks for a count."""
+    script = ("from zoo.train import backend; backend.cpu_cores_as_devices(); import jax, os; "
+              "print(jax.device_count(), len(os.sched_getaffinity(0)))")
+    env = {k: v for k, v in child_env().items() if k != "XLA_FLAGS"}
+    mine = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    devices, cores = mine.stdout.split()
+    assert devices == cores, mine.stderr
+    asked = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                           env=child_env({"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}))
+    assert asked.stdout.split()[0] == "3", asked.stderr

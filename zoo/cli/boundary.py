@@ -23,12 +23,13 @@ EXPECTED = (ZooError, ValueError, FileNotFoundError, NotADirectoryError, IsADire
 QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures")
 
 
-def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> Any:
+def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False) -> Any:
     """Wraps a command's `main(argv=None)` (see the module docstring). The JAX backend is started first, so a
     JAX_PLATFORMS this machine cannot serve is one line; `joins`: the command may join a multi-host run, which must
-    come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check)."""
+    come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check);
+    `per_core`: the command splits its work over devices, one per CPU core (zoo.train.backend.cpu_cores_as_devices)."""
     if main is None:
-        return functools.partial(boundary, joins=joins)
+        return functools.partial(boundary, joins=joins, per_core=per_core)
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -41,6 +42,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False) -> 
             if not joins:
                 from zoo.train import backend
 
+                if per_core:
+                    backend.cpu_cores_as_devices()
                 backend.check()
             return main(*args, **kwargs)
         except SystemExit:

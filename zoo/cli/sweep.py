@@ -69,7 +69,7 @@ def show(out: Path, metric: str) -> report.Summary:
     return summary
 
 
-@boundary
+@boundary(per_core=True)
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     out = Path(args.out)

@@ -58,7 +58,7 @@ def build_spec(args: argparse.Namespace):
                         metric=args.metric, chunk=args.chunk)
 
 
-@boundary
+@boundary(per_core=True)
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     spec = build_spec(args)

@@ -1,21 +1,25 @@
 """Train the members (LR x seed) of one shape: as ONE vmapped program over shared batches, or one by one.
 
 Both paths run the same `Program.train_step` inside a jitted `fori_loop` over chunks of steps, batches
-gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. Each member's peak LR is a traced
-value in its optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
+gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. The members are split over the devices
+(a `members` mesh; padded with copies of the last member to a multiple of the devices), and each device trains its
+members in groups of `group`: a group's members vmapped, the groups one after another through the whole chunk of
+steps, so a group's state stays in the cache across its steps (one group per device on an accelerator; on a CPU,
+as many members as one core's cache holds: `default_group`). Each member's peak LR is a traced value in its
+optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
 plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
 Program, each member's options are traced values kept in its state, and its program is built from them inside
-the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side. With
-several devices, the members are split over a `data` mesh (each device trains K / devices of them; the data is
-replicated). Compile time (ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from
-steady-state running.
+the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side. Compile
+time (ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from steady-state running.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -44,33 +48,62 @@ def per_member_batch(step: Callable[[State, Any], Any]) -> Callable[[State, Any]
     return run
 
 
+def default_group(param_bytes: int, per_device: int) -> int:
+    """Members vmapped together on one device. On an accelerator, all of its members (one small member leaves it
+    idle). On a CPU, where each core is a device of its own (`zoo.train.backend.cpu_cores_as_devices`), the largest
+    divisor of `per_device` whose members' weights fit in one core's L2 cache: a member too big for it trains
+    fastest alone (its step runs on one core and its weights, gradient and Adam moments stay cached through the
+    chunk, where stacked members stream theirs from memory every step), while small members gain from sharing each
+    step's op overhead (bench/sweep.py, docs/results.md)."""
+    if jax.default_backend() != "cpu":
+        return per_device
+    fits = max(1, l2_cache_bytes() // max(1, param_bytes))
+    return max(d for d in range(1, per_device + 1) if per_device % d == 0 and d <= fits)
+
+
+@functools.cache
+def l2_cache_bytes() -> int:
+    """One core's L2 cache (Linux sysfs; 512 KiB where it cannot be read)."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "level").read_text().strip() == "2" and (index / "type").read_text().strip() != "Instruction":
+                size = (index / "size").read_text().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+                return int(size.rstrip("KM")) * scale
+        except (OSError, ValueError):
+            break
+    return 512 << 10
+
+
 class MemberTrainer:
     """init(lrs, seeds[, options]) -> states; train(states, steps) -> (states, losses); evaluate(states) -> metrics.
 
     prog: a Program, or a family options -> Program (options: a dict of traced scalars, e.g. plugin options).
-    vmapped=True: states hold all members (leading axis K) and losses are [steps, K]; vmapped=False: one
-    member per call (lrs and seeds of length 1) and losses are [steps]. fast_compile: every program compiles without
-    XLA's backend optimisation (about half the compile time, slower steps): for runs of a few steps.
+    vmapped=True: states hold all members (leading axis K, padded to a multiple of devices x group) and losses are
+    [steps, K]; vmapped=False: one member per call (lrs and seeds of length 1) and losses are [steps]. group: members
+    vmapped together on a device (default: `default_group`). fast_compile: every program compiles without XLA's
+    backend optimisation (about half the compile time, slower steps): for runs of a few steps.
     """
 
     def __init__(self, prog: Program | Callable[[Options], Program], data: Any, batch_size: int, *,
                  eval_batch_size: int | None = None, vmapped: bool = True, chunk: int = 100, data_seed: int = 0,
-                 fast_compile: bool = False):
+                 fast_compile: bool = False, group: int | None = None):
         self.prog, self.data, self.batch_size, self.vmapped = prog, data, batch_size, vmapped
-        self.fast_compile = fast_compile
+        self.fast_compile, self.group = fast_compile, group
         self.eval_batch_size = eval_batch_size or batch_size
         self.chunk, self.data_seed = max(1, chunk), data_seed
         self.compile_s, self.run_s = 0.0, 0.0
+        self.members, self._group = 1, 1  # the members asked for (states may hold more: padding), their groups
         self._compiled: dict[Any, Callable] = {}
-        self._train_arrays = data.device_arrays("train")
-        self._eval_arrays = data.device_arrays(data.eval_split)
+        n = jax.device_count() if vmapped else 1
+        self._mesh = jax.make_mesh((n,), ("members",), axis_types=(jax.sharding.AxisType.Auto,))
+        everywhere = NamedSharding(self._mesh, P())  # the data on each device that trains (one when not vmapped)
+        self._train_arrays = data.device_arrays("train", everywhere)
+        self._eval_arrays = data.device_arrays(data.eval_split, everywhere)
         step, evaluate, init_one = _member_functions(prog)
-        if vmapped:
-            step = per_member_batch(jax.vmap(step))
-            evaluate = jax.vmap(evaluate, in_axes=(0, None, None))
         gather = data.gather
 
-        def train_chunk(states, arrays, idx, count):
+        def steps(state, arrays, idx, count, step):
             """The first `count` steps of the chunk's batch indices `idx` [chunk, batch], in a loop whose trip count
             is a traced value (a shorter last chunk runs the same program; a switched-off step under a `cond`
             made XLA copy the whole state every step) and whose carry is updated in place."""
@@ -79,15 +112,37 @@ class MemberTrainer:
                 s, metrics = step(s, gather(arrays, idx[i]))
                 return s, losses.at[i].set(metrics["loss"])
 
-            loss = jax.eval_shape(lambda s: step(s, gather(arrays, idx[0]))[1]["loss"], states)
+            loss = jax.eval_shape(lambda s: step(s, gather(arrays, idx[0]))[1]["loss"], state)
             losses = jnp.zeros((idx.shape[0], *loss.shape), loss.dtype)
-            return jax.lax.fori_loop(0, count, body, (states, losses))
+            return jax.lax.fori_loop(0, count, body, (state, losses))
+
+        def grouped(states, arrays, idx, count, g):
+            """A device's members [k, ...] in groups of g, each group through all of the chunk's steps."""
+            k = jax.tree.leaves(states)[0].shape[0]
+            if g == 1:  # the members one by one through the unbatched step
+                groups, step_g = states, step
+            else:
+                groups = jax.tree.map(lambda a: a.reshape(k // g, g, *a.shape[1:]), states)
+                step_g = per_member_batch(jax.vmap(step))
+            _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g)), None, groups)
+            new = jax.tree.map(lambda a: a.reshape(k, *a.shape[2 if g > 1 else 1:]), new)
+            return new, jnp.moveaxis(losses.reshape(k, -1) if g == 1 else
+                                     jnp.moveaxis(losses, 2, 1).reshape(k, -1), 0, 1)
+
+        def train_chunk(states, arrays, idx, count, group):
+            if not vmapped:
+                return steps(states, arrays, idx, count, step)
+            return jax.shard_map(functools.partial(grouped, g=group), mesh=self._mesh,
+                                 in_specs=(P("members"), P(), P(), P()), out_specs=(P("members"), P(None, "members")),
+                                 check_vma=False)(states, arrays, idx, count)
 
         def eval_sums(states, arrays, idx, weight):
             """Program.eval_sums of each batch of indices idx [batches, rows] with its row weights."""
+            member_eval = jax.vmap(evaluate, in_axes=(0, None, None)) if vmapped else evaluate
+
             def body(carry, batch):
                 i, w = batch
-                return carry, evaluate(states, gather(arrays, i), w)
+                return carry, member_eval(states, gather(arrays, i), w)
 
             return jax.lax.scan(body, None, (idx, weight))[1]
 
@@ -96,9 +151,15 @@ class MemberTrainer:
                 return jax.vmap(init_one)(keys, lrs, options)
             return init_one(keys[0], lrs[0], jax.tree.map(lambda o: o[0], options))
 
-        self._train_chunk = jax.jit(train_chunk, donate_argnums=0)
+        self._train_chunk = functools.cache(  # one program per group size
+            lambda group: jax.jit(functools.partial(train_chunk, group=group), donate_argnums=0))
         self._eval_sums = jax.jit(eval_sums)
-        self._init = jax.jit(init)
+        self._init, self._init_one = jax.jit(init), init_one
+
+    @property
+    def group_size(self) -> int:
+        """Members vmapped together on a device (set by `init`)."""
+        return self._group
 
     def _call(self, name: str, fn: Callable, *args: Any, fast_compile: bool = False) -> Any:
         """fn(*args), compiled ahead of time once per argument shapes; compile and run time accumulated.
@@ -122,17 +183,24 @@ class MemberTrainer:
 
     def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> State:
         """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and
-        with a program family, options[k][i] for each option k (arrays as long as lrs). Vmapped members are split
-        over the devices when their number divides evenly."""
+        with a program family, options[k][i] for each option k (arrays as long as lrs). Vmapped members are padded
+        with copies of the last one to a multiple of devices x group and split over the devices."""
         if isinstance(self.prog, Program) != (options is None):
             raise ValueError("options go with a program family (options -> Program), and a family needs options")
-        keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.int32))
-        options = {k: jnp.asarray(v, jnp.float32) for k, v in (options or {}).items()}
-        states = self._call("init", self._init, keys, jnp.asarray(lrs, jnp.float32), options, fast_compile=True)
-        n = jax.device_count()
-        if self.vmapped and n > 1 and len(lrs) % n == 0:
-            mesh = jax.make_mesh((n,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
-            states = jax.device_put(states, NamedSharding(mesh, P("data")))
+        self.members, n = len(lrs), self._mesh.size
+        options = {k: np.asarray(v, np.float32) for k, v in (options or {}).items()}
+        one = jax.eval_shape(self._init_one, jax.random.PRNGKey(0), jnp.float32(1),
+                             {k: v[0] for k, v in options.items()})
+        per_device = -(-len(lrs) // n)
+        self._group = min(self.group or default_group(_nbytes(one["params"]), per_device), per_device)
+        pad = np.r_[np.arange(len(lrs)), np.full(-len(lrs) % (n * self._group), len(lrs) - 1)] if self.vmapped \
+            else np.arange(len(lrs))
+        keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.asarray(seeds)[pad], jnp.int32))
+        options = {k: jnp.asarray(v[pad]) for k, v in options.items()}
+        states = self._call("init", self._init, keys, jnp.asarray(np.asarray(lrs)[pad], jnp.float32), options,
+                            fast_compile=True)
+        if self.vmapped and n > 1:
+            states = jax.device_put(states, NamedSharding(self._mesh, P("members")))
         return states
 
     def batch_indices(self, start: int, count: int) -> np.ndarray:
@@ -152,9 +220,9 @@ class MemberTrainer:
             n = min(chunk, start + steps - t)
             idx = self.batch_indices(t, n)
             idx = np.concatenate([idx, np.repeat(idx[-1:], chunk - n, 0)])
-            states, loss = self._call("train", self._train_chunk, states, self._train_arrays, jnp.asarray(idx),
-                                      jnp.asarray(n, jnp.int32))
-            losses.append(np.asarray(loss)[:n])
+            states, loss = self._call(f"train (groups of {self._group})", self._train_chunk(self._group), states,
+                                      self._train_arrays, jnp.asarray(idx), jnp.asarray(n, jnp.int32))
+            losses.append(np.asarray(loss)[:n, :self.members] if self.vmapped else np.asarray(loss)[:n])
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
     def evaluate(self, states: State, limit: int | None = None) -> dict[str, np.ndarray]:
@@ -176,7 +244,11 @@ class MemberTrainer:
         sums = self._call("eval", self._eval_sums, states, self._eval_arrays, jnp.asarray(idx), jnp.asarray(weight))
         totals = {k: np.asarray(v, np.float64).sum(0) for k, v in sums.items()}
         count = totals.pop("count")
-        return {k: v / count for k, v in totals.items()}
+        return {k: (v / count)[:self.members] if self.vmapped else v / count for k, v in totals.items()}
+
+
+def _nbytes(tree: Any) -> int:
+    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
 def _member_functions(prog: Program | Callable[[Options], Program]) -> tuple[Callable, Callable, Callable]:
