@@ -1,6 +1,6 @@
 """`python -m zoo.sweep`: an LR sweep over widths and/or depths (zoo.sweeps.runner.run_sweep: every LR x seed of a
-shape as one vmapped program), then the transfer report (table, DIR/sweep.png, DIR/summary.json). Rerunning skips
-finished shapes; --report-only re-renders from DIR."""
+shape as one program, on a CPU over every core), then the transfer report (table, DIR/sweep.png, DIR/summary.json).
+Rerunning skips finished shapes; --report-only re-renders from DIR."""
 
 from __future__ import annotations
 

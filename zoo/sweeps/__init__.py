@@ -1,4 +1,4 @@
-"""LR sweeps: every LR x seed of a shape as one vmapped program, shapes one after another, a transfer report.
+"""LR sweeps: every LR x seed of a shape as one program, shapes one after another, a transfer report.
 
     spec = SweepSpec(run=resolve({"model": "mlp_resnet", "param": "depth_mup", "steps": 300}),
                      lrs=parse_lrs("2^-12:2^-4:1"), depths=[4, 16, 64], out=Path("sweeps/depth"))

@@ -1,4 +1,4 @@
-"""Train the members (LR x seed) of one shape: as ONE vmapped program over shared batches, or one by one.
+"""Train the members (LR x seed) of one shape: as ONE program over shared batches, or one by one.
 
 Both paths run the same `Program.train_step` inside a jitted `fori_loop` over chunks of steps, batches
 gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. The members are split over the devices

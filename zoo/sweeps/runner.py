@@ -1,4 +1,4 @@
-"""A sweep: for each shape (width, depth), all LR x seed members train as one vmapped program; shapes run one
+"""A sweep: for each shape (width, depth), all LR x seed members train as one program; shapes run one
 after another (compiles shared through JAX's persistent cache), results appended as each shape finishes, and
 finished members skipped on a rerun."""
 
@@ -109,7 +109,7 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100
               ) -> list[dict[str, Any]]:
-    """Train the members (lrs[i], seeds[i]) of one shape as one vmapped program; one record per member."""
+    """Train the members (lrs[i], seeds[i]) of one shape as one program; one record per member."""
     s = setup(cfg, data)
     trainer = MemberTrainer(s.program, data, cfg.loop.batch_size, eval_batch_size=cfg.loop.eval_batch_size,
                             chunk=chunk, data_seed=cfg.loop.seed)
