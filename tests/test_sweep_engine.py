@@ -130,7 +130,8 @@ def test_default_group_fits_the_weights_in_one_cores_cache():
 @pytest.mark.slow
 def test_members_split_over_cpu_devices_equal_one_device():
     """A command that takes one CPU device per core (zoo.train.backend.cpu_cores_as_devices, here 2 by XLA_FLAGS)
-    splits the members over them, padding 3 members to 4: the same losses as on one device (rtol 1e-5)."""
+    splits the members over them, padding 3 members to 4, and trains one member on one device: the same losses as
+    on one device (rtol 1e-5)."""
     script = """
 import json, sys
 from zoo.train import backend
@@ -145,7 +146,10 @@ cfg = zoo.models.config("mlp_resnet", width=32, depth=2, in_shape=data.in_shape,
 prog = build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
 trainer = MemberTrainer(prog, data, 16, chunk=3)
 states, losses = trainer.train(trainer.init(np.array([2.0**-10, 2.0**-8, 2.0**-6]), np.array([0, 0, 1])), 4)
-print(json.dumps({"devices": jax.device_count(), "members": int(states["step"].shape[0]), "losses": losses.tolist()}))
+alone = MemberTrainer(prog, data, 16, chunk=3)  # fewer members than devices: one device, no padding
+solo, solo_losses = alone.train(alone.init(np.array([2.0**-10]), np.array([0])), 4)
+print(json.dumps({"devices": jax.device_count(), "members": int(states["step"].shape[0]), "losses": losses.tolist(),
+                  "solo": [int(solo["step"].shape[0]), solo_losses[:, 0].tolist()]}))
 """
     out = {}
     for devices in (1, 2):
@@ -153,8 +157,9 @@ print(json.dumps({"devices": jax.device_count(), "members": int(states["step"].s
                               env=child_env({"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}))
         assert proc.returncode == 0, proc.stderr
         out[devices] = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert (out[1]["devices"], out[2]["devices"], out[2]["members"]) == (1, 2, 4)
+    assert (out[1]["devices"], out[2]["devices"], out[2]["members"], out[2]["solo"][0]) == (1, 2, 4, 1)
     np.testing.assert_allclose(out[2]["losses"], out[1]["losses"], rtol=1e-5)
+    np.testing.assert_allclose(out[2]["solo"][1], np.array(out[1]["losses"])[:, 0], rtol=1e-5)
     assert np.array(out[1]["losses"]).shape == (4, 3)
 
 

@@ -95,11 +95,9 @@ class MemberTrainer:
         self.compile_s, self.run_s = 0.0, 0.0
         self.members, self._group = 1, 1  # the members asked for (states may hold more: padding), their groups
         self._compiled: dict[Any, Callable] = {}
-        n = jax.device_count() if vmapped else 1
-        self._mesh = jax.make_mesh((n,), ("members",), axis_types=(jax.sharding.AxisType.Auto,))
-        everywhere = NamedSharding(self._mesh, P())  # the data on each device that trains (one when not vmapped)
-        self._train_arrays = data.device_arrays("train", everywhere)
-        self._eval_arrays = data.device_arrays(data.eval_split, everywhere)
+        self._mesh: Any = None
+        if not vmapped:
+            self._use_devices(1)  # vmapped members take up to every device (init)
         step, evaluate, init_one = _member_functions(prog)
         gather = data.gather
 
@@ -129,10 +127,10 @@ class MemberTrainer:
             return new, jnp.moveaxis(losses.reshape(k, -1) if g == 1 else
                                      jnp.moveaxis(losses, 2, 1).reshape(k, -1), 0, 1)
 
-        def train_chunk(states, arrays, idx, count, group):
+        def train_chunk(states, arrays, idx, count, group, mesh):
             if not vmapped:
                 return steps(states, arrays, idx, count, step)
-            return jax.shard_map(functools.partial(grouped, g=group), mesh=self._mesh,
+            return jax.shard_map(functools.partial(grouped, g=group), mesh=mesh,
                                  in_specs=(P("members"), P(), P(), P()), out_specs=(P("members"), P(None, "members")),
                                  check_vma=False)(states, arrays, idx, count)
 
@@ -151,10 +149,20 @@ class MemberTrainer:
                 return jax.vmap(init_one)(keys, lrs, options)
             return init_one(keys[0], lrs[0], jax.tree.map(lambda o: o[0], options))
 
-        self._train_chunk = functools.cache(  # one program per group size
-            lambda group: jax.jit(functools.partial(train_chunk, group=group), donate_argnums=0))
+        self._train_chunk = functools.cache(  # one program per group size and mesh
+            lambda group, mesh: jax.jit(functools.partial(train_chunk, group=group, mesh=mesh), donate_argnums=0))
         self._eval_sums = jax.jit(eval_sums)
         self._init, self._init_one = jax.jit(init), init_one
+
+    def _use_devices(self, n: int) -> None:
+        """Train on the first n devices (a `members` mesh), the data on each of them."""
+        if self._mesh is not None and self._mesh.size == n:
+            return
+        self._mesh = jax.make_mesh((n,), ("members",), axis_types=(jax.sharding.AxisType.Auto,),
+                                   devices=jax.devices()[:n])
+        everywhere = NamedSharding(self._mesh, P())
+        self._train_arrays = self.data.device_arrays("train", everywhere)
+        self._eval_arrays = self.data.device_arrays(self.data.eval_split, everywhere)
 
     @property
     def group_size(self) -> int:
@@ -166,7 +174,7 @@ class MemberTrainer:
 
         fast_compile: XLA backend optimisation off (RUN_ONCE), for programs that run once (init).
         """
-        key = (name, jax.tree.structure(args), tuple(np.shape(a) for a in jax.tree.leaves(args)))
+        key = (name, self._mesh.size, jax.tree.structure(args), tuple(np.shape(a) for a in jax.tree.leaves(args)))
         if key not in self._compiled:
             t0 = time.perf_counter()
             options = RUN_ONCE if fast_compile or self.fast_compile else None
@@ -183,11 +191,15 @@ class MemberTrainer:
 
     def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> State:
         """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and
-        with a program family, options[k][i] for each option k (arrays as long as lrs). Vmapped members are padded
-        with copies of the last one to a multiple of devices x group and split over the devices."""
+        with a program family, options[k][i] for each option k (arrays as long as lrs). Vmapped members are split
+        over up to every device (no more devices than members), padded with copies of the last one to a multiple of
+        devices x group."""
         if isinstance(self.prog, Program) != (options is None):
             raise ValueError("options go with a program family (options -> Program), and a family needs options")
-        self.members, n = len(lrs), self._mesh.size
+        self.members = len(lrs)
+        if self.vmapped:
+            self._use_devices(min(jax.device_count(), len(lrs)))
+        n = self._mesh.size
         options = {k: np.asarray(v, np.float32) for k, v in (options or {}).items()}
         one = jax.eval_shape(self._init_one, jax.random.PRNGKey(0), jnp.float32(1),
                              {k: v[0] for k, v in options.items()})
@@ -220,8 +232,9 @@ class MemberTrainer:
             n = min(chunk, start + steps - t)
             idx = self.batch_indices(t, n)
             idx = np.concatenate([idx, np.repeat(idx[-1:], chunk - n, 0)])
-            states, loss = self._call(f"train (groups of {self._group})", self._train_chunk(self._group), states,
-                                      self._train_arrays, jnp.asarray(idx), jnp.asarray(n, jnp.int32))
+            program = self._train_chunk(self._group, self._mesh)
+            states, loss = self._call(f"train (groups of {self._group})", program, states, self._train_arrays,
+                                      jnp.asarray(idx), jnp.asarray(n, jnp.int32))
             losses.append(np.asarray(loss)[:n, :self.members] if self.vmapped else np.asarray(loss)[:n])
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
