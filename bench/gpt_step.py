@@ -21,7 +21,6 @@ import zoo.models
 import zoo.param
 from zoo.models.transformer import attention_implementation, dot_product_attention
 from zoo.optim import OptimConfig
-from zoo.train import backend
 from zoo.train.step import build_program, on_leaves
 
 
@@ -76,7 +75,6 @@ def timed(step, state, batch, iters):
 
 
 def main() -> None:
-    backend.reuse_host_memory()  # as zoo's commands: XLA:CPU's freed temporaries stay mapped for the next step
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="width 128, 2 layers, T 64, batch 8, f32 (CPU)")
     ap.add_argument("--iters", type=int, default=50)

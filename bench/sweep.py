@@ -15,11 +15,13 @@ apart from steady-state time; the speedup is the median over the rounds of the s
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import platform
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -34,6 +36,7 @@ from zoo.train import backend
 from zoo.train.step import build_program
 
 backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
+backend.reuse_host_memory()  # as zoo's commands: XLA:CPU's freed temporaries stay mapped for the next step
 
 
 def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: np.ndarray, steps: int,
@@ -57,6 +60,49 @@ def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: n
         seq_s.append(one.run_s - before)
         seq_losses.append(np.stack(member_losses, 1))
     return vm_s, seq_s, np.concatenate(vm_losses), np.concatenate(seq_losses)
+
+
+def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarray]:
+    """The data's name, the program, the data and the members' LRs and seeds."""
+    name = args.data or ("synthetic" if args.synthetic else "cifar10")
+    data = zoo.data.load(name)
+    plugin = zoo.param.get(args.param)
+    cfg = zoo.models.config("mlp_resnet", width=args.width, depth=args.depth, base_depth=args.base_depth,
+                            in_shape=data.in_shape, num_classes=data.num_classes)
+    prog = build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
+    lrs, seeds = members(list(np.logspace(-14, -4, args.lrs, base=2.0)), 1)
+    return name, prog, data, lrs, seeds
+
+
+def pinned_processes(args: argparse.Namespace, cores: list[int]) -> float:
+    """Steady-state seconds of the members trained one after another in one process per core, each pinned to its
+    core, members dealt out in turn, all starting together after their compiles: the sequential step's own speed
+    times whatever the cores add when each runs a process of its own (no device or thread pool shared)."""
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(len(cores)), ctx.Queue()
+    procs = [ctx.Process(target=pinned_member_runs, args=(args, core, i, len(cores), start, results))
+             for i, core in enumerate(cores)]
+    for proc in procs:
+        proc.start()
+    seconds = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return max(seconds)
+
+
+def pinned_member_runs(args: argparse.Namespace, core: int, index: int, count: int, start: Any, results: Any
+                       ) -> None:
+    os.sched_setaffinity(0, {core})
+    _, prog, data, lrs, seeds = setup(args)
+    one = MemberTrainer(prog, data, args.batch_size, chunk=args.steps, vmapped=False)
+    mine = range(index, len(lrs), count)
+    states = [one.init(lrs[k:k + 1], seeds[k:k + 1]) for k in mine]
+    one.train(one.init(lrs[:1], seeds[:1]), 1, 0)  # compiles before the clock starts (a step donates its state)
+    start.wait()
+    before = one.run_s
+    for state in states:
+        one.train(state, args.steps, 0)
+    results.put(one.run_s - before)
 
 
 def machine() -> str:
@@ -87,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
                    "a core)")
     p.add_argument("--rounds", type=int, default=5, help="segments in which the two paths take turns")
     p.add_argument("--group", type=int, help="members vmapped together on a device (default: the engine's choice)")
+    p.add_argument("--ceiling", action="store_true", help="also time the sequential members split over processes "
+                   "pinned one to a core (Linux): the speedup that splitting alone reaches")
     p.add_argument("--write", help="also write the numbers as markdown to this file")
     args = p.parse_args(argv)
     args.rounds = min(args.rounds, args.steps)
@@ -94,14 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         print("error: --lrs, --width, --depth, --steps, --batch-size and --rounds must be positive", file=sys.stderr)
         raise SystemExit(1)
 
-    name = args.data or ("synthetic" if args.synthetic else "cifar10")
-    data = zoo.data.load(name)
-    plugin = zoo.param.get(args.param)
-    cfg = zoo.models.config("mlp_resnet", width=args.width, depth=args.depth, base_depth=args.base_depth,
-                            in_shape=data.in_shape, num_classes=data.num_classes)
-    prog = build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
-    lrs, seeds = members(list(np.logspace(-14, -4, args.lrs, base=2.0)), 1)
-
+    name, prog, data, lrs, seeds = setup(args)
     chunk = -(-args.steps // args.rounds)
     vm = MemberTrainer(prog, data, args.batch_size, chunk=chunk, group=args.group)
     one = MemberTrainer(prog, data, args.batch_size, chunk=chunk, vmapped=False)
@@ -121,6 +162,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{seq_steady:.2f} s + compile {one.compile_s:.1f} s; speedup {ratio:.2f}x steady state "
             f"({total_ratio:.2f}x with compile); max rel. loss diff {max_rel:.1e} over the {int(trains.sum())} "
             f"members that train; {jax.devices()[0].platform}")
+    if args.ceiling:
+        cores = sorted(os.sched_getaffinity(0))
+        line += (f"; the sequential members split over {len(cores)} processes pinned one to a core (nothing "
+                 f"shared between the cores): {seq_steady / pinned_processes(args, cores):.2f}x")
     print(line)
     if args.write:
         write(Path(args.write), args, name, vm, one, vm_steady, seq_steady, ratio, total_ratio, max_rel, line)

@@ -25,7 +25,6 @@ import numpy as np
 import zoo.models
 import zoo.param
 from zoo.config import read_file, resolve
-from zoo.train import backend
 from zoo.train.step import build_program
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "GH200": 989e12}  # dense bf16 FLOP/s
@@ -36,7 +35,6 @@ def peak(device_kind: str) -> float | None:
 
 
 def main() -> None:
-    backend.reuse_host_memory()  # as zoo's commands: XLA:CPU's freed temporaries stay mapped for the next step
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="a preset (configs/*.yaml)")
     ap.add_argument("--model", help="a model's defaults, when no --config")

@@ -39,7 +39,6 @@ from gpt_step import baseline_loss, baseline_params
 import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
-from zoo.train import backend
 from zoo.train.step import RUN_ONCE, build_program, on_leaves
 
 # Per model: a tiny size, the default (the model's config) and one of about 4x its FLOPs; the batch of each.
@@ -207,7 +206,6 @@ def paired_ratio(a: list[float], b: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    backend.reuse_host_memory()  # as zoo's commands: XLA:CPU's freed temporaries stay mapped for the next step
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(SIZES), help="comma-separated, from " + ", ".join(SIZES))
     p.add_argument("--sizes", default="tiny,default,4x")

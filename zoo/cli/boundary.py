@@ -38,11 +38,10 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         threading.excepthook = _thread_failed
         sys.excepthook = lambda kind, value, tb: _write_trace(value)  # raised in threads C++ code runs
         sys.unraisablehook = lambda args: _write_trace(args.exc_value) if args.exc_value is not None else None
-        from zoo.train import backend
-
-        backend.reuse_host_memory()
         try:
             if not joins:
+                from zoo.train import backend
+
                 if per_core:
                     backend.cpu_cores_as_devices()
                 backend.check()

@@ -7,9 +7,7 @@ Multi-host: call it after `zoo.train.distributed.initialize`, which must come be
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 
 import jax
 import jax.extend.backend
@@ -25,24 +23,6 @@ def check() -> None:
         why = _reason(err)
     raise ValueError(f"JAX_PLATFORMS={asked} asks for a backend this machine cannot start{why}; available here: "
                      f"{', '.join(available()) or 'none'} (unset JAX_PLATFORMS or set it to one of them)")
-
-
-# glibc's mallopt parameters (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -4, -8
-
-
-def reuse_host_memory() -> None:
-    """Keep the host memory a step frees for the next step (Linux with glibc; elsewhere nothing). XLA:CPU allocates
-    a program's temporaries as one block per run (282 MB for ViT's default train step); glibc serves a block that
-    large with fresh pages of its own (mmap, and always so from a thread's own arena) and unmaps it on free, so
-    every step page-faults its whole working set in again: 76,000 faults, about a sixth of the step's time
-    (bench/vs_torch.py, docs/results.md). One arena, no mmap and no trimming keep the block in the heap for the
-    next run. Call before a backend starts its threads; the process then keeps its peak heap until it exits."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return
-    libc = ctypes.CDLL(None)
-    for option, value in ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1)):
-        libc.mallopt(option, value)
 
 
 def cpu_cores_as_devices() -> None:
