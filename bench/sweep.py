@@ -36,7 +36,6 @@ from zoo.train import backend
 from zoo.train.step import build_program
 
 backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
-backend.reuse_host_memory()  # as zoo's commands: XLA:CPU's freed temporaries stay mapped for the next step
 
 
 def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: np.ndarray, steps: int,
@@ -180,8 +179,9 @@ def write(path: Path, args, name, vm, one, vm_steady, seq_steady, ratio, total_r
     path.parent.mkdir(parents=True, exist_ok=True)
     platform = jax.devices()[0].platform
     note = ("On a CPU each core is a device (zoo.train.backend.cpu_cores_as_devices) and the members are split over\n"
-            "them: a small member's step runs on one core, the sequential runs leave the others idle. Members whose\n"
-            "weights fit in a core's L2 cache are vmapped in groups; bigger ones train one at a time per core. The\n"
+            "them. Members whose weights fit in a core's L2 cache are vmapped in groups; bigger ones train one at a\n"
+            "time per core. How much the split can give depends on how much of the other cores a lone member's\n"
+            "step already uses: `--ceiling` times the members split over processes pinned one to a core. The\n"
             ">= 6x target is for a GPU, where one member leaves the device mostly idle."
             if platform == "cpu" else "Target on a GPU: >= 6x.")
     path.write_text(f"""# Sweep benchmark ({platform.upper()})
