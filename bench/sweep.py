@@ -18,6 +18,7 @@ import argparse
 import multiprocessing
 import os
 import platform
+import queue
 import statistics
 import sys
 from pathlib import Path
@@ -83,7 +84,15 @@ def pinned_processes(args: argparse.Namespace, cores: list[int]) -> float:
              for i, core in enumerate(cores)]
     for proc in procs:
         proc.start()
-    seconds = [results.get() for _ in procs]
+    seconds = []
+    while len(seconds) < len(procs):
+        try:
+            seconds.append(results.get(timeout=1.0))
+        except queue.Empty:
+            if any(proc.exitcode not in (None, 0) for proc in procs):
+                for proc in procs:
+                    proc.terminate()
+                raise SystemExit("error: a pinned process of --ceiling failed (its traceback is above)") from None
     for proc in procs:
         proc.join()
     return max(seconds)
@@ -139,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     args.rounds = min(args.rounds, args.steps)
     if min(args.lrs, args.width, args.depth, args.steps, args.batch_size, args.rounds) < 1:
         print("error: --lrs, --width, --depth, --steps, --batch-size and --rounds must be positive", file=sys.stderr)
+        raise SystemExit(1)
+    if args.ceiling and not hasattr(os, "sched_setaffinity"):
+        print("error: --ceiling pins processes to cores, which this platform cannot (Linux only)", file=sys.stderr)
         raise SystemExit(1)
 
     name, prog, data, lrs, seeds = setup(args)
