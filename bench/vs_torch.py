@@ -8,9 +8,12 @@ and one about 4x the default's FLOPs). The GPT is also timed as a plain-JAX mode
     python bench/vs_torch.py --models gpt --sizes default --pairs 7
     python bench/vs_torch.py --quick               # CI smoke test: tiny sizes, 1 pair; asserts nothing about speed
 
-Runs are interleaved in one process (zoo, torch[, plain JAX], then the reverse order, ...; each run times `--steps`
-steps after warm-up), so machine load hits both sides alike; reported are the medians of the runs and the median of
-the per-pair ratios. FLOPs per step are XLA's count of the compiled zoo step; compile time is zoo's first step.
+Each model and size runs in a process of its own, started as zoo's train command starts its backend for that step
+(zoo.train.backend.start: on one CPU device a large step runs on the calling thread with glibc's heap kept; the
+`inline` column). The heap setting is process-wide, so torch's side runs under it too. In that process the runs are
+interleaved (zoo, torch[, plain JAX], then the reverse order, ...; each run times `--steps` steps after warm-up), so
+machine load hits both sides alike; reported are the medians of the runs and the median of the per-pair ratios.
+FLOPs per step are XLA's count of the compiled zoo step; compile time is zoo's first step.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import sys
@@ -39,6 +43,7 @@ from gpt_step import baseline_loss, baseline_params
 import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
+from zoo.train import backend, memory
 from zoo.train.step import RUN_ONCE, build_program, on_leaves
 
 # Per model: a tiny size, the default (the model's config) and one of about 4x its FLOPs; the batch of each.
@@ -65,7 +70,8 @@ class Case:
     """One model at one size: zoo's jitted step, torch's step and (GPT) plain JAX's, on one random batch.
 
     `steps` maps each side to a function running one step and returning its loss (of the parameters before the
-    step); `fast_compile` compiles at XLA's backend optimisation level 0 (the smoke test: seconds, not speed)."""
+    step); `fast_compile` compiles at XLA's backend optimisation level 0 (the smoke test: seconds, not speed). Made
+    first in its process, it starts the backend as train.py would for this step (`inline`)."""
 
     def __init__(self, name: str, overrides: dict[str, Any], batch: int, fast_compile: bool = False):
         self.name, self.batch = name, batch
@@ -83,6 +89,9 @@ class Case:
         plugin = zoo.param.get("sp")
         opt = OptimConfig(name="adamw", lr=LR, b2=B2, weight_decay=WD)
         prog = build_program(lambda r: zoo.models.create(name, cfg, plugin, r), plugin, opt)
+        shapes = {"x": jax.ShapeDtypeStruct(self.x.shape, self.x.dtype), "y": jax.ShapeDtypeStruct(self.y.shape,
+                                                                                                     self.y.dtype)}
+        self.inline = backend.start(memory.forward_bytes(prog, shapes))  # as train.py: before the backend starts
         key = jax.random.PRNGKey(0)
         state = jax.jit(prog.init).lower(key).compile(RUN_ONCE)(key)
         torch_model = self._torch_model()
@@ -228,34 +237,39 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: unknown model, size or side {', '.join(bad)} (models: {', '.join(SIZES)}; sizes: tiny, "
               "default, 4x; sides: zoo and torch or jax), or --pairs/--steps below 1", file=sys.stderr)
         raise SystemExit(1)
-    torch.set_num_threads(cores())
-    print(f"jax {jax.__version__} ({jax.devices()[0].platform}), torch {torch.__version__}, {cores()} cores; "
-          f"{args.pairs} rounds of runs of {args.steps}+ steps (at least {args.min_run_s:g} s); f32, AdamW")
+    print(f"jax {jax.__version__}, torch {torch.__version__}, {cores()} cores; {args.pairs} rounds of runs of "
+          f"{args.steps}+ steps (at least {args.min_run_s:g} s); f32, AdamW")
     print(f"{'model':10s} {'size':8s} {'shape':20s} {'GFLOP':>7s} {'compile s':>9s} {'zoo ms':>9s} {'torch ms':>9s}"
-          f" {'zoo/torch':>9s} {'jax ms':>8s} {'zoo/jax':>7s}  load")
+          f" {'zoo/torch':>9s} {'jax ms':>8s} {'zoo/jax':>7s} inline  load")
     rows = []
+    spawn = multiprocessing.get_context("spawn")
     for name in models:
         for size in sizes:
-            rows.append(row(Case(name, SIZES[name][size], BATCH[name], fast_compile=args.quick),
-                            measure_args=(sides, args.pairs, args.steps, args.warmup, args.min_run_s),
-                            size=size))
+            with spawn.Pool(1) as pool:  # a fresh process: its backend not yet started
+                rows.append(pool.apply(case_row, (name, size, args.quick,
+                                                  (sides, args.pairs, args.steps, args.warmup, args.min_run_s))))
             r = rows[-1]
             jax_cols = f"{r['jax_ms']:8.1f} {r['zoo/jax']:7.3f}" if "jax_ms" in r else f"{'':8s} {'':7s}"
             torch_cols = f"{r['torch_ms']:9.1f} {r['zoo/torch']:9.3f}" if "torch_ms" in r else f"{'':9s} {'':9s}"
             print(f"{name:10s} {size:8s} {r['shape']:20s} {r['gflop']:7.2f} {r['compile_s']:9.1f} {r['zoo_ms']:9.1f} "
-                  f"{torch_cols} {jax_cols}  {r['load']}", flush=True)
+                  f"{torch_cols} {jax_cols} {'yes' if r['inline'] else 'no':6s}  {r['load']}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
-def row(case: Case, measure_args: tuple[list[str], int, int, int, float], size: str) -> dict[str, Any]:
-    """One table row: the medians (ms), the paired ratios, XLA's FLOPs and compile time, the load after it."""
+def case_row(name: str, size: str, quick: bool, measure_args: tuple[list[str], int, int, int, float]
+             ) -> dict[str, Any]:
+    """One table row, measured in a process of its own: the medians (ms), the paired ratios, XLA's FLOPs and
+    compile time, whether zoo's steps ran inline, the load after it."""
+    torch.set_num_threads(cores())
+    case = Case(name, SIZES[name][size], BATCH[name], fast_compile=quick)
     runs = measure(case, *measure_args)
     c = case.cfg
     out = {"model": case.name, "size": size, "gflop": case.gflops, "compile_s": case.compile_s,
            "shape": f"w{c.width} d{c.depth} b{case.batch}" + (f" T{c.seq_len}" if case.name == "gpt" else ""),
            **{f"{k}_ms": statistics.median(v) * 1e3 for k, v in runs.items()},
-           **{f"zoo/{k}": paired_ratio(runs["zoo"], runs[k]) for k in ("torch", "jax") if k in runs}}
+           **{f"zoo/{k}": paired_ratio(runs["zoo"], runs[k]) for k in ("torch", "jax") if k in runs},
+           "inline": case.inline}
     return {**out, "load": load()}
 
 if __name__ == "__main__":

@@ -54,9 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
         return
     from zoo.diagnostics.hooks import diagnostics_hooks
-    from zoo.train import backend, distributed
+    from zoo.train import distributed
     from zoo.train.loop import train
 
     distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST})
-    backend.check()  # after joining: JAX refuses to join once a backend has started
-    train(cfg, hooks=diagnostics_hooks(cfg))
+    train(cfg, hooks=diagnostics_hooks(cfg))  # starts the backend: after joining, which JAX refuses once it has

@@ -23,6 +23,12 @@ def _flash(s: Setup) -> bool:
     return s.cfg.loop.precision == "bf16" and jax.default_backend() == "gpu"
 
 
+def abstract_batch(s: Setup) -> dict[str, jax.ShapeDtypeStruct]:
+    """The shapes and dtypes of one train batch."""
+    example = s.data.read("train", np.arange(1))
+    return {k: jax.ShapeDtypeStruct((s.cfg.loop.batch_size, *v.shape[1:]), v.dtype) for k, v in example.items()}
+
+
 def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any) -> None:
     """The batch splits over the mesh, a tensor axis divides the model, and the forward pass traces on a batch
     (a bad model option surfaces here) with activations that fit the devices; nothing compiled or allocated."""
@@ -32,9 +38,7 @@ def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any) -> None:
         plan.check_batch(loop.batch_size // loop.grad_accum,
                          f"the microbatch (--batch-size / --grad-accum {loop.grad_accum})")
     plan.check_model(abstract_state)
-    example = s.data.read("train", np.arange(1))
-    batch = {k: jax.ShapeDtypeStruct((loop.batch_size, *v.shape[1:]), v.dtype) for k, v in example.items()}
-    needed = memory.activation_bytes(s.program, abstract_state, batch, _flash(s))
+    needed = memory.activation_bytes(s.program, abstract_state, abstract_batch(s), _flash(s))
     memory.check_activations(needed, plan.batch_ways, loop.grad_accum,
                              s.model_cfg.depth if loop.remat == "block" else 1)
 

@@ -1,6 +1,7 @@
 """The one training loop (design.md section 6), composed in `train()`, one part per line:
 
     setup                   data, model config, plugin, program (the config resolved)     setup.py
+    backend.start           the backend; a large step on CPU runs inline, the heap kept   backend.py, heap.py
     MeshPlan                devices, mesh axes, shardings                                  mesh.py
     check_fits, sources     everything checkable, before anything is written               compiled.py, state.py
     Run.open                run dir, lock, identity, finished?                             run.py
@@ -26,8 +27,9 @@ import jax.numpy as jnp
 import zoo.models
 from zoo.config import RunConfig
 from zoo.errors import TrainingDiverged
+from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.compiled import Compiled, check_fits
+from zoo.train.compiled import Compiled, abstract_batch, check_fits
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
 from zoo.train.input import open_input
@@ -42,6 +44,8 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     s = setup(cfg)
+    activations = memory.forward_bytes(s.program, abstract_batch(s))
+    inline = backend.start(activations)
     plan = MeshPlan.from_spec(s.cfg.loop.mesh)
     check_fits(s, plan, abstract_state(s, plan)[0])
     check_sources(s)
@@ -52,6 +56,9 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
         with Checkpoints(run.dir, keep=s.cfg.loop.keep) as ckpts:
             state, start, meta = restore_or_init(s, plan, ckpts, run.say)
             run.say(_describe(s, state, run))
+            if inline:
+                run.say(f"a large step for a CPU ({activations / 2**20:.0f} MiB of activations): steps run on this "
+                        "thread, the heap kept between them (zoo.train.backend.start)")
             with contextlib.closing(open_input(s.data, plan, s.cfg, start)) as batches:
                 if jax.process_count() > 1:  # every process says what it reads
                     say_on(True)(f"process {jax.process_index()} of {jax.process_count()} reads rows "

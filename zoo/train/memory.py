@@ -63,6 +63,13 @@ def activation_bytes(program: Any, abstract_state: Any, batch: dict[str, jax.Sha
     return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in [logits, *kept])
 
 
+def forward_bytes(program: Any, batch: dict[str, jax.ShapeDtypeStruct]) -> int:
+    """`activation_bytes` at the program's init (no flash kernel), traced abstractly: nothing is allocated and no
+    backend starts, so a run can choose how its backend starts from it (zoo.train.backend.start)."""
+    state = jax.eval_shape(lambda: program.init(jax.random.PRNGKey(0)))
+    return activation_bytes(program, state, batch, flash_attention=False)
+
+
 def check_activations(needed: int, ways: int, accum: int, remat_depth: int = 1) -> None:
     """Refuse before compiling when the per-device activations alone exceed the device."""
     limit = device_memory()
