@@ -16,8 +16,9 @@ import jax.extend.backend
 
 from zoo.train import heap
 
-# A step whose forward pass keeps this many bytes of activations runs inline on CPU (`start`): XLA's temporaries
-# measure 2.3-6.4x the activations over zoo's models, so such a step's block passes glibc's 32 MiB mmap ceiling.
+# A step whose forward pass keeps this many bytes of activations at a time (per microbatch, per remat block) runs
+# inline on CPU (`start`): XLA's temporaries measure 2.3-7.1x that over zoo's models (docs/results.md), so such a
+# step's block passes glibc's 32 MiB mmap ceiling.
 INLINE_FROM = 8 * 2**20
 
 
@@ -34,7 +35,7 @@ def check() -> None:
 
 
 def start(step_activations: int) -> bool:
-    """`check()`, for a run whose train step's forward keeps `step_activations` bytes. On a CPU, one device in one
+    """`check()`, for a run whose train step keeps `step_activations` bytes at a time. On a CPU, one device in one
     process, a step of at least INLINE_FROM runs on the calling thread (JAX's CPU async dispatch off) with glibc's
     heap kept (zoo.train.heap): its temporaries are then allocated from the main arena and reused, not mapped and
     page-faulted afresh by a worker thread every step (ViT's default step 350 -> 260 ms, the GPT's 1090 -> 920 ms

@@ -39,8 +39,13 @@ def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any) -> None:
                          f"the microbatch (--batch-size / --grad-accum {loop.grad_accum})")
     plan.check_model(abstract_state)
     needed = memory.activation_bytes(s.program, abstract_state, abstract_batch(s), _flash(s))
-    memory.check_activations(needed, plan.batch_ways, loop.grad_accum,
-                             s.model_cfg.depth if loop.remat == "block" else 1)
+    memory.check_activations(kept_activations(s, needed, plan.batch_ways))
+
+
+def kept_activations(s: Setup, needed: int, ways: int = 1) -> float:
+    """`memory.per_device` for this run's --grad-accum and --remat."""
+    loop = s.cfg.loop
+    return memory.per_device(needed, ways, loop.grad_accum, s.model_cfg.depth if loop.remat == "block" else 1)
 
 
 class Compiled:

@@ -29,7 +29,7 @@ from zoo.config import RunConfig
 from zoo.errors import TrainingDiverged
 from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.compiled import Compiled, abstract_batch, check_fits
+from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activations
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
 from zoo.train.input import open_input
@@ -44,8 +44,8 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     s = setup(cfg)
-    activations = memory.forward_bytes(s.program, abstract_batch(s))
-    inline = backend.start(activations)
+    activations = kept_activations(s, memory.forward_bytes(s.program, abstract_batch(s)))
+    inline = backend.start(int(activations))
     plan = MeshPlan.from_spec(s.cfg.loop.mesh)
     check_fits(s, plan, abstract_state(s, plan)[0])
     check_sources(s)

@@ -70,10 +70,15 @@ def forward_bytes(program: Any, batch: dict[str, jax.ShapeDtypeStruct]) -> int:
     return activation_bytes(program, state, batch, flash_attention=False)
 
 
-def check_activations(needed: int, ways: int, accum: int, remat_depth: int = 1) -> None:
+def per_device(needed: int, ways: int, accum: int, remat_depth: int = 1) -> float:
+    """The activations one device keeps at a time: `needed` split over the batch's ways, the --grad-accum
+    microbatches, and (--remat block) the blocks."""
+    return needed / max(ways, 1) / max(accum, 1) / max(remat_depth, 1)
+
+
+def check_activations(per_device: float) -> None:
     """Refuse before compiling when the per-device activations alone exceed the device."""
     limit = device_memory()
-    per_device = needed / max(ways, 1) / max(accum, 1) / max(remat_depth, 1)
     if limit and per_device > limit:
         raise ValueError(f"the train step needs at least {per_device / GB:,.1f} GB of activations per device, more "
                          f"than the {limit / GB:,.1f} GB it has: {ADVICE}")
