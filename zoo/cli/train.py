@@ -58,4 +58,4 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.train.loop import train
 
     distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST})
-    train(cfg, hooks=diagnostics_hooks(cfg))  # starts the backend: after joining, which JAX refuses once it has
+    train(cfg, hooks=diagnostics_hooks(cfg))  # starts the backend after the join, as JAX requires

@@ -18,6 +18,7 @@ NEVER_TRIM = 2**31 - 1  # mallopt takes an int: the largest threshold it can exp
 
 
 def is_glibc() -> bool:
+    """Whether this process runs on glibc (whose mallopt options these are)."""
     try:
         return os.confstr("CS_GNU_LIBC_VERSION") is not None
     except (ValueError, OSError):
