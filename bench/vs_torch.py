@@ -89,8 +89,7 @@ class Case:
         plugin = zoo.param.get("sp")
         opt = OptimConfig(name="adamw", lr=LR, b2=B2, weight_decay=WD)
         prog = build_program(lambda r: zoo.models.create(name, cfg, plugin, r), plugin, opt)
-        shapes = {"x": jax.ShapeDtypeStruct(self.x.shape, self.x.dtype), "y": jax.ShapeDtypeStruct(self.y.shape,
-                                                                                                     self.y.dtype)}
+        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), {"x": self.x, "y": self.y})
         self.inline = backend.start(memory.forward_bytes(prog, shapes))  # as train.py: before the backend starts
         key = jax.random.PRNGKey(0)
         state = jax.jit(prog.init).lower(key).compile(RUN_ONCE)(key)

@@ -34,7 +34,7 @@ def check() -> None:
                      f"{', '.join(available()) or 'none'} (unset JAX_PLATFORMS or set it to one of them)")
 
 
-def start(step_activations: int) -> bool:
+def start(step_activations: float) -> bool:
     """`check()`, for a run whose train step keeps `step_activations` bytes at a time. On a CPU, one device in one
     process, a step of at least INLINE_FROM runs on the calling thread (JAX's CPU async dispatch off) with glibc's
     heap kept (zoo.train.heap): its temporaries are then allocated from the main arena and reused, not mapped and
@@ -55,8 +55,13 @@ def start(step_activations: int) -> bool:
 
 def _one_cpu_device() -> bool:
     """The CPU backend, once started, has one device (several run in parallel only when dispatched async)."""
+    return jax.config.jax_num_cpu_devices <= 1 and (_forced_cpu_devices() or 1) <= 1
+
+
+def _forced_cpu_devices() -> int | None:
+    """The CPU device count XLA_FLAGS asks for (--xla_force_host_platform_device_count), if any."""
     forced = re.search(r"xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
-    return jax.config.jax_num_cpu_devices <= 1 and (forced is None or int(forced.group(1)) <= 1)
+    return int(forced.group(1)) if forced else None
 
 
 def _started() -> bool:
@@ -71,7 +76,7 @@ def cpu_cores_as_devices() -> None:
     small member's step on XLA:CPU runs on one core, so members on both cores of a 2-core machine train twice as
     many per second). Only before any backend starts; a device count already asked for (XLA_FLAGS'
     --xla_force_host_platform_device_count, jax_num_cpu_devices) is kept."""
-    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "") or jax.config.jax_num_cpu_devices > 0:
+    if _forced_cpu_devices() is not None or jax.config.jax_num_cpu_devices > 0:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:

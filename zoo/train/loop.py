@@ -45,7 +45,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     s = setup(cfg)
     activations = kept_activations(s, memory.forward_bytes(s.program, abstract_batch(s)))
-    inline = backend.start(int(activations))
+    inline = backend.start(activations)
     plan = MeshPlan.from_spec(s.cfg.loop.mesh)
     check_fits(s, plan, abstract_state(s, plan)[0])
     check_sources(s)
