@@ -1,0 +1,48 @@
+"""bench/sweep_groups_jax.py times three ways of training vmapped members; they must compute the same thing: the
+rows^T g product's gradients equal JAX's own (alone and vmapped over members' weights with the rows shared), and
+the by-hand group (first layer one product of all members' weights) gives the members' losses and gradients."""
+
+import importlib.util
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+spec = importlib.util.spec_from_file_location("sweep_groups_jax",
+                                              Path(__file__).resolve().parents[1] / "bench" / "sweep_groups_jax.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def test_rows_times_gradients_equal_jax_product_alone_and_vmapped():
+    k1, k2, k3 = jax.random.split(jax.random.key(3), 3)
+    rows, ws, g = jax.random.normal(k1, (7, 5)), jax.random.normal(k2, (3, 5, 4)), jax.random.normal(k3, (3, 7, 4))
+
+    def grads(product, w, ct):
+        return jax.grad(lambda r, w: jnp.sum(product(r, w) * ct), argnums=(0, 1))(rows, w)
+
+    for got, want in zip(grads(bench.rows_times, ws[0], g[0]), grads(jnp.matmul, ws[0], g[0]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    vm = jax.vmap(lambda w, ct: grads(bench.rows_times, w, ct))(ws, g)
+    ref = jax.vmap(lambda w, ct: grads(jnp.matmul, w, ct))(ws, g)
+    for got, want in zip(vm, ref, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_group_by_hand_is_the_members_summed():
+    group, key = 3, jax.random.key(0)
+    members = [bench.init(k, None) for k in jax.random.split(key, group)]
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *members)
+    by_hand = {**stacked, "w0": jnp.concatenate([m["w0"] for m in members], axis=1)}
+    x = jax.random.normal(jax.random.key(1), (bench.BATCH, bench.IN))
+    y = jax.random.randint(jax.random.key(2), (bench.BATCH,), 0, bench.CLASSES)
+    loss = bench.member_loss(jnp.matmul)
+    want = sum(loss(m, x, y) for m in members)
+    np.testing.assert_allclose(bench.group_loss(by_hand, x, y), want, rtol=1e-5)
+    g_hand = jax.grad(bench.group_loss)(by_hand, x, y)
+    for i, m in enumerate(members):
+        g = jax.grad(loss)(m, x, y)
+        cols = slice(i * bench.WIDTH, (i + 1) * bench.WIDTH)
+        np.testing.assert_allclose(g_hand["w0"][:, cols], g["w0"], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(g_hand["w2"][i], g["w2"], rtol=1e-4, atol=1e-6)
