@@ -1,12 +1,15 @@
 """What vmapping small members buys on XLA:CPU, in plain JAX: the ceiling of bench/sweep.py's speedup.
 
 16 members of the sweep bench's small MLP (3072 inputs, width 64, depth 4, batch 32, Adam, shared batches), each
-trained 100 steps in one `lax.scan`, one after another ("sequential") or in vmapped groups of G, written three ways:
+trained 100 steps in one `lax.scan`, one after another ("sequential") or in vmapped groups of G, written four ways:
 
 - `vmap`: `jax.vmap` of one member's run. JAX differentiates `rows @ W` (a member's W batched, the shared rows
   not) as g^T rows, (out, in) per member, then transposes it to W's (in, out): XLA:CPU copies that transpose every
   step (3072 x 64 per member), which is what makes vmapped members slower than sequential ones.
 - `vmap, rows^T g`: the same, with the product's weight gradient taken as rows^T g (a custom_vjp): no transpose.
+- `vmap, W (out, in)`: `jax.vmap`, the weights stored (out, in) as zoo's Dense stores them: JAX's g^T rows is then
+  W's own order, so no transpose and no custom rule (forward-mode derivatives still work). The product is taken as
+  (W rows^T)^T where W outweighs the rows, as in zoo.models.layers.Dense.
 - `one product`: written by hand, the group's first-layer weights one (in, G x out) matrix, so the shared batch
   multiplies all of them as one 2-D product (forward and weight gradient), the hidden layers per member.
 
@@ -46,6 +49,13 @@ def _rows_times_bwd(res, g):
 
 
 rows_times.defvjp(_rows_times_fwd, _rows_times_bwd)
+
+
+def out_in_times(rows: jax.Array, w: jax.Array) -> jax.Array:
+    """rows @ w^T for w stored (out, in), as (w rows^T)^T where w outweighs the rows (zoo.models.layers.Dense)."""
+    if w.size > rows.size:
+        return jax.lax.dot_general(w, rows, (((1,), (1,)), ((), ()))).T
+    return jax.lax.dot_general(rows, w, (((1,), (1,)), ((), ())))
 
 
 def init(key: jax.Array, group: int | None) -> dict[str, jax.Array]:
@@ -98,7 +108,8 @@ def paths(xs: jax.Array, ys: jax.Array, groups: list[int]) -> dict[str, Callable
     lrs = jnp.logspace(-4, -1, MEMBERS)
     one = jax.jit(trainer(member_loss(jnp.matmul), xs, ys))
     vmapped = {"vmap": jax.jit(jax.vmap(trainer(member_loss(jnp.matmul), xs, ys))),
-               "vmap, rows^T g": jax.jit(jax.vmap(trainer(member_loss(rows_times), xs, ys)))}
+               "vmap, rows^T g": jax.jit(jax.vmap(trainer(member_loss(rows_times), xs, ys))),
+               "vmap, W (out, in)": jax.jit(jax.vmap(trainer(member_loss(out_in_times), xs, ys)))}
     by_hand = jax.jit(trainer(group_loss, xs, ys))
     key = jax.random.key(0)
 
@@ -111,13 +122,14 @@ def paths(xs: jax.Array, ys: jax.Array, groups: list[int]) -> dict[str, Callable
                                    for g in range(MEMBERS // group)])
         return go
 
-    def vm_stacked(group: int) -> dict:
-        return jax.tree.map(lambda a: jnp.broadcast_to(a, (group, *a.shape)), init(key, None))
+    def vm_stacked(group: int, out_in: bool = False) -> dict:
+        one = {k: v.T for k, v in init(key, None).items()} if out_in else init(key, None)
+        return jax.tree.map(lambda a: jnp.broadcast_to(a, (group, *a.shape)), one)
 
     out = {"sequential": sequential}
     for group in groups:
         for name, run in vmapped.items():
-            out[f"{name} G{group}"] = in_groups(run, group, vm_stacked)
+            out[f"{name} G{group}"] = in_groups(run, group, lambda g, t="(out, in)" in name: vm_stacked(g, t))
         # one LR for the group by hand (the members' LRs differ only in value, not in cost)
         out[f"one product G{group}"] = in_groups(lambda p, lr: by_hand(p, lr[0]), group, lambda g: init(key, g))
     return out

@@ -1,6 +1,6 @@
 """Minimal PyTorch versions of zoo's four models under the `sp` plugin, the same math (bench/vs_torch.py times them
 against zoo): the same layers, LayerNorm eps 1e-6, tanh-approximate GELU, no dropout, and `load_zoo` copies a zoo
-model's parameters in, so both compute the same function (zoo's Dense kernels are (in, out), torch's (out, in)).
+model's parameters in, so both compute the same function (zoo's Dense kernels are (out, in), as torch's are).
 
     GPT:        nanoGPT's block (fused q/k/v projection, F.scaled_dot_product_attention, causal), untied readout
     ViT:        patch embedding, cls token + position embedding, pre-LN blocks, head on LN(x)[:, 0]
@@ -23,9 +23,9 @@ def _t(a: Any) -> torch.Tensor:
 
 
 def _linear(lin: nn.Linear, p: dict, i: int | None = None) -> None:
-    """Copies a zoo Dense {kernel (in, out), bias} (block i of a stacked one) into an nn.Linear."""
+    """Copies a zoo Dense {kernel (out, in), bias} (block i of a stacked one) into an nn.Linear."""
     pick = (lambda a: a) if i is None else (lambda a: a[i])
-    lin.weight.data = _t(pick(p["kernel"])).T.contiguous()
+    lin.weight.data = _t(pick(p["kernel"])).contiguous()
     if lin.bias is not None:
         lin.bias.data = _t(pick(p["bias"]))
 
@@ -77,7 +77,7 @@ class Block(nn.Module):
         _norm(self.ln1, p["ln1"], i)
         _norm(self.ln2, p["ln2"], i)
         a = p["attn"]
-        self.qkv.weight.data = torch.cat([_t(a[k]["kernel"][i]).T for k in "qkv"]).contiguous()
+        self.qkv.weight.data = torch.cat([_t(a[k]["kernel"][i]) for k in "qkv"]).contiguous()
         self.qkv.bias.data = torch.cat([_t(a[k]["bias"][i]) for k in "qkv"])
         _linear(self.proj, a["o"], i)
         self.mlp.load_zoo(p["mlp"], i)

@@ -94,7 +94,7 @@ def test_readout_tagged_hidden_fails(monkeypatch):
 
 def test_multiplier_applied_twice_fails(monkeypatch):
     def twice(self, x, axis=-1):
-        y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...] * self.mult[...]
+        y = (x @ self.kernel[...].T.astype(x.dtype)) * self.mult[...] * self.mult[...]
         return y if self.bias is None else y + self.bias[...]
 
     monkeypatch.setattr(layers.Dense, "__call__", twice)

@@ -1,6 +1,7 @@
-"""bench/sweep_groups_jax.py times three ways of training vmapped members; they must compute the same thing: the
-rows^T g product's gradients equal JAX's own (alone and vmapped over members' weights with the rows shared), and
-the by-hand group (first layer one product of all members' weights) gives the members' losses and gradients."""
+"""bench/sweep_groups_jax.py times four ways of training vmapped members; they must compute the same thing: the
+rows^T g product's gradients, and the (out, in) product's transposed, equal JAX's own (alone and vmapped over
+members' weights with the rows shared), and the by-hand group (first layer one product of all members' weights)
+gives the members' losses and gradients."""
 
 import importlib.util
 from pathlib import Path
@@ -22,12 +23,26 @@ def test_rows_times_gradients_equal_jax_product_alone_and_vmapped():
     def grads(product, w, ct):
         return jax.grad(lambda r, w: jnp.sum(product(r, w) * ct), argnums=(0, 1))(rows, w)
 
-    for got, want in zip(grads(bench.rows_times, ws[0], g[0]), grads(jnp.matmul, ws[0], g[0]), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    vm = jax.vmap(lambda w, ct: grads(bench.rows_times, w, ct))(ws, g)
+    def out_in(r, w):  # the (out, in) product of the same weights; its weight gradient comes back as W's (in, out)
+        return bench.out_in_times(r, w.T)
+
+    ref = grads(jnp.matmul, ws[0], g[0])
+    for product in (bench.rows_times, out_in):
+        for got, want in zip(grads(product, ws[0], g[0]), ref, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     ref = jax.vmap(lambda w, ct: grads(jnp.matmul, w, ct))(ws, g)
-    for got, want in zip(vm, ref, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for product in (bench.rows_times, out_in):
+        vm = jax.vmap(lambda w, ct, p=product: grads(p, w, ct))(ws, g)
+        for got, want in zip(vm, ref, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_out_in_product_takes_both_forms():
+    """Both branches of out_in_times: W outweighing the rows (a small batch) and not."""
+    w = jax.random.normal(jax.random.key(4), (4, 6))
+    for n in (2, 50):
+        rows = jax.random.normal(jax.random.key(n), (n, 6))
+        np.testing.assert_allclose(bench.out_in_times(rows, w), rows @ w.T, rtol=1e-5, atol=1e-6)
 
 
 def test_group_by_hand_is_the_members_summed():

@@ -107,6 +107,27 @@ def test_corrupt_checkpoints_are_reported_and_kept(tmp_path, small_run):
     assert sorted(str(p) for p in (run / "checkpoints").rglob("*")) == before
 
 
+def test_checkpoint_with_in_out_kernels_is_one_line_and_kept(tmp_path, small_run):
+    """A checkpoint from before Dense kernels were stored (out, in) (no "kernels" in its metadata): one line naming
+    the layout, exit 1, nothing moved to corrupt/ (its hidden kernels are square: it would load, transposed)."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    (run / "summary.json").unlink()
+    metas = [f for f in (run / "checkpoints").rglob("metadata") if f.parent.name == "meta"]
+    assert metas
+    for f in metas:
+        meta = json.loads(f.read_text())
+        assert meta.pop("kernels") == "out_in"
+        f.write_text(json.dumps(meta))
+    before = sorted(str(p) for p in run.rglob("*"))
+    line = one_clean_line(run_train([*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(run)]))
+    assert "holds Dense kernels in_out" in line and "train it again" in line
+    assert sorted(str(p) for p in run.rglob("*")) == before
+
+
 def test_different_run_in_same_dir_is_refused(small_run):
     line = one_clean_line(run_train([*SMALL, "--steps", "4", "--run-dir", str(small_run), "--width", "64"]))
     assert "holds a run with other settings (width 32 -> 64)" in line

@@ -142,7 +142,7 @@ def test_same_verdict_as_the_cli(plugin):
     native = coord_sweep(spec, "width", widths, {})
     batch = random_batch(M.config("mlp_resnet", **MLP), spec.batch, jax.random.key(1234))
     rules = {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output"}
-    kwargs = dict(widths=widths, depth=2, rules=rules, tol=spec.tol)
+    kwargs = dict(widths=widths, depth=2, rules=rules, layout="out_in", tol=spec.tol)  # zoo's Dense: (out, in)
     free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, **kwargs)
     assert free["lr_chosen"] and free["lr"] == native["lr"]
     assert free["linear_change"] == pytest.approx(native["linear_change"], rel=1e-3)

@@ -29,8 +29,9 @@ CONFIGS = {
 
 
 def previous_dense(self, x, axis=-1):
+    """x W m on the same weights (stored (out, in) since 2026-11-26, (in, out) before)."""
     assert axis == -1
-    y = (x @ self.kernel[...].astype(x.dtype)) * self.mult[...].astype(x.dtype)
+    y = (x @ self.kernel[...].T.astype(x.dtype)) * self.mult[...].astype(x.dtype)
     return y if self.bias is None else y + self.bias[...].astype(x.dtype)
 
 

@@ -29,9 +29,11 @@ from zoo.tree import key_path
 WIDTH, BASE_WIDTHS, DEPTH, BASE_DEPTH, STEPS = 64, (32, 16), 4, 1, 5
 MODELS = {
     "mlp_resnet": (dict(in_shape=(8,), num_classes=4, bias=True, pre_ln=True, activation="relu"),
-                   {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output"}),
+                   {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output",
+                    "^head/kernel$": "readout"}),  # (classes, width) = (4, 64): a leading axis the depth's size
     "gpt": (dict(vocab_size=11, seq_len=8, head_dim=16, scale_heads=False, num_heads=2, dropout=0.0),
-            {"^stack/blocks/": ("stacked", "branch"), "/attn/q/": "query", "/(attn/o|mlp/fc2)/": "branch_output"}),
+            {"^stack/blocks/": ("stacked", "branch"), "/attn/q/": "query", "/(attn/o|mlp/fc2)/": "branch_output",
+             "/table$": "in_out"}),
 }
 PLUGINS = {
     "mup": P.get("mup"),
@@ -144,7 +146,7 @@ def free_inputs(model, width, base_width, name):
                      nnx.Param)
     _, params, rest = split(model, width, "sp")
     tags = P.infer_tags(base, params, base_width=base_width, width=width, rules=MODELS[model][1], depth=DEPTH,
-                        base_depth=BASE_DEPTH)
+                        base_depth=BASE_DEPTH, layout="out_in")  # zoo's Dense kernels are (out, in), its tables not
     heads = dict(head_dim=width // 2, base_head_dim=base_width // 2) if model == "gpt" else {}
     free = P.multiplier_free(PLUGINS[name], tags, **heads)
     return (P.rescale_init(params, tags, free), rest, [as_f32(r) for r in optim.rules(free, tags)]), tags, free

@@ -69,10 +69,10 @@ def test_init_from_ten_classes_into_five(tmp_path):
     proc = run_train([*base, "--data", f"imagefolder:{five}", "--steps", "1", "--lr", "1e-9", "--run-dir", str(dst),
                       "--init-from", str(src)])
     assert proc.returncode == 0, proc.stderr
-    assert "re-initialised by the plugin: head/kernel (shape (32, 10) -> (32, 5))" in proc.stderr
+    assert "re-initialised by the plugin: head/kernel (shape (10, 32) -> (5, 32))" in proc.stderr
     assert "init-from: loaded 2 of 3 parameter arrays" in proc.stderr
     old, new = final_params(src), final_params(dst)
-    assert new["head/kernel"].shape == (32, 5) and old["head/kernel"].shape == (32, 10)
+    assert new["head/kernel"].shape == (5, 32) and old["head/kernel"].shape == (10, 32)
     np.testing.assert_allclose(new["embed/kernel"], old["embed/kernel"], atol=1e-6)
     np.testing.assert_allclose(new["stack/blocks/w1/kernel"], old["stack/blocks/w1/kernel"], atol=1e-6)
 

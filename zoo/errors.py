@@ -26,6 +26,10 @@ class CheckpointError(ZooError):
     """No checkpoint of a run can be read (or one that must be read cannot)."""
 
 
+class CheckpointFormat(ZooError):
+    """A checkpoint written by a zoo that stored its parameters in another layout: it reads, but means other weights."""
+
+
 class RunLocked(ZooError):
     """Another live process holds the run dir (or sweep dir)."""
 

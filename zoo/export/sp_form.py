@@ -6,9 +6,9 @@ loads anywhere as an ordinary one, with the same outputs.
 writes DIR/config.json (the run's config under `--param sp` with base width = width and base depth = depth: it
 builds the same architecture with no multipliers), DIR/checkpoints/<step> (orbax, {"params": ...}: finetune with
 `python train.py --config DIR/config.json --init-from DIR`) and DIR/model.safetensors (the same parameters by path,
-kernels [fan_in, fan_out], block parameters stacked on a leading depth axis). A tied GPT embedding is exported
-untied: the readout multiplier cannot move into a table the input embedding shares. Before anything is written the
-exported network's logits are checked against the run's on random inputs (f32).
+kernels [fan_out, fan_in] as in PyTorch's nn.Linear, block parameters stacked on a leading depth axis). A tied GPT
+embedding is exported untied: the readout multiplier cannot move into a table the input embedding shares. Before
+anything is written the exported network's logits are checked against the run's on random inputs (f32).
 """
 
 from __future__ import annotations

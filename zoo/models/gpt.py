@@ -72,7 +72,7 @@ class GPT(nnx.Module):
     def untied(self) -> dict[str, jax.Array]:
         """The readout as its own matrix where it is tied (f = m_out h E^T: head = m_out E^T, E keeping the input's
         multiplier), for an export in SP form; nothing when the model has a head."""
-        return {} if self.head is not None else {"head/kernel": self.wte.table[...].T * self.readout_mult[...]}
+        return {} if self.head is not None else {"head/kernel": self.wte.table[...] * self.readout_mult[...]}
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
         """Next-token logits (B, T, vocab) (padding rows dropped) and intermediates: embed (B, T, n); pre (L, B, T, 4n),

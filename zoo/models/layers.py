@@ -41,9 +41,10 @@ class Scale:
                  base_depth: int = 1):
         self.plugin, self.m, self.depth, self.base_depth = plugin, width / base_width, depth, base_depth
 
-    def tag(self, kind: Kind, fan_in: int, fan_out: int, *, branch: bool = False, role: str = "") -> Tag:
+    def tag(self, kind: Kind, fan_in: int, fan_out: int, *, branch: bool = False, role: str = "",
+            layout: str = "in_out") -> Tag:
         return Tag(kind=kind, fan_in=fan_in, fan_out=fan_out, width_mult=self.m, branch=branch,
-                   depth=self.depth, base_depth=self.base_depth, role=role)
+                   depth=self.depth, base_depth=self.base_depth, role=role, layout=layout)
 
     def branch_multiplier(self) -> Multiplier:
         return Multiplier(jnp.asarray(self.plugin.branch_multiplier(self.depth, self.base_depth), jnp.float32))
@@ -81,16 +82,21 @@ DENSE_AXES: dict[str, tuple[str | None, str | None]] = {
 
 
 class Dense(nnx.Module):
-    """y = m^-a (x W) + b, with W tagged `kind` and the bias a vector (or, on fixed-size outputs, a scalar).
+    """y = m^-a (x W^T) + b, with W tagged `kind` and the bias a vector (or, on fixed-size outputs, a scalar).
 
+    W is stored (out, in), PyTorch's order: JAX's product rule gives the weight gradient as g^T x, (out, in), so
+    it lands in W's own order, also when a sweep vmaps members that share the batch (their gradients stack as one
+    (members * out, in) product; in (in, out) order XLA:CPU copies a transpose of it every step, bench/sweep.py).
     `axes` names W's (input, output) dimensions for sharding; by default from the kind (DENSE_AXES)."""
 
     def __init__(self, fan_in: int, fan_out: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs,
                  bias: bool = False, branch: bool = False, role: str = "", std0: float | None = None,
                  axes: tuple[str | None, str | None] | None = None):
-        tag = scale.tag(kind, fan_in, fan_out, branch=branch, role=role)
+        tag = scale.tag(kind, fan_in, fan_out, branch=branch, role=role, layout="out_in")
         axes = axes or DENSE_AXES[kind]
-        self.kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0, axes=axes)
+        # drawn (in, out) and stored transposed: a seed gives the same network as when W was stored (in, out)
+        kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0)
+        self.kernel = nnx.Param(kernel[...].T, tag=tag, axes=axes[::-1])
         self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
         bias_kind = "scalar" if kind in ("output", "scalar") else "vector"
         btag = scale.tag(bias_kind, 1, fan_out, branch=branch, role=role + "_bias")
@@ -105,19 +111,27 @@ class Dense(nnx.Module):
         """Contracts x's last axis; axis=1 contracts axis 1 of a (B, S, C) input instead (token mixing), y (B, out, C).
 
         XLA:CPU differentiates a product over several leading axes with transposes of the activations: the last
-        axis is contracted as one 2-D product of the flattened rows, axis 1 as B products W^T x_b (no transposes).
+        axis is contracted as one 2-D product of the flattened rows, axis 1 as B products W x_b (no transposes).
+        Where W outweighs the rows (a small batch), the product is taken as (W x^T)^T: the transposes fall on the
+        small activations, and members vmapped over a shared batch multiply it as one (members * out, in) matrix.
         The multiplier m^-a scales the smaller of W and the product (the input may be shared by the members of a
         vmapped sweep, whose multipliers differ)."""
         w, mult = self.kernel[...].astype(x.dtype), self.mult[...].astype(x.dtype)
         b = None if self.bias is None else self.bias[...].astype(x.dtype)
         if axis == 1 and x.ndim == 3:
-            w = jnp.broadcast_to((w * mult).T, (x.shape[0], w.shape[1], w.shape[0]))
+            w = jnp.broadcast_to(w * mult, (x.shape[0], *w.shape))
             y = jax.lax.dot_general(w, x, (((2,), (1,)), ((0,), (0,))))
             return y if b is None else y + b[:, None]
         if axis not in (-1, x.ndim - 1):
             raise ValueError(f"Dense contracts the last axis or axis 1 of a rank-3 input, not axis {axis} of {x.shape}")
         rows = x.reshape(-1, x.shape[-1])
-        y = rows @ (w * mult) if w.size <= rows.shape[0] * w.shape[1] else (rows @ w) * mult
+        fold = w.size <= rows.shape[0] * w.shape[0]
+        wm = w * mult if fold else w
+        if w.size > rows.size:
+            y = jax.lax.dot_general(wm, rows, (((1,), (1,)), ((), ()))).T
+        else:
+            y = jax.lax.dot_general(rows, wm, (((1,), (1,)), ((), ())))
+        y = y if fold else y * mult
         y = y if b is None else y + b
         return y.reshape(*x.shape[:-1], y.shape[-1])
 

@@ -19,6 +19,8 @@ weights [fan_out, fan_in]) the first axis is the fan-out.
     stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan
     branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
+    in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
+                   [vocab, width] in_out)
     query          the attention query (and its bias): the attention-logit scale folds into it
     readout        the output layer (output kind)
     input, hidden, output, vector, scalar: the kind itself
@@ -40,7 +42,7 @@ from zoo.tree import key_path
 
 STRUCTURE_ROLES = ("stacked", "branch")
 NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
-ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS
+ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
 
 
 def is_array(x: Any) -> bool:
@@ -109,9 +111,10 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
         raise ValueError(f"parameter {name!r} has shape {base_shape} at the base width and {shape} at the width: "
                          "the number of axes must not change")
     kinds = roles & set(KINDS) | ({"output"} if "readout" in roles else set())
-    named = roles & set(NAMED_ROLES)
-    if len(kinds) > 1 or len(named) > 1:
-        raise ValueError(f"parameter {name!r} matches rules with conflicting roles {sorted(kinds | named)}")
+    named, layouts = roles & set(NAMED_ROLES), roles & set(LAYOUTS)
+    if len(kinds) > 1 or len(named) > 1 or len(layouts) > 1:
+        raise ValueError(f"parameter {name!r} matches rules with conflicting roles {sorted(kinds | named | layouts)}")
+    layout = layouts.pop() if layouts else layout
     if "stacked" in roles:
         if not shape or shape[0] != base_shape[0]:
             raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): a 'stacked' rule needs a leading "

@@ -36,18 +36,6 @@ Options = dict[str, Any]
 ADVICE = "sweep fewer --lrs (members) at once, or a smaller model or --batch-size"
 
 
-def per_member_batch(step: Callable[[State, Any], Any]) -> Callable[[State, Any], Any]:
-    """A vmapped step fed the shared batch as one copy per member. A batch left unbatched makes XLA:CPU contract
-    it against all members' weights at once, transposing the weight-sized (members, in, out) stack to
-    (in, members * out) and back every step; K copies of the batch keep K plain products instead."""
-
-    def run(states: State, batch: Any) -> Any:
-        members = jax.tree.leaves(states)[0].shape[0]
-        return step(states, jax.tree.map(lambda a: jnp.broadcast_to(a, (members, *a.shape)), batch))
-
-    return run
-
-
 def default_group(param_bytes: int, per_device: int) -> int:
     """Members vmapped together on one device. On an accelerator, all of its members (one small member leaves it
     idle). On a CPU, where each core is a device of its own (`zoo.train.backend.cpu_cores_as_devices`), the largest
@@ -121,7 +109,7 @@ class MemberTrainer:
                 groups, step_g = states, step
             else:
                 groups = jax.tree.map(lambda a: a.reshape(k // g, g, *a.shape[1:]), states)
-                step_g = per_member_batch(jax.vmap(step))
+                step_g = jax.vmap(step, in_axes=(0, None))  # the batch shared
             _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g)), None, groups)
             new = jax.tree.map(lambda a: a.reshape(k, *a.shape[2 if g > 1 else 1:]), new)
             return new, jnp.moveaxis(losses.reshape(k, -1) if g == 1 else

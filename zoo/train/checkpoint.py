@@ -13,6 +13,8 @@
   are reported in one line each and moved to RUN_DIR/corrupt/ (never deleted).
 - Only the run's owner writes: a reader (`read_only=True`: sampling, export, a fork's or a finetune's source, the
   audit) never creates, cleans up, moves or deletes anything, so it cannot hurt a run that is still training.
+- The metadata names the layout of the Dense kernels (`KERNELS`); a checkpoint from before they were stored (out, in)
+  is one line (CheckpointFormat) before any array is read: a square kernel would otherwise load transposed.
 - A save that finds too little disk space, or fails for lack of it, is one line (DiskFull); the checkpoints
   already written stay intact and the run resumes from them when space returns.
 """
@@ -30,11 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from zoo.errors import CheckpointError, DiskFull, is_disk_full, one_line
+from zoo.errors import CheckpointError, CheckpointFormat, DiskFull, is_disk_full, one_line
 from zoo.tree import key_path
 
 TRASH = "trash"
 HEADROOM = 1.1  # a save needs this times the state's bytes free (orbax writes a temporary copy first)
+KERNELS = "out_in"  # zoo.models.layers.Dense's kernels are (out, in); checkpoints before 2026-11-26 hold (in, out)
 
 
 def _bits(x: jax.Array) -> jax.Array:
@@ -111,7 +114,7 @@ class Checkpoints:
         if shutil.disk_usage(self.dir).free < needed:
             self.wait()
             raise DiskFull.writing(self.dir / str(step), needed)
-        meta = {**meta, "checksums": checksums(state)}
+        meta = {**meta, "kernels": KERNELS, "checksums": checksums(state)}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
         with _disk_full_as(self.dir / str(step), needed):
             self.manager.save(step, args=args, force=True)
@@ -120,6 +123,10 @@ class Checkpoints:
         """The state at `step`, placed as `abstract_state`'s shardings say (default: as saved, on this process's
         first device), verified against its checksums; CheckpointError (one line) when it cannot be."""
         where = self.dir / str(step)
+        written = self.meta(step)
+        if "checksums" in written and written.get("kernels", "in_out") != KERNELS:
+            raise CheckpointFormat(f"checkpoint {where} holds Dense kernels {written.get('kernels', 'in_out')} (zoo "
+                                   f"before 2026-11-26), this zoo {KERNELS}: train it again, or read it with that zoo")
         if abstract_state is None:
             abstract_state = self._abstract(step)
         args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore())
