@@ -1,15 +1,17 @@
 """What vmapping small members buys on XLA:CPU, in plain JAX: the ceiling of bench/sweep.py's speedup.
 
 16 members of the sweep bench's small MLP (3072 inputs, width 64, depth 4, batch 32, Adam, shared batches), each
-trained 100 steps in one `lax.scan`, one after another ("sequential") or in vmapped groups of G, written four ways:
+trained 100 steps in one `lax.scan`, one after another ("sequential") or in vmapped groups of G, written five ways:
 
 - `vmap`: `jax.vmap` of one member's run. JAX differentiates `rows @ W` (a member's W batched, the shared rows
   not) as g^T rows, (out, in) per member, then transposes it to W's (in, out): XLA:CPU copies that transpose every
   step (3072 x 64 per member), which is what makes vmapped members slower than sequential ones.
 - `vmap, rows^T g`: the same, with the product's weight gradient taken as rows^T g (a custom_vjp): no transpose.
 - `vmap, W (out, in)`: `jax.vmap`, the weights stored (out, in) as zoo's Dense stores them: JAX's g^T rows is then
-  W's own order, so no transpose and no custom rule (forward-mode derivatives still work). The product is taken as
-  (W rows^T)^T where W outweighs the rows, as in zoo.models.layers.Dense.
+  W's own order, so no transpose and no custom rule (forward-mode derivatives still work).
+- `vmap, W (out, in), (W rows^T)^T`: the same with the product taken as (W rows^T)^T where W outweighs the rows (the
+  transposes fall on the small activations). zoo keeps rows W^T: with this form its sweep's members no longer equal
+  the sequential runs bit for bit at the default size (XLA:CPU splits the product differently in the two programs).
 - `one product`: written by hand, the group's first-layer weights one (in, G x out) matrix, so the shared batch
   multiplies all of them as one 2-D product (forward and weight gradient), the hidden layers per member.
 
@@ -52,10 +54,15 @@ rows_times.defvjp(_rows_times_fwd, _rows_times_bwd)
 
 
 def out_in_times(rows: jax.Array, w: jax.Array) -> jax.Array:
-    """rows @ w^T for w stored (out, in), as (w rows^T)^T where w outweighs the rows (zoo.models.layers.Dense)."""
+    """rows @ w^T for w stored (out, in), as zoo.models.layers.Dense takes it."""
+    return rows @ w.T
+
+
+def out_in_times_wx(rows: jax.Array, w: jax.Array) -> jax.Array:
+    """rows @ w^T for w stored (out, in), as (w rows^T)^T where w outweighs the rows."""
     if w.size > rows.size:
         return jax.lax.dot_general(w, rows, (((1,), (1,)), ((), ()))).T
-    return jax.lax.dot_general(rows, w, (((1,), (1,)), ((), ())))
+    return rows @ w.T
 
 
 def init(key: jax.Array, group: int | None) -> dict[str, jax.Array]:
@@ -109,7 +116,8 @@ def paths(xs: jax.Array, ys: jax.Array, groups: list[int]) -> dict[str, Callable
     one = jax.jit(trainer(member_loss(jnp.matmul), xs, ys))
     vmapped = {"vmap": jax.jit(jax.vmap(trainer(member_loss(jnp.matmul), xs, ys))),
                "vmap, rows^T g": jax.jit(jax.vmap(trainer(member_loss(rows_times), xs, ys))),
-               "vmap, W (out, in)": jax.jit(jax.vmap(trainer(member_loss(out_in_times), xs, ys)))}
+               "vmap, W (out, in)": jax.jit(jax.vmap(trainer(member_loss(out_in_times), xs, ys))),
+               "vmap, W (out, in), (W rows^T)^T": jax.jit(jax.vmap(trainer(member_loss(out_in_times_wx), xs, ys)))}
     by_hand = jax.jit(trainer(group_loss, xs, ys))
     key = jax.random.key(0)
 
@@ -155,10 +163,10 @@ def main() -> None:
     base = statistics.median(seconds["sequential"])
     print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}; {MEMBERS} members x {args.steps} steps, "
           f"median of {args.rounds} interleaved rounds")
-    print(f"{'path':24s} {'ms / 16 member-steps':>21s} {'speedup':>8s}")
+    print(f"{'path':36s} {'ms / 16 member-steps':>21s} {'speedup':>8s}")
     for name, s in seconds.items():
         med = statistics.median(s)
-        print(f"{name:24s} {med / args.steps * 1e3:21.2f} {base / med:8.2f}")
+        print(f"{name:36s} {med / args.steps * 1e3:21.2f} {base / med:8.2f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""bench/sweep_groups_jax.py times four ways of training vmapped members; they must compute the same thing: the
-rows^T g product's gradients, and the (out, in) product's transposed, equal JAX's own (alone and vmapped over
+"""bench/sweep_groups_jax.py times five ways of training vmapped members; they must compute the same thing: the
+rows^T g product's gradients, and the (out, in) products' transposed, equal JAX's own (alone and vmapped over
 members' weights with the rows shared), and the by-hand group (first layer one product of all members' weights)
 gives the members' losses and gradients."""
 
@@ -23,26 +23,30 @@ def test_rows_times_gradients_equal_jax_product_alone_and_vmapped():
     def grads(product, w, ct):
         return jax.grad(lambda r, w: jnp.sum(product(r, w) * ct), argnums=(0, 1))(rows, w)
 
-    def out_in(r, w):  # the (out, in) product of the same weights; its weight gradient comes back as W's (in, out)
+    def out_in(r, w):  # the (out, in) products of the same weights; their weight gradients come back as W's (in, out)
         return bench.out_in_times(r, w.T)
 
+    def out_in_wx(r, w):
+        return bench.out_in_times_wx(r, w.T)
+
+    products = (bench.rows_times, out_in, out_in_wx)
     ref = grads(jnp.matmul, ws[0], g[0])
-    for product in (bench.rows_times, out_in):
+    for product in products:
         for got, want in zip(grads(product, ws[0], g[0]), ref, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     ref = jax.vmap(lambda w, ct: grads(jnp.matmul, w, ct))(ws, g)
-    for product in (bench.rows_times, out_in):
+    for product in products:
         vm = jax.vmap(lambda w, ct, p=product: grads(p, w, ct))(ws, g)
         for got, want in zip(vm, ref, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_out_in_product_takes_both_forms():
-    """Both branches of out_in_times: W outweighing the rows (a small batch) and not."""
+    """Both branches of out_in_times_wx: W outweighing the rows (a small batch) and not."""
     w = jax.random.normal(jax.random.key(4), (4, 6))
     for n in (2, 50):
         rows = jax.random.normal(jax.random.key(n), (n, 6))
-        np.testing.assert_allclose(bench.out_in_times(rows, w), rows @ w.T, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bench.out_in_times_wx(rows, w), rows @ w.T, rtol=1e-5, atol=1e-6)
 
 
 def test_group_by_hand_is_the_members_summed():

@@ -112,8 +112,6 @@ class Dense(nnx.Module):
 
         XLA:CPU differentiates a product over several leading axes with transposes of the activations: the last
         axis is contracted as one 2-D product of the flattened rows, axis 1 as B products W x_b (no transposes).
-        Where W outweighs the rows (a small batch), the product is taken as (W x^T)^T: the transposes fall on the
-        small activations, and members vmapped over a shared batch multiply it as one (members * out, in) matrix.
         The multiplier m^-a scales the smaller of W and the product (the input may be shared by the members of a
         vmapped sweep, whose multipliers differ)."""
         w, mult = self.kernel[...].astype(x.dtype), self.mult[...].astype(x.dtype)
@@ -125,13 +123,7 @@ class Dense(nnx.Module):
         if axis not in (-1, x.ndim - 1):
             raise ValueError(f"Dense contracts the last axis or axis 1 of a rank-3 input, not axis {axis} of {x.shape}")
         rows = x.reshape(-1, x.shape[-1])
-        fold = w.size <= rows.shape[0] * w.shape[0]
-        wm = w * mult if fold else w
-        if w.size > rows.size:
-            y = jax.lax.dot_general(wm, rows, (((1,), (1,)), ((), ()))).T
-        else:
-            y = jax.lax.dot_general(rows, wm, (((1,), (1,)), ((), ())))
-        y = y if fold else y * mult
+        y = rows @ (w * mult).T if w.size <= rows.shape[0] * w.shape[0] else (rows @ w.T) * mult
         y = y if b is None else y + b
         return y.reshape(*x.shape[:-1], y.shape[-1])
 
