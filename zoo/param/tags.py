@@ -20,8 +20,9 @@ class Tag:
     branch: the parameter sits inside a residual branch of a stack of `depth` blocks (base `base_depth`).
     role: a finer name some plugins act on ("query", "readout", ...).
     layout: where the fans sit in the array, after any leading stacked-layer axes: "in_out" (the fan-out is the last
-      axis and the fan-in the product of the others: zoo, Flax, Haiku) or "out_in" (the first is the fan-out:
-      Equinox, PyTorch); Muon orthogonalises over these axes, one matrix per stacked layer.
+      axis and the fan-in the product of the others: Flax, Haiku, zoo's embedding tables) or "out_in" (the first is
+      the fan-out: zoo's Dense kernels, Equinox, PyTorch); Muon orthogonalises over these axes, one matrix per
+      stacked layer.
     """
 
     kind: Kind
