@@ -123,21 +123,20 @@ class Checkpoints:
         """The state at `step`, placed as `abstract_state`'s shardings say (default: as saved, on this process's
         first device), verified against its checksums; CheckpointError (one line) when it cannot be."""
         where = self.dir / str(step)
-        written = self.meta(step)
-        if "checksums" in written and written.get("kernels", "in_out") != KERNELS:
-            raise CheckpointFormat(f"checkpoint {where} holds Dense kernels {written.get('kernels', 'in_out')} (zoo "
-                                   f"before 2026-11-26), this zoo {KERNELS}: train it again, or read it with that zoo")
-        if abstract_state is None:
-            abstract_state = self._abstract(step)
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore())
-        try:
-            out = self.manager.restore(step, args=args)
-        except Exception as e:  # orbax and TensorStore raise many types for unreadable or mismatched files
-            raise CheckpointError(f"checkpoint {where} cannot be read ({one_line(e)})") from None
-        meta = out.meta if isinstance(out.meta, dict) else {}
+        meta = self.meta(step)  # read first: a layout mismatch is refused before any array is
         saved = meta.get("checksums")
         if saved is None:
             raise CheckpointError(f"checkpoint {where} has no checksums in its metadata (meta/metadata)")
+        kernels = meta.get("kernels", "in_out")
+        if kernels != KERNELS:
+            raise CheckpointFormat(f"checkpoint {where} holds Dense kernels {kernels} (zoo before 2026-11-26), this "
+                                   f"zoo {KERNELS}: train it again, or read it with that zoo")
+        if abstract_state is None:
+            abstract_state = self._abstract(step)
+        try:
+            out = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+        except Exception as e:  # orbax and TensorStore raise many types for unreadable or mismatched files
+            raise CheckpointError(f"checkpoint {where} cannot be read ({one_line(e)})") from None
         for name, sums in checksums(out.state).items():
             if saved.get(name) != sums:
                 raise CheckpointError(f"checkpoint {where}: array {name} fails its checksum (saved {saved.get(name)},"
