@@ -53,7 +53,7 @@ def baseline_loss(p, x, y, heads, dtype):
     for blk in p["blocks"]:
         z = ln(h, blk["ln1"])
         q, k, v = (dense(z, blk[n]).reshape(b, t, heads, -1) for n in ("q", "k", "v"))
-        impl = attention_implementation(dtype, q.shape[-1])
+        impl = attention_implementation(dtype, q.shape[-1], q.shape[1])
         if impl == "cudnn":
             a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
         else:

@@ -7,7 +7,9 @@
 
 The model, plugin and optimizer are the run's (the preset or the model's defaults; --width/--depth override),
 on random tokens or images of the data's shape, through the same jitted train step as train.py (state donated,
-no grad accumulation). FLOPs per step are XLA's count of the compiled step (`cost_analysis`), so MFU =
+no grad accumulation). FLOPs per step are XLA's count of the lowered step, before the backend's passes
+(`Lowered.cost_analysis`: on a GPU the compiled step's count leaves out the cuBLAS and cuDNN calls, about 10x too few
+for GPT-2 on an H200; a fused cuDNN attention is not counted either way), so MFU =
 FLOPs/s / the chip's dense bf16 peak. Reference numbers (measured by their authors on one H100): nanoGPT GPT-2
 124M 437k tokens/s at batch 12 x 1024 and 475k at 32 x 1024; timm ViT (192 wide, 6 deep, patch 4) 37.8k img/s
 and Mixer (256 wide, 8 deep) 34.5k img/s at batch 512 on 32x32 images.
@@ -73,15 +75,16 @@ def main() -> None:
         batch, per_step, unit = {"x": x, "y": y}, args.batch, "images"
     batch = jax.device_put(batch)
     state = jax.jit(prog.init)(jax.random.PRNGKey(0))
-    compiled = jax.jit(prog.train_step, donate_argnums=0).lower(state, batch).compile()
-    flops = (compiled.cost_analysis() or {}).get("flops")
+    lowered = jax.jit(prog.train_step, donate_argnums=0).lower(state, batch)
+    flops = (lowered.cost_analysis() or {}).get("flops")
+    compiled = lowered.compile()
     for _ in range(3):
-        state, m = compiled(state, batch)
-    jax.block_until_ready(m)
+        state, metrics = compiled(state, batch)
+    jax.block_until_ready(metrics)
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        state, m = compiled(state, batch)
-    jax.block_until_ready(m)
+        state, metrics = compiled(state, batch)
+    jax.block_until_ready(metrics)
     dt = (time.perf_counter() - t0) / args.steps
     kind = jax.devices()[0].device_kind
     print(f"device {kind}; {m.name} width {model_cfg.width} depth {model_cfg.depth}, "

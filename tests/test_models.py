@@ -238,7 +238,17 @@ def test_default_configs_and_param_counts():
     mixer = nnx.eval_shape(lambda: zoo.models.create("mixer", zoo.models.config("mixer"), sp, nnx.Rngs(0)))
     assert mixer.stack.blocks.token_mlp.fc1.kernel.shape == (8, 64, 64)
     assert zoo.models.param_count(mixer) > 4_000_000
-    assert attention_implementation(jnp.float32, 64) is None and attention_implementation(jnp.bfloat16, 12) is None
+
+
+def test_cudnn_attention_only_where_it_trains(monkeypatch):
+    """On a GPU, cuDNN's flash attention for half precision, a head dim that is a multiple of 8 up to 128 and an even
+    T (jax 0.11 refuses to differentiate the ViT's T = 65 there); everything else runs zoo's XLA attention."""
+    assert attention_implementation(jnp.bfloat16, 64, 256) is None  # this CPU
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert attention_implementation(jnp.bfloat16, 64, 256) == "cudnn"
+    assert attention_implementation(jnp.float32, 64, 256) is None
+    assert attention_implementation(jnp.bfloat16, 12, 256) is None
+    assert attention_implementation(jnp.bfloat16, 64, 65) is None
 
 
 @pytest.mark.parametrize("name", ["vit", "mixer", "gpt"])

@@ -73,10 +73,11 @@ def residual(x: jax.Array, y: jax.Array, skip: Multiplier, branch: Multiplier) -
     return skip[...].astype(x.dtype) * x + branch[...].astype(x.dtype) * y
 
 
-def attention_implementation(dtype: jnp.dtype, head_dim: int) -> str | None:
-    """cuDNN flash attention on GPU for half precision (head dims it supports: multiples of 8 up to 128), else XLA."""
+def attention_implementation(dtype: jnp.dtype, head_dim: int, seq_len: int) -> str | None:
+    """cuDNN flash attention on GPU for half precision where it trains (head dims a multiple of 8 up to 128, an even
+    sequence length: jax 0.11 refuses to differentiate T = 65, a ViT's 64 patches and class token), else XLA."""
     half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-    supported = head_dim % 8 == 0 and head_dim <= 128
+    supported = head_dim % 8 == 0 and head_dim <= 128 and seq_len % 2 == 0
     return "cudnn" if half and supported and jax.default_backend() == "gpu" else None
 
 
@@ -172,7 +173,7 @@ class Attention(nnx.Module):
         b, t, _ = x.shape
         q, k, v = (f(x).reshape(b, t, self.heads.num, self.heads.dim) for f in (self.q, self.k, self.v))
         s = self.logit_scale[...].astype(x.dtype)
-        impl = attention_implementation(x.dtype, self.heads.dim)
+        impl = attention_implementation(x.dtype, self.heads.dim, t)
         if impl == "cudnn":  # cuDNN takes a static scale; fold the (possibly traced) one into q
             y = jax.nn.dot_product_attention(q * s, k, v, scale=1.0, is_causal=self.causal, implementation=impl)
         else:
