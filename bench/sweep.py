@@ -74,13 +74,15 @@ def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarr
     return name, prog, data, lrs, seeds
 
 
-def pinned_processes(args: argparse.Namespace, cores: list[int]) -> float:
-    """Steady-state seconds of the members trained one after another in one process per core, each pinned to its
-    core, members dealt out in turn, all starting together after their compiles: the sequential step's own speed
-    times whatever the cores add when each runs a process of its own (no device or thread pool shared)."""
+def pinned_processes(args: argparse.Namespace, cores: list[int], vmapped: bool) -> float:
+    """Steady-state seconds of the members split over one process per core, each pinned to its core with one
+    device, members dealt out in turn, all starting together after their compiles: one after another
+    (vmapped=False: the sequential step's own speed times whatever the cores add when each runs a process of its
+    own, no device or thread pool shared) or as the sweep's vmapped groups (vmapped=True: what a sweep split over
+    processes instead of devices would reach)."""
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Barrier(len(cores)), ctx.Queue()
-    procs = [ctx.Process(target=pinned_member_runs, args=(args, core, i, len(cores), start, results))
+    procs = [ctx.Process(target=pinned_member_runs, args=(args, core, i, len(cores), start, results, vmapped))
              for i, core in enumerate(cores)]
     for proc in procs:
         proc.start()
@@ -98,19 +100,25 @@ def pinned_processes(args: argparse.Namespace, cores: list[int]) -> float:
     return max(seconds)
 
 
-def pinned_member_runs(args: argparse.Namespace, core: int, index: int, count: int, start: Any, results: Any
-                       ) -> None:
+def pinned_member_runs(args: argparse.Namespace, core: int, index: int, count: int, start: Any, results: Any,
+                       vmapped: bool) -> None:
     os.sched_setaffinity(0, {core})
+    jax.config.update("jax_num_cpu_devices", 1)  # importing this module asked for one device per core
     _, prog, data, lrs, seeds = setup(args)
-    one = MemberTrainer(prog, data, args.batch_size, chunk=args.steps, vmapped=False)
-    mine = range(index, len(lrs), count)
-    states = [one.init(lrs[k:k + 1], seeds[k:k + 1]) for k in mine]
-    one.train(one.init(lrs[:1], seeds[:1]), 1, 0)  # compiles before the clock starts (a step donates its state)
+    mine = np.arange(index, len(lrs), count)
+    if vmapped:
+        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.steps, group=args.group)
+        trainer.train(trainer.init(lrs[mine], seeds[mine]), 1, 0)  # compiles before the clock starts
+        states = [trainer.init(lrs[mine], seeds[mine])]
+    else:
+        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.steps, vmapped=False)
+        trainer.train(trainer.init(lrs[:1], seeds[:1]), 1, 0)  # compiles before the clock starts (it donates)
+        states = [trainer.init(lrs[k:k + 1], seeds[k:k + 1]) for k in mine]
     start.wait()
-    before = one.run_s
+    before = trainer.run_s
     for state in states:
-        one.train(state, args.steps, 0)
-    results.put(one.run_s - before)
+        trainer.train(state, args.steps, 0)
+    results.put(trainer.run_s - before)
 
 
 def machine() -> str:
@@ -141,8 +149,8 @@ def main(argv: list[str] | None = None) -> None:
                    "a core)")
     p.add_argument("--rounds", type=int, default=5, help="segments in which the two paths take turns")
     p.add_argument("--group", type=int, help="members vmapped together on a device (default: the engine's choice)")
-    p.add_argument("--ceiling", action="store_true", help="also time the sequential members split over processes "
-                   "pinned one to a core (Linux): the speedup that splitting alone reaches")
+    p.add_argument("--ceiling", action="store_true", help="also time the members split over processes pinned one "
+                   "to a core (Linux), one after another and as the sweep's groups: what splitting alone reaches")
     p.add_argument("--write", help="also write the numbers as markdown to this file")
     args = p.parse_args(argv)
     args.rounds = min(args.rounds, args.steps)
@@ -175,8 +183,9 @@ def main(argv: list[str] | None = None) -> None:
             f"members that train; {jax.devices()[0].platform}")
     if args.ceiling:
         cores = sorted(os.sched_getaffinity(0))
-        line += (f"; the sequential members split over {len(cores)} processes pinned one to a core (nothing "
-                 f"shared between the cores): {seq_steady / pinned_processes(args, cores):.2f}x")
+        line += (f"; split over {len(cores)} processes pinned one to a core (nothing shared between the cores), "
+                 f"the sequential members {seq_steady / pinned_processes(args, cores, False):.2f}x, the sweep's "
+                 f"groups {seq_steady / pinned_processes(args, cores, True):.2f}x")
     print(line)
     if args.write:
         write(Path(args.write), args, name, vm, one, vm_steady, seq_steady, ratio, total_ratio, max_rel, line)
