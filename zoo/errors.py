@@ -82,8 +82,8 @@ def one_line(e: BaseException) -> str:
     if not lines:
         return type(e).__name__
     line = lines[0]
-    for noise in (" [tensorstore_spec", " [source locations"):  # TensorStore appends its full spec
-        line = line.split(noise)[0]
+    for noise in (" [tensorstore_spec", " [source locations", " See full TensorStore details"):  # TensorStore
+        line = line.split(noise)[0]  # appends its full spec, or a pybind11 repr of a method that prints it
     return line[:400]
 
 

@@ -37,7 +37,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             logging.getLogger(name).setLevel(logging.CRITICAL)
         threading.excepthook = _thread_failed
         sys.excepthook = lambda kind, value, tb: _write_trace(value)  # raised in threads C++ code runs
-        sys.unraisablehook = lambda args: _write_trace(args.exc_value) if args.exc_value is not None else None
+        sys.unraisablehook = _unraisable
         try:
             if not joins:
                 from zoo.train import backend
@@ -74,6 +74,15 @@ def _thread_failed(args: threading.ExceptHookArgs) -> None:
     traceback in the failure file, not on the terminal; what the command itself does is unaffected. The same for
     errors raised in threads that C++ code runs (TensorStore's callbacks) and for unraisable ones."""
     if args.exc_value is not None:
+        _write_trace(args.exc_value)
+
+
+def _unraisable(args: Any) -> None:
+    """An unraisable error goes to the failure file, except one raised while a coroutine was being closed (its
+    __cause__ a GeneratorExit): orbax's sibling reads, abandoned once one read of a corrupt checkpoint failed, which
+    is reported already; garbage collection finds them at no fixed time, so writing them would make a run that
+    refuses to start leave a file behind, or not, by chance."""
+    if args.exc_value is not None and not isinstance(args.exc_value.__cause__, GeneratorExit):
         _write_trace(args.exc_value)
 
 
