@@ -184,9 +184,10 @@ def test_an_unexpected_error_names_the_file_with_its_traceback(tmp_path):
     trace.unlink()
 
 
-def test_an_abandoned_read_leaves_no_failure_file_but_other_unraisable_errors_do(tmp_path, monkeypatch):
-    """A coroutine that fails while being closed (orbax's sibling reads after one read of a corrupt checkpoint
-    failed) writes nothing; an error raised in a finalizer is still kept in the failure file."""
+def test_abandoned_reads_leave_no_failure_file_but_other_background_errors_do(tmp_path, monkeypatch):
+    """The echoes of orbax's abandoned reads after one read of a corrupt checkpoint failed (a coroutine that fails
+    while being closed, a thread that finds asyncio's loop closed) write nothing; an error raised in a finalizer or
+    another thread is still kept in the failure file."""
 
     class Suspend:
         def __await__(self):
@@ -202,23 +203,35 @@ def test_an_abandoned_read_leaves_no_failure_file_but_other_unraisable_errors_do
         def __del__(self):
             raise RuntimeError("finalizer failed")
 
+    def in_thread(message: str) -> None:
+        def fail():
+            raise RuntimeError(message)
+        thread = threading.Thread(target=fail)
+        thread.start()
+        thread.join()
+
     def main(kind: str) -> None:
         log_failures_in(tmp_path)
         if kind == "read":
             coroutine = read()
             coroutine.send(None)
             del coroutine  # closed by its finalizer: the RuntimeError is unraisable
-        else:
+            in_thread("Event loop is closed")
+        elif kind == "finalizer":
             Finalized()
+        else:
+            in_thread("callback failed")
 
     for hook in ("unraisablehook", "excepthook"):
         monkeypatch.setattr(sys, hook, getattr(sys, hook))  # the boundary replaces them; restored after the test
     monkeypatch.setattr(threading, "excepthook", threading.excepthook)
     boundary(main)("read")
     assert list(tmp_path.iterdir()) == []
-    boundary(main)("finalizer")
-    (log,) = tmp_path.iterdir()
-    assert "finalizer failed" in log.read_text()
+    for kind, message in (("finalizer", "finalizer failed"), ("thread", "callback failed")):
+        boundary(main)(kind)
+        (log,) = tmp_path.iterdir()
+        assert message in log.read_text()
+        log.unlink()
 
 
 def test_a_refusal_after_the_run_dir_was_made_removes_it(tmp_path):

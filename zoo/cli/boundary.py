@@ -35,9 +35,9 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
     def run(*args: Any, **kwargs: Any) -> Any:
         for name in QUIET:
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        threading.excepthook = _thread_failed
-        sys.excepthook = lambda kind, value, tb: _write_trace(value)  # raised in threads C++ code runs
-        sys.unraisablehook = _unraisable
+        threading.excepthook = lambda hook_args: _background_failed(hook_args.exc_value)
+        sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
+        sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)
         try:
             if not joins:
                 from zoo.train import backend
@@ -69,21 +69,15 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
     return run
 
 
-def _thread_failed(args: threading.ExceptHookArgs) -> None:
-    """A library's background thread that fails (orbax's async machinery after a corrupt checkpoint, say) leaves its
-    traceback in the failure file, not on the terminal; what the command itself does is unaffected. The same for
-    errors raised in threads that C++ code runs (TensorStore's callbacks) and for unraisable ones."""
-    if args.exc_value is not None:
-        _write_trace(args.exc_value)
-
-
-def _unraisable(args: Any) -> None:
-    """An unraisable error goes to the failure file, except one raised while a coroutine was being closed (its
-    __cause__ a GeneratorExit): orbax's sibling reads, abandoned once one read of a corrupt checkpoint failed, which
-    is reported already; garbage collection finds them at no fixed time, so writing them would make a run that
-    refuses to start leave a file behind, or not, by chance."""
-    if args.exc_value is not None and not isinstance(args.exc_value.__cause__, GeneratorExit):
-        _write_trace(args.exc_value)
+def _background_failed(e: BaseException | None) -> None:
+    """A library's background failure (a thread, a callback C++ code runs, an unraisable error) leaves its traceback
+    in the failure file, not on the terminal; what the command itself does is unaffected. Except the echoes of reads
+    orbax abandoned once one read of a corrupt checkpoint failed, which is reported already: a coroutine failing as it
+    is closed (its __cause__ a GeneratorExit) and TensorStore's callbacks finding asyncio's loop closed. Those come at
+    no fixed time (garbage collection, thread timing), so writing them would leave a file behind, or not, by chance."""
+    abandoned = isinstance(e, RuntimeError) and str(e) == "Event loop is closed"
+    if e is not None and not abandoned and not isinstance(e.__cause__, GeneratorExit):
+        _write_trace(e)
 
 
 def _exit(status: int) -> None:
