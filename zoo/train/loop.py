@@ -77,8 +77,9 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
 
 class Loop:
     """The steps from `start` to the end. After each step the hooks that are due run in order: the log (on the
-    metrics, fetched one step late so the next step is already queued; the divergence guard sees every step),
-    eval, the caller's, checkpoint. A SIGTERM or SIGINT saves at the next step and stops (exit 143 or 130)."""
+    metrics, fetched one step late so the next step is already queued, at once where a step ran inline; the
+    divergence guard sees every step), eval, the caller's, checkpoint. A SIGTERM or SIGINT saves at the next step
+    and stops (exit 143 or 130)."""
 
     def __init__(self, s: Setup, compiled: Compiled, state: Any, logger: Logger, guard: DivergenceGuard,
                  hooks: Sequence[Hook]):
@@ -102,6 +103,8 @@ class Loop:
                 self.leaves, metrics = self.compiled.train(self.leaves, self.compiled.batches.train_args(step))
                 self.observe()
                 self.pending = (step + 1, metrics)
+                if all(m.is_ready() for m in jax.tree.leaves(metrics)):  # a step run inline: nothing to overlap,
+                    self.observe()  # and the log's rate times it when it ends, not when the next one does
                 stopping = signals.requested
                 self._run_hooks([h for h in self.hooks if not h.metrics and not h.at_start and
                                  (due(step + 1, h.every, total) or (stopping and h.on_stop))], step + 1)
