@@ -8,8 +8,9 @@ them (measured: as fast in this process as in one with a single device).
     python bench/sweep.py --steps 20 --write docs/bench_sweep_cpu.md   # the reduced CPU run
 
 Both paths run the same jitted loop over `Program.train_step` (zoo.sweeps.engine), in the same process, on the
-same batches, taking turns in --rounds segments (so machine load falls on both alike). Compile time is reported
-apart from steady-state time; the speedup is the median over the rounds of the steady-state ratio.
+same batches, in compiled loops of --chunk steps (as `python -m zoo.sweep --chunk`), the whole sweep --rounds times
+in turn (so machine load falls on both alike). Compile time is reported apart from steady-state time; the speedup
+is the median over the rounds of the steady-state ratio.
 """
 
 from __future__ import annotations
@@ -41,25 +42,21 @@ backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members sp
 
 def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: np.ndarray, steps: int,
                 rounds: int) -> tuple[list[float], list[float], np.ndarray, np.ndarray]:
-    """Both paths train `steps` steps in `rounds` segments taken in turn (vmapped, then the members one by one), so
-    machine load falls on both alike. Returns each round's steady-state seconds (compile excluded) of each path and
-    the per-step losses [steps, members] of each."""
-    vm_states = vm.init(lrs, seeds)
-    one_states = [one.init(lrs[k:k + 1], seeds[k:k + 1]) for k in range(len(lrs))]
-    vm_s, seq_s, vm_losses, seq_losses = [], [], [], []
-    for r in range(rounds):
-        start, seg = r * steps // rounds, (r + 1) * steps // rounds - r * steps // rounds
+    """Both paths train every member all `steps` steps from fresh states, `rounds` times, taking turns (the program,
+    then the members one by one), so machine load falls on both alike. Returns each round's steady-state seconds
+    (compile and init excluded) of each path and the first round's per-step losses [steps, members] of each."""
+    vm_s, seq_s, losses = [], [], []
+    for _ in range(rounds):
+        states = vm.init(lrs, seeds)
         before = vm.run_s
-        vm_states, losses = vm.train(vm_states, seg, start)
+        vm_losses = vm.train(states, steps)[1]
         vm_s.append(vm.run_s - before)
-        vm_losses.append(losses)
-        before, member_losses = one.run_s, []
-        for k in range(len(lrs)):
-            one_states[k], losses = one.train(one_states[k], seg, start)
-            member_losses.append(losses)
+        singles = [one.init(lrs[k:k + 1], seeds[k:k + 1]) for k in range(len(lrs))]
+        before = one.run_s
+        seq_losses = np.stack([one.train(state, steps)[1] for state in singles], 1)
         seq_s.append(one.run_s - before)
-        seq_losses.append(np.stack(member_losses, 1))
-    return vm_s, seq_s, np.concatenate(vm_losses), np.concatenate(seq_losses)
+        losses = losses or [vm_losses, seq_losses]
+    return vm_s, seq_s, *losses
 
 
 def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarray]:
@@ -105,14 +102,14 @@ def pinned_member_runs(args: argparse.Namespace, core: int, index: int, count: i
     os.sched_setaffinity(0, {core})
     jax.config.update("jax_num_cpu_devices", 1)  # importing this module asked for one device per core
     _, prog, data, lrs, seeds = setup(args)
-    mine = np.arange(index, len(lrs), count)
+    mine, warm = np.arange(index, len(lrs), count), min(args.chunk, args.steps)
     if vmapped:
-        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.steps, group=args.group)
-        trainer.train(trainer.init(lrs[mine], seeds[mine]), 1, 0)  # compiles before the clock starts
+        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
+        trainer.train(trainer.init(lrs[mine], seeds[mine]), warm, 0)  # compiled and run before the clock starts
         states = [trainer.init(lrs[mine], seeds[mine])]
     else:
-        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.steps, vmapped=False)
-        trainer.train(trainer.init(lrs[:1], seeds[:1]), 1, 0)  # compiles before the clock starts (it donates)
+        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False)
+        trainer.train(trainer.init(lrs[:1], seeds[:1]), warm, 0)  # the same (it donates its state)
         states = [trainer.init(lrs[k:k + 1], seeds[k:k + 1]) for k in mine]
     start.wait()
     before = trainer.run_s
@@ -147,40 +144,42 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--synthetic", action="store_true", help="synthetic images instead of the bundled CIFAR-10")
     p.add_argument("--data", help="any zoo data source, e.g. synthetic:teacher (16 inputs: a member too small to fill "
                    "a core)")
-    p.add_argument("--rounds", type=int, default=5, help="segments in which the two paths take turns")
+    p.add_argument("--rounds", type=int, default=5, help="times the two paths train the whole sweep, in turn")
+    p.add_argument("--chunk", type=int, default=100, help="train steps per compiled loop (python -m zoo.sweep's "
+                   "default)")
     p.add_argument("--group", type=int, help="members vmapped together on a device (default: the engine's choice)")
     p.add_argument("--ceiling", action="store_true", help="also time the members split over processes pinned one "
                    "to a core (Linux), one after another and as the sweep's groups: what splitting alone reaches")
     p.add_argument("--write", help="also write the numbers as markdown to this file")
     args = p.parse_args(argv)
-    args.rounds = min(args.rounds, args.steps)
-    if min(args.lrs, args.width, args.depth, args.steps, args.batch_size, args.rounds) < 1:
-        print("error: --lrs, --width, --depth, --steps, --batch-size and --rounds must be positive", file=sys.stderr)
+    if min(args.lrs, args.width, args.depth, args.steps, args.batch_size, args.rounds, args.chunk) < 1:
+        print("error: --lrs, --width, --depth, --steps, --batch-size, --rounds and --chunk must be positive",
+              file=sys.stderr)
         raise SystemExit(1)
     if args.ceiling and not hasattr(os, "sched_setaffinity"):
         print("error: --ceiling pins processes to cores, which this platform cannot (Linux only)", file=sys.stderr)
         raise SystemExit(1)
 
     name, prog, data, lrs, seeds = setup(args)
-    chunk = -(-args.steps // args.rounds)
-    vm = MemberTrainer(prog, data, args.batch_size, chunk=chunk, group=args.group)
-    one = MemberTrainer(prog, data, args.batch_size, chunk=chunk, vmapped=False)
+    vm = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
+    one = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False)
     vm_rounds, seq_rounds, vm_losses, seq_losses = interleaved(vm, one, lrs, seeds, args.steps, args.rounds)
-    vm_steady, seq_steady = sum(vm_rounds), sum(seq_rounds)
+    vm_steady, seq_steady = statistics.median(vm_rounds), statistics.median(seq_rounds)
     # The two paths sum in different orders; members whose loss blows up are chaotic and amplify that, so the
     # agreement is measured on the members that train (final loss <= initial loss).
     rel = np.abs(vm_losses - seq_losses) / np.abs(seq_losses)
     trains = np.all(np.isfinite(rel), axis=0) & (seq_losses[-1] <= seq_losses[0])
     max_rel = float(rel[:, trains].max()) if trains.any() else float("nan")
 
-    ratio = statistics.median(b / a for a, b in zip(vm_rounds, seq_rounds, strict=True))
+    ratios = [b / a for a, b in zip(vm_rounds, seq_rounds, strict=True)]
+    ratio = statistics.median(ratios)
     total_ratio = (seq_steady + one.compile_s) / (vm_steady + vm.compile_s)
     line = (f"sweep bench: {args.lrs} LRs, mlp_resnet w{args.width} d{args.depth}, {name}, {args.steps} steps, "
             f"batch {args.batch_size}: one program ({jax.device_count()} devices, groups of {vm.group_size}) "
             f"{vm_steady:.2f} s + compile {vm.compile_s:.1f} s, sequential "
-            f"{seq_steady:.2f} s + compile {one.compile_s:.1f} s; speedup {ratio:.2f}x steady state "
-            f"({total_ratio:.2f}x with compile); max rel. loss diff {max_rel:.1e} over the {int(trains.sum())} "
-            f"members that train; {jax.devices()[0].platform}")
+            f"{seq_steady:.2f} s + compile {one.compile_s:.1f} s; speedup {ratio:.2f}x steady state (rounds "
+            f"{min(ratios):.2f}-{max(ratios):.2f}x; {total_ratio:.2f}x with compile); max rel. loss diff {max_rel:.1e} "
+            f"over the {int(trains.sum())} members that train; {jax.devices()[0].platform}")
     if args.ceiling:
         cores = sorted(os.sched_getaffinity(0))
         line += (f"; split over {len(cores)} processes pinned one to a core (nothing shared between the cores), "
@@ -208,12 +207,13 @@ def write(path: Path, args, name, vm, one, vm_steady, seq_steady, ratio, total_r
     path.write_text(f"""# Sweep benchmark ({platform.upper()})
 
 `python bench/sweep.py --width {args.width} --depth {args.depth} --batch-size {args.batch_size} --steps {args.steps}
---rounds {args.rounds} --data {name} --write {path}`
+--rounds {args.rounds} --chunk {args.chunk} --data {name} --write {path}`
 
 {args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param} with base depth
 {args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Both paths run the
-same jitted loop over `Program.train_step` in one process on the same batches, taking turns in {args.rounds}
-segments; compile time (XLA, ahead of time) is apart from steady state (the train steps only).
+same jitted loop over `Program.train_step` (chunks of {args.chunk} steps) in one process on the same batches, the
+whole sweep {args.rounds} times in turn; compile time (XLA, ahead of time) is apart from steady state (the train steps
+only, the median over the rounds).
 
 Machine: {machine()}.
 
