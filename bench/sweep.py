@@ -5,7 +5,8 @@ vmaps them in groups (zoo.sweeps.engine.default_group); the sequential members r
 them (measured: as fast in this process as in one with a single device).
 
     python bench/sweep.py                       # 16 LRs, MLP-ResNet width 256 depth 16, CIFAR-10, 200 steps
-    python bench/sweep.py --steps 20 --write docs/bench_sweep_cpu.md   # the reduced CPU run
+    python bench/sweep.py --steps 20 --rounds 3                  # the default member, reduced for a CPU
+    python bench/sweep.py --width 64 --depth 4 --steps 100 --batch-size 32 --synthetic --write docs/bench_sweep_cpu.md
 
 Both paths run the same jitted loop over `Program.train_step` (zoo.sweeps.engine), in the same process, on the
 same batches, in compiled loops of --chunk steps (as `python -m zoo.sweep --chunk`), the whole sweep --rounds times
@@ -45,8 +46,8 @@ def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: n
     """Both paths train every member all `steps` steps from fresh states, `rounds` times, taking turns (the program,
     then the members one by one), so machine load falls on both alike. Returns each round's steady-state seconds
     (compile and init excluded) of each path and the first round's per-step losses [steps, members] of each."""
-    vm_s, seq_s, losses = [], [], []
-    for _ in range(rounds):
+    vm_s, seq_s = [], []
+    for r in range(rounds):
         states = vm.init(lrs, seeds)
         before = vm.run_s
         vm_losses = vm.train(states, steps)[1]
@@ -55,8 +56,9 @@ def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: n
         before = one.run_s
         seq_losses = np.stack([one.train(state, steps)[1] for state in singles], 1)
         seq_s.append(one.run_s - before)
-        losses = losses or [vm_losses, seq_losses]
-    return vm_s, seq_s, *losses
+        if r == 0:
+            first = vm_losses, seq_losses
+    return vm_s, seq_s, *first
 
 
 def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarray]:
