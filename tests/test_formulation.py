@@ -8,6 +8,8 @@ reassociation shows up as a drift that compounds over the steps). muP at twice i
 multipliers differ from 1, so the folding of m^-a into the smaller operand is checked too.
 """
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -77,3 +79,24 @@ def test_same_losses_as_the_previous_formulation(name, monkeypatch):
     before = losses(name)
     assert np.all(np.isfinite(before)) and before[-1] < before[0]  # it trains, so the steps are not trivial
     np.testing.assert_allclose(now, before, rtol=1e-4)
+
+
+def test_members_sharing_an_input_multiply_their_weights_as_stored():
+    """Vmapped over members that share x (a sweep), Dense's wide input layer computes each member's x W^T without
+    a transposed copy of the members' weights (XLA:CPU made one every step, f32[in, members * out]), and with the
+    values of each member's own product."""
+    rows, fan_in, fan_out, members = 16, 300, 24, 6
+    x = np.random.default_rng(0).normal(size=(rows, fan_in)).astype(np.float32)
+    w = np.random.default_rng(1).normal(size=(members, fan_out, fan_in)).astype(np.float32)
+
+    def loss(w, x):
+        return (layers.rows_times_transpose(x, w) ** 2).sum()
+
+    grad = jax.jit(jax.vmap(jax.value_and_grad(loss), in_axes=(0, None)))
+    hlo = grad.lower(w, x).compile().as_text()
+    transposed = re.findall(rf"f32\[[0-9,]*\b{fan_in},[0-9,]*\b(?:{fan_out}|{members * fan_out})\]", hlo)
+    assert not transposed, transposed
+    value, g = grad(w, x)
+    for k in range(members):
+        np.testing.assert_allclose(value[k], ((x @ w[k].T) ** 2).sum(), rtol=1e-5)
+        np.testing.assert_allclose(g[k], 2 * (x @ w[k].T).T @ x, rtol=1e-4, atol=1e-3)

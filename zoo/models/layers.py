@@ -123,9 +123,23 @@ class Dense(nnx.Module):
         if axis not in (-1, x.ndim - 1):
             raise ValueError(f"Dense contracts the last axis or axis 1 of a rank-3 input, not axis {axis} of {x.shape}")
         rows = x.reshape(-1, x.shape[-1])
-        y = rows @ (w * mult).T if w.size <= rows.shape[0] * w.shape[0] else (rows @ w.T) * mult
+        y = rows_times_transpose(rows, w * mult) if w.size <= rows.shape[0] * w.shape[0] else \
+            rows_times_transpose(rows, w) * mult
         y = y if b is None else y + b
         return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def rows_times_transpose(rows: jax.Array, w: jax.Array) -> jax.Array:
+    """x W^T for rows x (R, in) and W (out, in), as a product over W's `in` axis in whichever operand order copies
+    less when a sweep vmaps it. XLA:CPU brings a batched product to the form (non-contracting, contracting) x
+    (contracting, non-contracting) with copies: x W^T copies each member's W transposed (out * in floats), (W x^T)^T
+    copies x transposed (R * in) and the result back (R * out). The sweep bench's input layer (R = 32, in = 3072,
+    out = 64, 8 members sharing x) spent 0.63 ms of a 3.75 ms step copying W^T. One member's product compiles to the
+    same program in either order."""
+    r, (out, inp) = rows.shape[0], w.shape
+    if r * (out + inp) < out * inp:
+        return jax.lax.dot_general(w, rows, (((1,), (1,)), ((), ()))).T
+    return rows @ w.T
 
 
 def branch_folds(skip: Multiplier, branch: Multiplier, *ends: str) -> list[tuple[str, jax.Array]]:
