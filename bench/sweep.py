@@ -201,10 +201,11 @@ def write(path: Path, args, name, vm, one, vm_steady, seq_steady, ratio, total_r
     path.parent.mkdir(parents=True, exist_ok=True)
     platform = jax.devices()[0].platform
     note = ("On a CPU each core is a device (zoo.train.backend.cpu_cores_as_devices) and the members are split over\n"
-            "them. Members whose weights fit in a core's L2 cache are vmapped in groups; bigger ones train one at a\n"
-            "time per core. How much the split can give depends on how much of the other cores a lone member's\n"
-            "step already uses: `--ceiling` times the members split over processes pinned one to a core. The\n"
-            ">= 6x target is for a GPU, where one member leaves the device mostly idle."
+            "them, vmapped in groups of as many members as half of a core's share of the last-level cache holds the\n"
+            "train states of (weights, gradients, optimizer moments); bigger ones train one at a time per core. How\n"
+            "much the split can give depends on how much of the other cores a lone member's step already uses:\n"
+            "`--ceiling` times the members split over processes pinned one to a core. The >= 6x target is for a\n"
+            "GPU, where one member leaves the device mostly idle."
             if platform == "cpu" else "Target on a GPU: >= 6x.")
     path.write_text(f"""# Sweep benchmark ({platform.upper()})
 
@@ -226,7 +227,8 @@ Machine: {machine()}.
 Speedup of the vmapped sweep: **{ratio:.2f}x** in steady state (median over the rounds), {total_ratio:.2f}x
 including compile. Largest relative difference between the two paths' per-step losses, over the members whose loss
 did not blow up:
-{max_rel:.1e} (the members that blow up are chaotic and amplify the paths' different summation orders).
+{max_rel:.1e}: vmapped groups reassociate the sums, which members at LRs past the best amplify chaotically (with
+groups of one member the two paths are bit-identical).
 
 {note}
 

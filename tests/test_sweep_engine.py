@@ -14,7 +14,7 @@ import zoo.data
 import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
-from zoo.sweeps.engine import MemberTrainer, default_group, l2_cache_bytes
+from zoo.sweeps.engine import MemberTrainer, _cpu_count, cache_share_bytes, default_group
 from zoo.sweeps.grid import members
 from zoo.train.step import build_program
 
@@ -116,15 +116,20 @@ def test_members_padded_to_whole_groups_train_as_their_own_runs(setup):
         np.testing.assert_allclose(losses[:, k], ref, rtol=1e-5)
 
 
-def test_default_group_fits_the_weights_in_one_cores_cache():
-    """On a CPU: as many members per group as one core's L2 cache holds the weights of, a divisor of the device's
-    members; one member when it alone overflows the cache."""
-    l2 = l2_cache_bytes()
-    assert l2 >= 64 << 10
-    assert default_group(l2 + 1, 8) == 1
-    assert default_group(l2 // 4, 8) == 4
-    assert default_group(l2 // 3, 8) == 2  # 3 fit, 2 divides 8
+def test_default_group_fits_the_train_states_in_half_a_cores_cache_share():
+    """On a CPU: as many members per group as half of one core's share of the last-level cache holds the train
+    states of, a divisor of the device's members; one member when it alone overflows it."""
+    half = cache_share_bytes() // 2
+    assert half >= 32 << 10
+    assert default_group(half + 1, 8) == 1
+    assert default_group(half // 4, 8) == 4
+    assert default_group(half // 3, 8) == 2  # 3 fit, 2 divides 8
     assert default_group(1, 7) == 7
+
+
+@pytest.mark.parametrize("cpus, count", [("0", 1), ("0-1", 2), ("0-3,8,10-11", 7), ("2,4\n", 2)])
+def test_cpus_sharing_a_cache_are_counted_from_sysfs_lists(cpus, count):
+    assert _cpu_count(cpus) == count
 
 
 @pytest.mark.slow
@@ -138,7 +143,7 @@ from zoo.train import backend
 backend.cpu_cores_as_devices()
 import jax, numpy as np, zoo.data, zoo.models, zoo.param
 from zoo.optim import OptimConfig
-from zoo.sweeps.engine import MemberTrainer, default_group, l2_cache_bytes
+from zoo.sweeps.engine import MemberTrainer, _cpu_count, cache_share_bytes, default_group
 from zoo.train.step import build_program
 data = zoo.data.load("synthetic")
 plugin = zoo.param.get("mup")

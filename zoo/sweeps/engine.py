@@ -5,7 +5,7 @@ gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. The m
 (a `members` mesh; padded with copies of the last member to a multiple of the devices), and each device trains its
 members in groups of `group`: a group's members vmapped, the groups one after another through the whole chunk of
 steps, so a group's state stays in the cache across its steps (one group per device on an accelerator; on a CPU,
-as many members as one core's cache holds: `default_group`). Each member's peak LR is a traced value in its
+as many members as its share of the cache holds: `default_group`). Each member's peak LR is a traced value in its
 optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
 plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
@@ -36,31 +36,46 @@ Options = dict[str, Any]
 ADVICE = "sweep fewer --lrs (members) at once, or a smaller model or --batch-size"
 
 
-def default_group(param_bytes: int, per_device: int) -> int:
+def default_group(state_bytes: int, per_device: int) -> int:
     """Members vmapped together on one device. On an accelerator, all of its members (one small member leaves it
     idle). On a CPU, where each core is a device of its own (`zoo.train.backend.cpu_cores_as_devices`), the largest
-    divisor of `per_device` whose members' weights fit in one core's L2 cache: a member too big for it trains
-    fastest alone (its step runs on one core and its weights, gradient and Adam moments stay cached through the
-    chunk, where stacked members stream theirs from memory every step), while small members gain from sharing each
-    step's op overhead (bench/sweep.py, docs/results.md)."""
+    divisor of `per_device` whose members' train state (`state_bytes` each: weights, gradients, optimizer moments)
+    fits in half of one core's share of the last-level cache, the rest left to the batches and activations: a group
+    streams its members' state through every step of a chunk, so a group the cache holds gains from sharing each
+    step's op overhead and from wider products, and a group that overflows it waits on memory (bench/sweep.py,
+    docs/results.md: for members of 3.4 MB of state on a core with 16 MB, groups of 2 beat groups of 1 and 4 by
+    10%)."""
     if jax.default_backend() != "cpu":
         return per_device
-    fits = max(1, l2_cache_bytes() // max(1, param_bytes))
+    fits = max(1, cache_share_bytes() // 2 // max(1, state_bytes))
     return max(d for d in range(1, per_device + 1) if per_device % d == 0 and d <= fits)
 
 
 @functools.cache
-def l2_cache_bytes() -> int:
-    """One core's L2 cache (Linux sysfs; 512 KiB where it cannot be read)."""
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+def cache_share_bytes() -> int:
+    """One core's share of the last-level cache: its size over the CPUs sharing it (Linux sysfs; 8 MiB where it
+    cannot be read)."""
+    levels = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
-            if (index / "level").read_text().strip() == "2" and (index / "type").read_text().strip() != "Instruction":
-                size = (index / "size").read_text().strip().upper()
-                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
-                return int(size.rstrip("KM")) * scale
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = (index / "size").read_text().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+            levels.append((int((index / "level").read_text()), int(size.rstrip("KM")) * scale,
+                           _cpu_count((index / "shared_cpu_list").read_text())))
         except (OSError, ValueError):
-            break
-    return 512 << 10
+            continue
+    if not levels:
+        return 8 << 20
+    _, size, sharing = max(levels)
+    return size // max(1, sharing)
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """CPUs in a sysfs list such as "0-3,8,10-11"."""
+    ranges = [part.split("-") for part in cpu_list.strip().split(",") if part]
+    return sum(int(r[-1]) - int(r[0]) + 1 for r in ranges)
 
 
 class MemberTrainer:
@@ -192,7 +207,8 @@ class MemberTrainer:
         one = jax.eval_shape(self._init_one, jax.random.PRNGKey(0), jnp.float32(1),
                              {k: v[0] for k, v in options.items()})
         per_device = -(-len(lrs) // n)
-        self._group = min(self.group or default_group(_nbytes(one["params"]), per_device), per_device)
+        state_bytes = _nbytes(one) + _nbytes(one["params"])  # the state and the gradients
+        self._group = min(self.group or default_group(state_bytes, per_device), per_device)
         pad = np.r_[np.arange(len(lrs)), np.full(-len(lrs) % (n * self._group), len(lrs) - 1)] if self.vmapped \
             else np.arange(len(lrs))
         keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.asarray(seeds)[pad], jnp.int32))
