@@ -143,7 +143,7 @@ from zoo.train import backend
 backend.cpu_cores_as_devices()
 import jax, numpy as np, zoo.data, zoo.models, zoo.param
 from zoo.optim import OptimConfig
-from zoo.sweeps.engine import MemberTrainer, _cpu_count, cache_share_bytes, default_group
+from zoo.sweeps.engine import MemberTrainer
 from zoo.train.step import build_program
 data = zoo.data.load("synthetic")
 plugin = zoo.param.get("mup")
