@@ -278,11 +278,16 @@ def test_bundled_shakespeare():
     assert ds.decode(ds.splits["train"]["tokens"][:14]) == "First Citizen:"
 
 
-@pytest.mark.parametrize("spec", ["nope", "imagefolder:", "text:", "tfds:", "synthetic:video", "cifar10:x", ""])
+@pytest.mark.parametrize("spec", ["nope", "imagefolder:", "text:", "tfds:", "synthetic:video", "cifar10:x"])
 def test_bad_specs(spec):
     with pytest.raises(ValueError, match="unknown data spec") as err:
         zoo.data.load(spec)
     assert "imagefolder:DIR" in str(err.value) and "tokens:DIR" in str(err.value) and "shakespeare" in str(err.value)
+
+
+def test_empty_spec():
+    with pytest.raises(ValueError, match="^--data must not be empty$"):
+        zoo.data.load("")
 
 
 def test_missing_bundled_file(tmp_path):

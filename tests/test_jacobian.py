@@ -147,6 +147,15 @@ def test_critical_plugin_without_critical_point_is_one_line():
         P.get("critical", mu=1.0).for_model("mlp_resnet", mlp())
 
 
+def test_bad_critical_options_and_search_ranges_are_refused():
+    """Negative init scales, and a bisection range given high to low (which would return its midpoint unsearched)."""
+    for option, value, bound in (("sigma_w", -1.0, "> 0"), ("sigma_w", 0.0, "> 0"), ("sigma_b", -0.1, ">= 0")):
+        with pytest.raises(ValueError, match=f"{option} of 'critical' must be {bound}"):
+            P.get("critical", **{option: value})
+    with pytest.raises(ValueError, match="needs lo < hi, got 2.0:1.0"):
+        jacobian.find_critical("mlp_resnet", mlp(), "sigma_w", 2.0, 1.0)
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("model", ["mixer", "vit", "gpt"])
 def test_pre_ln_transformers_are_critical(model):

@@ -21,7 +21,7 @@ import yaml
 
 from zoo.data.config import DataConfig
 from zoo.optim import OptimConfig
-from zoo.schema import NON_NEGATIVE, POSITIVE, check_settings, check_type, flag_name, setting
+from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, flag_name, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ class LoopConfig:
     eval_batch_size: int = setting(500, "eval batch size", identity=False, check=POSITIVE)
     grad_accum: int = setting(1, "microbatches per step, scanned inside the jitted step (the batch is split K ways)",
                               identity=False, check=POSITIVE)
-    seed: int = setting(0, "seed of init, data order and dropout", check=NON_NEGATIVE)
+    seed: int = setting(0, "seed of init, data order and dropout", check=SEED)
     precision: str = setting("f32", "compute precision (params stay f32)", choices=("f32", "bf16"))
     mesh: str | None = setting(None, "device mesh data=D,fsdp=F,tensor=T (product = device count)", identity=False,
                                metavar="AXES", shown="data = all devices")

@@ -20,6 +20,7 @@ POSITIVE: Check = (lambda v: v > 0, "must be positive")
 NON_NEGATIVE: Check = (lambda v: v >= 0, "must be >= 0")
 FRACTION: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 BETA: Check = (lambda v: 0 <= v < 1, "must be in [0, 1)")
+SEED: Check = (lambda v: 0 <= v < 2**63, "must be in [0, 2^63)")  # JAX takes a seed as a signed 64-bit integer
 
 
 def setting(default: Any, help: str, *, identity: bool = True, flag: str | None = None, metavar: str | None = None,
@@ -99,6 +100,8 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
         choices, check = f.metadata.get("choices"), f.metadata.get("check")
         if value is None:
             continue
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{name} must not be empty")
         if choices and value not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         if check and not check[0](value):

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, finite, ints, positive, settings
+from zoo.cli.flags import Parser, add_settings, finite, ints, positive, seed, settings
 from zoo.config import FLAT
 from zoo.files import check_writable
 
@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=positive, help="examples in the probe's batch (default: 16; a run dir: its "
                    "batch size)")
     g.add_argument("--tol", type=finite, default=0.1, help="allowed |measured slope - theory's| (default: 0.1)")
-    g.add_argument("--seed", type=int, default=0, help="init seed (default: 0)")
+    g.add_argument("--seed", type=seed, default=0, help="init seed (default: 0)")
     g.add_argument("--json", default="runs/audit/audit.json", help="where the JSON goes (default: "
                    "runs/audit/audit.json)")
     add_settings(p, RUN_FLAGS)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
-from zoo.schema import base_type, from_text
+from zoo.schema import SEED, base_type, from_text
 
 
 class Parser(argparse.ArgumentParser):
@@ -53,6 +53,17 @@ def positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    """A seed: an integer in [0, 2^63) (JAX reads a seed as a signed 64-bit integer)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not SEED[0](value):
+        raise argparse.ArgumentTypeError(f"a seed {SEED[1]}, got {text!r}")
     return value
 
 

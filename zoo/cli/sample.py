@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, positive
+from zoo.cli.flags import Parser, finite, positive, seed
 
 
 @boundary
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
       "token (default: 1)")
     a("--top-k", type=positive, help="draw only among the K most likely tokens (default: all)")
     a("--step", type=int, help="the checkpoint's step (default: the latest)")
-    a("--seed", type=int, default=0, help="seed of the draws (default: 0)")
+    a("--seed", type=seed, default=0, help="seed of the draws (default: 0)")
     args = p.parse_args(argv)
     from zoo.sample import sample
 

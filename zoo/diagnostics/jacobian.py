@@ -140,6 +140,8 @@ def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float =
                   tol: float = 0.005, fixed: Values | None = None, **estimate: Any) -> float:
     """The value of `param` (sigma_w, sigma_b or mu) where chi_hat = 1, by bisection on log chi_hat with the other
     options at `fixed` (else the model's critical defaults). chi_hat must be monotonic in `param` on [lo, hi]."""
+    if not lo < hi:
+        raise ValueError(f"the range of {param} to search needs lo < hi, got {lo}:{hi}")
     base = Critical(**(fixed or {}))
     sign_lo, sign_hi = (np.sign(np.log(chi_grid(model_name, cfg, {param: [v]}, base=base, **estimate)[0][0]))
                         for v in (lo, hi))

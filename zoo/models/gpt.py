@@ -23,6 +23,8 @@ from zoo.param.base import Parametrization
 
 @dataclasses.dataclass
 class GPTConfig(ModelConfig):
+    sizes = (*ModelConfig.sizes, "vocab_size", "vocab_multiple", "seq_len", "head_dim", "num_heads", "mlp_ratio")
+    rates, scales = ("dropout",), ("embed_std",)
     width: int = 384
     depth: int = 6
     vocab_size: int = 65

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,23 @@ class ModelConfig:
     scan: bool = True  # scan the blocks (compile time flat in depth) or unroll them
     remat: bool = False  # recompute each block in the backward pass (less activation memory)
     dtype: str = "float32"  # compute dtype; parameters stay float32
+
+    # options checked on construction (a ValueError naming the option): sizes (ints, or each int of a shape) >= 1,
+    # None allowed; rates in [0, 1); scales >= 0. Each model adds its own.
+    sizes: ClassVar[tuple[str, ...]] = ("width", "depth", "base_width", "base_depth")
+    rates: ClassVar[tuple[str, ...]] = ()
+    scales: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for name in self.sizes:
+            value = getattr(self, name)
+            if value is not None and min(value if isinstance(value, tuple) else (value,), default=1) < 1:
+                raise ValueError(f"model option {name} must be at least 1, got {value}")
+        ranges = ((self.rates, lambda v: 0 <= v < 1, "in [0, 1)"), (self.scales, lambda v: v >= 0, ">= 0"))
+        for names, ok, bound in ranges:
+            for name in names:
+                if not ok(getattr(self, name)):
+                    raise ValueError(f"model option {name} must be {bound}, got {getattr(self, name)}")
 
 
 class Multiplier(nnx.Variable):

@@ -22,6 +22,7 @@ from zoo.param.base import Parametrization
 
 @dataclasses.dataclass
 class MixerConfig(ModelConfig):
+    sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "patch", "token_dim", "mlp_ratio")
     width: int = 256
     depth: int = 8
     in_shape: tuple[int, ...] = (32, 32, 3)

@@ -25,6 +25,7 @@ from zoo.param.base import Parametrization
 
 @dataclasses.dataclass
 class MLPResNetConfig(ModelConfig):
+    sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "block_depth")
     width: int = 256
     depth: int = 8
     in_shape: tuple[int, ...] = (32, 32, 3)

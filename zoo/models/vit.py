@@ -21,6 +21,8 @@ from zoo.param.base import Parametrization
 
 @dataclasses.dataclass
 class ViTConfig(ModelConfig):
+    sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "patch", "head_dim", "num_heads", "mlp_ratio")
+    rates, scales = ("dropout",), ("embed_std",)
     width: int = 192
     depth: int = 6
     in_shape: tuple[int, ...] = (32, 32, 3)

@@ -45,6 +45,10 @@ class Critical(Parametrization):
                     object.__setattr__(self, option, float(value))
                 except ValueError:
                     raise ValueError(f"option {option} of 'critical' must be a number, got {value!r}") from None
+        for option, ok, bound in (("sigma_w", lambda v: v > 0, "> 0"), ("sigma_b", lambda v: v >= 0, ">= 0")):
+            value = getattr(self, option)
+            if isinstance(value, (int, float)) and not ok(value):  # traced values (a sweep's) pass as they are
+                raise ValueError(f"option {option} of 'critical' must be {bound}, got {value}")
 
     def init_std(self, tag: Tag, std0: float) -> Any:
         weight = tag.kind == "hidden" or (tag.kind == "scalar" and not tag.role.endswith("_bias"))
