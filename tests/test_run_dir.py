@@ -1,6 +1,6 @@
 """A run dir that nothing can poison (issue 16, items 1-4, 15, 17): readers never touch a live run; the identity is
 checked against the checkpoints' config when config.json is gone; the horizon is part of the identity; a refused
-command writes nothing; a fork's bad step lists the saved ones; files follow the umask."""
+command writes nothing; a fork's bad step lists the saved ones; files follow the umask; a figure is written whole."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import sys
 
 import pytest
 from cli_utils import ROOT, SMALL, child_env, clean_error, run_main_many, run_train, start_train, wait_for_rows
+
+from zoo.files import save_figure
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_dir")]
 TINY_GPT = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--batch-size", "4",
@@ -140,3 +142,29 @@ def test_files_follow_the_umask(tmp_path):
     assert proc.returncode == 0 and "metrics.jsonl rows after step 2" in proc.stderr, proc.stderr
     for name in ("config.json", "summary.json", "metrics.jsonl"):
         assert (run / name).stat().st_mode & 0o777 == 0o640, name
+
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
+    """save_figure (every plot zoo writes: curves, sweeps, coordinate checks, papers) replaces its file in one rename:
+    a save that fails midway (a full disk) leaves the previous picture and no temporary file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = tmp_path / "plots" / "curves.png"
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    save_figure(fig, path)
+    before = path.read_bytes()
+    assert before.startswith(b"\x89PNG")
+    fig, _ = plt.subplots()
+
+    def half_then_full(f, **_):
+        f.write(b"\x89PNG half a picture")
+        raise OSError(28, "No space left on device")
+
+    fig.savefig = half_then_full
+    with pytest.raises(OSError):
+        save_figure(fig, path)
+    assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["curves.png"]

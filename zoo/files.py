@@ -42,6 +42,19 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
         raise
 
 
+def save_figure(fig: Any, path: str | Path, dpi: float | None = None) -> Path:
+    """A matplotlib figure saved to `path` atomically (see `atomic`; its folder made, its format from the suffix,
+    PNG by default), then closed."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic(path, "wb") as f:
+        fig.savefig(f, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+    plt.close(fig)
+    return path
+
+
 def write_atomic(path: Path, text: str) -> None:
     """`text` written to `path` atomically (see `atomic`)."""
     with atomic(path) as f:

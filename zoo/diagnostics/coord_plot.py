@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.diagnostics.verdict import group_of
+from zoo.files import save_figure
 
 ORDER = ("input", "hidden", "stream", "attention", "output")
 
@@ -50,6 +51,4 @@ def plot(sizes: Sequence[int], data: dict[str, np.ndarray], expected: dict[str, 
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from zoo.diagnostics import jacobian
+from zoo.files import save_figure
 from zoo.param import mean_field_theory as theory
 from zoo.param.critical import Critical
 
@@ -54,9 +55,7 @@ def plot(chi: np.ndarray, x: tuple[str, Sequence[float]], y: tuple[str, Sequence
     fig, ax = plt.subplots(figsize=(5.2, 4.2), dpi=120)
     draw(ax, chi, x, y, title, line)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def draw(ax: Any, chi: np.ndarray, x: tuple[str, Sequence[float]], y: tuple[str, Sequence[float]], title: str = "",

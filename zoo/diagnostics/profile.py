@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from zoo.diagnostics.jacobian import loglog_slope
+from zoo.files import save_figure
 from zoo.param import mean_field_theory as theory
 from zoo.param.critical import Critical
 
@@ -47,9 +48,7 @@ def plot(profile: np.ndarray, stderr: np.ndarray, path: str | Path, title: str =
     fig, ax = plt.subplots(figsize=(5.2, 4.0), dpi=120)
     draw(ax, profile, stderr, title, theory)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def draw(ax: Any, profile: np.ndarray, stderr: np.ndarray, title: str = "", theory: np.ndarray | None = None) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.files import read_mapping, write_atomic
+from zoo.files import read_mapping, save_figure, write_atomic
 from zoo.papers.claim import Claim, Numbers, verdict
 
 FIGURE, RESULTS, PAGE, INDEX = "figure.png", "results.json", "README.md", "README.md"
@@ -155,11 +155,8 @@ def figure(cols: int, rows: int = 1, size: tuple[float, float] = (4.6, 3.6)) -> 
 
 def save(fig: Any, path: Path) -> None:
     """Save a claim's figure small (dpi 100) and close it."""
-    import matplotlib.pyplot as plt
-
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def sizes(values: dict[Any, float | None], prefix: str = "L=", digits: int = 0, none: str = "all diverged") -> str:

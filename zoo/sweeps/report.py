@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from zoo.files import save_figure
+
 METRICS = ("train_loss", "eval_loss")
 
 
@@ -131,10 +133,7 @@ def plot_panels(panels: list[tuple[Summary, str]], path: Path) -> Path:
     for ax, (summary, title) in zip(axes[0], panels, strict=True):
         panel(ax, summary, title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def panel(ax: Any, summary: Summary, title: str) -> None:

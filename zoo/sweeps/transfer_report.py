@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.files import save_figure
 from zoo.sweeps import report
 from zoo.sweeps.transfer import Arm, TransferSpec
 
@@ -129,10 +130,7 @@ def plot(arms: list[Arm], spec: TransferSpec, path: Path) -> Path:
         ax.legend(fontsize=8)
     fig.suptitle(verdict(arms, spec) + f"  ({settings(spec)})", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def _axis(spec: TransferSpec) -> str:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from zoo.errors import DiskFull, is_disk_full
-from zoo.files import write_atomic
+from zoo.files import save_figure, write_atomic
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: a long path stays one line in a log file
 HEARTBEAT_S = 30.0
@@ -203,7 +203,4 @@ def plot_curves(run_dir: Path) -> Path:
         ax.plot(*curve(k), "o-")
         ax.set(xlabel="step", title=f"eval {k}")
     fig.tight_layout()
-    out = run_dir / "curves.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, run_dir / "curves.png", dpi=110)
