@@ -58,6 +58,27 @@ def test_a_refused_prepare_leaves_no_out(tmp_path, capsys):
         assert not out.exists()
 
 
+def test_prepare_refuses_an_empty_corpus_and_a_folder_of_other_files(tmp_path, capsys):
+    """An empty corpus, and an --out that holds other files (a run dir), are one line; nothing is written or left in
+    either. A BPE smaller than asked says so."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "corpus.txt").write_text("hello world, a small corpus\n" * 20)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    cases = [(["text", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "out")], "is empty"),
+             (["text", str(tmp_path / "corpus.txt"), "--out", str(run)], "holds other files (config.json)")]
+    for argv, expected in cases:
+        with pytest.raises(SystemExit) as e:
+            prepare_main(argv)
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert e.value.code == 1 and len(err) == 1 and expected in err[0], err
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in run.iterdir()) == ["config.json"]
+    prepare_main(["text", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "bpe"), "--tokenizer", "bpe:5000"])
+    said = capsys.readouterr().out
+    assert "fewer than the 5,000 asked" in said and "a vocabulary of" in said, said
+
+
 def test_every_source_refuses_fewer_than_two_classes(tmp_path):
     """A train split with one class (the other only in test), in memory and streamed; a generated set; a
     one-character text file."""

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser
 
@@ -20,6 +22,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", help="the tfds data dir")
     args = p.parse_args(argv)
     from zoo.data.prepare import prepare
+    from zoo.data.tokenizer import parse
+    from zoo.data.tokens import read_meta
 
     counts = prepare(args.kind, args.source, args.out, args.tokenizer, args.data_dir)
-    print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens; use --data tokens:{args.out}")
+    vocab, (kind, asked) = read_meta(Path(args.out).expanduser())["vocab_size"], parse(args.tokenizer)
+    fewer = f" (fewer than the {asked:,} asked: the corpus has no more merges)" if kind == "bpe" and vocab < asked \
+        else ""
+    print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens, a vocabulary of {vocab:,}"
+          f"{fewer}; use --data tokens:{args.out}")

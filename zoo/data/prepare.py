@@ -25,9 +25,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
-from zoo.data.tokenizer import BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
+from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
 
 CHUNK = 1 << 22  # characters read (and encoded) at a time
+WRITTEN = ("train.bin", "val.bin", "all.bin.partial", tokens.META, BPE_MODEL)  # what a prepare writes
 Advance = Callable[[int], None]
 
 
@@ -130,6 +131,7 @@ def prepare_text(source: Path, files: list[Path], out: Path, spec: str) -> dict[
         count = encode_to(whole, read_chunks(files, errors, advance), tokenizer)
     itemsize = np.dtype(tokens.DTYPES[tokens.dtype_for(tokenizer.vocab_size)]).itemsize
     counts = split_tail(whole, out / "train.bin", out / "val.bin", count, itemsize)
+    _check_counts(counts, source.name)
     tokens.write_meta(out, tokenizer, counts, str(source.resolve()))
     _save(tokenizer, out)
     return counts
@@ -157,9 +159,19 @@ def prepare_tfds(name: str, sources: dict[str, Any], eval_split: str, feature: s
         with progress(f"tokenizing {name}:{split}", len(sources[split]), unit_bytes=False) as advance:
             counts[target] = encode_to(out / f"{target}.bin", joined(tfds_source.texts(sources[split], feature),
                                                                       advance), tokenizer)
+    _check_counts(counts, f"tfds:{name}")
     tokens.write_meta(out, tokenizer, counts, f"tfds:{name}")
     _save(tokenizer, out)
     return counts
+
+
+def _check_counts(counts: dict[str, int], source: str) -> None:
+    """Both splits hold tokens (a corpus of a few characters leaves the validation split empty)."""
+    empty = [split for split, n in counts.items() if n == 0]
+    if empty:
+        raise ValueError(f"{source} is too small: its {' and '.join(empty)} split{'s' if len(empty) > 1 else ''} "
+                         "would hold no tokens "
+                         f"({counts['train']:,} train, {counts['val']:,} val)")
 
 
 def _save(tokenizer: Tokenizer, out: Path) -> None:
@@ -176,21 +188,29 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
         raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
     if target.exists() and not target.is_dir():
         raise ValueError(f"--out {target} is a file, not a directory")
+    if target.is_dir() and (other := sorted(p.name for p in target.iterdir() if p.name not in WRITTEN)):
+        raise ValueError(f"--out {target} holds other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''})"
+                         "; pass a new or empty folder")
     if kind == "text":
         files = text_files(Path(source).expanduser())
+        if not any(p.stat().st_size for p in files):
+            raise ValueError(f"{source} is empty: there is no text to tokenize")
     else:
         sources, eval_split, feature = tfds_text(source, data_dir)
     created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     try:
-        for name in ("train.bin", "val.bin", "all.bin.partial"):
+        for name in WRITTEN:
             (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
         if kind == "text":
             return prepare_text(Path(source).expanduser(), files, target, spec)
         return prepare_tfds(source, sources, eval_split, feature, target, spec)
     except BaseException:
-        if created:  # a refused or interrupted prepare leaves no --out behind
+        if created:  # a refused or interrupted prepare leaves no --out behind, nor its files in one that was there
             shutil.rmtree(target, ignore_errors=True)
+        else:
+            for name in WRITTEN:
+                (target / name).unlink(missing_ok=True)
         raise
 
 

@@ -79,8 +79,9 @@ def check_classes(count: int, kind: str, what: str) -> None:
     """A set to classify (images into classes, text into next tokens) needs two classes at least: with one, the
     loss goes to 0 and the accuracy to 1 without anything learned."""
     if count < 2:
-        unit = "token in its vocabulary" if kind == "text" else "class"
-        raise ValueError(f"{what} has {count} {unit}{'s' if count != 1 else ''}; training needs at least 2 "
+        unit = ("token" if count == 1 else "tokens") + " in its vocabulary" if kind == "text" else \
+            "class" if count == 1 else "classes"
+        raise ValueError(f"{what} has {count} {unit}; training needs at least 2 "
                          "(with one, the loss is 0 and the accuracy 1 whatever the model does)")
 
 
