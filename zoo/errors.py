@@ -78,6 +78,8 @@ def one_line(e: BaseException) -> str:
     """The first line of an exception's message (XLA's and orbax's run over many), or its type's name."""
     if isinstance(e, KeyError):
         return f"missing key {e}"
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.strerror}: {e.filename}"  # not "[Errno 17] File exists: '...'"
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     if not lines:
         return type(e).__name__

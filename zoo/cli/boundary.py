@@ -19,7 +19,8 @@ from typing import Any
 
 from zoo.errors import DiskFull, Stopped, ZooError, failure_dir, is_disk_full, one_line, out_of_memory
 
-EXPECTED = (ZooError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+            PermissionError)
 QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures")
 
 
@@ -56,7 +57,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         except BaseException as e:
             if is_disk_full(e):
                 e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".")
-            if isinstance(e, EXPECTED):
+            if isinstance(e, EXPECTED) or (isinstance(e, OSError) and e.filename is not None):  # a path's error
                 print(f"error: {one_line(e)}", file=sys.stderr)
             elif (size := out_of_memory(e)) is not None:
                 print(f"error: out of memory: this machine could not allocate {size}; use smaller sizes (widths, "
