@@ -177,6 +177,7 @@ def test_default_lr_keeps_the_smallest_width_linear(tmp_path, capsys):
 @pytest.mark.parametrize("args, expect", [
     (["--widths", "64"], "at least two --widths"),
     (["--depths", "8"], "at least two --depths"),
+    (["--depths", "2,4,8"], "each depth must be a multiple of 4, got 2"),
     (["--widths", "a,b"], "comma-separated integers"),
     (["--param", "mupp"], "unknown parametrization 'mupp'"),
     (["--model", "resnet"], "unknown model 'resnet'"),
@@ -214,6 +215,14 @@ def test_bad_input_from_the_shell_is_one_line(tmp_path):
      "adam", {"input": -1.5, "hidden": -0.5, "output": 0}),
     ("abcd", {"attn_exp": 0.5, "input": "0,0,0,1", "vector": "0,0,0,1", "hidden": "0,0.5,1,1", "output": "1,0,0,1"},
      "adam", {"hidden": 0, "output": 0, "attention": 0.5}),
+    # a zero readout (V0 = 0): Delta f = Delta V h alone, n^-r_out with r_out = 1/2 here (a random V0 adds n^0)
+    ("abcd", {"input": "0,0,0,1", "vector": "0,0,0,1", "hidden": "0,0.5,1,1", "output": "1,0,0.5,1",
+              "zero_init": "true"}, "adam", {"hidden": 0, "output": -0.5}),
+    ("abcd", {"input": "0,0,0,1", "vector": "0,0,0,1", "hidden": "0,0.5,1,1", "output": "1,0,0.5,1"}, "adam",
+     {"hidden": 0, "output": 0}),
+    # ntk_mup's logits q.k / d^((1+s)/2): NTK's at s = 0, muP's at s = 1, Theta(1) changes between
+    ("ntk_mup", {"s": 0.0}, "adam", {"hidden": -0.5, "attention": 0}),
+    ("ntk_mup", {"s": 0.5}, "adam", {"hidden": -0.25, "attention": 0}),
 ])
 def test_expected_slopes_match_tp4b(name, opts, optimizer, expected):
     """Predicted width slopes, Delta h ~ n^-min r and Delta f ~ n^max(-r_out, 1 - a_out - b_out - r), against the

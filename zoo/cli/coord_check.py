@@ -96,7 +96,8 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
         [(v, result["branch"], " (branch)") for v in result["branch_verdicts"]]
     for v, data, part in rows:
         rms = data[v.layer][:, -1]
-        mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]" + ("" if not v.matches else " (unstable)")
+        unstable = " (as predicted; the plugin is unstable)" if v.matches else ""
+        mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]" + unstable
         table.add_row(v.layer + part, v.group, f"{rms[0]:.3g}", f"{rms[-1]:.3g}",
                       " ".join("  —  " if s != s else f"{s:+.2f}" for s in v.slopes),
                       ("<= " if v.group == "attention" else "") + f"{v.expected:+.2f}", mark)

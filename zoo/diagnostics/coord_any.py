@@ -61,6 +61,8 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         raise ValueError(f"a {axis} sweep needs at least two positive {axis}s, got {sizes}")
     if axis == "depth" and width is None:
         raise ValueError("a depth sweep needs the width it runs at")
+    if axis == "depth":
+        verdict.check_depths(sizes)
     heads = head_dim if callable(head_dim) else (lambda _: head_dim)
     if lr is not None and not 0 < lr < float("inf"):
         raise ValueError(f"lr must be a positive number, got {lr}")

@@ -50,6 +50,8 @@ class CoordSpec:
 
 def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
     """One sweep over width or depth: data, slopes, expectations and verdicts (dropout off unless asked)."""
+    if axis == "depth":
+        verdict.check_depths(sizes)
     overrides = {**spec.model_opt, **fixed}
     if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step

@@ -111,16 +111,28 @@ def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectatio
     return out
 
 
-def at_depth_fractions(data: dict[str, np.ndarray], depth: int,
-                       fractions: Sequence[float] = (0.25, 0.5, 0.75, 1.0)) -> dict[str, np.ndarray]:
-    """Per-block layers "name/l" of a depth-L model -> "name@f", the block at relative depth f (l = ceil(f L) - 1);
-    unstacked layers unchanged. Makes layers of different depths comparable."""
+DEPTH_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+
+
+def check_depths(depths: Sequence[int]) -> None:
+    """A depth sweep compares the blocks at relative depths DEPTH_FRACTIONS: every depth must have a block at each
+    (a multiple of 4), else a shallow model's block stands for another relative depth and tilts every slope."""
+    off = [d for d in depths if any((f * d) % 1 for f in DEPTH_FRACTIONS)]
+    if off:
+        raise ValueError(f"a depth sweep compares the blocks at {', '.join(f'{f:g}' for f in DEPTH_FRACTIONS)} of the "
+                         f"depth: each depth must be a multiple of 4, got {', '.join(map(str, off))}")
+
+
+def at_depth_fractions(data: dict[str, np.ndarray], depth: int) -> dict[str, np.ndarray]:
+    """Per-block layers "name/l" of a depth-L model -> "name@f", the block at relative depth f (l = f L - 1, f in
+    DEPTH_FRACTIONS; check_depths); unstacked layers unchanged. Makes layers of different depths comparable."""
+    check_depths([depth])
     out = {}
     for layer, v in data.items():
         name, _, idx = layer.rpartition("/")
         if name and idx.isdigit():
-            for f in fractions:
-                if int(idx) == max(int(np.ceil(f * depth)) - 1, 0):
+            for f in DEPTH_FRACTIONS:
+                if int(idx) == round(f * depth) - 1:
                     out[f"{name}@{f:g}"] = v
         else:
             out[layer] = v

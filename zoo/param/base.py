@@ -155,7 +155,8 @@ class Parametrization:
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
         e = math.log2(float(self.attn_scale(64, 64)) / float(self.attn_scale(128, 64)))  # logits ~ d_head^-e
-        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, self.spectral_c, muon_io)
+        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, self.spectral_c, muon_io,
+                                    zero_readout=bool(self.zero_init))
 
     def spectral_c(self, kind: str) -> float:
         """The Muon LR exponent of a kind (lr_exponent under the spectral family)."""

@@ -4,6 +4,8 @@ TP IVb calls it UP_u with u = (1 - s)/2 (Rem 2.8.25); in the gauge of its table:
   input, vector (0, 0, u, 1-u);  hidden (0, 1/2, 1+u, 1-u);  output (1-u, 0, u, 1-u).
 u = 0 is the muP table exactly; u = 1/2 is NTK up to a gauge shift of 1/2 on hidden weights. Hidden features
 move by m^(-u) per step. Yaida grows depth with width as L proportional to n^(1-s) (`yaida_depth`).
+Attention logits are q.k / d_head^(1-u): muP's 1/d at s = 1, NTK's 1/sqrt(d) at s = 0 (the family is stated for
+MLPs; between its ends the exponent interpolates, which keeps the logits' change Theta(1) in width, as at both ends).
 """
 
 import dataclasses
@@ -15,7 +17,6 @@ from zoo.param.base import Parametrization
 @dataclasses.dataclass(frozen=True)
 class NTKMuP(Parametrization):
     name = "ntk_mup"
-    attn_exponent = 1.0
     s: Any = 1.0
 
     def __post_init__(self):
@@ -31,6 +32,11 @@ class NTKMuP(Parametrization):
             "output": (1 - u, 0, u, 1 - u),
             "scalar": (0, 0, 0, 0),
         }[tag.kind]
+
+    def attn_scale(self, d_head: int, base_d_head: int) -> Any:
+        """attn_mult * d0^(e - 1/2) / d^e with e = 1 - u = (1 + s) / 2."""
+        e = (1.0 + self.s) / 2.0
+        return self.attn_mult * base_d_head ** (e - 0.5) / d_head**e
 
     def yaida_depth(self, width: int, base_width: int, base_depth: int) -> int:
         """The depth that keeps gamma = L / n^(1-s) fixed: L0 * (n / n0)^(1 - s)."""

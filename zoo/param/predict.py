@@ -12,7 +12,7 @@ d* = a_out for the readout), i.e. c -> c - d + d* (Yang-Hu abc form). The predic
 
     Delta h (input layer)  ~ n^-r_in
     Delta h (hidden)       ~ n^-r,  r = min of r over the kinds before the readout
-    Delta f                ~ n^max(-r_out, 1 - a_out - b_out - r)
+    Delta f                ~ n^max(-r_out, 1 - a_out - b_out - r)     (n^-r_out from a zero readout V0 = 0)
     Delta attention logits ~ n^(s (1 - e) - r)   for logits q.k / d_head^e with d_head ~ n^s
 
 In depth (TP VI section 7, branch multiplier L^-alpha, branch updates L^-gamma): the change caused by the
@@ -67,9 +67,10 @@ def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Itera
 def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
                  kinds: Iterable[str] = ("input", "vector", "hidden"), attn_exponent: float = 0.5,
                  head_dim_slope: float = 1.0, spectral_c: Callable[[str], float] | None = None,
-                 muon_io: bool = False) -> dict[str, float]:
+                 muon_io: bool = False, zero_readout: bool = False) -> dict[str, float]:
     """Group -> raw predicted log-log slope of the change of its activations against width (the residual stream
-    moves like the hidden pre-activations)."""
+    moves like the hidden pre-activations). `zero_readout`: the readout starts at V0 = 0, so Delta f = Delta V h
+    alone, n^-r_out (the V0 Delta h term is gone)."""
     r = feature_exponents(abcd, optimizer, kinds, spectral_c, muon_io)
     body = [v for k, v in r.items() if k != "output"]
     r_body = min(body) if body else 0.0
@@ -78,7 +79,7 @@ def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
         "input": -r.get("input", r_body),
         "hidden": -r_body,
         "stream": -r_body,
-        "output": max(-r["output"], 1.0 - a_out - b_out - r_body),
+        "output": -r["output"] if zero_readout else max(-r["output"], 1.0 - a_out - b_out - r_body),
         "attention": head_dim_slope * (1.0 - float(attn_exponent)) - r_body,
     })
 
