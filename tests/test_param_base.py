@@ -86,3 +86,26 @@ def test_freeze_keeps_the_listed_kinds_at_their_init():
         assert moved == (var.get_metadata()["tag"].kind not in ("input", "output")), path
     with pytest.raises(ValueError, match="freeze: unknown kind hiden; kinds are input, hidden"):
         program(P.get("sp", freeze="hiden"))
+
+
+@pytest.mark.parametrize("name", ["mup", "depth_mup", "ntk"])
+def test_init_mult_scales_every_init_std_and_nothing_else(name):
+    """init_mult c (TP-V's tunable init scale) draws every parameter as c times the same draw: the random ones are
+    c times those of c = 1 (same seed; rtol 1e-6, the product's rounding), the constant ones (norm gains, zero
+    biases) unchanged; the first
+    Adam step is the same size (its LR rules do not see c). `critical` refuses it (sigma_w is its init scale)."""
+    c = 0.375
+    plain, scaled = (program(P.get(name, **o), base_width=32, base_depth=2) for o in ({}, {"init_mult": str(c)}))
+    a, b = leaves(plain.init(jax.random.key(0))["params"]), leaves(scaled.init(jax.random.key(0))["params"])
+    for path, va in a.items():
+        va, vb = np.asarray(va[...]), np.asarray(b[path][...])
+        constant = np.all(va == va.ravel()[0])
+        np.testing.assert_allclose(vb, va if constant else c * va, rtol=1e-6, atol=0, err_msg=path)
+    data = batch()
+    steps = [p.train_step(p.init(jax.random.key(0)), data)[0]["params"] for p in (plain, scaled)]
+    for path in a:
+        moved = [np.abs(np.asarray(leaves(s)[path][...]) - np.asarray(init[path][...])).max()
+                 for s, init in zip(steps, (a, b), strict=True)]
+        np.testing.assert_allclose(moved[1], moved[0], rtol=1e-3, err_msg=path)
+    with pytest.raises(ValueError, match="init_mult does not apply"):
+        P.get("critical", init_mult=2.0)

@@ -4,7 +4,7 @@ In abcd terms (TP IVb Def 2.2.1, section 5 of seed_tp4b_adam.md), with m = n / n
 parameters inside residual branches (r = 1 elsewhere):
 
     forward multiplier   m^-a                       (times `readout_mult` on output-kind parameters)
-    init std             std0 * m^-b                (std0: the SP std at the base width)
+    init std             init_mult * std0 * m^-b    (std0: the SP std at the base width)
     Adam LR multiplier   m^-c * r^-gamma
     gradient pre-scale   m^d  * r^alpha       (Adam epsilon eps * m^-d * r^-alpha; SGD LR m^(d-c) r^(alpha-gamma))
     Muon LR multiplier   m^-(c - k/2) * r^-gamma     (k width axes: the same ||dW||_* scaling as Adam's; zoo.param.
@@ -49,6 +49,7 @@ class Parametrization:
       branch_mult: the constant a of the branch multiplier.
       readout_mult: a constant on the output layer's forward multiplier.
       attn_mult: a constant on the attention-logit scale.
+      init_mult: a constant on every init std (TP-V's tunable init scale: width-independent, so it transfers).
       zero_init: initialise output-kind weights and attention queries at zero (muP allows it, TP-V).
       freeze: a comma list of kinds that do not train (LR and weight decay 0), e.g. "input,output" as in TP VI's
         depth experiments, which train only the residual blocks.
@@ -64,6 +65,7 @@ class Parametrization:
     branch_mult: Any = 1.0
     readout_mult: Any = 1.0
     attn_mult: Any = 1.0
+    init_mult: Any = 1.0
     zero_init: bool = False
     freeze: str = ""
 
@@ -78,10 +80,10 @@ class Parametrization:
         return mult * self.readout_mult if tag.kind == "output" else mult
 
     def init_std(self, tag: Tag, std0: float) -> Any:
-        """Init std std0 * m^-b, or 0 for readouts and queries under zero_init."""
+        """Init std init_mult * std0 * m^-b, or 0 for readouts and queries under zero_init."""
         if self.zero_init and (tag.kind == "output" or tag.role == "query"):
             return 0.0
-        return std0 * tag.width_mult ** -self.abcd(tag)[1]
+        return self.init_mult * std0 * tag.width_mult ** -self.abcd(tag)[1]
 
     def lr_exponent(self, tag: Tag, family: str = "adam") -> Any:
         """The width exponent c of the LR multiplier m^-c under an optimizer family (zoo.param.families): the table's

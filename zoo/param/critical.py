@@ -45,6 +45,8 @@ class Critical(Parametrization):
                     object.__setattr__(self, option, float(value))
                 except ValueError:
                     raise ValueError(f"option {option} of 'critical' must be a number, got {value!r}") from None
+        if isinstance(self.init_mult, (int, float)) and self.init_mult != 1:
+            raise ValueError("'critical' sets the init through sigma_w and sigma_b; init_mult does not apply")
         for option, ok, bound in (("sigma_w", lambda v: v > 0, "> 0"), ("sigma_b", lambda v: v >= 0, ">= 0")):
             value = getattr(self, option)
             if isinstance(value, (int, float)) and not ok(value):  # traced values (a sweep's) pass as they are
