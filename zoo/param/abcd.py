@@ -51,9 +51,9 @@ class ABCD(Parametrization):
         given = getattr(self, tag.kind)
         return given if given is not None else SP_TABLE[tag.kind]
 
-    def attn_scale(self, d_head, base_d_head):
-        e = self.attn_exp
-        return self.attn_mult * base_d_head ** (e - 0.5) / d_head**e
+    @property
+    def attn_exponent(self) -> Any:
+        return self.attn_exp
 
 
 def _load(path: str) -> dict:

@@ -33,10 +33,10 @@ class NTKMuP(Parametrization):
             "scalar": (0, 0, 0, 0),
         }[tag.kind]
 
-    def attn_scale(self, d_head: int, base_d_head: int) -> Any:
-        """attn_mult * d0^(e - 1/2) / d^e with e = 1 - u = (1 + s) / 2."""
-        e = (1.0 + self.s) / 2.0
-        return self.attn_mult * base_d_head ** (e - 0.5) / d_head**e
+    @property
+    def attn_exponent(self) -> Any:
+        """e of the logits q.k / d_head^e: 1 - u = (1 + s) / 2."""
+        return (1.0 + self.s) / 2.0
 
     def yaida_depth(self, width: int, base_width: int, base_depth: int) -> int:
         """The depth that keeps gamma = L / n^(1-s) fixed: L0 * (n / n0)^(1 - s)."""
