@@ -125,8 +125,8 @@ def check_depths(depths: Sequence[int]) -> None:
 
 def at_depth_fractions(data: dict[str, np.ndarray], depth: int) -> dict[str, np.ndarray]:
     """Per-block layers "name/l" of a depth-L model -> "name@f", the block at relative depth f (l = f L - 1, f in
-    DEPTH_FRACTIONS; check_depths); unstacked layers unchanged. Makes layers of different depths comparable."""
-    check_depths([depth])
+    DEPTH_FRACTIONS; the sweep's depths passed check_depths); unstacked layers unchanged. Makes layers of different
+    depths comparable."""
     out = {}
     for layer, v in data.items():
         name, _, idx = layer.rpartition("/")

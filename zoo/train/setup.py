@@ -70,9 +70,8 @@ def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
              "seq_len": data.seq_len, "dtype": "bfloat16" if cfg.loop.precision == "bf16" else "float32",
              "remat": cfg.loop.remat == "block"}
     out.update({k: v for k, v in facts.items() if k in fields and v is not None})
-    flags = {"width": "--width", "depth": "--depth", "base_width": "--base-width", "base_depth": "--base-depth"}
     for k, v in m.options.items():
-        given_by = flags[k] if k in flags and getattr(m, k) is not None else \
+        given_by = "--" + k.replace("_", "-") if k in given and getattr(m, k) is not None else \
             "the data" if k in facts and k not in ("dtype", "remat") and out.get(k) is not None else None
         if given_by is not None and _differs(v, out[k]):
             raise ValueError(f"model option {k}={v} contradicts {given_by} ({k} = {out[k]}); give it once")
