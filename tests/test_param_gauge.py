@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import numpy as np
 import pytest
 from param_helpers import batch, program, trajectory
 
+import zoo.models as M
 import zoo.param as P
+from zoo.optim import OptimConfig
+from zoo.train.step import build_program
 
 EPS = 3e-3
 MUP_ABCD = {"input": "0,0,0,1", "hidden": "0,0.5,1,1", "output": "1,0,0,1", "vector": "0,0,0,1"}
@@ -61,3 +65,22 @@ def test_ntk_mup_ends_are_mup_and_ntk(s, name):
     """seed_yaida_and_lecture.md 1.2 / TP IVb Rem 2.8.25: ntk_mup at s = 1 is muP's table and at s = 0 NTK's up
     to a gauge shift of 1/2 on hidden weights, so both train identically (3 Adam steps, rtol 1e-4)."""
     assert deviation(run(P.get(name)), run(P.get("ntk_mup", s=s))) < 1e-4
+
+
+def test_tied_readout_keeps_the_gauge():
+    """A GPT readout tied to the token embedding (f = mult * h E^T, E input kind) trains identically in the IVb,
+    Table 3 and mean-field gauges of muP: the tied multiplier is the output rule shifted onto E's init (TP IVb Prop
+    2.2.3), m^-1 in every gauge, not the gauge's own readout multiplier (1 in Table 3, whose logits then start 2.7x
+    too large at n = 8/3 n0 and move like n). Adam, 3 steps, logits and losses within 1e-4."""
+    cfg = M.config("gpt", width=64, base_width=24, depth=1, head_dim=8, seq_len=8, vocab_size=16,
+                   tie_embeddings=True, scan=False)
+    tokens = jax.random.randint(jax.random.key(1), (4, 9), 0, 16)
+    data = {"x": tokens[:, :-1], "y": tokens[:, 1:]}
+
+    def tied(plugin):
+        return trajectory(build_program(lambda r: M.create("gpt", cfg, plugin, r), plugin,
+                                        OptimConfig(name="adam", lr=1e-2, eps=EPS)), data)
+
+    ref = tied(P.get("mup"))
+    for plugin in (P.get("mup", gauge="table3"), P.get("mup", gauge="mean_field")):
+        assert deviation(ref, tied(plugin)) < 1e-4, plugin

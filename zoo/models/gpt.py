@@ -4,7 +4,7 @@
 
 Token and position embeddings are input kind; with tie_embeddings the readout is V = E^T, which keeps its
 input-kind tag (so its LR and epsilon rules), and only the readout applies the output-kind forward multiplier
-m_out (TP IVb gauge; microsoft/mup MuSharedReadout). Dropout on the embedding and on each branch output when the
+m_out, gauge-shifted onto E's init (plugin.tied_multiplier; microsoft/mup MuSharedReadout). Dropout on the embedding and on each branch output when the
 model is called with a key and train=True (nanoGPT's attention-probability dropout is left out).
 """
 
@@ -66,7 +66,8 @@ class GPT(nnx.Module):
         readout = top.tag("output", cfg.width, rows, role="readout")
         if cfg.tie_embeddings:
             self.head = None
-            self.readout_mult = Multiplier(jnp.asarray(plugin.multiplier(readout), jnp.float32))
+            mult = plugin.tied_multiplier(readout, self.wte.table.tag)
+            self.readout_mult = Multiplier(jnp.asarray(mult, jnp.float32))
         else:
             self.head = Dense(cfg.width, rows, kind="output", scale=top, rngs=rngs, role="readout",
                               axes=("embed", "vocab"))
