@@ -4,8 +4,9 @@
 
 Token and position embeddings are input kind; with tie_embeddings the readout is V = E^T, which keeps its
 input-kind tag (so its LR and epsilon rules), and only the readout applies the output-kind forward multiplier
-m_out, gauge-shifted onto E's init (plugin.tied_multiplier; microsoft/mup MuSharedReadout). Dropout on the embedding and on each branch output when the
-model is called with a key and train=True (nanoGPT's attention-probability dropout is left out).
+m_out, gauge-shifted onto E's init (plugin.tied_multiplier; microsoft/mup MuSharedReadout). Dropout on the
+embedding and on each branch output when the model is called with a key and train=True (nanoGPT's
+attention-probability dropout is left out).
 """
 
 from __future__ import annotations
