@@ -131,6 +131,26 @@ def test_verdicts():
     assert judge.null_directions({"a": 1.0, "b": 1e-9, "c": 1e-3}) == {"b"}
 
 
+def test_init_rms_allows_for_its_sampling_noise():
+    """A realized init's RMS is a sample: log RMS over N Gaussian draws has standard error 1/sqrt(2N), so a ViT's
+    1 x n class token drawn at one std at n = 24 and 48 gives slopes with standard deviation 0.26 (at 64..256, 0.07).
+    Over 400 seeds, a tol of 0.1 alone fails 70% (15%) of these correct inits; with the sampling slack (3 standard
+    errors) under 1%, as theory's 0.3%. A slack does not hide a real exponent: a 64-wide readout table whose std
+    goes like n^-1/2 (slope -0.5, theory 0) still fails at widths 32, 128."""
+    rng = np.random.default_rng(0)
+    for xs, want_plain in (([24, 48], 0.6), ([64, 128, 256], 0.1)):
+        logs, slack = [0.0] * len(xs), judge.sampling_slack(xs, xs)
+        plain = noisy = 0
+        for _ in range(400):
+            values = [float(np.sqrt(np.mean(rng.normal(0.0, 0.02, n) ** 2))) for n in xs]
+            plain += not judge.check("init_rms", xs, values, logs, 0.1).passed
+            noisy += not judge.check("init_rms", xs, values, logs, 0.1, slack=slack).passed
+        assert plain / 400 > want_plain and noisy / 400 < 0.01, (xs, plain, noisy)
+    xs = [32, 128]
+    values = [float(np.sqrt(np.mean(rng.normal(0.0, n**-0.5, (n, 10)) ** 2))) for n in xs]
+    assert not judge.check("init_rms", xs, values, [0.0, 0.0], 0.1, slack=judge.sampling_slack(xs, [320, 1280])).passed
+
+
 @pytest.mark.slow
 def test_cli_passes_a_correct_run_and_writes_json(tmp_path, capsys):
     out = tmp_path / "audit.json"

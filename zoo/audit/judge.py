@@ -17,6 +17,7 @@ import numpy as np
 
 NULL_GRADIENT = 1e-6  # a gradient RMS below this fraction of the largest one at that size is a null direction
 NO_DECAY = 1e-12  # a per-step shrink below this is none
+SAMPLING_Z = 3.0  # standard errors of sampling noise an init-RMS slope is allowed on top of the tolerance
 
 
 @dataclasses.dataclass
@@ -41,10 +42,21 @@ def law_slope(xs: Sequence[float], logs: Sequence[float]) -> float:
     return float(np.polyfit(np.log(np.asarray(xs, np.float64)), np.asarray(logs, np.float64), 1)[0])
 
 
+def sampling_slack(xs: Sequence[float], entries: Sequence[int]) -> float:
+    """SAMPLING_Z standard errors of the least-squares log-log slope of the RMS of `entries` i.i.d. Gaussian draws at
+    each size: log RMS over N draws has standard error 1/sqrt(2N) (delta method on the chi distribution), and the
+    slope is sum_i w_i log y_i with w_i = (log x_i - mean) / sum (log x - mean)^2. A small table (a ViT's 1 x n
+    class token at n = 24, 48) draws a slope of 0.15 from a width-independent std; a 64 x 64 matrix, 0.03."""
+    lx = np.log(np.asarray(xs, np.float64))
+    w = (lx - lx.mean()) / np.sum((lx - lx.mean()) ** 2)
+    return SAMPLING_Z * float(np.sqrt(np.sum(w**2 / (2.0 * np.asarray(entries, np.float64)))))
+
+
 def check(quantity: str, xs: Sequence[float], values: Sequence[float | None], logs: Sequence[float] | None,
-          tol: float, why_missing: str = "", judged: bool = True) -> Check:
+          tol: float, why_missing: str = "", judged: bool = True, slack: float = 0.0) -> Check:
     """The verdict on one quantity: `logs` is the law's log value at each size (None: theory gives none here);
-    a quantity that is not `judged` is reported with its slopes and no verdict."""
+    a quantity that is not `judged` is reported with its slopes and no verdict; `slack` widens the tolerance by the
+    quantity's sampling noise (sampling_slack)."""
     values = list(values)
     expected = None if logs is None else law_slope(xs, logs)
     judged = judged and logs is not None
@@ -54,8 +66,9 @@ def check(quantity: str, xs: Sequence[float], values: Sequence[float | None], lo
         note = why_missing if any(v is None for v in values) else "zero or negative at some size"
         return Check(quantity, values, None, expected, False if judged and quantity == "wd_shrink" else None, note)
     measured = slope(xs, values)
-    passed = abs(measured - expected) <= tol if judged else None
-    return Check(quantity, values, measured, expected, passed)
+    passed = abs(measured - expected) <= tol + slack if judged else None
+    return Check(quantity, values, measured, expected, passed, f"sampling noise: tol +{slack:.2f}" if slack >= 0.01
+                 else "")
 
 
 def null_directions(grad_rms: dict[str, float]) -> set[str]:

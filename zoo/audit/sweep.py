@@ -13,6 +13,7 @@ shapes across the widths (zoo.audit.shapes), its optimizer family from that kind
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -153,8 +154,11 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
             values = [value(q, s.numbers.get(path, {}), run.optim.eps, path in null) for s, null in zip(
                 sizes, nulls, strict=True)]
             why = "null direction" if q in FROM_GRADIENT else "zero init"  # null: a gradient of rounding noise
+            # a realized init's RMS carries the sampling noise of its draws (a 1 x n class token's is large)
+            slack = judge.sampling_slack(xs, [math.prod(s.shapes[path]) for s in sizes]) if q == "init_rms" else 0.0
             if logs is not None or q in ("update_rms", "update_spectral") and any(v is not None for v in values):
-                checks.append(judge.check(q, xs, values, logs, tol, why, laws.judged(q, facts[-1], run.optim.name)))
+                checks.append(judge.check(q, xs, values, logs, tol, why, laws.judged(q, facts[-1], run.optim.name),
+                                          slack))
         out[path] = ParamResult(kind, tag.kind, family, in_branch, checks)
     return Axis(axis, xs, out)
 
