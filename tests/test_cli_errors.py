@@ -24,8 +24,16 @@ def _cases(tmp, small_run):
     (tmp / "typo.yaml").write_text("width: abc\n")
     (tmp / "list.yaml").write_text("- 1\n- 2\n")
     (tmp / "afile").write_text("not a directory")
+    (tmp / "intkey.yaml").write_text("model_opt: {1: 2}\n")
+    (tmp / "both.yaml").write_text("steps: 10\nepochs: 2\n")
     r = str(tmp / "r")
     return [
+        (["--config", str(tmp)], "is a directory, not a YAML or JSON file"),
+        (["--config", str(tmp / "intkey.yaml")], "model_opt has the key 1; option names are strings"),
+        (["--config", str(tmp / "both.yaml")], "--steps and --epochs exclude each other (both in the config file)"),
+        (["--epochs", "1"], "--steps and --epochs exclude each other"),
+        (["--steps", str(2**31)], "--steps must be at most 2^31 - 1"),
+        (["--warmup", str(10**23)], "--warmup must be at most 2^31 - 1"),
         (["--model", "resnet50"], "unknown model 'resnet50'"),
         (["--param", "mupp"], "unknown parametrization 'mupp'"),
         (["--param", "depth_mup", "--param-opt", "beta=1"], "has no option 'beta'"),

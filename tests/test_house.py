@@ -46,6 +46,20 @@ def test_config_parts_flat_names_and_nested_files_agree(tmp_path):
     assert (flat.model.width, wider.model.width) == (128, 256)
 
 
+def test_epochs_replace_the_steps_before_them(tmp_path):
+    """--epochs (flag or file) sets the horizon in place of the recipe's or the file's steps; the resolved config
+    states it in steps only, so a run's config.json reads back as a config file."""
+    from zoo.train.setup import setup
+
+    (tmp_path / "steps.yaml").write_text("steps: 10\n")
+    assert resolve({"epochs": 0.5}).loop.steps is None
+    assert resolve({"epochs": 0.5}, read_file(str(tmp_path / "steps.yaml"))).loop.steps is None
+    cfg = setup(resolve({"data": "synthetic", "width": 8, "depth": 1, "batch_size": 16, "epochs": 0.5})).cfg
+    assert (cfg.loop.steps, cfg.loop.epochs) == (128, None)  # 4096 train images, 256 batches an epoch
+    (tmp_path / "stored.json").write_text(json.dumps(cfg.to_json()))
+    assert resolve({}, read_file(str(tmp_path / "stored.json"))).loop.steps == 128
+
+
 def test_help_is_grouped_by_part():
     proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], cwd=ROOT, env=child_env(),
                           capture_output=True, text=True)

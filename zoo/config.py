@@ -183,6 +183,8 @@ def read_file(path: str) -> dict[str, Any]:
     """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
     schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them)."""
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"config file {path} is a directory, not a YAML or JSON file")
     if not p.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
@@ -196,6 +198,8 @@ def read_file(path: str) -> dict[str, Any]:
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
     for name in ("model_opt", "param_opt"):
         for k, v in out.get(name, {}).items():
+            if not isinstance(k, str):
+                raise ValueError(f"config file {path}: {name} has the key {k!r}; option names are strings")
             if not _plain(v):
                 raise ValueError(f"config file {path}: {name}.{k} must be a number, a string, true/false or a list "
                                  f"of them, got {v!r}")
@@ -207,8 +211,9 @@ def _plain(v: Any) -> bool:
 
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:
-    """The model's recipe, then the file, then the flags that were given (None: not given; option mappings merge).
-    The model, the plugin and their options are checked here, before any data is loaded."""
+    """The model's recipe, then the file, then the flags that were given (None: not given; option mappings merge;
+    epochs given replace the steps before them). The model, the plugin and their options are checked here, before
+    any data is loaded."""
     import zoo.models
     import zoo.param
 
@@ -216,6 +221,12 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     model = flags.get("model") or file_values.get("model") or FLAT["model"][1].default
     values: dict[str, Any] = {"model": model, **zoo.models.recipe(model)}
     for source in (file_values, {k: v for k, v in flags.items() if v is not None}):
+        if source.get("epochs") is not None:  # the horizon in epochs replaces the steps of the recipe or file
+            if source.get("steps") is not None:
+                where = " (both in the config file)" if source is file_values else ""
+                raise ValueError(f"--steps and --epochs exclude each other{where}: give the horizon in steps or in "
+                                 "epochs")
+            values.pop("steps", None)
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
     cfg = RunConfig.from_flat(values)

@@ -3,7 +3,8 @@ part of a run's identity, so the command line, config files, `--help` and the ch
 
     lr: float = setting(1e-3, "peak learning rate", check=POSITIVE)
 
-Every float is also checked to be finite (nan and inf are never a valid setting).
+Every float is also checked to be finite (nan and inf are never a valid setting), and every integer but a seed to
+fit in int32 (JAX holds steps and counts as int32: a bigger one fails inside the jitted step).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ NON_NEGATIVE: Check = (lambda v: v >= 0, "must be >= 0")
 FRACTION: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 BETA: Check = (lambda v: 0 <= v < 1, "must be in [0, 1)")
 SEED: Check = (lambda v: 0 <= v < 2**63, "must be in [0, 2^63)")  # JAX takes a seed as a signed 64-bit integer
+INT32_MAX = 2**31 - 1
 
 
 def setting(default: Any, help: str, *, identity: bool = True, flag: str | None = None, metavar: str | None = None,
@@ -106,3 +108,5 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         if check and not check[0](value):
             raise ValueError(f"{name} {check[1]}, got {value!r}")
+        if type(value) is int and check is not SEED and value > INT32_MAX:
+            raise ValueError(f"{name} must be at most 2^31 - 1 (an int32), got {value}")

@@ -15,6 +15,7 @@ import zoo.models
 import zoo.param
 from zoo.config import RunConfig
 from zoo.param.base import Parametrization
+from zoo.schema import INT32_MAX
 from zoo.train.step import Program, build_program
 
 
@@ -42,10 +43,9 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
         data = zoo.data.load(cfg.data)
     zoo.models.check_data(cfg.model.name, data.kind, tuple(data.in_shape), cfg.data.name)
     model_cfg = zoo.models.config(cfg.model.name, **_model_overrides(cfg, data))
-    per_epoch = max(data.size("train") // cfg.loop.batch_size, 1)
-    steps = cfg.loop.steps or max(1, math.ceil((cfg.loop.epochs or 1.0) * per_epoch))
+    steps = cfg.loop.steps or epoch_steps(cfg, data)
     cfg = cfg.replace(width=model_cfg.width, depth=model_cfg.depth, base_width=model_cfg.base_width,
-                      base_depth=model_cfg.base_depth, steps=steps)
+                      base_depth=model_cfg.base_depth, steps=steps, epochs=None)  # the horizon in steps only
     augment = None
     if cfg.data.augment and data.kind == "image":
         from zoo.data.augment import pad_crop_flip
@@ -55,6 +55,15 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     program = build_program(lambda r: zoo.models.create(cfg.model.name, model_cfg, plugin, r), plugin, cfg.optim,
                             dtype, augment, cfg.loop.grad_accum, horizon=steps)
     return Setup(cfg, data, model_cfg, plugin, program)
+
+
+def epoch_steps(cfg: RunConfig, data: Any) -> int:
+    """The steps of --epochs (default 1) over the training set at the batch size."""
+    per_epoch = max(data.size("train") // cfg.loop.batch_size, 1)
+    steps = max(1, math.ceil((cfg.loop.epochs or 1.0) * per_epoch))
+    if steps > INT32_MAX:
+        raise ValueError(f"--epochs {cfg.loop.epochs:g} is {steps:,} steps of {per_epoch:,}, more than 2^31 - 1")
+    return steps
 
 
 def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
