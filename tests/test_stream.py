@@ -282,3 +282,21 @@ def test_memory_does_not_grow_with_the_token_file(tmp_path):
     assert (runs["small"]["streamed"], runs["big"]["streamed"]) == (False, True)
     assert runs["big"]["peak"] <= 1.5 * runs["small"]["peak"], runs
     assert runs["big"]["read_growth"] < 16 << 20, runs
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_eval_batch_beyond_the_eval_set_holds_the_set_once(folder, tmp_path, streamed):
+    """--eval-batch-size far beyond the eval set's 12 images: one batch of those 12, on either path (padding the
+    batch up to the size asked would cost gigabytes for no example)."""
+    from zoo.config import resolve
+    from zoo.train.input import open_input
+    from zoo.train.mesh import MeshPlan
+
+    data = zoo.data.load(f"imagefolder:{folder}", cache_dir=str(tmp_path), stream=streamed)
+    loader = open_input(data, MeshPlan.from_spec(None), resolve({"batch_size": 6, "eval_batch_size": 2**31 - 1}), 0)
+    try:
+        assert loader.eval_batch_size == 12
+        (batch,) = loader.eval_args()
+        assert float(batch["weight"].sum()) == 12
+    finally:
+        loader.close()

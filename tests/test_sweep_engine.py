@@ -116,6 +116,23 @@ def test_members_padded_to_whole_groups_train_as_their_own_runs(setup):
         np.testing.assert_allclose(losses[:, k], ref, rtol=1e-5)
 
 
+def test_an_eval_batch_beyond_the_eval_set_is_cut_to_it(setup, monkeypatch):
+    """Two members asking for 100,000 eval rows each over the 1,024 test images: one batch of 1,024 rows (padding
+    to the rows asked would cost memory for no example), the same losses as batches of 96."""
+    data, prog = setup
+    lrs, seeds = members([2.0**-10], seeds=2)
+    shapes = []
+    evals = []
+    for rows in (2 * 100_000, 2 * 96):
+        trainer = MemberTrainer(prog, data, BATCH, eval_batch_size=rows, chunk=2)
+        call = trainer._call
+        monkeypatch.setattr(trainer, "_call", lambda name, fn, *args, call=call, **kw: (
+            shapes.append(np.shape(args[2])) if name == "eval" else None, call(name, fn, *args, **kw))[1])
+        evals.append(trainer.evaluate(trainer.train(trainer.init(lrs, seeds), 2)[0])["loss"])
+    assert shapes == [(1, 1024), (11, 96)]
+    np.testing.assert_allclose(evals[0], evals[1], rtol=1e-5)
+
+
 def test_default_group_fits_the_train_states_in_half_a_cores_cache_share():
     """On a CPU: as many members per group as half of one core's share of the last-level cache holds the train
     states of, a divisor of the device's members; one member when it alone overflows it."""

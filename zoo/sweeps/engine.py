@@ -251,10 +251,10 @@ class MemberTrainer:
         run's eval activations, not K of them.
         """
         members = int(states["step"].shape[0]) if self.vmapped else 1
-        rows = max(1, self.eval_batch_size // members)
-        every = np.concatenate(self.data.eval_indices(rows)).astype(np.int32)
+        every = np.concatenate(self.data.eval_indices(self.eval_batch_size)).astype(np.int32)
         if limit is not None:
             every = np.sort(np.random.default_rng(0).permutation(every)[:limit])
+        rows = max(1, min(self.eval_batch_size // members, len(every)))  # padding beyond the set is memory only
         pad = -len(every) % rows
         idx = np.concatenate([every, np.zeros(pad, np.int32)]).reshape(-1, rows)
         weight = np.concatenate([np.ones(len(every), np.float32), np.zeros(pad, np.float32)]).reshape(-1, rows)

@@ -41,8 +41,9 @@ class _Input:
     def __init__(self, data: Any, plan: MeshPlan, batch_size: int, eval_batch_size: int, seed: int):
         self.data, self.plan, self.batch_size, self.seed = data, plan, batch_size, seed
         self.rows = process_rows(plan.batch, batch_size)
-        ways = plan.batch_ways
-        self.eval_batch_size = -(-eval_batch_size // ways) * ways  # a multiple of the batch split
+        ways, examples = plan.batch_ways, sum(map(len, data.eval_indices(eval_batch_size)))
+        size = min(eval_batch_size, examples)  # no bigger than the eval set: padding rows cost memory, not accuracy
+        self.eval_batch_size = -(-size // ways) * ways  # a multiple of the batch split
 
     def _global(self, local: np.ndarray, rows: int) -> jax.Array:
         """This process's part of a global batch of `rows` rows, as one array sharded over the mesh."""
