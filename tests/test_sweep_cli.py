@@ -55,3 +55,6 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     assert "--widths" in error([*BASE, "--out", out, "--lrs", "1e-3", "--widths", "a"], capsys)
     assert "no sweep in" in error(["--out", out, "--report-only"], capsys)
     assert "has no option" in error([*BASE, "--out", out, "--lrs", "1e-3", "--model-opt", "bogus=1"], capsys)
+    for seeds in (["--seed", str(2**31)], ["--seed", str(2**31 - 1), "--seeds", "2"], ["--seeds", str(10**20)]):
+        assert "a sweep's seeds must be at most 2^31 - 1" in error([*BASE, "--out", out, "--lrs", "1e-3", *seeds],
+                                                                    capsys)

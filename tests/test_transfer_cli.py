@@ -61,6 +61,8 @@ def test_transfer_bad_input(tmp_path, capsys):
     assert "--target-seeds: expected a positive integer" in error([*CASE, *out, "--target-seeds", "0"], capsys)
     assert "--proxy-width: expected a positive integer" in error([*CASE, *out, "--proxy-width", "0"], capsys)
     assert "has no option" in error([*CASE, *out, "--param-opt", "bogus=1"], capsys)
+    assert "--target-seeds 2 from --seed 2147483647 reaches seed 2147483648" in error(
+        [*CASE, *out, "--seed", str(2**31 - 1), "--target-seeds", "2"], capsys)
 
 
 def test_default_check_grid_brackets_the_transferred_lr():

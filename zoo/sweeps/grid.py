@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from zoo.schema import INT32_MAX
+
 MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
 LR_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
@@ -77,6 +79,13 @@ def check_positive(what: str, values: list[Any]) -> None:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
             raise ValueError(f"{what} must be a positive integer, got {v!r}")
+
+
+def check_seeds(first: int, count: int, flag: str = "--seeds") -> None:
+    """The member seeds first .. first + count - 1 fit in int32, in which members hold them."""
+    if first + count - 1 > INT32_MAX:
+        raise ValueError(f"{flag} {count} from --seed {first} reaches seed {first + count - 1}; a sweep's seeds must "
+                         "be at most 2^31 - 1 (members hold them as int32)")
 
 
 def members(lrs: list[float], seeds: int) -> tuple[np.ndarray, np.ndarray]:

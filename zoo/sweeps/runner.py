@@ -20,7 +20,7 @@ import zoo.models
 from zoo.config import RunConfig
 from zoo.sweeps import results
 from zoo.sweeps.engine import MemberTrainer
-from zoo.sweeps.grid import check_positive, lr_key, members, valid_lrs
+from zoo.sweeps.grid import check_positive, check_seeds, lr_key, members, valid_lrs
 from zoo.train.setup import setup
 
 # Settings set per shape and member (the rest that shapes results, the run's identity, is the sweep's own).
@@ -43,11 +43,12 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         """Refuse a grid that cannot run: an LR that is not positive and finite, a size, seed count or chunk
-        below 1."""
+        below 1, a seed beyond int32."""
         valid_lrs(self.lrs)
         for what, values in (("a width", self.widths), ("a depth", self.depths), ("the seed count", [self.seeds]),
                              ("the chunk", [self.chunk])):
             check_positive(what, values)
+        check_seeds(self.run.loop.seed, self.seeds)
 
     def sizes(self) -> tuple[list[int], list[int]]:
         default, m = zoo.models.config(self.run.model.name, **self.run.model.options), self.run.model

@@ -22,7 +22,7 @@ import numpy as np
 
 from zoo.config import RunConfig
 from zoo.sweeps import report
-from zoo.sweeps.grid import check_positive, lr_key, valid_lrs
+from zoo.sweeps.grid import check_positive, check_seeds, lr_key, valid_lrs
 from zoo.sweeps.runner import SweepSpec, load_data, run_sweep
 from zoo.train.lock import claim
 
@@ -49,13 +49,15 @@ class TransferSpec:
 
     def __post_init__(self) -> None:
         """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
-        size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, an LR that is not
-        positive and finite."""
+        size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, a seed beyond int32, an LR
+        that is not positive and finite."""
         (pw, pd), (tw, td) = self.proxy, self.target
         for what, v in (("the proxy width", pw), ("the proxy depth", pd), ("the target width", tw),
                         ("the target depth", td), ("the seed count", self.seeds),
                         ("the target seed count", self.target_seeds), ("the chunk", self.chunk)):
             check_positive(what, [v])
+        check_seeds(self.run.loop.seed, self.seeds)
+        check_seeds(self.run.loop.seed, self.target_seeds, "--target-seeds")
         smaller = [axis for axis, t, p in (("width", tw, pw), ("depth", td, pd)) if t < p]
         if smaller:
             raise ValueError(f"the target (width {tw}, depth {td}) is smaller than the proxy (width {pw}, depth {pd}) "
