@@ -87,6 +87,21 @@ def test_prepare_byte_and_bpe_round_trip_a_folder(tmp_path):
     assert ds.decode(_all_tokens(ds)) == CORPUS + "second file\n"
 
 
+def test_prepare_writes_meta_json_last(tmp_path, corpus, monkeypatch):
+    """meta.json marks a token directory done: it is written after the BPE model (a prepare killed between the two
+    left a directory that read as done but had no tokenizer), whole or not at all."""
+    write_meta = prepare.tokens.write_meta
+
+    def after_the_model(out, *args):
+        assert (out / "tokenizer.model").is_file() and not (out / "meta.json").exists()
+        write_meta(out, *args)
+
+    monkeypatch.setattr(prepare.tokens, "write_meta", after_the_model)
+    prepare.prepare("text", str(corpus), str(tmp_path / "bpe"), "bpe:300")
+    assert sorted(p.name for p in (tmp_path / "bpe").iterdir()) == ["meta.json", "tokenizer.model", "train.bin",
+                                                                    "val.bin"]
+
+
 def test_prepare_uint32_for_a_large_vocabulary(tmp_path):
     chars = [chr(c) for c in (*range(0x3400, 0x4DC0), *range(0x4E00, 0xA000), *range(0x20000, 0x2A6E0))]
     assert len(chars) > 1 << 16
@@ -166,6 +181,14 @@ def test_token_directory_errors(tmp_path, corpus):
     (tok / "meta.json").write_text("{}")
     with pytest.raises(ValueError, match="is not a token directory's meta"):
         zoo.data.load(f"tokens:{tok}", seq_len=8)
+    for wrong, match in [({"vocab_size": meta["vocab_size"] + 0.5}, "vocab_size must be a positive integer"),
+                         ({"vocab_size": True}, "vocab_size must be a positive integer, got True"),
+                         ({"tokenizer": None}, "tokenizer must be a mapping"),
+                         ({"tokenizer": {"kind": "char"}}, "a char tokenizer needs its 'chars'"),
+                         ({"tokenizer": {"kind": "bpe", "model": 3}}, "a bpe tokenizer needs its 'model'")]:
+        (tok / "meta.json").write_text(json.dumps({**meta, "dtype": "uint16", **wrong}))
+        with pytest.raises(ValueError, match=match):
+            zoo.data.load(f"tokens:{tok}", seq_len=8)
     (tok / "meta.json").unlink()
     with pytest.raises(FileNotFoundError, match="zoo.data.prepare"):
         zoo.data.load(f"tokens:{tok}", seq_len=8)

@@ -132,8 +132,8 @@ def prepare_text(source: Path, files: list[Path], out: Path, spec: str) -> dict[
     itemsize = np.dtype(tokens.DTYPES[tokens.dtype_for(tokenizer.vocab_size)]).itemsize
     counts = split_tail(whole, out / "train.bin", out / "val.bin", count, itemsize)
     _check_counts(counts, source.name)
-    tokens.write_meta(out, tokenizer, counts, str(source.resolve()))
     _save(tokenizer, out)
+    tokens.write_meta(out, tokenizer, counts, str(source.resolve()))
     return counts
 
 
@@ -160,8 +160,8 @@ def prepare_tfds(name: str, sources: dict[str, Any], eval_split: str, feature: s
             counts[target] = encode_to(out / f"{target}.bin", joined(tfds_source.texts(sources[split], feature),
                                                                       advance), tokenizer)
     _check_counts(counts, f"tfds:{name}")
-    tokens.write_meta(out, tokenizer, counts, f"tfds:{name}")
     _save(tokenizer, out)
+    tokens.write_meta(out, tokenizer, counts, f"tfds:{name}")
     return counts
 
 

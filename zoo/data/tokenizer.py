@@ -139,6 +139,10 @@ class BPETokenizer:
 def from_meta(meta: dict[str, Any], directory: Path) -> Tokenizer:
     """The tokenizer a token directory's meta.json describes (a BPE model is read from `directory`)."""
     kind = meta.get("kind")
+    needs = {"char": "chars", "bpe": "model"}.get(kind)
+    if needs is not None and not (isinstance(meta.get(needs), str) and meta[needs]):
+        raise ValueError(f"{directory / 'meta.json'}: a {kind} tokenizer needs its {needs!r} (a non-empty string), "
+                         f"got {meta.get(needs)!r}")
     if kind == "char":
         return CharTokenizer(meta["chars"])
     if kind == "byte":

@@ -20,6 +20,7 @@ from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, not_images, streams
 from zoo.data.tokenizer import Tokenizer, from_meta
 from zoo.data.view import DataView, TokenWindows
+from zoo.files import write_atomic
 
 META = "meta.json"
 SPLITS = ("train", "val")
@@ -64,9 +65,13 @@ def read_meta(directory: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{path} not found; write a token directory with python -m zoo.data.prepare")
     try:
         meta = json.loads(path.read_text())
-        vocab_size, dtype, tok = int(meta["vocab_size"]), meta["dtype"], meta["tokenizer"]
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        vocab_size, dtype, tok = meta["vocab_size"], meta["dtype"], meta["tokenizer"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
         raise ValueError(f"{path} is not a token directory's meta (vocab_size, dtype, tokenizer): {err}") from None
+    if type(vocab_size) is not int or vocab_size < 1:
+        raise ValueError(f"{path}: vocab_size must be a positive integer, got {vocab_size!r}")
+    if not isinstance(tok, dict):
+        raise ValueError(f"{path}: tokenizer must be a mapping with its kind (char, byte or bpe), got {tok!r}")
     if dtype not in DTYPES:
         raise ValueError(f"{path}: dtype {dtype!r} is not uint16 or uint32")
     if vocab_size > 1 << (8 * np.dtype(DTYPES[dtype]).itemsize):
@@ -77,7 +82,7 @@ def read_meta(directory: Path) -> dict[str, Any]:
 def write_meta(directory: Path, tokenizer: Tokenizer, counts: dict[str, int], source: str) -> None:
     meta = {"vocab_size": tokenizer.vocab_size, "dtype": dtype_for(tokenizer.vocab_size),
             "tokenizer": tokenizer.meta(), **{f"{s}_tokens": n for s, n in counts.items()}, "source": source}
-    (directory / META).write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+    write_atomic(directory / META, json.dumps(meta, indent=2, ensure_ascii=False))  # the last file: it marks done
 
 
 def load(path: str, seq_len: int, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT) -> DataView:
