@@ -91,3 +91,22 @@ def test_every_source_refuses_fewer_than_two_classes(tmp_path):
     (tmp_path / "a.txt").write_text("a" * 100)
     with pytest.raises(ValueError, match=r"a\.txt has 1 token in its vocabulary"):
         zoo.data.load(f"text:{tmp_path / 'a.txt'}", seq_len=8)
+
+
+def test_images_that_cannot_fit_in_host_memory_are_refused_before_decoding(tmp_path, monkeypatch):
+    """An --image-size (or a forced in-memory folder) whose decoded pixels exceed the host's available memory is one
+    line before any is decoded, not the kernel's OOM killer (here the host is made to have 100 kB)."""
+    from zoo.data import streamed
+
+    folder = image_folder(tmp_path / "imgs", {"train": ["a", "b"], "test": ["a", "b"]})
+    monkeypatch.setattr(streamed, "host_available", lambda: 100_000)
+    for spec, options, what in [
+        (f"imagefolder:{folder}", {"image_size": 200}, "one image at --image-size 200"),  # 120 kB
+        ("synthetic", {"image_size": 8}, "the synthetic set at --image-size 8"),  # 5120 x 192 B
+    ]:
+        with pytest.raises(ValueError, match=f"{what} takes .* GB decoded, more than the 0.0 GB of memory this host"):
+            zoo.data.load(spec, cache_dir=str(tmp_path / "cache"), **options)
+    monkeypatch.setattr(streamed, "host_available", lambda: 100)
+    with pytest.raises(ValueError, match="let it stream"):
+        zoo.data.load(f"imagefolder:{folder}", cache_dir=str(tmp_path / "cache"), stream=False)  # 16 x 48 B
+    assert not (tmp_path / "cache").exists()

@@ -22,13 +22,14 @@ from zoo.data import cache, resize
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.sources import SpecError
-from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
 from zoo.data.view import DataView, check_classes
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
 EVAL_SPLITS = ("test", "val", "validation")
 CHUNK = 2048
 PARALLEL_MIN = 4096
+SMALLER = "use a smaller --image-size"
 
 # (split, class, name for messages, file path or bytes)
 Entry = tuple[str, str, str, str | bytes]
@@ -43,11 +44,15 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
     src = Path(path).expanduser()
     if not src.exists():
         raise FileNotFoundError(f"image folder not found: {src}")
+    if image_size is not None:
+        check_host(image_bytes(image_size), f"one image at --image-size {image_size}", SMALLER)
     if src.is_dir():
         entries = _dir_entries(src)
-        if entries and streams(stream, len(entries) * _decode_one(*min(entries)[2:], None, image_size).nbytes,
-                               limit):
+        decoded = len(entries) * _decode_one(*min(entries)[2:], None, image_size).nbytes if entries else 0
+        if entries and streams(stream, decoded, limit):
             return _streamed(src, entries, image_size)
+        check_host(decoded, f"image folder {src}", "let it stream (leave out --stream false)"
+                   + (" or use a smaller --image-size" if image_size else ""))
         fingerprint = _dir_fingerprint(src, entries)
     else:
         if stream:
@@ -186,6 +191,8 @@ def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[
 
 def _decode(src: Path, entries: list[Entry], image_size: int | None) -> dict[str, np.ndarray]:
     classes, splits, _ = _layout(src, entries)
+    if image_size is not None:
+        check_host(image_bytes(image_size, len(entries)), f"{src} at --image-size {image_size}", SMALLER)
     label = {c: i for i, c in enumerate(classes)}
     arrays: dict[str, np.ndarray] = {"classes": np.array(classes)}
     x = _decode_all([(e[2], e[3]) for split in sorted(splits) for e in splits[split]], _set_mode(splits["train"][0]),

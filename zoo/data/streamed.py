@@ -44,6 +44,32 @@ class Streamed(DataView):
                    in_shape=ds.in_shape, eval_split=ds.eval_split, seq_len=ds.seq_len, tokenizer=ds.tokenizer)
 
 
+def host_available() -> int | None:
+    """Bytes this host can still give (MemAvailable: a machine shared with other jobs), or None where /proc does
+    not say."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_host(nbytes: int, what: str, advice: str) -> None:
+    """Refuse to decode `what` (`nbytes` of pixels) in host memory when the host does not have them: the kernel
+    would kill the process (and perhaps a neighbour's) without a line."""
+    available = host_available()
+    if available is not None and nbytes > available:
+        raise ValueError(f"{what} takes {nbytes / 1e9:,.1f} GB decoded, more than the {available / 1e9:,.1f} GB of "
+                         f"memory this host has available; {advice}")
+
+
+def image_bytes(size: int, count: int = 1, channels: int = 3) -> int:
+    """Bytes of `count` decoded uint8 images of size x size x channels (RGB at most: images decode as L or RGB)."""
+    return count * size * size * channels
+
+
 def maybe_streamed(ds: Dataset, stream: bool | None, limit: int = IN_MEMORY_LIMIT) -> DataView:
     """A set that is decoded in host memory anyway (a text file, an archive, a synthetic set): streamed only when
     forced or when it is too big for the device."""

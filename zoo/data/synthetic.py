@@ -10,7 +10,7 @@ from zoo.data import resize, text
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.sources import SpecError
-from zoo.data.streamed import maybe_streamed, not_images
+from zoo.data.streamed import check_host, image_bytes, maybe_streamed, not_images
 from zoo.data.tokenizer import CharTokenizer
 from zoo.data.view import DataView
 
@@ -62,6 +62,9 @@ def source(arg: str, cfg: DataConfig, limit: int) -> DataView:
     if arg in ("", "image"):
         ds = images()
         if cfg.image_size is not None:
+            n = sum(len(a["x"]) for a in ds.splits.values())
+            check_host(image_bytes(cfg.image_size, n), f"the synthetic set at --image-size {cfg.image_size}",
+                       "use a smaller --image-size")
             splits = {s: {**a, "x": resize.images(a["x"], cfg.image_size)} for s, a in ds.splits.items()}
             ds = dataclasses.replace(ds, splits=splits, in_shape=(cfg.image_size, cfg.image_size, ds.in_shape[-1]))
         return maybe_streamed(ds, cfg.stream, limit)

@@ -21,7 +21,7 @@ from zoo.data import resize, text
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.sources import SpecError
-from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, streams
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
 from zoo.data.view import DataView, check_classes
 
@@ -45,6 +45,7 @@ def load(name: str, eval_split: str | None = None, data_dir: str | None = None, 
     check_classes(features["label"].num_classes, "image", f"tfds dataset {name!r}")
     shape = tuple(features["image"].shape)
     if image_size is not None:
+        check_host(image_bytes(image_size), f"one image at --image-size {image_size}", "use a smaller --image-size")
         shape = (image_size, image_size, shape[-1])
     elif None in shape:
         raise ValueError(f"tfds dataset {name!r} has images of varying size {shape}; pass --image-size 224 to "
@@ -52,8 +53,10 @@ def load(name: str, eval_split: str | None = None, data_dir: str | None = None, 
     readers = {s: TfdsImages(src, f"{name}:{s}", image_size) for s, src in sources.items()}
     streamed = Streamed(kind="image", readers=readers, num_classes=features["label"].num_classes, in_shape=shape,
                         eval_split=eval_split)
-    if streams(stream, sum(r.size for r in readers.values()) * int(np.prod(shape)), limit):
+    decoded = sum(r.size for r in readers.values()) * int(np.prod(shape))
+    if streams(stream, decoded, limit):
         return streamed
+    check_host(decoded, f"tfds dataset {name!r}", "let it stream (leave out --stream false)")
     splits = {s: r.read(np.arange(r.size)) for s, r in readers.items()}
     return Dataset(kind="image", splits=splits, num_classes=streamed.num_classes, in_shape=shape,
                    eval_split=eval_split)

@@ -18,6 +18,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from zoo.data.streamed import host_available
+
 GB = 1e9
 ADVICE = "lower --batch-size or --seq-len, or use --grad-accum K, --remat block, or more devices in --mesh"
 
@@ -37,14 +39,8 @@ def device_memory() -> int | None:
 def free_memory() -> int | None:
     """Bytes one local device can still take now: on CPU the host's available memory (MemAvailable, which a
     machine shared with other jobs needs) shared by its devices; elsewhere `device_memory()`."""
-    if jax.default_backend() == "cpu":
-        try:
-            for line in open("/proc/meminfo"):
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 // jax.local_device_count()
-        except OSError:
-            pass
-    return device_memory()
+    available = host_available() if jax.default_backend() == "cpu" else None
+    return available // jax.local_device_count() if available is not None else device_memory()
 
 
 def activation_bytes(program: Any, abstract_state: Any, batch: dict[str, jax.ShapeDtypeStruct],
