@@ -168,3 +168,20 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     with pytest.raises(OSError):
         save_figure(fig, path)
     assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["curves.png"]
+
+
+def test_damaged_metrics_rows_are_dropped_and_a_checkpoints_file_is_refused(tmp_path):
+    """A metrics.jsonl row that is not UTF-8 is skipped like a torn one (the resume's trim used to stop on it with a
+    decode error naming no file); a run dir whose checkpoints/ is a file is refused before training, not at the
+    first save, and left as it was."""
+    from zoo.train.logger import read_metrics, trim_metrics
+
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1}\n\xff\xfe junk\n{"step": 3}\n{"step": 4, "lo')
+    assert read_metrics(tmp_path) == [{"step": 1}, {"step": 3}]
+    assert trim_metrics(tmp_path, 2) == 1 and read_metrics(tmp_path) == [{"step": 1}]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").write_text("not a folder")
+    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    assert f"{run / 'checkpoints'} is not a directory" in clean_error(code, err)
+    assert (run / "checkpoints").read_text() == "not a folder" and "compiling" not in err

@@ -152,15 +152,19 @@ def _tensorboard(run_dir: Path):
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The rows of metrics.jsonl (a torn last line, from a kill mid-write, is skipped)."""
-    path = run_dir / "metrics.jsonl"
+    """The rows of metrics.jsonl (a torn last line, from a kill mid-write, or a damaged one is skipped)."""
     rows = []
-    for line in path.read_text().splitlines() if path.exists() else []:
+    for line in _lines(run_dir / "metrics.jsonl"):
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a text file, bytes that are not UTF-8 replaced (they make a row that is skipped)."""
+    return path.read_text(errors="replace").splitlines() if path.exists() else []
 
 
 def trim_metrics(run_dir: Path, step: int) -> int:
@@ -171,7 +175,7 @@ def trim_metrics(run_dir: Path, step: int) -> int:
         return 0
     rows = read_metrics(run_dir)
     keep = [r for r in rows if r.get("step", 0) <= step]
-    if len(keep) == len(path.read_text().splitlines()):
+    if len(keep) == len(_lines(path)):
         return 0
     write_atomic(path, "".join(json.dumps(r) + "\n" for r in keep))
     return len(rows) - len(keep)

@@ -115,7 +115,11 @@ class Run:
 
 
 def _saved_steps(path: Path) -> list[int]:
-    if not (path / "checkpoints").is_dir():
+    folder = path / "checkpoints"
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a directory, so no checkpoint could be saved there; use another "
+                                 "--run-dir")
+    if not folder.is_dir():
         return []
     with Checkpoints(path, read_only=True) as ckpts:
         return ckpts.steps()
