@@ -146,3 +146,20 @@ def test_checkpoint_with_in_out_kernels_is_one_line_and_kept(tmp_path, small_run
 def test_different_run_in_same_dir_is_refused(small_run):
     line = one_clean_line(run_train([*SMALL, "--steps", "4", "--run-dir", str(small_run), "--width", "64"]))
     assert "holds a run with other settings (width 32 -> 64)" in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["zoo.sweep", "--out", "", "--lrs", "1e-3"], ["zoo.transfer", "--out", " ", "--lrs", "1e-3"],
+    ["zoo.export", "RUN", "--out", ""], ["zoo.export", "", "--out", "OUT"], ["zoo.sample", ""],
+    ["zoo.papers", "run", "dhg-apjn", "--quick", "--out", ""], ["zoo.data.prepare", "text", "", "--out", "OUT"]])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(argv, capsys, tmp_path, monkeypatch):
+    """An empty --out or run dir (an unset shell variable) is a bad command line: it used to write a sweep, a
+    transfer or a claim into whatever folder the shell was in, and prepare tokenized that folder."""
+    import importlib
+
+    monkeypatch.chdir(tmp_path)
+    main = importlib.import_module(f"zoo.cli.{argv[0].split('.')[-1]}").main
+    with pytest.raises(SystemExit) as stop:
+        main(argv[1:])
+    assert stop.value.code == 2 and "must not be empty" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

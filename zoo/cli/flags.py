@@ -46,6 +46,13 @@ def finite(text: str) -> float:
     return value
 
 
+def path_arg(text: str) -> str:
+    """A path that is not empty: an empty one (an unset shell variable) would read as the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (an empty path reads as the current folder)")
+    return text
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)

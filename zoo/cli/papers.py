@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser
+from zoo.cli.flags import Parser, path_arg
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("name", metavar="NAME", choices=list(papers.CLAIMS),
                          help=f"a claim: {', '.join(papers.CLAIMS)}")
-        cmd.add_argument("--out", type=Path, metavar="DIR",
+        cmd.add_argument("--out", type=path_arg, metavar="DIR",
                          help=f"root of the claims' folders (default: {papers.DEFAULT_OUT}; with --quick "
                          f"{papers.QUICK_OUT}, so a quick run never replaces a full run's outputs)")
         if name == "run":
@@ -40,8 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     import zoo.papers as papers
 
-    if args.command != "list" and args.out is None:
-        args.out = papers.QUICK_OUT if getattr(args, "quick", False) else papers.DEFAULT_OUT
+    if args.command != "list":
+        args.out = Path(args.out) if args.out else papers.QUICK_OUT if getattr(args, "quick", False) \
+            else papers.DEFAULT_OUT
     if args.command == "list":
         for claim in papers.CLAIMS.values():
             print(f"{claim.name:22s} {claim.source}: {claim.title}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser
+from zoo.cli.flags import Parser, path_arg
 
 
 @boundary
@@ -15,8 +15,9 @@ def main(argv: list[str] | None = None) -> None:
                description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text "
                "file, a folder of text files, or a tfds text set.")
     p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
-    p.add_argument("source", help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
-    p.add_argument("--out", required=True, help="the token directory to write")
+    p.add_argument("source", type=path_arg,
+                   help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
+    p.add_argument("--out", type=path_arg, required=True, help="the token directory to write")
     p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens; "
                    "default: char)")
     p.add_argument("--data-dir", help="the tfds data dir")

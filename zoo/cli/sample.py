@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, positive, seed
+from zoo.cli.flags import Parser, finite, path_arg, positive, seed
 
 
 @boundary
@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="python -m zoo.sample",
                description="Continue a prompt with a trained GPT run, decoding with its tokenizer.")
     a = p.add_argument
-    a("run_dir", help="a GPT run directory (config.json and checkpoints/)")
+    a("run_dir", type=path_arg, help="a GPT run directory (config.json and checkpoints/)")
     a("--prompt", default="\n", help="text to continue (default: a newline)")
     a("--tokens", type=positive, default=200, help="how many tokens to generate (default: 200)")
     a("--temperature", type=finite, default=1.0, help="softmax temperature, >= 0; 0 always takes the most likely "

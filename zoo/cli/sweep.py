@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, positive, settings
+from zoo.cli.flags import Parser, add_settings, path_arg, positive, settings
 from zoo.config import FLAT, RunConfig, resolve
 from zoo.sweeps import report
 from zoo.sweeps.grid import parse_ints, parse_lrs
@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
         description="LR sweep with a transfer report: loss vs log2 LR per width or depth, best LR per size, "
         "and the transfer score (grid steps the best LR moves across sizes).")
     a = p.add_argument
-    a("--out", required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
+    a("--out", type=path_arg, required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
     a("--widths", "--width", help="comma list of widths (default: the model's width)")
     a("--depths", "--depth", help="comma list of depths (default: the model's depth)")
     a("--report-only", action="store_true", help="re-render the report from --out without training")

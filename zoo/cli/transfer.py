@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, positive
+from zoo.cli.flags import Parser, path_arg, positive
 from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config, use_compile_cache
 from zoo.sweeps.grid import parse_lrs
 
@@ -23,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
         description="muTransfer: sweep the LR at a proxy size, train the target at the best one, compare with SP "
         "tuned the same way.")
     a = p.add_argument
-    a("--out", required=True, help="report dir: <param>/proxy and <param>/target sweeps, transfer.png, "
+    a("--out", type=path_arg, required=True, help="report dir: <param>/proxy and <param>/target sweeps, transfer.png, "
       "transfer.json")
     a("--width", type=positive, help="target width (default: the model's)")
     a("--depth", type=positive, help="target depth (default: the model's)")

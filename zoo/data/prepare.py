@@ -183,9 +183,6 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
     """Writes the token directory `out`; returns its token counts per split. A tokenizer, source or --out that
     cannot work is refused before anything is written."""
     parse(spec)  # a bad tokenizer fails before any work
-    for name, value in (("SOURCE", source), ("--out", out)):
-        if not value.strip():
-            raise ValueError(f"{name} must not be empty (an empty path reads as the current folder)")
     target = Path(out).expanduser()
     if (target / tokens.META).exists():
         raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
