@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=path_arg, required=True, help="the token directory to write")
     p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens; "
                    "default: char)")
-    p.add_argument("--data-dir", help="the tfds data dir")
+    p.add_argument("--data-dir", type=path_arg, help="the tfds data dir")
     args = p.parse_args(argv)
     from zoo.data.prepare import prepare
     from zoo.data.tokenizer import parse

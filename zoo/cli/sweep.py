@@ -48,7 +48,7 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
     a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
     a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
     a("--chunk", type=positive, default=100, help="train steps per compiled scan")
-    a("--cache-dir", default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
+    a("--cache-dir", type=path_arg, default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
