@@ -66,3 +66,30 @@ def test_global_norm_clipping_scales_with_the_faithful_norm(m):
     clipped, _ = tx.update(updates, tx.init(updates))
     want = 2.0 * np.sqrt((64 * 64 + 64) / (64 * 64 / m**2 + 64 / m))
     np.testing.assert_allclose(float(optax.global_norm(clipped)), want, rtol=1e-5)
+
+
+def test_global_norm_clip_factor_is_depth_independent():
+    """Under depth_mup the branch gradients shrink like r^-1/2 and the pre-scale r^alpha makes them Theta(1) again, so
+    the faithful global norm grows like sqrt(N), N the entries, which grow like L (TP VI; TP IVb 2.10.2 in depth).
+    Its ratio to the clip threshold sqrt(N / N0) (N0: the count at the base width *and depth*) is then flat in depth:
+    on the pre-LN MLP-ResNet, width 64, base depth 4, mean of 2 seeds, depth 64 over depth 16 is 1 +- 0.2 (with N0 at
+    the run's own depth, 1.96: the clip tightened like sqrt(L) and shrank the LR of a clipped deep run)."""
+    from flax import nnx
+
+    import zoo.models as M
+    from zoo.optim import routes, rules
+    from zoo.train.step import loss_and_metrics
+
+    def norm_over_threshold(depth: int, seed: int) -> float:
+        plugin, cfg = P.get("depth_mup"), M.config("mlp_resnet", width=64, depth=depth, base_depth=4, in_shape=(8,),
+                                                    num_classes=4, bias=True, pre_ln=True)
+        model = M.create("mlp_resnet", cfg, plugin, nnx.Rngs(seed))
+        params = nnx.state(model, nnx.Param)
+        grads = nnx.grad(lambda m: loss_and_metrics(m, batch(seed=seed), None, True)[0])(model)
+        faithful = jax.tree.map(lambda g, s: g * s, grads, rules(plugin, params, OptimConfig("adam")).grad_scale)
+        sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size, u.size * r.base_fraction), faithful,
+                                             routes(OptimConfig("adam"), params)))
+        return float(optax.global_norm(faithful)) / np.sqrt(sum(sizes[0::2]) / sum(sizes[1::2]))
+
+    shallow, deep = (np.mean([norm_over_threshold(d, s) for s in range(2)]) for d in (16, 64))
+    assert 0.8 < deep / shallow < 1.25, (shallow, deep)

@@ -2,7 +2,7 @@
 
     g -> g * m^d r^alpha            faithful gradient pre-scale (= Adam epsilon * m^-d r^-alpha; TP IVb Def 2.2.1)
       -> [clip global norm]         on the faithful gradients (entries Theta(1)), the threshold scaled with the
-                                    square root of the parameter count against the base width's
+                                    square root of the parameter count against the base width and depth's
       -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1), or muon:
                                     optax's scale_by_muon on the parameters routed to the spectral family, one
                                     matrix per stacked layer, and adam on the rest (optax.partition)
@@ -59,7 +59,7 @@ class OptimConfig:
     weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
                                          check=NON_NEGATIVE)
     clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients at the base width "
-                                      "(a threshold that grows as their norm does with width)",
+                                      "and depth (a threshold that grows as their norm does with width and depth)",
                                       check=NON_NEGATIVE)
     clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent", check=NON_NEGATIVE)
     muon_beta: float = setting(0.95, "Muon's Nesterov momentum", check=BETA)
@@ -195,7 +195,7 @@ class Route:
     family: str
     fan_in: int = 1
     layout: str = "in_out"
-    base_fraction: float = 1.0  # the parameter's size at the base width over its size: m^-k, k its width axes
+    base_fraction: float = 1.0  # the parameter's size at the base width and depth over its size: m^-k (L0/L)
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
         """Muon's (reduction, output) axes: the fan-out axis (last for in_out, first after the stacked axes for
@@ -213,7 +213,8 @@ class Route:
 def routes(cfg: OptimConfig, params: Any) -> Any:
     """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
     return per_param(params, lambda tag: Route(family_of(cfg, tag), tag.fan_in, tag.layout,
-                                               float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind]))
+                                               float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind]
+                                               / float(tag.depth_ratio)))
 
 
 def entrywise_transform(cfg: OptimConfig) -> optax.GradientTransformation:
@@ -274,11 +275,12 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
 
 def clip_by_faithful_norm(max_norm: float, route: Any = None) -> optax.GradientTransformation:
     """Global-norm clipping of the faithful (pre-scaled) gradients with the threshold max_norm * sqrt(N / N0), N the
-    number of entries and N0 their number at the base width (each parameter's entries times m^-k, k its width axes:
-    `Route.base_fraction`). The faithful gradients' entries are Theta(1), so their global norm grows like sqrt(N)
-    and this threshold keeps the clip factor width-independent, as TP IVb 2.10.2 asks of clipping (a fixed threshold
-    would clip harder as the model widens: Adam's epsilon, SGD's LR, would shrink with width). Without routes (no
-    tags) the threshold is max_norm."""
+    number of entries and N0 their number at the base width and depth (each parameter's entries times m^-k, k its
+    width axes, and times L0/L inside the residual branches: `Route.base_fraction`). The faithful gradients' entries
+    are Theta(1) in width and, with the branch pre-scale r^alpha, in depth, so their global norm grows like sqrt(N)
+    and this threshold keeps the clip factor width- and depth-independent, as TP IVb 2.10.2 asks of clipping (a fixed
+    threshold would clip harder as the model widens or deepens: Adam's epsilon, SGD's LR, would shrink with size).
+    Without routes (no tags) the threshold is max_norm."""
 
     def update(updates, state, params=None):
         del params
