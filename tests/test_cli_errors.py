@@ -26,6 +26,7 @@ def _cases(tmp, small_run):
     (tmp / "afile").write_text("not a directory")
     (tmp / "intkey.yaml").write_text("model_opt: {1: 2}\n")
     (tmp / "both.yaml").write_text("steps: 10\nepochs: 2\n")
+    (tmp / "twice.yaml").write_text("lr: 0.1\noptim: {lr: 0.2}\n")
     r = str(tmp / "r")
     return [
         (["--config", str(tmp)], "is a directory, not a YAML or JSON file"),
@@ -61,6 +62,8 @@ def _cases(tmp, small_run):
         (["--grad-accum", "3"], "not divisible by --grad-accum 3"),
         (["--mesh", "data=3"], "must equal the 1 devices"),
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),
+        (["--mesh", "data=1,data=1"], "axis data is given twice"),
+        (["--config", str(tmp / "twice.yaml")], "lr is given twice, as lr and as optim.lr; give it once"),
         (["--run-dir", str(tmp / "afile")], "is a file"),
         (["--run-dir", str(tmp / "afile" / "sub")], "cannot create --run-dir"),
         (["--model", "gpt", "--data", "synthetic"], "model gpt needs text data; synthetic is an image set"),

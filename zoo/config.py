@@ -159,21 +159,28 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
     """Flat settings from a mapping that is flat (flag names, dashes or underscores) or nested by part; `strict`:
     unknown settings are an error (else ignored)."""
     out: dict[str, Any] = {}
-    for key, value in values.items():
-        key = str(key).replace("-", "_")
+    given_as: dict[str, str] = {}
+
+    def put(name: str, value: Any, written: str) -> None:
+        if strict and name in given_as:  # lr and optim.lr, or lr and --lr: the one read last would win silently
+            raise ValueError(f"{where}: {name} is given twice, as {given_as[name]} and as {written}; give it once")
+        out[name], given_as[name] = value, written
+
+    for raw, value in values.items():
+        key = str(raw).replace("-", "_")
         if key in PARTS and isinstance(value, dict):
             fields = {f.name: flag_name(f) for f in dataclasses.fields(PARTS[key])}
-            for k, v in value.items():
-                k = str(k).replace("-", "_")
+            for raw_k, v in value.items():
+                k = str(raw_k).replace("-", "_")
                 name = fields.get(k) or (k if FLAT.get(k, ("",))[0] == key else None)
                 if name is None:
                     if strict:
                         raise ValueError(f"{where}: {key} has no setting {k!r}; its settings are "
                                          f"{', '.join(fields)}")
                     continue
-                out[name] = v
+                put(name, v, f"{raw}.{raw_k}")
         elif key in FLAT:
-            out[key] = value
+            put(key, value, str(raw))
         elif strict:
             raise ValueError(f"{where}: unknown option(s) {key}")
     return out

@@ -40,6 +40,8 @@ def parse(spec: str | None, n_devices: int) -> dict[str, int]:
         name = name.strip()
         if name not in AXES:
             raise ValueError(f"--mesh: unknown axis {name!r}; axes are {', '.join(AXES)} (e.g. data=4,tensor=2)")
+        if name in sizes:
+            raise ValueError(f"--mesh {spec}: axis {name} is given twice; give each axis once")
         try:
             sizes[name] = int(value)
         except ValueError:
