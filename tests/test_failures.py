@@ -259,3 +259,11 @@ def test_an_allocation_the_machine_cannot_make_is_one_line(capsys):
         main()
     line = clean_error(e.value.code, capsys.readouterr().err)
     assert line.startswith("error: out of memory: this machine could not allocate 281,475.0 GB"), line
+
+
+def test_python_warnings_stay_off_the_terminal():
+    """A library's Python warning (matplotlib's layout note on a one-LR transfer plot) is not printed by a zoo
+    command; its output and status are unaffected."""
+    proc = _python("import warnings\nfrom zoo.cli.boundary import boundary\n"
+                   "boundary(lambda: (warnings.warn('Tight layout not applied'), print('done')))()")
+    assert proc.returncode == 0 and proc.stdout == "done\n" and "Tight layout" not in proc.stderr, proc.stderr

@@ -1,7 +1,7 @@
 """The one error boundary every zoo command runs in: an expected failure is one line on stderr and exit status 1
 (2 for a bad command line), a stop by signal exits 128 + its number (Ctrl-C: 130, also during a compile), and an
 unexpected failure is one line saying where its full traceback was written (the run dir, else a temp file);
-never a traceback on the terminal. Library loggers' noise (absl, orbax) stays off the terminal."""
+never a traceback on the terminal. Library loggers' noise (absl, orbax) and Python warnings stay off the terminal."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from zoo.errors import DiskFull, Stopped, ZooError, failure_dir, is_disk_full, o
 
 EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
             PermissionError)
-QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures")
+QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures",
+         "py.warnings")  # Python warnings (matplotlib's layout notes, ...), through logging.captureWarnings
 
 
 def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False) -> Any:
@@ -34,6 +35,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
+        logging.captureWarnings(True)
         for name in QUIET:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         threading.excepthook = lambda hook_args: _background_failed(hook_args.exc_value)
