@@ -193,3 +193,30 @@ def test_bf16_compute_trains_under_muon():
         losses.append(float(metrics["loss"]))
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0], losses
     assert all(v.dtype == jnp.float32 for v in jax.tree.leaves(state["params"]))
+
+
+FANS = {"square": lambda n: (n, n), "tall": lambda n: (n, 4 * n), "input": lambda n: (12, n)}  # (fan_in, fan_out)
+
+
+@pytest.mark.parametrize("shape", sorted(FANS))
+def test_clipped_muon_step_keeps_the_spectral_condition(shape):
+    """--clip-rms under Muon: O's RMS is 1/sqrt(max(p, q)), so the threshold follows it (max_rms at the base shape)
+    and the clip factor is width-independent. muP's Muon rule gives a hidden matrix (n x n, and a non-square 4n x n)
+    ||dW||_* flat in width and an input layer (n x 12, muon_io) ||dW||_* ~ m^(1/2) (spectral_optimizers.md 1): with
+    clip_rms = 0.05, which clips O at every width here, the log-log slope over n = 64, 128, 256 (base 64) is 0 (1/2)
+    within 0.1 (the tall matrix's -0.08: five Newton-Schulz steps leave its mean singular value at 0.85 at n = 64 and
+    0.96 at 256, so O's RMS is not quite 1/sqrt(max(p, q))); a fixed threshold clipped the base width's O harder:
+    slopes +0.52 (square) and +1.0 (input)."""
+    kind = "input" if shape == "input" else "hidden"
+
+    def step_norm(n: int) -> float:
+        fan_in, fan_out = FANS[shape](n)
+        tags = {"w": Tag(kind, fan_in, fan_out, width_mult=n / 64, layout="out_in")}
+        g = {"w": jax.random.normal(jax.random.key(0), (fan_out, fan_in)) / n}
+        tx = optim.build(OptimConfig("muon", lr=1.0, clip_rms=0.05, muon_io=True), P.get("mup"), tags)
+        u, _ = tx.update(g, tx.init(g), {"w": jnp.zeros((fan_out, fan_in))})
+        return float(jnp.linalg.norm(u["w"], 2))
+
+    widths = np.array([64, 128, 256])
+    slope = np.polyfit(np.log(widths), np.log([step_norm(int(n)) for n in widths]), 1)[0]
+    assert abs(slope - (0.5 if kind == "input" else 0.0)) < 0.1, slope

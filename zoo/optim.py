@@ -6,7 +6,8 @@
       -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1), or muon:
                                     optax's scale_by_muon on the parameters routed to the spectral family, one
                                     matrix per stacked layer, and adam on the rest (optax.partition)
-      -> [clip update RMS]          per-parameter RMS threshold, width-independent (TP IVb 2.10.2)
+      -> [clip update RMS]          per-parameter RMS threshold, width-independent (TP IVb 2.10.2): at Muon's
+                                    O it follows O's RMS 1/sqrt(max(p, q)) (clip_by_natural_rms)
       -> * m^-c r^-gamma            per-parameter LR multiplier of the parameter's family (Muon: c - k/2)
       -> + wd * w                   decoupled weight decay: a per-step shrink lr*wd, width-independent (2.10.1)
       -> * -lr * schedule(t)        the global learning rate, kept in the optimizer state (vmappable)
@@ -196,6 +197,7 @@ class Route:
     fan_in: int = 1
     layout: str = "in_out"
     base_fraction: float = 1.0  # the parameter's size at the base width and depth over its size: m^-k (L0/L)
+    rms_ratio: float = 1.0  # spectral: a full-rank O's RMS here over at the base shape, sqrt(max(p0, q0) / max(p, q))
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
         """Muon's (reduction, output) axes: the fan-out axis (last for in_out, first after the stacked axes for
@@ -212,9 +214,14 @@ class Route:
 
 def routes(cfg: OptimConfig, params: Any) -> Any:
     """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
-    return per_param(params, lambda tag: Route(family_of(cfg, tag), tag.fan_in, tag.layout,
-                                               float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind]
-                                               / float(tag.depth_ratio)))
+    def route(tag: Tag) -> Route:
+        family = family_of(cfg, tag)
+        ratio = math.sqrt(max(tag.base_fan_in, tag.base_fan_out) / max(tag.fan_in, tag.fan_out)) \
+            if family == "spectral" else 1.0
+        return Route(family, tag.fan_in, tag.layout,
+                     float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind] / float(tag.depth_ratio), ratio)
+
+    return per_param(params, route)
 
 
 def entrywise_transform(cfg: OptimConfig) -> optax.GradientTransformation:
@@ -265,12 +272,36 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
         parts.append(clip_by_faithful_norm(cfg.clip_norm, route))
     parts.append(base_transform(cfg, route))
     if cfg.clip_rms:
-        parts.append(optax.clip_by_block_rms(cfg.clip_rms))
+        parts.append(clip_by_natural_rms(cfg.clip_rms, route))
     parts.append(scale_by_tree(lr_mult))
     if cfg.decay:
         parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
     parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, horizon)))
     return optax.chain(*parts)
+
+
+def clip_by_natural_rms(max_rms: float, route: Any = None) -> optax.GradientTransformation:
+    """Per-parameter clipping of the base optimizer's update RMS at a threshold that follows the update's natural
+    size, so that the clip factor is width-independent (TP IVb 2.10.2): max_rms where the entries are Theta(1)
+    (entrywise optimizers, SGD's faithful gradients); for Muon's O, whose RMS is 1/sqrt(max(p, q)) at full rank,
+    max_rms * sqrt(max(p0, q0) / max(p, q)) (`Route.rms_ratio`): max_rms at the base shape, shrinking as O's RMS
+    does (a fixed threshold clipped the base width's O and not a wider one's, so ||dW||_* grew with width)."""
+
+    def update(updates, state, params=None):
+        del params
+
+        def one(u, r):
+            if isinstance(u, optax.MaskedNode):
+                return u
+            limit = max_rms * (1.0 if r is None else r.rms_ratio)
+            rms = jnp.sqrt(jnp.mean(jnp.square(u)))
+            return u * jnp.minimum(1.0, limit / jnp.maximum(rms, 1e-30)).astype(u.dtype)
+
+        if route is None:
+            return jax.tree.map(lambda u: one(u, None), updates), state
+        return jax.tree.map(one, updates, route, is_leaf=lambda x: isinstance(x, optax.MaskedNode)), state
+
+    return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
 
 def clip_by_faithful_norm(max_norm: float, route: Any = None) -> optax.GradientTransformation:
