@@ -267,3 +267,13 @@ def test_python_warnings_stay_off_the_terminal():
     proc = _python("import warnings\nfrom zoo.cli.boundary import boundary\n"
                    "boundary(lambda: (warnings.warn('Tight layout not applied'), print('done')))()")
     assert proc.returncode == 0 and proc.stdout == "done\n" and "Tight layout" not in proc.stderr, proc.stderr
+
+
+def test_ctrl_c_outside_training_does_not_speak_of_training():
+    """Ctrl-C in a command other than train.py (here zoo.sample, generating) is one line and status 130 that does
+    not claim training was interrupted before it started."""
+    proc = _python("import zoo.sample\n"
+                   "def interrupted(*args):\n    raise KeyboardInterrupt\n"
+                   "zoo.sample.sample = interrupted\n"
+                   "from zoo.cli.sample import main\nmain(['RUN'])")
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", proc.stderr

@@ -25,13 +25,15 @@ QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "async
          "py.warnings")  # Python warnings (matplotlib's layout notes, ...), through logging.captureWarnings
 
 
-def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False) -> Any:
+def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False,
+             interrupted: str = "interrupted (Ctrl-C)") -> Any:
     """Wraps a command's `main(argv=None)` (see the module docstring). The JAX backend is started first, so a
     JAX_PLATFORMS this machine cannot serve is one line; `joins`: the command may join a multi-host run, which must
     come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check);
-    `per_core`: the command splits its work over devices, one per CPU core (zoo.train.backend.cpu_cores_as_devices)."""
+    `per_core`: the command splits its work over devices, one per CPU core (zoo.train.backend.cpu_cores_as_devices);
+    `interrupted`: the line a Ctrl-C the command did not handle itself prints."""
     if main is None:
-        return functools.partial(boundary, joins=joins, per_core=per_core)
+        return functools.partial(boundary, joins=joins, per_core=per_core, interrupted=interrupted)
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -54,7 +56,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         except Stopped as e:
             _exit(128 + e.signum)
         except KeyboardInterrupt:
-            print("interrupted (Ctrl-C) before training started; nothing was saved", file=sys.stderr)
+            print(interrupted, file=sys.stderr)
             _exit(130)
         except BaseException as e:
             if is_disk_full(e):

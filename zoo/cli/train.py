@@ -46,7 +46,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return resolve(settings(args, FLAT), read_file(args.config) if args.config else None)
 
 
-@boundary(joins=True)
+@boundary(joins=True, interrupted="interrupted (Ctrl-C) before training started; nothing was saved")
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
