@@ -235,6 +235,41 @@ def test_expected_slopes_match_tp4b(name, opts, optimizer, expected):
         assert slopes[group] == pytest.approx(value), (group, slopes)
 
 
+MIXER_KINDS = ("input", "vector", "hidden", "scalar")  # the Mixer's token-mixing weights are scalar kind
+
+
+@pytest.mark.parametrize("name, optimizer, expected", [
+    ("ntk", "adam", {"hidden": 0, "output": 0}),
+    ("ntk", "sgd", {"hidden": 0, "output": 0}),
+    ("mup", "adam", {"hidden": 0, "output": 0}),
+    ("mup", "sgd", {"hidden": 0, "output": 0}),
+    ("sp", "adam", {"hidden": 1, "output": 1.5}),
+])
+def test_expected_slopes_with_scalar_parameters(name, optimizer, expected):
+    """A scalar-kind weight (no width dim, e.g. Mixer token mixing) changes every coordinate of h by the same map,
+    so its Delta h is not aligned with the readout V0: V0 . Delta h is a CLT sum, n^(1/2 - a_out - b_out - r_scalar),
+    not n^(1 - a_out - b_out - r); and under SGD its gradient sums coherently only over the readout-aligned part of the
+    features (d* = a + a_out + b_out - max(1/2, 1 - r)). NTK's scalar (0, 0, 0, 0) then moves h by Theta(1) with a
+    Theta(1) output change, stable: output slope 0 (it used to be +1/2, and SGD's hidden +1/2, so that NTK on the
+    Mixer was 'unstable by theory' while its measured output change is flat: -0.04 +- 0.09 under Adam, -0.03 under
+    SGD at widths 64..256); muP and SP are unchanged."""
+    slopes = P.get(name).expected_slopes(optimizer, kinds=MIXER_KINDS)
+    for group, value in expected.items():
+        assert slopes[group] == pytest.approx(value), (group, slopes)
+
+
+@pytest.mark.slow
+def test_ntk_on_the_mixer_is_not_unstable(tmp_path, capsys):
+    """NTK on the MLP-Mixer under Adam, widths 64 and 256: the logits' change is flat (slope 0 +- 0.15, theory 0)
+    and the verdict does not call the plugin unstable (the token-mixing weights' change is not aligned with the
+    readout)."""
+    code, out, err = coord_check(["--model", "mixer", "--param", "ntk", "--widths", "64,256", "--seeds", "2",
+                                  "--batch", "8", "--model-opt", "depth=2"], tmp_path, capsys)
+    rec = record(tmp_path, "width")
+    assert "unstable by theory" not in out and not rec["unstable"], out + err
+    assert rec["expected"]["output"] == 0 and max(abs(s) for s in rec["layers"]["output"]["slopes"]) <= 0.15, rec
+
+
 @pytest.mark.parametrize("alpha, gamma, total, branch", [
     (0.5, 0.5, 0.0, 0.0),    # Depth-muP: flat
     (1.0, 0.0, 0.0, 0.0),    # the ODE scaling (CompleteP): flat

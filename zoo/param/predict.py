@@ -7,12 +7,15 @@ Feature-learning exponents, per kind (fan-in fixed for input, vector and scalar 
 with c the Adam LR exponent. Muon (the spectral family of zoo.param.families) uses its LR exponent plus k/2 (k width
 axes: a spectral update has ||dW||_* ~ lr, an entrywise one m^(k/2) lr): c again under the spectral map, k/2 under
 sp's one global LR. SGD uses its LR exponent c - d plus the faithful gradient exponent d* of the kind (d* = a +
-a_out + b_out for parameters before the readout, one less for scalar kind whose gradient sums over the width,
-d* = a_out for the readout), i.e. c -> c - d + d* (Yang-Hu abc form). The predicted sizes:
+a_out + b_out for parameters before the readout, less max(1/2, 1 - r) for scalar kind whose gradient sums over the
+width, coherently only over the features' part aligned with the readout, n^-r; d* = a_out for the readout), i.e.
+c -> c - d + d* (Yang-Hu abc form). The predicted sizes:
 
     Delta h (input layer)  ~ n^-r_in
     Delta h (hidden)       ~ n^-r,  r = min of r over the kinds before the readout
-    Delta f                ~ n^max(-r_out, 1 - a_out - b_out - r)     (n^-r_out from a zero readout V0 = 0)
+    Delta f                ~ n^max(-r_out, 1 - a_out - b_out - r, 1/2 - a_out - b_out - r_scalar)
+                           (n^-r_out from a zero readout V0 = 0; r here over the kinds but scalar, whose change of h
+                           is the same map on every coordinate, so not aligned with V0: a CLT sum, not an LLN one)
     Delta attention logits ~ n^(s (1 - e) - r)   for logits q.k / d_head^e with d_head ~ n^s
 
 In depth (TP VI section 7, branch multiplier L^-alpha, branch updates L^-gamma): the change caused by the
@@ -37,16 +40,20 @@ from zoo.param import families
 GROUPS = ("input", "hidden", "stream", "output", "attention")
 
 
-def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float) -> float:
+def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float, r_aligned: float = 0.0) -> float:
     """The Adam LR exponent that scales this kind's update as its optimizer family does: c itself (adam); the Muon
-    exponent plus k/2 (spectral: ||dW||_* ~ lr, an entrywise update's is m^(k/2) lr); c - d + d* (sgd)."""
+    exponent plus k/2 (spectral: ||dW||_* ~ lr, an entrywise update's is m^(k/2) lr); c - d + d* (sgd). A scalar's
+    gradient sums the backprop (n^-(a_out + b_out)) times the features over the width: the part of the features aligned
+    with the readout (n^-r_aligned, r_aligned of the other kinds) sums coherently, the rest as a CLT sum, so d* = a +
+    a_out + b_out - max(1/2, 1 - r_aligned) (muP: 1, as a coherent sum; NTK: 1/2)."""
     a, _, c, d = (float(v) for v in abcd)
     if family == "adam":
         return c
     if family == "spectral":
         return muon_c + families.WIDTH_AXES[kind] / 2
     a_out, b_out = float(out[0]), float(out[1])
-    faithful = a_out if kind == "output" else a + a_out + b_out - (1.0 if kind == "scalar" else 0.0)
+    summed = max(0.5, 1.0 - r_aligned) if kind == "scalar" else 0.0
+    faithful = a_out if kind == "output" else a + a_out + b_out - summed
     return c - d + faithful
 
 
@@ -55,11 +62,12 @@ def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Itera
     """Kind -> r (TP IVb Def 2.8.5) for the kinds present, the output included; `spectral_c` gives the plugin's Muon
     LR exponent of a kind (default: the spectral map c - k/2)."""
     out = abcd("output")
-    r = {}
-    for kind in {*kinds, "output"}:
+    r: dict[str, float] = {}
+    for kind in sorted({*kinds, "output"}, key=lambda k: k == "scalar"):  # scalar last: it reads the others' r
         a, c = float(abcd(kind)[0]), float(abcd(kind)[2])
         muon_c = spectral_c(kind) if spectral_c else c - families.WIDTH_AXES[kind] / 2
-        ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io), muon_c)
+        aligned = min((v for k, v in r.items() if k != "output"), default=0.0)
+        ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io), muon_c, aligned)
         r[kind] = ce + a - (1.0 if kind in ("hidden", "output") else 0.0)
     return r
 
@@ -75,11 +83,16 @@ def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
     body = [v for k, v in r.items() if k != "output"]
     r_body = min(body) if body else 0.0
     a_out, b_out = float(abcd("output")[0]), float(abcd("output")[1])
+    # V0 . Delta h: a change a matrix or vector update causes carries the backprop, so it lines up with V0 (a law of
+    # large numbers, n^(1 - a_out - b_out - r)); a scalar's acts alike on every coordinate and does not (a central
+    # limit sum, n^(1/2 - a_out - b_out - r))
+    aligned = [1.0 - a_out - b_out - v for k, v in r.items() if k not in ("output", "scalar")]
+    unaligned = [0.5 - a_out - b_out - r["scalar"]] if "scalar" in r else []
     return _clean({
         "input": -r.get("input", r_body),
         "hidden": -r_body,
         "stream": -r_body,
-        "output": -r["output"] if zero_readout else max(-r["output"], 1.0 - a_out - b_out - r_body),
+        "output": -r["output"] if zero_readout else max(-r["output"], *aligned, *unaligned),
         "attention": head_dim_slope * (1.0 - float(attn_exponent)) - r_body,
     })
 
