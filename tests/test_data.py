@@ -138,6 +138,8 @@ def test_text_byte_level(tmp_path):
 def test_text_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.txt"):
         zoo.data.load(f"text:{tmp_path / 'missing.txt'}")
+    with pytest.raises(IsADirectoryError, match="is a directory; text:FILE reads one file"):
+        zoo.data.load(f"text:{tmp_path}")
     short = tmp_path / "short.txt"
     short.write_text("abc" * 10)
     with pytest.raises(ValueError, match="fewer than seq_len"):

@@ -19,6 +19,9 @@ TRAIN_FRACTION = 0.9
 def load(path: str, seq_len: int, byte_level: bool = False) -> Dataset:
     """Char level: vocab = sorted set of characters. Byte level: vocab = the 256 byte values."""
     src = Path(path).expanduser()
+    if src.is_dir():
+        raise IsADirectoryError(f"text:{src} is a directory; text:FILE reads one file (for a folder of files, "
+                                "python -m zoo.data.prepare text DIR --out TOKENS, then --data tokens:TOKENS)")
     if not src.is_file():
         raise FileNotFoundError(f"text file not found: {src}")
     raw = src.read_bytes()
