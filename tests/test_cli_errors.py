@@ -27,6 +27,7 @@ def _cases(tmp, small_run):
     (tmp / "intkey.yaml").write_text("model_opt: {1: 2}\n")
     (tmp / "both.yaml").write_text("steps: 10\nepochs: 2\n")
     (tmp / "twice.yaml").write_text("lr: 0.1\noptim: {lr: 0.2}\n")
+    (tmp / "cfgdir" / "config.json").mkdir(parents=True)
     r = str(tmp / "r")
     return [
         (["--config", str(tmp)], "is a directory, not a YAML or JSON file"),
@@ -63,6 +64,7 @@ def _cases(tmp, small_run):
         (["--mesh", "data=3"], "must equal the 1 devices"),
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),
         (["--mesh", "data=1,data=1"], "axis data is given twice"),
+        (["--run-dir", str(tmp / "cfgdir")], "config.json is a directory, not a run's config"),
         (["--config", str(tmp / "twice.yaml")], "lr is given twice, as lr and as optim.lr; give it once"),
         (["--run-dir", str(tmp / "afile")], "is a file"),
         (["--run-dir", str(tmp / "afile" / "sub")], "cannot create --run-dir"),

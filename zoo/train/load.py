@@ -73,6 +73,8 @@ def stored_config(run_dir: str | Path) -> dict[str, Any] | None:
 
 def read_config_json(path: Path) -> dict[str, Any] | None:
     config = path / "config.json"
+    if config.is_dir():
+        raise IsADirectoryError(f"{config} is a directory, not a run's config; use another --run-dir")
     if not config.is_file():
         return None
     try:
