@@ -65,6 +65,7 @@ def _cases(tmp, small_run):
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),
         (["--mesh", "data=1,data=1"], "axis data is given twice"),
         (["--run-dir", str(tmp / "cfgdir")], "config.json is a directory, not a run's config"),
+        (["--run-dir", str(tmp / "bad\udcffname")], "--run-dir must be UTF-8 text"),  # argv bytes b"bad\xffname"
         (["--config", str(tmp / "twice.yaml")], "lr is given twice, as lr and as optim.lr; give it once"),
         (["--run-dir", str(tmp / "afile")], "is a file"),
         (["--run-dir", str(tmp / "afile" / "sub")], "cannot create --run-dir"),
@@ -157,15 +158,17 @@ def test_different_run_in_same_dir_is_refused(small_run):
     ["zoo.sweep", "--out", "", "--lrs", "1e-3"], ["zoo.transfer", "--out", " ", "--lrs", "1e-3"],
     ["zoo.export", "RUN", "--out", ""], ["zoo.export", "", "--out", "OUT"], ["zoo.sample", ""],
     ["zoo.papers", "run", "dhg-apjn", "--quick", "--out", ""], ["zoo.data.prepare", "text", "", "--out", "OUT"],
-    ["zoo.sweep", "--out", "OUT", "--lrs", "1e-3", "--cache-dir", ""]])
+    ["zoo.sweep", "--out", "OUT", "--lrs", "1e-3", "--cache-dir", ""], ["zoo.export", "RUN", "--out", "x\udcff"]])
 def test_an_empty_path_is_refused_not_read_as_the_current_folder(argv, capsys, tmp_path, monkeypatch):
     """An empty --out or run dir (an unset shell variable) is a bad command line: it used to write a sweep, a
-    transfer or a claim into whatever folder the shell was in, and prepare tokenized that folder."""
+    transfer or a claim into whatever folder the shell was in, and prepare tokenized that folder. So is a path
+    that is not UTF-8 (orbax cannot write it: the export failed after its work with an unexpected error)."""
     import importlib
 
     monkeypatch.chdir(tmp_path)
     main = importlib.import_module(f"zoo.cli.{argv[0].split('.')[-1]}").main
     with pytest.raises(SystemExit) as stop:
         main(argv[1:])
-    assert stop.value.code == 2 and "must not be empty" in capsys.readouterr().err
+    needle = "must be UTF-8 text" if "\udcff" in argv[-1] else "must not be empty"
+    assert stop.value.code == 2 and needle in capsys.readouterr().err
     assert not any(tmp_path.iterdir())

@@ -93,6 +93,16 @@ def from_text(where: str, text: str, hint: Any) -> Any:
     return check_type(where, value, hint)
 
 
+def utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 text: a command-line argument of other bytes arrives with surrogate escapes, which
+    a path can hold but orbax's C++ code and JSON files cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_settings(obj: Any, prefix: str = "--") -> None:
     """Every field of a settings dataclass against its type and range (`setting(check=..., choices=...)`)."""
     hints = typing.get_type_hints(type(obj))
@@ -104,6 +114,8 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
             continue
         if isinstance(value, str) and not value.strip():
             raise ValueError(f"{name} must not be empty")
+        if isinstance(value, str) and not utf8(value):
+            raise ValueError(f"{name} must be UTF-8 text (checkpoints and config files hold only that), got {value!r}")
         if choices and value not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         if check and not check[0](value):

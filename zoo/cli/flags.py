@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
-from zoo.schema import SEED, base_type, from_text
+from zoo.schema import SEED, base_type, from_text, utf8
 
 
 class Parser(argparse.ArgumentParser):
@@ -47,9 +47,12 @@ def finite(text: str) -> float:
 
 
 def path_arg(text: str) -> str:
-    """A path that is not empty: an empty one (an unset shell variable) would read as the current folder."""
+    """A path that is not empty (an empty one, an unset shell variable, would read as the current folder) and is
+    UTF-8 (orbax's C++ code takes no other)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty (an empty path reads as the current folder)")
+    if not utf8(text):
+        raise argparse.ArgumentTypeError(f"must be UTF-8 text, got {text!r}")
     return text
 
 
