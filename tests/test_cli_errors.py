@@ -64,6 +64,11 @@ def _cases(tmp, small_run):
         (["--mesh", "data=3"], "must equal the 1 devices"),
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),
         (["--mesh", "data=1,data=1"], "axis data is given twice"),
+        (["--byte-level"], "--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but synthetic "
+         "is not text"),
+        (["--data", "synthetic:teacher", "--augment"], "synthetic:teacher is a set of examples of shape (16,)"),
+        ([*TINY_GPT, "--data", "shakespeare", "--augment"], "--augment pads, crops and flips images (height, width, "
+         "channels), but shakespeare is a text set"),
         (["--run-dir", str(tmp / "cfgdir")], "config.json is a directory, not a run's config"),
         (["--run-dir", str(tmp / "bad\udcffname")], "--run-dir must be UTF-8 text"),  # argv bytes b"bad\xffname"
         (["--config", str(tmp / "twice.yaml")], "lr is given twice, as lr and as optim.lr; give it once"),

@@ -17,6 +17,7 @@ from zoo.data.view import DataView
 from zoo.registry import Registry
 
 BUNDLED = Path(__file__).parents[2] / "data"
+BYTE_LEVEL = ("text", "tfds")  # the sources that tokenize raw text, by characters or by bytes
 SHORT_NAMES = {"cifar10": ("imagefolder", "cifar10-jpeg.tar.gz"), "shakespeare": ("text", "tinyshakespeare.txt")}
 
 
@@ -50,13 +51,17 @@ def load(spec: str | DataConfig, *, limit: int = IN_MEMORY_LIMIT, **options: Any
         kind, filename = SHORT_NAMES[kind]
         arg = str(Path(cfg.data_dir or BUNDLED) / filename)
     try:
-        return SOURCES.get(kind)(arg, cfg, limit)
+        data = SOURCES.get(kind)(arg, cfg, limit)
     except SpecError as e:
         raise ValueError(f"unknown data spec {cfg.name!r} ({e}); use {forms()}") from None
     except ValueError:
         if kind in SOURCES.names():
             raise
         raise ValueError(f"unknown data spec {cfg.name!r}; use {forms()}") from None
+    if cfg.byte_level and not (kind in BYTE_LEVEL and data.kind == "text"):
+        raise ValueError(f"--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but {cfg.name} "
+                         f"{'has its own tokens' if data.kind == 'text' else 'is not text'}; leave it out")
+    return data
 
 
 def forms() -> str:

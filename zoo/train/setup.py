@@ -47,14 +47,24 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     cfg = cfg.replace(width=model_cfg.width, depth=model_cfg.depth, base_width=model_cfg.base_width,
                       base_depth=model_cfg.base_depth, steps=steps, epochs=None)  # the horizon in steps only
     augment = None
-    if cfg.data.augment and data.kind == "image":
+    if cfg.data.augment:
         from zoo.data.augment import pad_crop_flip
 
+        check_augmentable(cfg.data.name, data)
         augment = pad_crop_flip
     dtype = jnp.bfloat16 if cfg.loop.precision == "bf16" else jnp.float32
     program = build_program(lambda r: zoo.models.create(cfg.model.name, model_cfg, plugin, r), plugin, cfg.optim,
                             dtype, augment, cfg.loop.grad_accum, horizon=steps)
     return Setup(cfg, data, model_cfg, plugin, program)
+
+
+def check_augmentable(name: str, data: Any) -> None:
+    """--augment (pad-crop-flip) takes images (height, width, channels); it used to be dropped silently on text
+    and to fail inside the compile on vectors."""
+    if data.kind != "image" or len(data.in_shape) != 3:
+        what = "a text set" if data.kind == "text" else f"a set of examples of shape {tuple(data.in_shape)}"
+        raise ValueError(f"--augment pads, crops and flips images (height, width, channels), but {name} is {what}; "
+                         "leave it out")
 
 
 def epoch_steps(cfg: RunConfig, data: Any) -> int:
