@@ -63,6 +63,10 @@ def test_transfer_bad_input(tmp_path, capsys):
     assert "has no option" in error([*CASE, *out, "--param-opt", "bogus=1"], capsys)
     assert "--target-seeds 2 from --seed 2147483647 reaches seed 2147483648" in error(
         [*CASE, *out, "--seed", str(2**31 - 1), "--target-seeds", "2"], capsys)
+    gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--proxy-width", "16", "--width", "20", "--depth", "1",
+           "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", "--cache-dir", "off", *out]
+    assert "width 20 is not a multiple of head_dim 8" in error(gpt, capsys)
+    assert not (tmp_path / "x").exists()  # refused before the proxy trained
 
 
 def test_default_check_grid_brackets_the_transferred_lr():

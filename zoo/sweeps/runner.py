@@ -54,12 +54,23 @@ class SweepSpec:
         default, m = zoo.models.config(self.run.model.name, **self.run.model.options), self.run.model
         return (sorted(self.widths or [m.width or default.width]), sorted(self.depths or [m.depth or default.depth]))
 
+    def bases(self) -> tuple[int, int]:
+        """The base width and depth: the run's, else the smallest size swept."""
+        widths, depths = self.sizes()
+        return self.run.model.base_width or widths[0], self.run.model.base_depth or depths[0]
+
+    def shapes(self) -> list[RunConfig]:
+        """The run config of every shape, at the base sizes."""
+        widths, depths = self.sizes()
+        base_width, base_depth = self.bases()
+        return [self.run.replace(width=w, depth=d, base_width=base_width, base_depth=base_depth)
+                for w in widths for d in depths]
+
     def settings(self, steps: int) -> dict[str, Any]:
         """What every shape shares (stored in DIR/sweep.json); the grid itself may grow between runs."""
-        widths, depths = self.sizes()
         run = {k: v for k, v in json.loads(json.dumps(self.run.identity())).items() if k not in PER_MEMBER}
-        return {**run, "steps": steps, "base_width": self.run.model.base_width or widths[0],
-                "base_depth": self.run.model.base_depth or depths[0]}
+        base_width, base_depth = self.bases()
+        return {**run, "steps": steps, "base_width": base_width, "base_depth": base_depth}
 
 
 def enable_compile_cache(path: str | Path) -> None:
@@ -83,29 +94,31 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
     run = spec.run
     if data is None:
         data = load_data(run)
-    widths, depths = spec.sizes()
-    probe = run.replace(width=widths[0], depth=depths[0])
-    settings = spec.settings(setup(probe, data).steps)
+    settings = spec.settings(check_shapes(spec, data))
     with results.open_dir(spec.out, echo):
         results.check_settings(spec.out, settings, echo)
         finished = results.done(results.read(spec.out))
         lr_all, seed_all = members(spec.lrs, spec.seeds)
         seed_all = seed_all + run.loop.seed
-        for width in widths:
-            for depth in depths:
-                todo = [i for i in range(len(lr_all))
-                        if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
-                if not todo:
-                    echo(f"width={width} depth={depth}: done, skipped")
-                    continue
-                cfg = run.replace(width=width, depth=depth, base_width=settings["base_width"],
-                                  base_depth=settings["base_depth"])
-                records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
-                results.append(spec.out, records)
-                r = records[0]
-                echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
-                     f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
+        for cfg in spec.shapes():
+            width, depth = cfg.model.width, cfg.model.depth
+            todo = [i for i in range(len(lr_all))
+                    if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
+            if not todo:
+                echo(f"width={width} depth={depth}: done, skipped")
+                continue
+            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
+            results.append(spec.out, records)
+            r = records[0]
+            echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
+                 f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
         return results.read(spec.out)
+
+
+def check_shapes(spec: SweepSpec, data: Any) -> int:
+    """Every shape set up (model, plugin, program) before any trains, so a size the model refuses (a width that is
+    no multiple of its head dim) fails at once, not after the shapes before it; returns the steps of a run."""
+    return [setup(cfg, data).steps for cfg in spec.shapes()][0]
 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100

@@ -23,7 +23,7 @@ import numpy as np
 from zoo.config import RunConfig
 from zoo.sweeps import report
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, valid_lrs
-from zoo.sweeps.runner import SweepSpec, load_data, run_sweep
+from zoo.sweeps.runner import SweepSpec, check_shapes, load_data, run_sweep
 from zoo.train.lock import claim
 
 CHECK_STEPS = 2  # the default --check-target grid: the transferred LR +- this many proxy grid steps
@@ -185,5 +185,8 @@ def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], Non
     holds spec.out meanwhile (another transfer into it is refused)."""
     if data is None:
         data = load_data(spec.run)
+    for run in spec.arms():  # every size of every arm is one the model takes, before any trains
+        for width, depth in (spec.proxy, spec.target):
+            check_shapes(SweepSpec(run=run, lrs=spec.lrs, out=spec.out, widths=[width], depths=[depth]), data)
     with claim(spec.out, echo, what="transfer", flag="--out"):
         return [run_arm(spec, run, data, echo) for run in spec.arms()]
