@@ -170,10 +170,10 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["curves.png"]
 
 
-def test_damaged_metrics_rows_are_dropped_and_a_checkpoints_file_is_refused(tmp_path):
+def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refused(tmp_path):
     """A metrics.jsonl row that is not UTF-8 is skipped like a torn one (the resume's trim used to stop on it with a
-    decode error naming no file); a run dir whose checkpoints/ is a file is refused before training, not at the
-    first save, and left as it was."""
+    decode error naming no file); a run dir whose checkpoints/ is a file, or whose metrics.jsonl, summary.json or
+    curves.png is a folder, is refused before anything compiles, and left as it was."""
     from zoo.train.logger import read_metrics, trim_metrics
 
     (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1}\n\xff\xfe junk\n{"step": 3}\n{"step": 4, "lo')
@@ -185,3 +185,10 @@ def test_damaged_metrics_rows_are_dropped_and_a_checkpoints_file_is_refused(tmp_
     (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
     assert f"{run / 'checkpoints'} is not a directory" in clean_error(code, err)
     assert (run / "checkpoints").read_text() == "not a folder" and "compiling" not in err
+    runs = {name: tmp_path / name.replace(".", "_") for name in ("metrics.jsonl", "summary.json", "curves.png")}
+    for name, run in runs.items():
+        (run / name).mkdir(parents=True)  # found after the compile, or after training, naming a temporary file
+    results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)] for run in runs.values()])
+    for (name, run), (code, err) in zip(runs.items(), results, strict=True):
+        assert f"{run / name} is a directory, so the run could not write it" in clean_error(code, err)
+        assert "compiling" not in err

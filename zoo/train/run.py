@@ -23,6 +23,8 @@ from zoo.train.load import read_config_json, stored_config
 from zoo.train.lock import RunLock, claim
 from zoo.train.logger import console, plot_curves, trim_metrics
 
+RUN_FILES = ("metrics.jsonl", "summary.json", "curves.png")  # beside config.json (zoo.train.load) and checkpoints/
+
 
 def say_on(main: bool) -> Callable[[str], None]:
     """A line to the user (stderr), from process 0 only."""
@@ -47,6 +49,7 @@ class Run:
         try:
             if is_main():
                 lock = claim(path, say)
+            _check_layout(path)
             steps = _saved_steps(path)
             old = stored_config(path)
             changes = identity_changes(old, cfg) if old is not None else []
@@ -114,12 +117,21 @@ class Run:
         self.close()
 
 
-def _saved_steps(path: Path) -> list[int]:
+def _check_layout(path: Path) -> None:
+    """What the run will write can be written: checkpoints/ is a folder and the files are not (found at the first
+    save or at the end of training otherwise, naming a temporary file)."""
     folder = path / "checkpoints"
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a directory, so no checkpoint could be saved there; use another "
                                  "--run-dir")
-    if not folder.is_dir():
+    for name in RUN_FILES:
+        if (path / name).is_dir():
+            raise IsADirectoryError(f"{path / name} is a directory, so the run could not write it; use another "
+                                    "--run-dir")
+
+
+def _saved_steps(path: Path) -> list[int]:
+    if not (path / "checkpoints").is_dir():
         return []
     with Checkpoints(path, read_only=True) as ckpts:
         return ckpts.steps()
