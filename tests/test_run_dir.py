@@ -168,6 +168,11 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
     with pytest.raises(OSError):
         save_figure(fig, path)
     assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["curves.png"]
+    (tmp_path / "sweep.png").mkdir()  # a folder where the file goes: named itself, not the temporary file
+    with pytest.raises(IsADirectoryError) as e:
+        save_figure(fig, tmp_path / "sweep.png")
+    assert e.value.filename == str(tmp_path / "sweep.png") and sorted(p.name for p in tmp_path.iterdir()) == [
+        "plots", "sweep.png"]
 
 
 def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refused(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -28,7 +29,10 @@ def umask() -> int:
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
     readers see the old or the new file, never a partial one. The file gets mode 0666 less the umask, as
-    `open(path, "w")` would give it (mkstemp alone gives 0600)."""
+    `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error naming `path` (not
+    the temporary file, which the rename would name)."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~umask())
