@@ -50,7 +50,7 @@ def test_tokenizers_round_trip_and_rebuild_from_meta(tmp_path):
         again = tokenizer.from_meta(json.loads(json.dumps(tok.meta())), tmp_path)
         assert again.vocab_size == tok.vocab_size and again.encode(text).tolist() == tok.encode(text).tolist()
     assert tokenizer.parse("bpe:512") == ("bpe", 512) and tokenizer.parse("char") == ("char", None)
-    for bad in ("bpe", "bpe:0", "bpe:x", "word", "char:3"):
+    for bad in ("bpe", "bpe:0", "bpe:x", "word", "char:3", f"bpe:{2**31}"):
         with pytest.raises(ValueError, match="unknown tokenizer"):
             tokenizer.parse(bad)
 
