@@ -46,6 +46,16 @@ def test_config_parts_flat_names_and_nested_files_agree(tmp_path):
     assert (flat.model.width, wider.model.width) == (128, 256)
 
 
+def test_yaml_reads_exponent_numbers_as_the_command_line_does(tmp_path):
+    """`lr: 1e-3` in a YAML file is the number 0.001, as `--lr 1e-3` is (YAML 1.1 read it as the string '1e-3' and
+    the file was refused with 'lr must be a number'); quoted, it stays a string."""
+    (tmp_path / "sci.yaml").write_text("lr: 1e-3\nb2: 9.5E-1\n")
+    assert read_file(str(tmp_path / "sci.yaml")) == {"lr": 1e-3, "b2": 0.95}
+    (tmp_path / "quoted.yaml").write_text("lr: '1e-3'\n")
+    with pytest.raises(ValueError, match="lr must be a number, got '1e-3'"):
+        read_file(str(tmp_path / "quoted.yaml"))
+
+
 def test_epochs_replace_the_steps_before_them(tmp_path):
     """--epochs (flag or file) sets the horizon in place of the recipe's or the file's steps; the resolved config
     states it in steps only, so a run's config.json reads back as a config file."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,16 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
     return out
 
 
+class YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading a number with an exponent and no dot (`lr: 1e-3`) as a float, as YAML 1.2,
+    JSON and the command line do (YAML 1.1 makes it the string '1e-3')."""
+
+
+YamlLoader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789."))
+
+
 def read_file(path: str) -> dict[str, Any]:
     """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
     schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them)."""
@@ -195,7 +206,7 @@ def read_file(path: str) -> dict[str, Any]:
     if not p.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        data = json.loads(p.read_text()) if p.suffix == ".json" else yaml.safe_load(p.read_text())
+        data = json.loads(p.read_text()) if p.suffix == ".json" else yaml.load(p.read_text(), YamlLoader)
     except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
         raise ValueError(f"config file {path} is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
                          f"{str(e).splitlines()[0]}") from None
