@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 import jax
 from jax.experimental import multihost_utils
 
+from zoo.schema import INT32_MAX
+
 ENV = {"coordinator": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCESSES",
        "process_id": "JAX_PROCESS_ID", "timeout_s": "ZOO_COORDINATOR_TIMEOUT"}
 TIMEOUT_S = 300.0  # JAX's own default wait for every process to join
@@ -55,7 +57,9 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     n, i, address = given["num_processes"], given["process_id"], given["coordinator"]
     if n is None or i is None:
         raise ValueError("multi-host needs --num-processes and --process-id with --coordinator")
-    if n < 1 or not 0 <= i < n:
+    if not 1 <= n <= INT32_MAX:  # JAX's runtime takes it as an int32
+        raise ValueError(f"--num-processes must be in [1, 2^31), got {n}")
+    if not 0 <= i < n:
         raise ValueError(f"--process-id must be in [0, {n}), got {i}")
     timeout = TIMEOUT_S if given["timeout_s"] is None else given["timeout_s"]
     if not (math.isfinite(timeout) and timeout > 0):
