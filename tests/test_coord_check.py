@@ -287,3 +287,22 @@ def test_expected_depth_slopes(alpha, gamma, total, branch):
     assert got_branch["stream"] == got_branch["output"] == branch and "input" not in got_branch
     assert got_branch["hidden"] == max(branch, -gamma)
     assert bool(plugin.instabilities("depth")) is (alpha < 0.5 or alpha + gamma < 1)
+
+
+@pytest.mark.slow  # about 20 s
+def test_gpt_stream_grows_in_depth_from_a_small_embedding_and_the_tool_says_why(tmp_path, capsys):
+    """seed_depth_mup.md 1.3 (Depth-muP, x_l = x_0 + a L^-1/2 sum branches): the limit assumes a Theta(1) stream
+    from the start. A GPT's embeddings start it at std 0.02, so the first blocks' pre-LN divides their input's
+    change by an RMS of about a L^-1/2, the branch multiplier cancels there, and the stream's change grows with
+    depth (slope +0.2..+0.45 at depths 4..16 over settings, past the verdict's tolerance 0.15); from embeddings of
+    std 1 it is flat (|slope| < 0.1; measured -0.04..+0.04). Only the first run prints the hint naming the cause."""
+    args = ["--model", "gpt", "--param", "depth_mup", "--depths", "4,16", "--width", "64", "--batch", "4",
+            "--seeds", "1", "--lr", "3e-5", "--model-opt=seq_len=16", "--model-opt=scan=true"]
+    slopes = {}
+    for std in (0.02, 1.0):
+        out = tmp_path / str(std)
+        _, stdout, _ = coord_check([*args, f"--model-opt=embed_std={std}"], out, capsys)
+        record = json.loads((out / "coord_check_depth.json").read_text())
+        slopes[std] = record["layers"]["blocks@0.25"]["slopes"][-1]
+        assert ("embed_std=1" in stdout) == (std == 0.02), stdout
+    assert slopes[0.02] > 0.15 and abs(slopes[1.0]) < 0.1, slopes

@@ -83,7 +83,7 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from zoo.diagnostics.coord_sweep import passed, readout_hint
+    from zoo.diagnostics.coord_sweep import passed, readout_hint, stream_start_hint
 
     axis, sizes, exp = result["axis"], result["sizes"], result["expected"]
     lr = f"lr={result['lr']:.3g}" + ("" if spec.lr is not None else " (chosen)")
@@ -110,9 +110,9 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
                       + (f"; measured: {measured}" if measured else "") + f"; {png}")
     else:
         console.print(f"{'[green]PASS[/]' if passed(result) else '[red]FAIL[/]'} ({axis}): {png}")
-    hint = readout_hint(spec, result)
-    if hint:
-        console.print(hint)
+    for hint in (readout_hint(spec, result), stream_start_hint(spec, result)):
+        if hint:
+            console.print(hint)
 
 
 @boundary
