@@ -48,12 +48,18 @@ def test_config_parts_flat_names_and_nested_files_agree(tmp_path):
 
 def test_yaml_reads_exponent_numbers_as_the_command_line_does(tmp_path):
     """`lr: 1e-3` in a YAML file is the number 0.001, as `--lr 1e-3` is (YAML 1.1 read it as the string '1e-3' and
-    the file was refused with 'lr must be a number'); quoted, it stays a string."""
+    the file was refused with 'lr must be a number'); quoted, it stays a string. Aliases are refused (a billion
+    values in nine lines)."""
     (tmp_path / "sci.yaml").write_text("lr: 1e-3\nb2: 9.5E-1\n")
     assert read_file(str(tmp_path / "sci.yaml")) == {"lr": 1e-3, "b2": 0.95}
     (tmp_path / "quoted.yaml").write_text("lr: '1e-3'\n")
     with pytest.raises(ValueError, match="lr must be a number, got '1e-3'"):
         read_file(str(tmp_path / "quoted.yaml"))
+    nested = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 3)]  # to a8: 10^9 values, hours
+    (tmp_path / "bomb.yaml").write_text("model_opt:\n" + "".join(f"  {line}\n" for line in nested))
+    with pytest.raises(ValueError, match="bomb.yaml cannot be read as YAML: it uses an alias"):
+        read_file(str(tmp_path / "bomb.yaml"))
 
 
 def test_epochs_replace_the_steps_before_them(tmp_path):
