@@ -70,6 +70,21 @@ def test_bad_input_is_one_line_before_any_experiment(argv, status, message, tmp_
     assert (tmp_path / "file").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
+@pytest.mark.parametrize("blocker, message", [("dhg-apjn", "dhg-apjn is a file, where the claim's folder goes"),
+                                              ("README.md/", "README.md is a folder, where the claim writes a file")])
+def test_a_claim_folder_or_index_in_the_way_is_refused_before_the_experiment(blocker, message, tmp_path, capsys):
+    """A file where the claim's folder goes, or a folder where the index goes, is refused before the claim runs
+    (it used to run the experiment, then fail to write it)."""
+    if blocker.endswith("/"):
+        (tmp_path / blocker).mkdir()
+    else:
+        (tmp_path / blocker).write_text("keep")
+    with pytest.raises(SystemExit) as e:
+        main(["run", "dhg-apjn", "--quick", "--out", str(tmp_path)])
+    err = capsys.readouterr()
+    assert e.value.code == 1 and message in clean_error(1, err.err) and "exponent" not in err.out + err.err
+
+
 def test_module_entry_point_is_the_command_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.papers", "run", "nope"], cwd=tmp_path, env=child_env(),
                           capture_output=True, text=True, timeout=120)

@@ -45,7 +45,7 @@ def get(name: str) -> Claim:
 def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT) -> Path:
     """Run claim `name` (quick: its tiny version) and write OUT/NAME/ and the index OUT/README.md."""
     claim = get(name)
-    writable(Path(out))
+    writable(Path(out), name)
     t0 = time.perf_counter()
     numbers = claim.run(quick)
     numbers["wall_s"] = round(time.perf_counter() - t0, 1)

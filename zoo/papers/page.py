@@ -27,10 +27,17 @@ def command(name: str, quick: bool = False) -> str:
     return f"python -m zoo.papers run {name}" + (" --quick" if quick else "")
 
 
-def writable(out: Path) -> None:
-    """Refuses an output root that cannot be created or written, before the experiment runs (not after an hour)."""
+def writable(out: Path, name: str) -> None:
+    """Refuses an output root that cannot be created or written, or where claim `name`'s folder or files cannot go,
+    before the experiment runs (not after an hour)."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"the output root {out} is a file, not a folder")
+    folder = out / name
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file, where the claim's folder goes")
+    for path in (out / INDEX, folder / RESULTS, folder / FIGURE, folder / PAGE):
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder, where the claim writes a file")
     try:
         out.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out).close()
