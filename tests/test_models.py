@@ -22,6 +22,7 @@ TINY = {
     "vit": dict(width=32, depth=2, head_dim=16, in_shape=(8, 8, 3), patch=4, num_classes=4),
     "mixer": dict(width=32, depth=2, in_shape=(8, 8, 3), patch=4, token_dim=8, num_classes=4),
     "gpt": dict(width=32, depth=2, head_dim=16, seq_len=16, vocab_size=11, dropout=0.1),
+    "mlp_resnet": dict(width=32, depth=2, in_shape=(8, 8, 3), num_classes=4),
 }
 SHAKESPEARE = pathlib.Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"  # the bundled copy
 
@@ -251,9 +252,12 @@ def test_cudnn_attention_only_where_it_trains(monkeypatch):
     assert attention_implementation(jnp.bfloat16, 64, 65) is None
 
 
-@pytest.mark.parametrize("name", ["vit", "mixer", "gpt"])
-def test_bfloat16_compute(name):
-    model = make(name, dtype="bfloat16")(nnx.Rngs(0))
+@pytest.mark.parametrize("name", ["vit", "mixer", "gpt", "mlp_resnet"])
+@pytest.mark.parametrize("scan", [True, False])
+def test_bfloat16_compute(name, scan):
+    """The blocks compute in bf16, scanned or unrolled (float32 multipliers do not promote the stream: a scanned
+    MLP-ResNet's carry changed type)."""
+    model = make(name, "depth_mup", dtype="bfloat16", scan=scan)(nnx.Rngs(0))
     y, inter = forward(model, batch(name, 6)["x"], jax.random.key(0), train=True)
     assert y.dtype == jnp.bfloat16 and inter["blocks"].dtype == jnp.bfloat16
     assert np.all(np.isfinite(np.asarray(y, np.float32)))

@@ -159,6 +159,11 @@ def rows_times_transpose(rows: jax.Array, w: jax.Array) -> jax.Array:
     return rows @ w.T
 
 
+def residual(x: jax.Array, y: jax.Array, skip: Multiplier, branch: Multiplier) -> jax.Array:
+    """mu x + b y in the compute dtype of x."""
+    return skip[...].astype(x.dtype) * x + branch[...].astype(x.dtype) * y
+
+
 def branch_folds(skip: Multiplier, branch: Multiplier, *ends: str) -> list[tuple[str, jax.Array]]:
     """x <- mu x + beta branch(x), the branch ending in the Dense layers at `ends`: beta folds into their kernel and
     bias (zoo.export); mu scales the residual stream itself, which no parameter can absorb (ValueError unless 1)."""

@@ -19,7 +19,7 @@ import numpy as np
 from flax import nnx
 
 from zoo.activations import HOMOGENEOUS, activation
-from zoo.models.layers import Dense, LayerNorm, ModelConfig, Scale, Stack, branch_folds, scales
+from zoo.models.layers import Dense, LayerNorm, ModelConfig, Scale, Stack, branch_folds, residual, scales
 from zoo.param.base import Parametrization
 
 
@@ -73,7 +73,7 @@ class Block(nnx.Module):
             y = phi(h) if self.w2 is None else phi(self.w2(phi(h)))
         if self.ms:
             y = y - y.mean(-1, keepdims=True)
-        x = self.skip[...] * x + self.branch[...] * y
+        x = residual(x, y, self.skip, self.branch)
         return x, {"pre": h, "blocks": x}
 
 

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, branch_folds, tagged_param
+from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, branch_folds, residual, tagged_param
 from zoo.param.tags import Kind
 
 
@@ -66,11 +66,6 @@ def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
 
 def fold(key: jax.Array | None, i: int) -> jax.Array | None:
     return None if key is None else jax.random.fold_in(key, i)
-
-
-def residual(x: jax.Array, y: jax.Array, skip: Multiplier, branch: Multiplier) -> jax.Array:
-    """mu x + b y in the compute dtype of x."""
-    return skip[...].astype(x.dtype) * x + branch[...].astype(x.dtype) * y
 
 
 def attention_implementation(dtype: jnp.dtype, head_dim: int, seq_len: int) -> str | None:
