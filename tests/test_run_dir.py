@@ -124,6 +124,17 @@ def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_ne
     assert json.loads((run / "config.json").read_text())["optim"]["lr"] == 0.001
 
 
+def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(tmp_path):
+    """A folder whose config.json names no model (another program's file) is refused in one line, the file as it
+    was; a zoo run's config.json, nested or flat, names its model."""
+    run = tmp_path / "project"
+    run.mkdir()
+    foreign = json.dumps({"name": "my project", "version": 3})
+    (run / "config.json").write_text(foreign)
+    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    assert code == 1 and "does not hold a zoo run's config" in clean_error(code, err), err
+    assert (run / "config.json").read_text() == foreign and not (run / "checkpoints").exists()
+
 def test_files_follow_the_umask(tmp_path):
     """config.json, summary.json and a trimmed metrics.jsonl get 0666 less the umask (0640 under umask 027), as
     every other file a run writes (mkstemp alone would make them 0600)."""

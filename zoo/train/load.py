@@ -81,8 +81,10 @@ def read_config_json(path: Path) -> dict[str, Any] | None:
         values = json.loads(config.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ValueError(f"{config} is not valid JSON; use another --run-dir") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"{config} does not hold a run's config; use another --run-dir")
+    model = values.get("model") if isinstance(values, dict) else None
+    if not (isinstance(model, str) or isinstance(model, dict) and isinstance(model.get("name"), str)):
+        # another program's config.json (every run's names its model): never taken over, nor overwritten
+        raise ValueError(f"{config} does not hold a zoo run's config (it names no model); use another --run-dir")
     return values
 
 
