@@ -125,8 +125,9 @@ def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_ne
 
 
 def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(tmp_path):
-    """A folder whose config.json names no model (another program's file) is refused in one line, the file as it
-    was; a zoo run's config.json, nested or flat, names its model."""
+    """A folder whose config.json names no model (another program's file), or which holds a run's other files without
+    a run's config, is refused in one line, the files as they were; a zoo run's config.json, nested or flat, names
+    its model, and a run writes it before anything else."""
     run = tmp_path / "project"
     run.mkdir()
     foreign = json.dumps({"name": "my project", "version": 3})
@@ -134,6 +135,11 @@ def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(tmp_
     (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
     assert code == 1 and "does not hold a zoo run's config" in clean_error(code, err), err
     assert (run / "config.json").read_text() == foreign and not (run / "checkpoints").exists()
+    (run / "config.json").unlink()
+    (run / "summary.json").write_text(foreign)  # nor a summary.json, metrics.jsonl or curves.png of its own
+    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    assert code == 1 and "another program's files would be overwritten" in clean_error(code, err), err
+    assert (run / "summary.json").read_text() == foreign and not (run / "checkpoints").exists()
 
 def test_files_follow_the_umask(tmp_path):
     """config.json, summary.json and a trimmed metrics.jsonl get 0666 less the umask (0640 under umask 027), as

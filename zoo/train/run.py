@@ -52,6 +52,10 @@ class Run:
             _check_layout(path)
             steps = _saved_steps(path)
             old = stored_config(path)
+            strays = [name for name in RUN_FILES if (path / name).exists()]
+            if old is None and strays:  # a run writes config.json before any of them
+                raise FileExistsError(f"{path} holds {', '.join(strays)} but no run's config.json or checkpoints: "
+                                      "another program's files would be overwritten; use another --run-dir")
             changes = identity_changes(old, cfg) if old is not None else []
             if changes and steps:
                 raise ValueError(f"{path} holds a run with other settings ({'; '.join(changes)}): rerun with its "
