@@ -62,7 +62,7 @@ def test_a_second_sweep_into_a_held_out_is_refused_in_one_line(tmp_path, capsys)
 def test_a_transfer_into_a_held_out_is_refused_before_training(tmp_path):
     spec = TransferSpec(run=RUN, lrs=LRS, proxy=(16, 2), target=(32, 2), out=tmp_path)
     with RunLock(tmp_path, what="sweep", flag="--out"), pytest.raises(RunLocked, match="in use by another sweep"):
-        run_transfer(spec, data=object())  # refused (naming the owner's kind) before the data is touched
+        run_transfer(spec)  # refused (naming the owner's kind) once its sizes are checked, before anything trains
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]
 
 
