@@ -141,6 +141,28 @@ def test_ctrl_c_during_the_compile_is_one_line_and_status_130(tmp_path):
     assert "Traceback" not in rest and len(rest.strip().splitlines()) <= 3, rest
 
 
+def test_ctrl_c_landing_in_a_finalizer_still_stops_the_command(tmp_path):
+    """A Ctrl-C that Python raises inside a finalizer (as it does when the signal lands in JAX's GC callback during
+    a compile) cannot propagate there; the command must still stop with its one line and status 130, not run on."""
+    script = (
+        "import gc, time\n"
+        "from zoo.cli.boundary import boundary\n"
+        "class Landing:\n"
+        "    def __del__(self):\n"
+        "        raise KeyboardInterrupt\n"
+        "@boundary(interrupted='interrupted (Ctrl-C)')\n"
+        "def main():\n"
+        "    Landing()\n"
+        "    gc.collect()\n"
+        "    for _ in range(500):\n"
+        "        time.sleep(0.01)\n"
+        "    print('ran on')\n"
+        "main()\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=child_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 130 and "ran on" not in proc.stdout, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.strip() == "interrupted (Ctrl-C)", proc.stderr
+
 def test_junk_and_non_finite_values_are_one_line(tmp_path):
     """Junk nested in model_opt or param_opt of a config file names the file, the key and what it must be; every
     float of every command is checked for finiteness before anything runs."""

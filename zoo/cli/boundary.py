@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -42,7 +43,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             logging.getLogger(name).setLevel(logging.CRITICAL)
         threading.excepthook = lambda hook_args: _background_failed(hook_args.exc_value)
         sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
-        sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)
+        sys.unraisablehook = lambda hook_args: _unraisable(hook_args.exc_value)
         try:
             if not joins:
                 from zoo.train import backend
@@ -83,6 +84,17 @@ def _background_failed(e: BaseException | None) -> None:
     abandoned = isinstance(e, RuntimeError) and str(e) == "Event loop is closed"
     if e is not None and not abandoned and not isinstance(e.__cause__, GeneratorExit):
         _write_trace(e)
+
+
+def _unraisable(e: BaseException | None) -> None:
+    """An error Python could not raise (in a finalizer or a GC callback) goes to `_background_failed`, except a
+    Ctrl-C: one that lands in such a callback (JAX's `_xla_gc_callback` runs often during a compile) would be lost
+    and the command run on, so its signal is sent again from another thread, shortly, to land in the command's own
+    code (sent from here, it would land in this hook)."""
+    if isinstance(e, KeyboardInterrupt):
+        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    _background_failed(e)
 
 
 def _exit(status: int) -> None:
