@@ -6,7 +6,9 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
 
     judged (the law holds at any width, so a finite-size transient cannot fail a correct run)
     multiplier        m^-a                      the realized one: the variable's value to the power with which the
-                                                forward pass applies it
+                                                forward pass applies it; a readout tied to an input table (GPT's
+                                                readout_mult), m^-(a_out + theta): the output rule gauge-shifted
+                                                onto the table's init (Parametrization.tied_exponent)
     init_rms          m^-(a+b)                  effective weight: multiplier times parameter
     update_rms        m^-(a+c) r^-gamma         entrywise family: Adam's first step is lr sign(g)
     spectral_step     m^-(a+c_muon) r^-gamma    spectral family: effective update per unit of Muon's Newton-Schulz
@@ -64,6 +66,7 @@ class Facts:
     family: str
     branch: bool
     fold: float = 0.0  # log of multipliers folded into the parameter beyond m^-a (multiplier-free forms)
+    tied: Tag | None = None  # a tied readout's multiplier: the tag of the input table it ties to
 
 
 def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
@@ -106,7 +109,7 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     depth_rules = getattr(plugin, "plugin", None) or plugin  # a multiplier-free form keeps its plugin's alpha, gamma
     alpha, gamma = float(depth_rules.alpha), float(depth_rules.gamma)
     if quantity == "multiplier":
-        return -a * log_m
+        return -float(plugin.tied_exponent(tag, facts.tied) if facts.tied else a) * log_m
     if quantity == "init_rms":
         return -(a + b) * log_m
     if quantity == "init_spectral":

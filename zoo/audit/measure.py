@@ -73,3 +73,11 @@ def multiplier_power(f: Callable[[Any, Any], jax.Array], w: Any, c: Any, w_tange
     _, along_c = jax.jvp(lambda m: f(w, m), (c,), (c_tangent,))
     along_w, along_c = along_w.astype(jnp.float32), along_c.astype(jnp.float32)
     return jnp.sum(along_c * along_w) / jnp.maximum(jnp.sum(along_w * along_w), 1e-30)
+
+
+def output_power(f: Callable[[Any], jax.Array], c: Any, c_tangent: Any) -> jax.Array:
+    """p with f = c^p g, a multiplier c applied at the output (a tied readout's): the directional derivative along c
+    itself is p f (Euler), so p = <J_c c, f> / |f|^2."""
+    out, along_c = jax.jvp(f, (c,), (c_tangent,))
+    out, along_c = out.astype(jnp.float32), along_c.astype(jnp.float32)
+    return jnp.sum(along_c * out) / jnp.maximum(jnp.sum(out * out), 1e-30)

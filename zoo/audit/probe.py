@@ -19,6 +19,9 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
                                   state (the family the run really gives it)
     mult, power                   the multiplier variable beside it (mean over layers) and the power p with which
                                   the forward pass applies it (measure.multiplier_power; 1 when applied once)
+
+and per tied readout multiplier (a multiplier tagged with the readout's tag and the table it `ties` to, GPT's
+readout_mult): its mult and the power with which the logits carry it (measure.output_power).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from optax.contrib._muon import MuonState
 from zoo.audit import measure
 from zoo.optim import OptimConfig, Route
 from zoo.param.families import MATRIX_KINDS
+from zoo.param.tags import Tag
 from zoo.train import memory
 from zoo.train.mesh import MeshPlan
 from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
@@ -90,6 +94,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     tags = {p: v.get_metadata()["tag"] for p, v in paths(abstract["params"]).items()}
     rest = paths(abstract["rest"])
     mults = {p: m for p in tags if (m := multiplier_of(p, rest)) is not None}
+    tied = list(tied_readouts(abstract["rest"]))
 
     def logits(params, rest_state, x):
         return nnx.merge(prog.graphdef, params, rest_state)(prepare_inputs(x, prog.dtype))[0]
@@ -120,6 +125,9 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                 out[path]["small_sqrt_v_rms"] = measure.rms(jnp.sqrt(v_small[path] / (1.0 - cfg.b2))) / TINY
         for path, p in powers(logits, st["params"], st["rest"], b["x"], mults).items():
             out[path]["power"] = p
+        for path in tied:
+            out[path] = {"power": measure.output_power(lambda c: logits(st["params"], c, b["x"]), st["rest"],
+                                                       one_hot(st["rest"], path))}
         return out
 
     program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
@@ -132,7 +140,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     for path, family in optimizer_families(jax.eval_shape(prog.tx.init, abstract["params"])).items():
         numbers[path]["in_" + family] = 1.0
     rest_values = paths(state["rest"])
-    for path, m in mults.items():
+    for path, m in {**mults, **{t: t for t in tied}}.items():
         numbers.setdefault(path, {})["mult"] = float(np.mean(np.asarray(rest_values[m][...])))
     return {p: {k: float(v) for k, v in d.items()} for p, d in numbers.items()}
 
@@ -144,15 +152,32 @@ def powers(logits: Callable, params: Any, rest: Any, x: jax.Array, mults: dict[s
         return {}
     chosen = list(mults)
 
-    def one_hot(tree: Any, names: list[str]) -> Any:
-        flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-        leaves = [jnp.stack([leaf if key_path(p) == name else jnp.zeros_like(leaf) for name in names])
-                  for p, leaf in flat]
-        return jax.tree_util.tree_unflatten(treedef, leaves)
-
     def f(w, c):
         return logits(w, c, x).astype(jnp.float32)
 
-    tw, tc = one_hot(params, chosen), one_hot(rest, [mults[p] for p in chosen])
+    tw, tc = one_hots(params, chosen), one_hots(rest, [mults[p] for p in chosen])
     p = jax.vmap(lambda a, b: measure.multiplier_power(f, params, rest, a, b))(tw, tc)
     return {path: p[i] for i, path in enumerate(chosen)}
+
+
+def one_hot(tree: Any, name: str) -> Any:
+    """The tangent tree holding the leaf `name` itself and zeros elsewhere."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    return jax.tree_util.tree_unflatten(treedef, [leaf if key_path(p) == name else jnp.zeros_like(leaf)
+                                                  for p, leaf in flat])
+
+
+def one_hots(tree: Any, names: list[str]) -> Any:
+    """The one_hot trees of `names`, stacked (a leading axis to vmap over)."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *[one_hot(tree, n) for n in names])
+
+
+def tied_readouts(rest: Any) -> dict[str, tuple[Tag, Tag]]:
+    """Path -> (the readout's tag, the tag of the table it ties to) of each tied readout multiplier in a model's
+    non-parameter state (a multiplier with `tag` and `ties` metadata)."""
+    out = {}
+    for path, v in paths(rest).items():
+        meta = v.get_metadata() if isinstance(v, nnx.Variable) else {}
+        if isinstance(meta.get("tag"), Tag) and isinstance(meta.get("ties"), Tag):
+            out[path] = (meta["tag"], meta["ties"])
+    return out

@@ -79,21 +79,24 @@ class Parametrization:
         mult = tag.width_mult ** -a
         return mult * self.readout_mult if tag.kind == "output" else mult
 
-    def tied_multiplier(self, readout: Tag, embedding: Tag) -> Any:
-        """Forward multiplier of a readout tied to an input embedding E (f = mult * h E^T): the output rule
-        gauge-shifted onto E's init (TP IVb Prop 2.2.3, theta = b_out - b_in), m^-(a_out + theta) times readout_mult,
-        so that tying keeps the untied scaling in every gauge (muP: m^-1, microsoft/mup's MuSharedReadout, also in the
-        table3 gauge whose own readout multiplier is 1). Where no shift maps the output's (b, c, d) onto the input's
-        (sp: b differs, c does not), no tied model scales as the untied one; the readout keeps its own m^-a_out
-        (nanoGPT's tied sp)."""
-        _, b_out, c_out, d_out = self.abcd(readout)
+    def tied_exponent(self, readout: Tag, embedding: Tag) -> Any:
+        """The width exponent of a readout tied to an input embedding E (f = m^-e h E^T): the output rule
+        gauge-shifted onto E's init (TP IVb Prop 2.2.3, theta = b_out - b_in), e = a_out + theta, so that tying keeps
+        the untied scaling in every gauge (muP: e = 1, microsoft/mup's MuSharedReadout, also in the table3 gauge
+        whose own a_out is 0). Where no shift maps the output's (b, c, d) onto the input's (sp: b differs, c does
+        not), no tied model scales as the untied one; the readout keeps its own e = a_out (nanoGPT's tied sp)."""
+        a_out, b_out, c_out, d_out = self.abcd(readout)
         _, b_in, c_in, d_in = self.abcd(embedding)
         theta = b_out - b_in
         plain = all(isinstance(v, (int, float)) for v in (theta, c_out, c_in, d_out, d_in))
         if plain and not (math.isclose(c_out - theta, c_in, abs_tol=1e-12)
                           and math.isclose(d_out + theta, d_in, abs_tol=1e-12)):
             theta = 0.0
-        return self.multiplier(readout) * readout.width_mult ** -theta
+        return a_out + theta
+
+    def tied_multiplier(self, readout: Tag, embedding: Tag) -> Any:
+        """Forward multiplier of a readout tied to an input embedding: m^-tied_exponent times readout_mult."""
+        return readout.width_mult ** -self.tied_exponent(readout, embedding) * self.readout_mult
 
     def init_std(self, tag: Tag, std0: float) -> Any:
         """Init std init_mult * std0 * m^-b, or 0 for readouts and queries under zero_init."""
