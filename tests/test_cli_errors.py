@@ -64,6 +64,8 @@ def _cases(tmp, small_run):
         (["--mesh", "data=3"], "must equal the 1 devices"),
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),
         (["--mesh", "data=1,data=1"], "axis data is given twice"),
+        (["--workers", "2"], "--workers 2 decode streamed batches, but synthetic is held in memory"),
+        (["--stream", "true", "--workers", str(2**30)], "CPU cores this process may use (each worker is a process"),
         (["--byte-level"], "--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but synthetic "
          "is not text"),
         (["--data", "synthetic:teacher", "--augment"], "synthetic:teacher is a set of examples of shape (16,)"),

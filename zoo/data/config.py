@@ -18,8 +18,8 @@ class DataConfig:
                                     shown="$ZOO_CACHE or ~/.cache/zoo")
     stream: bool | None = setting(None, "stream batches from the host through grain instead of holding the set on "
                                   "the devices", identity=False, shown="by decoded size: over 1 GiB streams")
-    workers: int = setting(0, "processes that read and decode streamed batches (0: threads of the training process)",
-                           identity=False, check=NON_NEGATIVE)
+    workers: int = setting(0, "processes that read and decode streamed batches, at most one per CPU core (0: "
+                           "threads of the training process)", identity=False, check=NON_NEGATIVE)
     image_size: int | None = setting(None, "resize every image (shorter side) to N and center-crop it to N x N as it "
                                      "is read, so sets of varying image size work", metavar="N",
                                      shown="the set's own, which must be one size", check=POSITIVE)

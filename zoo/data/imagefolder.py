@@ -22,7 +22,7 @@ from zoo.data import cache, resize
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
 from zoo.data.sources import SpecError
-from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams, usable_cores
 from zoo.data.view import DataView, check_classes
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
@@ -158,7 +158,7 @@ def _decode_chunk(items: list[tuple[str, str | bytes]], mode: str | None = None,
 def _decode_all(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None) -> np.ndarray:
     """All images stacked; a fork pool over chunks for large sets (the children only run PIL, never JAX)."""
     chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
-    workers = min(len(os.sched_getaffinity(0)), 8, len(chunks))
+    workers = min(usable_cores(), 8, len(chunks))
     decode = partial(_decode_chunk, mode=mode, image_size=image_size)
     if workers < 2 or len(items) < PARALLEL_MIN:
         parts = [decode(c) for c in chunks]

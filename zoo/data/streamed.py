@@ -4,6 +4,7 @@ decides between them and the in-memory path."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
@@ -54,6 +55,12 @@ def host_available() -> int | None:
     except OSError:
         pass
     return None
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask: a container or taskset may give it fewer than
+    the machine has)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_host(nbytes: int, what: str, advice: str) -> None:

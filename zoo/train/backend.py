@@ -78,9 +78,10 @@ def cpu_cores_as_devices() -> None:
     --xla_force_host_platform_device_count, jax_num_cpu_devices) is kept."""
     if _forced_cpu_devices() is not None or jax.config.jax_num_cpu_devices > 0:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from zoo.data.streamed import usable_cores
+
     try:
-        jax.config.update("jax_num_cpu_devices", cores)
+        jax.config.update("jax_num_cpu_devices", usable_cores())
     except RuntimeError:  # a backend has started: its devices stay as they are
         pass
 

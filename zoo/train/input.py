@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from zoo.config import RunConfig
+from zoo.data.streamed import usable_cores
 from zoo.train.mesh import MeshPlan, process_rows
 
 
@@ -27,6 +28,21 @@ def open_input(data: Any, plan: MeshPlan, cfg: RunConfig, start: int) -> MemoryI
     if data.streamed:
         return StreamInput(data, plan, loop.batch_size, loop.eval_batch_size, loop.seed, start, cfg.data.workers)
     return MemoryInput(data, plan, loop.batch_size, loop.eval_batch_size, loop.seed)
+
+
+def check_workers(workers: int, data: Any, name: str) -> None:
+    """--workers decode a streamed set's batches, each in a Python process of its own on a core of its own: a set
+    held on the device has nothing for them to do, and more than the cores this process may use only compete for
+    them (300 spawned for minutes and took 10 GB before the first step)."""
+    if not workers:
+        return
+    if not data.streamed:
+        raise ValueError(f"--workers {workers} decode streamed batches, but {name} is held in memory (it is small); "
+                         "leave --workers out, or stream it with --stream true")
+    cores = usable_cores()
+    if workers > cores:
+        raise ValueError(f"--workers {workers} is more than the {cores} CPU cores this process may use (each worker "
+                         f"is a process decoding on a core of its own); use at most {cores}")
 
 
 def replicate(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:

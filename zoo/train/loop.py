@@ -3,7 +3,8 @@
     setup                   data, model config, plugin, program (the config resolved)     setup.py
     backend.start           the backend; a large step on CPU runs inline, the heap kept   backend.py, heap.py
     MeshPlan                devices, mesh axes, shardings                                  mesh.py
-    check_fits, sources     everything checkable, before anything is written               compiled.py, state.py
+    check_fits, sources,    everything checkable, before anything is written               compiled.py, state.py,
+      workers                                                                              input.py
     Run.open                run dir, lock, identity, finished?                             run.py
     restore_or_init         verified checkpoints, --fork-from, --init-from                 state.py
     open_input              the batch of (seed, step): on the device or streamed           input.py
@@ -32,7 +33,7 @@ from zoo.train.checkpoint import Checkpoints
 from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activations
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
-from zoo.train.input import open_input
+from zoo.train.input import check_workers, open_input
 from zoo.train.logger import Logger
 from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run, say_on
@@ -49,6 +50,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     plan = MeshPlan.from_spec(s.cfg.loop.mesh)
     check_fits(s, plan, abstract_state(s, plan)[0])
     check_sources(s)
+    check_workers(s.cfg.data.workers, s.data, s.cfg.data.name)
     with Run.open(s.cfg) as run:
         if (summary := run.finished_summary()) is not None:
             run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
