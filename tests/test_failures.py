@@ -293,9 +293,10 @@ def test_python_warnings_stay_off_the_terminal():
 
 def test_ctrl_c_outside_training_does_not_speak_of_training():
     """Ctrl-C in a command other than train.py (here zoo.sample, generating) is one line and status 130 that does
-    not claim training was interrupted before it started."""
+    not claim training was interrupted before it started; the text drawn before it stays printed."""
     proc = _python("import zoo.sample\n"
-                   "def interrupted(*args):\n    raise KeyboardInterrupt\n"
-                   "zoo.sample.sample = interrupted\n"
-                   "from zoo.cli.sample import main\nmain(['RUN'])")
+                   "def interrupted(*args):\n    yield 'drawn'\n    raise KeyboardInterrupt\n"
+                   "zoo.sample.continuation = interrupted\n"
+                   "from zoo.cli.sample import main\nmain(['RUN', '--prompt', 'P'])")
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", proc.stderr
+    assert proc.stdout == "Pdrawn"

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
-from cli_utils import run_train
+from cli_utils import ROOT, child_env, run_train
 
 from zoo import sample
 from zoo.cli.sample import main as sample_main
 from zoo.config import RunConfig
 from zoo.data import prepare
+from zoo.data.tokenizer import BPETokenizer, ByteTokenizer, CharTokenizer
 
 LINE = "abcdefghijklmnopqrstuvwxyz\n"  # one successor per token: a 2-block GPT learns it in 100 steps (loss ~0.01)
 TRAIN = ["--model", "gpt", "--width", "64", "--depth", "2", "--model-opt", "dropout=0", "--seq-len", "16",
@@ -72,3 +77,55 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "--tokens: expected a positive integer" in error(str(tmp_path), "--tokens", "0", status=2)
     assert "--temperature must be a finite number >= 0" in error(str(tmp_path), "--temperature", "-1")
     assert "--temperature: expected a finite number" in error(str(tmp_path), "--temperature", "nan", status=2)
+
+
+def test_tokens_beyond_int32_are_refused_before_the_run_is_read(tmp_path, capsys):
+    """--tokens 100000000000 drew silently for hours (all of it held, then printed at the end) and would have failed
+    at draw 2^32 (the draws' counter is a uint32): now one line, before anything is read."""
+    with pytest.raises(SystemExit) as stop:
+        sample_main([str(tmp_path), "--tokens", "100000000000"])
+    assert stop.value.code == 2
+    assert "argument --tokens: must be at most 2^31 - 1 (an int32)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--tokens must be between 1 and 2.31 - 1"):
+        sample.continuation(str(tmp_path), "x", 2**31)
+
+
+def test_the_continuation_is_printed_as_it_is_drawn(monkeypatch, capsys):
+    """Each piece is on stdout before the next is drawn (it was printed only after the last token)."""
+    seen = []
+
+    def pieces(*args):
+        yield "ab"
+        seen.append(capsys.readouterr().out)
+        yield "cd"
+
+    monkeypatch.setattr(sample, "continuation", pieces)
+    sample_main(["RUN", "--prompt", "P"])
+    assert seen == ["Pab"] and capsys.readouterr().out == "cd\n"
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "byte", "bpe"])
+def test_pieces_join_to_the_decoded_text(tokenizer):
+    """Pieces decoded token by token join to the text of all the ids: a character split over byte tokens (or BPE
+    byte-fallback pieces) waits for its last byte instead of printing U+FFFD."""
+    text = "snow ☃ and € and 日本語\n" * 3
+    tok = {"char": lambda: CharTokenizer(text), "byte": ByteTokenizer,
+           "bpe": lambda: BPETokenizer.fit(iter(["snow and\n"] * 50), 270)}[tokenizer]()
+    ids = tok.encode(text).tolist()
+    pieces = list(sample.decoded(ids, tok.decode))
+    assert "".join(pieces) == tok.decode(ids) == text
+    assert not any("\ufffd" in p for p in pieces) and len(pieces) > len(text) // 4
+
+
+def test_a_reader_that_stops_ends_the_command_quietly():
+    """`zoo.sample RUN | head -c 10`: the closed pipe stops the drawing with SIGPIPE's status and no line (a
+    BrokenPipeError would be an 'unexpected' failure with a traceback file)."""
+    read, write = os.pipe()
+    os.close(read)
+    code = ("import itertools, zoo.sample\n"
+            "zoo.sample.continuation = lambda *a: itertools.repeat('text')\n"
+            "from zoo.cli.sample import main\nmain(['RUN'])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=child_env(), stdout=write,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert proc.returncode == 128 + signal.SIGPIPE and proc.stderr == "", proc.stderr

@@ -4,12 +4,16 @@ The model is the run's (zoo.train.load: read without touching a run that may sti
 checkpoint (or step N); the
 prompt is encoded and the continuation decoded with the run's tokenizer (char, byte or the run's BPE). Each
 new token is drawn from softmax(logits / temperature) restricted to the top-k logits (temperature 0: argmax),
-given the last seq_len tokens as context.
+given the last seq_len tokens as context. The continuation comes piece by piece (`continuation`), so the command
+prints it as it is drawn; only the context is kept, and --tokens goes up to 2^31 - 1 (the draws' counter).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +21,7 @@ import numpy as np
 from flax import nnx
 
 from zoo.data.view import DataView
+from zoo.schema import INT32_MAX
 from zoo.train.load import load_run, read_config
 
 
@@ -45,36 +50,69 @@ def _next_token(model: nnx.Module, window: jax.Array, last: jax.Array, key: jax.
 _next_token_jit = nnx.jit(_next_token, static_argnames="top_k")
 
 
-def generate(model: nnx.Module, prompt: np.ndarray, tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, seed: int = 0) -> np.ndarray:
-    """`tokens` new token ids after `prompt`, each given at most the model's context of preceding tokens."""
+def drawn(model: nnx.Module, prompt: np.ndarray, temperature: float = 1.0, top_k: int | None = None,
+          seed: int = 0) -> Iterator[int]:
+    """New token ids after `prompt`, endlessly, each given at most the model's context of preceding tokens (the only
+    tokens kept)."""
     context = model.cfg.seq_len
-    ids = [int(t) for t in prompt]
+    recent = deque((int(t) for t in prompt), maxlen=context)
     key = jax.random.key(seed)
     temp = jnp.float32(temperature)
-    for i in range(tokens):
-        recent = ids[-context:]
+    for i in itertools.count():
         window = np.zeros((1, context), np.int32)
-        window[0, :len(recent)] = recent
-        ids.append(int(_next_token_jit(model, jnp.asarray(window), jnp.int32(len(recent) - 1),
-                                       jax.random.fold_in(key, i), temp, top_k)))
-    return np.array(ids[len(prompt):], np.int32)
+        window[0, :len(recent)] = list(recent)
+        token = int(_next_token_jit(model, jnp.asarray(window), jnp.int32(len(recent) - 1),
+                                    jax.random.fold_in(key, i), temp, top_k))
+        recent.append(token)
+        yield token
+
+
+def generate(model: nnx.Module, prompt: np.ndarray, tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, seed: int = 0) -> np.ndarray:
+    """`tokens` new token ids after `prompt` (the first `tokens` of `drawn`)."""
+    return np.fromiter(itertools.islice(drawn(model, prompt, temperature, top_k, seed), tokens), np.int32, tokens)
+
+
+def decoded(ids: Iterable[int], decode: Callable[[list[int]], str], hold: int = 16) -> Iterator[str]:
+    """The text of `ids` in pieces as they come, which join to decode(all ids): a token that ends in the middle of a
+    character (a byte, a BPE byte-fallback piece: decoded as U+FFFD) waits for the rest, up to `hold` tokens."""
+    pending: list[int] = []
+    for token in ids:
+        pending.append(token)
+        text = decode(pending)
+        if not text.endswith("\ufffd") or len(pending) >= hold:
+            pending.clear()
+            yield text
+    if pending:
+        yield decode(pending)
+
+
+def check_request(tokens: int, temperature: float, prompt: str) -> None:
+    """What can be refused before the run is read."""
+    if not 1 <= tokens <= INT32_MAX:
+        raise ValueError(f"--tokens must be between 1 and 2^31 - 1 (the draws' counter), got {tokens}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
+    if not prompt:
+        raise ValueError("--prompt is empty; give the model at least one character to continue")
+
+
+def continuation(run_dir: str, prompt: str, tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 step: int | None = None, seed: int = 0) -> Iterator[str]:
+    """The decoded continuation of `prompt`, in pieces as they are drawn (the request checked and the run read
+    first)."""
+    check_request(tokens, temperature, prompt)
+    model, data = load_gpt(run_dir, step)
+    if top_k is not None and not 1 <= top_k <= data.num_classes:
+        raise ValueError(f"--top-k must be between 1 and the vocabulary size {data.num_classes}, got {top_k}")
+    ids = data.encode(prompt)
+    return decoded(itertools.islice(drawn(model, ids, temperature, top_k, seed), tokens), data.decode)
 
 
 def sample(run_dir: str, prompt: str, tokens: int, temperature: float = 1.0, top_k: int | None = None,
            step: int | None = None, seed: int = 0) -> str:
     """The decoded continuation of `prompt`."""
-    if tokens < 1:
-        raise ValueError(f"--tokens must be at least 1, got {tokens}")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
-    if not prompt:
-        raise ValueError("--prompt is empty; give the model at least one character to continue")
-    model, data = load_gpt(run_dir, step)
-    if top_k is not None and not 1 <= top_k <= data.num_classes:
-        raise ValueError(f"--top-k must be between 1 and the vocabulary size {data.num_classes}, got {top_k}")
-    ids = data.encode(prompt)
-    return data.decode(generate(model, ids, tokens, temperature, top_k, seed))
+    return "".join(continuation(run_dir, prompt, tokens, temperature, top_k, step, seed))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
-from zoo.schema import SEED, base_type, from_text, utf8
+from zoo.schema import INT32_MAX, SEED, base_type, from_text, utf8
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,12 +57,16 @@ def path_arg(text: str) -> str:
 
 
 def positive(text: str) -> int:
+    """A positive integer that fits in int32, as every integer setting (zoo.schema): counts beyond it overflow
+    JAX's int32 counters (a sample's draws, a sweep's seeds)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value > INT32_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most 2^31 - 1 (an int32), got {text!r}")
     return value
 
 

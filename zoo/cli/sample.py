@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 from zoo.cli.boundary import boundary
@@ -15,14 +17,29 @@ def main(argv: list[str] | None = None) -> None:
     a = p.add_argument
     a("run_dir", type=path_arg, help="a GPT run directory (config.json and checkpoints/)")
     a("--prompt", default="\n", help="text to continue (default: a newline)")
-    a("--tokens", type=positive, default=200, help="how many tokens to generate (default: 200)")
+    a("--tokens", type=positive, default=200, help="how many tokens to generate, printed as they are drawn; at most "
+      "2^31 - 1 (default: 200)")
     a("--temperature", type=finite, default=1.0, help="softmax temperature, >= 0; 0 always takes the most likely "
       "token (default: 1)")
     a("--top-k", type=positive, help="draw only among the K most likely tokens (default: all)")
     a("--step", type=int, help="the checkpoint's step (default: the latest)")
     a("--seed", type=seed, default=0, help="seed of the draws (default: 0)")
     args = p.parse_args(argv)
-    from zoo.sample import sample
+    from zoo.sample import continuation
 
-    text = sample(args.run_dir, args.prompt, args.tokens, args.temperature, args.top_k, args.step, args.seed)
-    sys.stdout.write(args.prompt + text + "\n")
+    pieces = continuation(args.run_dir, args.prompt, args.tokens, args.temperature, args.top_k, args.step, args.seed)
+    write(args.prompt)
+    for piece in pieces:
+        write(piece)
+    write("\n")
+
+
+def write(text: str) -> None:
+    """Text on stdout at once (the continuation shows as it is drawn); a reader that stopped reading (`| head`)
+    ends the command quietly, as it ends `yes`, with the status of SIGPIPE."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
+        raise SystemExit(128 + signal.SIGPIPE) from None
