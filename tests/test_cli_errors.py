@@ -27,6 +27,8 @@ def _cases(tmp, small_run):
     (tmp / "intkey.yaml").write_text("model_opt: {1: 2}\n")
     (tmp / "both.yaml").write_text("steps: 10\nepochs: 2\n")
     (tmp / "twice.yaml").write_text("lr: 0.1\noptim: {lr: 0.2}\n")
+    (tmp / "repeated.yaml").write_text("width: 32\nwidth: 64\n")
+    (tmp / "repeated.json").write_text('{"optim": {"lr": 0.1, "lr": 0.2}}')
     (tmp / "cfgdir" / "config.json").mkdir(parents=True)
     r = str(tmp / "r")
     return [
@@ -74,6 +76,8 @@ def _cases(tmp, small_run):
         (["--run-dir", str(tmp / "cfgdir")], "config.json is a directory, not a run's config"),
         (["--run-dir", str(tmp / "bad\udcffname")], "--run-dir must be UTF-8 text"),  # argv bytes b"bad\xffname"
         (["--config", str(tmp / "twice.yaml")], "lr is given twice, as lr and as optim.lr; give it once"),
+        (["--config", str(tmp / "repeated.yaml")], "repeated.yaml: width is given twice in one mapping; give it once"),
+        (["--config", str(tmp / "repeated.json")], "repeated.json: lr is given twice in one mapping; give it once"),
         (["--run-dir", str(tmp / "afile")], "is a file"),
         (["--run-dir", str(tmp / "afile" / "sub")], "cannot create --run-dir"),
         (["--model", "gpt", "--data", "synthetic"], "model gpt needs text data; synthetic is an image set"),

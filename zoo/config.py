@@ -15,6 +15,7 @@ import dataclasses
 import json
 import re
 import typing
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,31 @@ class YamlLoader(yaml.SafeLoader):
                                               self.peek_event().start_mark)
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        """A mapping whose keys are each given once (PyYAML keeps the last of a repeated key silently)."""
+        keys = (self.construct_object(k, deep=True) for k, _ in node.value)
+        given_once([k for k in keys if isinstance(k, Hashable)])
+        return super().construct_mapping(node, deep)
+
+
+class GivenTwice(ValueError):
+    """A key given twice in one mapping of a config file."""
+
+
+def given_once(keys: list[Any]) -> None:
+    """Refuse a key given twice in one mapping of a config file (`width: 32` then `width: 64`): YAML and JSON
+    readers keep the last one silently."""
+    seen: set[Any] = set()
+    for key in keys:
+        if key in seen:
+            raise GivenTwice(f"{key} is given twice in one mapping; give it once")
+        seen.add(key)
+
+
+def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    given_once([k for k, _ in pairs])
+    return dict(pairs)
+
 
 YamlLoader.add_implicit_resolver("tag:yaml.org,2002:float",
                                  re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
@@ -213,8 +239,11 @@ def read_file(path: str) -> dict[str, Any]:
     if not p.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        data = json.loads(p.read_text()) if p.suffix == ".json" else yaml.load(p.read_text(), YamlLoader)
-    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
+        text = p.read_text()
+        data = json.loads(text, object_pairs_hook=_json_mapping) if p.suffix == ".json" else yaml.load(text, YamlLoader)
+    except GivenTwice as e:
+        raise ValueError(f"config file {path}: {e}") from None
+    except (ValueError, yaml.YAMLError) as e:  # JSON's errors, a file that is not UTF-8
         raise ValueError(f"config file {path} cannot be read as {'JSON' if p.suffix == '.json' else 'YAML'}: "
                          f"{str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
