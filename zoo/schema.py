@@ -93,6 +93,12 @@ def from_text(where: str, text: str, hint: Any) -> Any:
     return check_type(where, value, hint)
 
 
+def digits(text: str) -> bool:
+    """Whether `text` is a non-negative integer in ASCII digits, which int() reads: str.isdigit also takes '²'
+    and other digit-like characters that int() refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def utf8(text: str) -> bool:
     """Whether `text` is UTF-8 text: a command-line argument of other bytes arrives with surrogate escapes, which
     a path can hold but orbax's C++ code and JSON files cannot."""

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from zoo.schema import INT32_MAX
+from zoo.schema import INT32_MAX, digits
 
 BPE_MODEL = "tokenizer.model"
 
@@ -162,7 +162,7 @@ def parse(spec: str) -> tuple[str, int | None]:
     kind, _, size = spec.partition(":")
     if kind in ("char", "byte") and not size:
         return kind, None
-    if kind == "bpe" and size.isdigit() and 0 < int(size) <= INT32_MAX:  # sentencepiece reads SIZE as an int32
+    if kind == "bpe" and digits(size) and 0 < int(size) <= INT32_MAX:  # sentencepiece reads SIZE as an int32
         return kind, int(size)
     raise ValueError(f"unknown tokenizer {spec!r}; use char, byte or bpe:SIZE with SIZE from 1 to 2^31 - 1 (e.g. "
                      "bpe:4096)")

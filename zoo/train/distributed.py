@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import jax
 from jax.experimental import multihost_utils
 
-from zoo.schema import INT32_MAX
+from zoo.schema import INT32_MAX, digits
 
 ENV = {"coordinator": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCESSES",
        "process_id": "JAX_PROCESS_ID", "timeout_s": "ZOO_COORDINATOR_TIMEOUT"}
@@ -81,7 +81,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
 def _port(address: str) -> int:
     """The port of HOST:PORT (a bracketed IPv6 host allowed)."""
     host, _, port = address.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not host or not digits(port) or not 1 <= int(port) <= 65535:
         raise ValueError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {address!r}")
     return int(port)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from zoo.config import RunConfig
 from zoo.errors import CheckpointError
+from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.setup import Setup, setup
 from zoo.tree import key_path
@@ -40,7 +41,7 @@ def parse_run_spec(spec: str, flag: str = "--fork-from") -> tuple[Path, int | No
     head, sep, tail = spec.rpartition(":")
     if not sep or Path(spec).is_dir():
         return Path(spec), None
-    if tail.isdigit():
+    if digits(tail):
         return Path(head), int(tail)
     if Path(head).is_dir():
         steps = []
