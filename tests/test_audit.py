@@ -51,7 +51,8 @@ def failing(result) -> dict[str, set[str]]:
 def test_a_correct_run_passes(optimizer):
     result = correct(optimizer)
     assert result.passed, result.failures()
-    assert len(result.axes[0].params) == 8  # embed + bias; per block norm gain and bias, w1 + bias; head + bias
+    assert len(result.axes[0].params) == 9  # embed + bias; per block norm gain and bias, w1 + bias, the branch
+    # multiplier; head + bias
 
 
 class GrowingDecay(MuP):

@@ -160,7 +160,7 @@ def test_cli_passes_a_correct_run_and_writes_json(tmp_path, capsys):
     assert e.value.code == 0, capsys.readouterr()
     result = json.loads(out.read_text())
     assert result["passed"] and set(result["axes"]["width"]["params"]) == {"embed/kernel", "stack/blocks/w1/kernel",
-                                                                            "head/kernel"}
+                                                                            "head/kernel", "stack/blocks/branch"}
     assert "PASS" in capsys.readouterr().out
 
 

@@ -14,7 +14,7 @@ from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
 
-TIED_GPT = {"head_dim": 8, "seq_len": 8, "tie_embeddings": True, "depth": 1}
+TIED_GPT = {"num_heads": 2, "scale_heads": False, "seq_len": 8, "tie_embeddings": True, "depth": 1}
 
 
 def tied_tags(m: float) -> tuple[Tag, Tag]:
@@ -31,7 +31,7 @@ def test_the_tied_readout_law_is_the_output_rule_gauge_shifted(plugin, slope):
     input's). Where a shift exists, the tied effective readout (multiplier times E's init m^-b_in) starts at the
     untied output's m^-(a_out + b_out)."""
     sizes = [tied_tags(m) for m in (1.0, 4.0)]
-    logs = [laws.log_law("multiplier", plugin, laws.Facts(r, "output", "adam", False, tied=e)) for r, e in sizes]
+    logs = [laws.free_multiplier_law(plugin, {"rule": "tied", "tag": r, "ties": e}) for r, e in sizes]
     assert (logs[1] - logs[0]) / math.log(4.0) == pytest.approx(slope, abs=1e-12)
     readout, table = sizes[1]
     a_out, b_out = (float(v) for v in plugin.abcd(readout)[:2])
@@ -48,15 +48,45 @@ def test_output_power_is_the_power_the_logits_carry(power):
 
 
 @pytest.mark.slow
-def test_the_audit_judges_a_tied_readouts_multiplier(monkeypatch):
-    """GPT with a tied readout under muP's table3 gauge at widths 16 and 64: the readout multiplier is measured
-    (m^-1: 1 -> 0.25) and passes; the bug of da4de1d (the readout's own m^-a_out, 1 in table3: logits n/n0 too
-    large) fails on it alone. Before, the audit had no row for it and passed both."""
+def test_the_audit_judges_a_tied_readout_and_the_attention_scale(monkeypatch):
+    """GPT with a tied readout and a head dim that grows with width (2 heads) under muP's table3 gauge at widths 16
+    and 64: the readout multiplier m^-1 (1 -> 0.25) and the attention scale 1/d (d = 8 -> 32) are measured and pass.
+    The bug of da4de1d (the readout's own m^-a_out, 1 in table3: logits n/n0 too large) fails on readout_mult alone,
+    SP's 1/sqrt(d) under muP on logit_scale alone. Before, the audit had no row for either (neither multiplier sits
+    on a parameter) and passed all three runs."""
     run = ZooRun("gpt", P.get("mup", gauge="table3"), OptimConfig("adam", lr=1e-2), TIED_GPT, batch_size=4)
     good = audit(run, (16, 64), depth=1)
-    check = good.axes[0].params["readout_mult"].checks[0]
-    assert good.passed and check.values == pytest.approx([1.0, 0.25], rel=1e-5)
-    assert check.measured == pytest.approx(-1.0, abs=1e-6)
-    monkeypatch.setattr(Parametrization, "tied_multiplier", lambda self, readout, table: self.multiplier(readout))
-    bad = audit(run, (16, 64), depth=1)
-    assert bad.failures() == ["width readout_mult: multiplier slope +0.00, theory -1.00"]
+    tied, attn = (good.axes[0].params[p].checks[0] for p in ("readout_mult", "stack/blocks/attn/logit_scale"))
+    assert good.passed and tied.values == pytest.approx([1.0, 0.25], rel=1e-5)
+    assert tied.measured == pytest.approx(-1.0, abs=1e-6) and attn.measured == pytest.approx(-1.0, abs=1e-6)
+    with monkeypatch.context() as patch:
+        patch.setattr(Parametrization, "tied_multiplier", lambda self, readout, table: self.multiplier(readout))
+        assert audit(run, (16, 64), depth=1).failures() == ["width readout_mult: multiplier slope +0.00, theory -1.00"]
+    monkeypatch.setattr(Parametrization, "attn_scale", lambda self, d, d0: self.attn_mult / d**0.5)
+    assert audit(run, (16, 64), depth=1).failures() == [
+        "width stack/blocks/attn/logit_scale: multiplier slope -0.50, theory -1.00"]
+
+
+@pytest.mark.parametrize("plugin, alpha", [(P.get("depth_mup"), 0.5), (P.get("completep"), 1.0), (P.get("mup"), 0.0)])
+def test_the_branch_multiplier_law_is_depth_mups(plugin, alpha):
+    """a (L / L0)^-alpha (Depth-muP eq. (1)): log slope -alpha in L; the attention scale q.k / d^e: -e in d."""
+    logs = [laws.free_multiplier_law(plugin, {"rule": "branch", "depth": d, "base_depth": 4}) for d in (4, 64)]
+    assert (logs[1] - logs[0]) / math.log(16.0) == pytest.approx(-alpha, abs=1e-12)
+    logs = [laws.free_multiplier_law(plugin, {"rule": "attention", "head_dim": d, "base_head_dim": 8}) for d in (8, 32)]
+    assert (logs[1] - logs[0]) / math.log(4.0) == pytest.approx(-float(plugin.attn_exponent), abs=1e-12)
+
+
+MLP = {"in_shape": (8,), "num_classes": 4, "pre_ln": True, "bias": True, "block_depth": 2}
+
+
+def test_the_audit_judges_the_branch_multiplier(monkeypatch):
+    """Depth-muP on the MLP-ResNet at depths 4 and 16 (width 32): the branch multiplier (L/4)^-1/2 (1 -> 0.5) passes;
+    one that forgets the depth (a only) fails on it alone. Before, no rule the audit measured saw it (Adam's update
+    and SGD's step per unit of gradient are blind to the forward multiplier) and both passed."""
+    run = ZooRun("mlp_resnet", P.get("depth_mup"), OptimConfig("adam", lr=1e-2), MLP, batch_size=8)
+    good = audit(run, depths=(4, 16), width=32)
+    check = good.axes[0].params["stack/blocks/branch"].checks[0]
+    assert good.passed and check.values == pytest.approx([1.0, 0.5], rel=1e-6)
+    monkeypatch.setattr(Parametrization, "branch_multiplier", lambda self, depth, base_depth: self.branch_mult)
+    bad = audit(run, depths=(4, 16), width=32)
+    assert bad.failures() == ["depth stack/blocks/branch: multiplier slope +0.00, theory -0.50"]

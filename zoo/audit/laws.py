@@ -6,9 +6,7 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
 
     judged (the law holds at any width, so a finite-size transient cannot fail a correct run)
     multiplier        m^-a                      the realized one: the variable's value to the power with which the
-                                                forward pass applies it; a readout tied to an input table (GPT's
-                                                readout_mult), m^-(a_out + theta): the output rule gauge-shifted
-                                                onto the table's init (Parametrization.tied_exponent)
+                                                forward pass applies it
     init_rms          m^-(a+b)                  effective weight: multiplier times parameter
     update_rms        m^-(a+c) r^-gamma         entrywise family: Adam's first step is lr sign(g)
     spectral_step     m^-(a+c_muon) r^-gamma    spectral family: effective update per unit of Muon's Newton-Schulz
@@ -41,6 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from zoo.param.base import Parametrization
 from zoo.param.families import MATRIX_KINDS
@@ -66,7 +66,6 @@ class Facts:
     family: str
     branch: bool
     fold: float = 0.0  # log of multipliers folded into the parameter beyond m^-a (multiplier-free forms)
-    tied: Tag | None = None  # a tied readout's multiplier: the tag of the input table it ties to
 
 
 def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
@@ -106,10 +105,9 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     a, b, c, d = (float(v) for v in plugin.abcd(tag))
     log_m = math.log(tag.width_mult)
     log_r = math.log(tag.depth / tag.base_depth) if facts.branch else 0.0
-    depth_rules = getattr(plugin, "plugin", None) or plugin  # a multiplier-free form keeps its plugin's alpha, gamma
-    alpha, gamma = float(depth_rules.alpha), float(depth_rules.gamma)
+    alpha, gamma = (float(v) for v in depth_exponents(plugin))
     if quantity == "multiplier":
-        return -float(plugin.tied_exponent(tag, facts.tied) if facts.tied else a) * log_m
+        return -a * log_m
     if quantity == "init_rms":
         return -(a + b) * log_m
     if quantity == "init_spectral":
@@ -130,6 +128,32 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     if quantity == "clip_factor":
         return 0.0
     raise ValueError(f"unknown quantity {quantity!r}; quantities are {', '.join(QUANTITIES)}")
+
+
+def depth_exponents(plugin: Parametrization) -> tuple[Any, Any]:
+    """(alpha, gamma) of a plugin; a multiplier-free form keeps its plugin's."""
+    rules = getattr(plugin, "plugin", None) or plugin
+    return rules.alpha, rules.gamma
+
+
+def free_multiplier_law(plugin: Parametrization, rule: Mapping[str, Any]) -> float:
+    """log of a forward multiplier that sits on no parameter of its own, up to a constant that does not change with
+    size, from the stated rule it applies (the multiplier's `rule` metadata, zoo.audit.probe.free_multipliers):
+
+    branch     a (L / L0)^-alpha              a residual branch's (Depth-muP eq. (1); TP VI Def 6.1)
+    attention  s d0^(e - 1/2) / d^e           the attention logits' q.k / d_head^e (e: the plugin's attn_exponent)
+    tied       m^-(a_out + theta)             a readout tied to an input table: the output rule gauge-shifted onto
+                                              the table's init (Parametrization.tied_exponent)
+    """
+    kind = rule["rule"]
+    if kind == "branch":
+        return -float(depth_exponents(plugin)[0]) * math.log(rule["depth"] / rule["base_depth"])
+    if kind == "attention":
+        return -float(plugin.attn_exponent) * math.log(rule["head_dim"])
+    if kind == "tied":
+        readout = rule["tag"]
+        return -float(plugin.tied_exponent(readout, rule["ties"])) * math.log(readout.width_mult)
+    raise ValueError(f"unknown multiplier rule {kind!r}; rules are branch, attention, tied")
 
 
 def faithful_d(plugin: Parametrization, tag: Tag) -> float:

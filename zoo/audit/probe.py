@@ -20,8 +20,10 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     mult, power                   the multiplier variable beside it (mean over layers) and the power p with which
                                   the forward pass applies it (measure.multiplier_power; 1 when applied once)
 
-and per tied readout multiplier (a multiplier tagged with the readout's tag and the table it `ties` to, GPT's
-readout_mult): its mult and the power with which the logits carry it (measure.output_power).
+and per forward multiplier that sits on no parameter (a multiplier with `rule` metadata: free_multipliers) its mult
+(mean over layers); a tied readout's also the power with which the logits carry it (measure.output_power). A branch
+multiplier or an attention scale enters the logits through every block, so no Euler relation isolates its power:
+its value is what is judged.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from optax.contrib._muon import MuonState
 from zoo.audit import measure
 from zoo.optim import OptimConfig, Route
 from zoo.param.families import MATRIX_KINDS
-from zoo.param.tags import Tag
 from zoo.train import memory
 from zoo.train.mesh import MeshPlan
 from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
@@ -94,7 +95,8 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     tags = {p: v.get_metadata()["tag"] for p, v in paths(abstract["params"]).items()}
     rest = paths(abstract["rest"])
     mults = {p: m for p in tags if (m := multiplier_of(p, rest)) is not None}
-    tied = list(tied_readouts(abstract["rest"]))
+    free = free_multipliers(abstract["rest"])
+    tied = [p for p, rule in free.items() if rule["rule"] == "tied"]
 
     def logits(params, rest_state, x):
         return nnx.merge(prog.graphdef, params, rest_state)(prepare_inputs(x, prog.dtype))[0]
@@ -140,8 +142,10 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     for path, family in optimizer_families(jax.eval_shape(prog.tx.init, abstract["params"])).items():
         numbers[path]["in_" + family] = 1.0
     rest_values = paths(state["rest"])
-    for path, m in {**mults, **{t: t for t in tied}}.items():
+    for path, m in {**mults, **{f: f for f in free}}.items():
         numbers.setdefault(path, {})["mult"] = float(np.mean(np.asarray(rest_values[m][...])))
+    for path in free:
+        numbers[path].setdefault("power", 1.0)  # a branch multiplier's or attention scale's value is judged
     return {p: {k: float(v) for k, v in d.items()} for p, d in numbers.items()}
 
 
@@ -172,12 +176,16 @@ def one_hots(tree: Any, names: list[str]) -> Any:
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *[one_hot(tree, n) for n in names])
 
 
-def tied_readouts(rest: Any) -> dict[str, tuple[Tag, Tag]]:
-    """Path -> (the readout's tag, the tag of the table it ties to) of each tied readout multiplier in a model's
-    non-parameter state (a multiplier with `tag` and `ties` metadata)."""
+RULE_KEYS = ("rule", "depth", "base_depth", "head_dim", "base_head_dim", "tag", "ties")
+
+
+def free_multipliers(rest: Any) -> dict[str, dict[str, Any]]:
+    """Path -> the stated rule of each forward multiplier in a model's non-parameter state that sits on no parameter
+    of its own: its metadata `rule` (branch, attention or tied) and what that rule reads (zoo.audit.laws.
+    free_multiplier_law; zoo.models.layers.Scale sets them)."""
     out = {}
     for path, v in paths(rest).items():
         meta = v.get_metadata() if isinstance(v, nnx.Variable) else {}
-        if isinstance(meta.get("tag"), Tag) and isinstance(meta.get("ties"), Tag):
-            out[path] = (meta["tag"], meta["ties"])
+        if "rule" in meta:
+            out[path] = {k: meta[k] for k in RULE_KEYS if k in meta}
     return out

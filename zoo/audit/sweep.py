@@ -21,7 +21,7 @@ import jax
 from flax import nnx
 
 from zoo.audit import judge, laws, shapes
-from zoo.audit.probe import paths, probe, tied_readouts
+from zoo.audit.probe import free_multipliers, paths, probe
 from zoo.audit.subjects import AnyRun, ZooRun
 from zoo.param import families
 from zoo.param.base import Parametrization
@@ -90,7 +90,7 @@ class Size:
     numbers: dict[str, dict[str, float]]
     plugin: Parametrization
     folds: dict[str, float]
-    tied: dict[str, tuple[Tag, Tag]] = dataclasses.field(default_factory=dict)  # probe.tied_readouts
+    free: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # probe.free_multipliers
 
 
 def measure_size(run: Run, width: int, depth: int, base_width: int, base_depth: int, seed: int) -> Size:
@@ -101,7 +101,7 @@ def measure_size(run: Run, width: int, depth: int, base_width: int, base_depth: 
     variables = paths(abstract)
     tags = {p: v.get_metadata()["tag"] for p, v in variables.items()}
     return Size(tags, {p: tuple(v.get_value().shape) for p, v in variables.items()}, numbers,
-                run.law_plugin(width, base_width), run.folds(width, base_width, tags), tied_readouts(rest))
+                run.law_plugin(width, base_width), run.folds(width, base_width, tags), free_multipliers(rest))
 
 
 def audit(run: Run, widths: Sequence[int] = (), depths: Sequence[int] = (), *, width: int | None = None,
@@ -161,22 +161,19 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
                 checks.append(judge.check(q, xs, values, logs, tol, why, laws.judged(q, facts[-1], run.optim.name),
                                           slack))
         out[path] = ParamResult(kind, tag.kind, family, in_branch, checks)
-    for path in sizes[-1].tied:
-        if all(path in s.tied for s in sizes):
-            out[path] = tied_result(run, xs, sizes, path, tol)
+    for path in sizes[-1].free:
+        if all(path in s.free for s in sizes):
+            out[path] = free_result(xs, sizes, path, run.optim.eps, tol)
     return Axis(axis, xs, out)
 
 
-def tied_result(run: Run, xs: list[int], sizes: list[Size], path: str, tol: float) -> ParamResult:
-    """A tied readout's multiplier (GPT's readout_mult), judged against the tied law m^-(a_out + theta)
-    (zoo.audit.laws); it is no parameter of its own, so the multiplier is its one quantity."""
-    readout, table = sizes[-1].tied[path]
-    facts = [laws.Facts(s.tied[path][0], "output", families.family(run.optim.name, table.kind, run.optim.muon_io),
-                        False, tied=s.tied[path][1]) for s in sizes]
-    logs = [laws.log_law("multiplier", s.plugin, f) for s, f in zip(sizes, facts, strict=True)]
-    check = judge.check("multiplier", xs, [value("multiplier", s.numbers[path], run.optim.eps, False) for s in sizes],
-                        logs, tol)
-    return ParamResult("output", readout.kind, facts[-1].family, False, [check])
+def free_result(xs: list[int], sizes: list[Size], path: str, eps: float, tol: float) -> ParamResult:
+    """A forward multiplier on no parameter of its own (a branch multiplier, an attention scale, a tied readout's),
+    judged against its stated rule (laws.free_multiplier_law); the multiplier is its one quantity."""
+    rule = sizes[-1].free[path]["rule"]
+    logs = [laws.free_multiplier_law(s.plugin, s.free[path]) for s in sizes]
+    values = [value("multiplier", s.numbers[path], eps, False) for s in sizes]
+    return ParamResult(rule, rule, "-", rule == "branch", [judge.check("multiplier", xs, values, logs, tol)])
 
 
 def structure_check(axis: str, tag: Tag, kind: str, in_branch: bool) -> judge.Check | None:

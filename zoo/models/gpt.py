@@ -68,8 +68,8 @@ class GPT(nnx.Module):
         if cfg.tie_embeddings:
             self.head = None
             mult = plugin.tied_multiplier(readout, self.wte.table.tag)
-            # tagged with the readout's tag and the table's it ties to: zoo.audit checks the multiplier's law
-            self.readout_mult = Multiplier(jnp.asarray(mult, jnp.float32), tag=readout, ties=self.wte.table.tag)
+            self.readout_mult = Multiplier(jnp.asarray(mult, jnp.float32), rule="tied", tag=readout,
+                                           ties=self.wte.table.tag)  # its rule, for zoo.audit
         else:
             self.head = Dense(cfg.width, rows, kind="output", scale=top, rngs=rngs, role="readout",
                               axes=("embed", "vocab"))

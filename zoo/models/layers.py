@@ -64,7 +64,9 @@ class Scale:
                    depth=self.depth, base_depth=self.base_depth, role=role, layout=layout)
 
     def branch_multiplier(self) -> Multiplier:
-        return Multiplier(jnp.asarray(self.plugin.branch_multiplier(self.depth, self.base_depth), jnp.float32))
+        """The plugin's a (L / L0)^-alpha, with its rule for zoo.audit."""
+        return Multiplier(jnp.asarray(self.plugin.branch_multiplier(self.depth, self.base_depth), jnp.float32),
+                          rule="branch", depth=self.depth, base_depth=self.base_depth)
 
     def skip_multiplier(self) -> Multiplier:
         return Multiplier(jnp.asarray(self.plugin.skip_multiplier(), jnp.float32))

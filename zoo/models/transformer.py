@@ -155,7 +155,8 @@ class Attention(nnx.Module):
         col, row = ("embed", "heads"), ("heads", "embed")  # Megatron: q, k, v split by columns, o by rows
         self.q, self.k, self.v = (dense(width, inner, role, col) for role in ("query", "key", "value"))
         self.o = dense(inner, width, "attn_out", row)
-        self.logit_scale = Multiplier(jnp.asarray(scale.plugin.attn_scale(heads.dim, heads.base_dim), jnp.float32))
+        self.logit_scale = Multiplier(jnp.asarray(scale.plugin.attn_scale(heads.dim, heads.base_dim), jnp.float32),
+                                      rule="attention", head_dim=heads.dim, base_head_dim=heads.base_dim)
 
     def folds(self) -> list[tuple[str, jax.Array]]:
         """logits s q.k with q = x W_q + b_q: SP's 1/sqrt(d) times s sqrt(d), the rest folds into W_q and b_q
