@@ -20,3 +20,17 @@ def test_digit_like_characters_are_not_numbers(tmp_path, number):
         distributed.initialize(f"127.0.0.1:{number}", 2, 1)
     with pytest.raises(ValueError, match="unknown tokenizer"):
         tokenizer.parse(f"bpe:{number}")
+
+
+def test_export_under_a_file_is_refused_before_the_work(tmp_path, capsys):
+    """--out under a file: the export loaded, folded and checked the run, then failed naming its temporary folder
+    ('Not a directory: .../.sub.tmp-PID'); now one line naming --out and the file, before the run is read."""
+    from zoo.cli.export import main
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "no-run-read"), "--out", str(tmp_path / "afile" / "sub")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and err.count("\n") == 1, err
+    assert f"--out {tmp_path / 'afile' / 'sub'} cannot be written: {tmp_path / 'afile'} is a file, not a folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

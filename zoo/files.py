@@ -70,12 +70,20 @@ def check_writable(path: Path, flag: str) -> None:
     there); one line naming `flag` otherwise."""
     if path.is_dir():
         raise ValueError(f"{flag} {path} is a directory, not a file")
+    check_can_write_in(path.parent, f"{flag} {path}")
+
+
+def check_can_write_in(folder: Path, what: str) -> None:
+    """Before any work: files can be made in `folder` (made, with its parents, if needed); one line naming `what`
+    otherwise."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent):
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
             pass
+    except FileExistsError as e:  # a file where a folder of the path goes
+        raise ValueError(f"{what} cannot be written: {e.filename} is a file, not a folder") from None
     except OSError as e:
-        raise ValueError(f"{flag} {path} cannot be written: {e.strerror or e}") from None
+        raise ValueError(f"{what} cannot be written: {e.strerror or e}") from None
 
 
 def read_mapping(path: Path, what: str, advice: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import zoo.param
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export.fold import folded_params
+from zoo.files import check_can_write_in
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import load_run
@@ -45,6 +46,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     run_dir, out = Path(run_dir), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
+    check_can_write_in(out.parent, f"--out {out}")  # before the work (it failed after it, naming a temporary folder)
     loaded = load_run(run_dir, step, report=echo)
     cfg, run, state, step = loaded.cfg, loaded.setup, loaded.state, loaded.step
     model = cfg.model.name
