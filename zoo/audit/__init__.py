@@ -3,8 +3,10 @@
 For every parameter, at two or more widths (and depths), under the run's real optax chain, mesh, gradient
 accumulation and precision: the init's RMS and spectral norm, the forward multiplier (the variable and the power
 with which the forward pass applies it), the first update's RMS and spectral norm (effective: times the
-multiplier), the per-step weight-decay shrink, and Adam's epsilon against its second moment. Each is fitted against
-size and compared with the law the plugin's stated rules give (zoo.audit.laws), one PASS/FAIL per parameter.
+multiplier), the per-step weight-decay shrink, and Adam's epsilon against its second moment; and each forward
+multiplier that sits on no parameter (residual-branch multipliers, attention scales, a tied readout's). Each is
+fitted against size and compared with the law the plugin's stated rules give (zoo.audit.laws), one PASS/FAIL per
+parameter or multiplier.
 
     from zoo.audit import ZooRun, audit
     result = audit(ZooRun("gpt", zoo.param.get("mup"), OptimConfig("muon", lr=1e-2)), widths=[64, 128, 256])
