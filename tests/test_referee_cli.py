@@ -34,3 +34,25 @@ def test_export_under_a_file_is_refused_before_the_work(tmp_path, capsys):
     assert stop.value.code == 1 and err.count("\n") == 1, err
     assert f"--out {tmp_path / 'afile' / 'sub'} cannot be written: {tmp_path / 'afile'} is a file, not a folder" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.slow
+def test_weights_under_other_multipliers_are_refused(tmp_path):
+    """--init-from or --fork-from a run of another parametrization loaded its raw weights under this run's
+    multipliers, another network, silently (an sp run under mup: eval loss 2.3 -> 7.2); now one line naming the
+    multiplier, and the export route. The same parametrization under another base width (sp: the same multipliers)
+    still loads."""
+    from cli_utils import SMALL, clean_error, run_main_many
+
+    src, runs = tmp_path / "sp", [tmp_path / f"r{i}" for i in range(3)]
+    (trained, _), (init, err_init), (fork, err_fork), (same, err_same) = run_main_many([
+        [*SMALL, "--steps", "2", "--run-dir", str(src)],
+        [*SMALL, "--steps", "4", "--param", "mup", "--init-from", str(src), "--run-dir", str(runs[0])],
+        [*SMALL, "--steps", "4", "--param", "mup", "--fork-from", str(src), "--run-dir", str(runs[1])],
+        [*SMALL, "--steps", "4", "--base-width", "16", "--init-from", str(src), "--run-dir", str(runs[2])]])
+    assert trained == 0 and same == 0, err_same
+    for flag, code, err in (("--init-from", init, err_init), ("--fork-from", fork, err_fork)):
+        line = clean_error(code, err)
+        assert f"{flag} {src}: its multiplier head/mult is 1 there and" in line, line
+        assert "python -m zoo.export" in line, line
+    assert not runs[0].exists() and not runs[1].exists()  # a refused run leaves no run dir

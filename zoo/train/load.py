@@ -123,10 +123,22 @@ def read_params(run_dir: str | Path, step: int | None = None, report: Callable[[
                 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """A run's parameters by name (`key_path`) at `step` (default: its newest good checkpoint), and that
     checkpoint's metadata with its step; the arrays as saved, no model built."""
+    state, meta = read_state(run_dir, step, report)
+    return by_name(state["params"]), meta
+
+
+def read_state(run_dir: str | Path, step: int | None = None, report: Callable[[str], None] = print
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's saved state as saved (params, and for a run's checkpoint its multipliers "rest", optimizer state,
+    step) at `step` (default: its newest good checkpoint), and that checkpoint's metadata with its step."""
     path = Path(run_dir)
     if not (path / "checkpoints").is_dir():
         raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
     with Checkpoints(path, read_only=True) as ckpts:
         state, meta, step = ckpts.restore_at(step, None, report)
-    flat = jax.tree_util.tree_flatten_with_path(state["params"])[0]
-    return {key_path(p): np.asarray(v) for p, v in flat}, {**meta, "step": step}
+    return state, {**meta, "step": step}
+
+
+def by_name(tree: Any) -> dict[str, np.ndarray]:
+    """The leaves of a tree as host arrays by path (`key_path`)."""
+    return {key_path(p): np.asarray(v) for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}

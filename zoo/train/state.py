@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.load import load_run, parse_run_spec, read_config, read_params
+from zoo.train.load import by_name, load_run, parse_run_spec, read_config, read_state
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
 from zoo.train.step import RUN_ONCE
@@ -84,6 +84,7 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
                    place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
     old = src.state
     _same_params(fresh["params"], old["params"], src_dir)
+    same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir)
     opt, started_fresh = _transplant_opt(fresh["opt"], old["opt"])
     for name in started_fresh:
         report(f"fork: {name} started fresh (the new optimizer keeps state the old one did not)")
@@ -132,11 +133,35 @@ def _transplant_opt(fresh: Any, old: Any) -> tuple[Any, list[str]]:
     return jax.tree.unflatten(jax.tree.structure(fresh), leaves), sorted(fresh_names)
 
 
+def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: str | Path) -> None:
+    """Refuse weights whose multipliers differ here (another --param, --param-opt or base size): loaded under this
+    run's multipliers they compute another network, silently (an sp run's weights under mup: eval loss 2.3 -> 7.2).
+    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them (its module)."""
+    theirs = by_name(there)
+    for name, value in by_name(here).items():
+        module = name.rsplit("/", 1)[0] + "/"
+        old = theirs.get(name)
+        acts = any(p.startswith(module) for p in loaded)
+        if acts and old is not None and old.shape == value.shape and not np.allclose(old, value, rtol=1e-6, atol=0):
+            raise ValueError(f"{flag} {src}: its multiplier {name} is {_show(old)} there and {_show(value)} under this "
+                             "run's settings (another --param, --param-opt or base size), so its weights would "
+                             "compute another network; keep its parametrization and base sizes, or export it to SP "
+                             f"form (python -m zoo.export {src} --out DIR) and finetune DIR under sp")
+
+
+def _names(tree: Any) -> set[str]:
+    return {key_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _show(value: np.ndarray) -> str:
+    return f"{float(value):.4g}" if value.size == 1 else f"[{', '.join(f'{float(v):.4g}' for v in value.ravel()[:4])}]"
+
+
 def init_from(state: State, run_dir: str, report: Report) -> State:
     """Params from another run's newest good checkpoint, matched by name and shape; refused unless most of this
     model's parameter arrays match (a run of another model), and a line says how many were loaded."""
-    loaded, meta = read_params(run_dir, report=report)
-    params, fresh = fill_by_name(state["params"], loaded)
+    saved, meta = read_state(run_dir, report=report)
+    params, fresh = fill_by_name(state["params"], by_name(saved["params"]))
     total_arrays = len(jax.tree.leaves(params))
     matched = total_arrays - len(fresh)
     if 2 * matched <= total_arrays:
@@ -144,6 +169,8 @@ def init_from(state: State, run_dir: str, report: Report) -> State:
                          "match it by name and shape (is it a run of another model?)")
     sizes = [int(np.prod(v.shape)) for v in jax.tree.leaves(params)]
     kept = {name.split(" (")[0] for name in fresh}
+    if "rest" in saved:  # a run's checkpoint (an export's SP form has no multipliers)
+        same_multipliers(state["rest"], saved["rest"], _names(params) - kept, "--init-from", run_dir)
     values = sum(size for (p, _), size in zip(jax.tree_util.tree_flatten_with_path(params)[0], sizes, strict=True)
                  if key_path(p) not in kept)
     report(f"init-from: loaded {matched} of {total_arrays} parameter arrays ({values:,} of {sum(sizes):,} values) "
