@@ -56,3 +56,17 @@ def test_weights_under_other_multipliers_are_refused(tmp_path):
         assert f"{flag} {src}: its multiplier head/mult is 1 there and" in line, line
         assert "python -m zoo.export" in line, line
     assert not runs[0].exists() and not runs[1].exists()  # a refused run leaves no run dir
+
+
+@pytest.mark.parametrize("name", ["meta.json", "train.bin", "val.bin"])
+def test_a_folder_in_a_token_directory_is_named_as_one(tmp_path, name):
+    """A folder where a token directory's file goes said '<file> not found', a file that is there."""
+    from zoo.data import prepare, tokens
+
+    (tmp_path / "corpus.txt").write_text("abcdefgh\n" * 200)
+    out = tmp_path / "tok"
+    prepare.prepare("text", str(tmp_path / "corpus.txt"), str(out), "char")
+    (out / name).unlink()
+    (out / name).mkdir()
+    with pytest.raises(IsADirectoryError, match=f"{name} is a directory, not a file of the token directory"):
+        tokens.load(str(out), seq_len=8)

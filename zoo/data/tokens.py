@@ -61,8 +61,7 @@ class TokenFile:
 
 def read_meta(directory: Path) -> dict[str, Any]:
     path = directory / META
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found; write a token directory with python -m zoo.data.prepare")
+    need_file(path, "; write a token directory with python -m zoo.data.prepare")
     try:
         meta = json.loads(path.read_text())
         vocab_size, dtype, tok = meta["vocab_size"], meta["dtype"], meta["tokenizer"]
@@ -77,6 +76,14 @@ def read_meta(directory: Path) -> dict[str, Any]:
     if vocab_size > 1 << (8 * np.dtype(DTYPES[dtype]).itemsize):
         raise ValueError(f"{path}: a vocabulary of {vocab_size} does not fit in {dtype}")
     return {**meta, "vocab_size": vocab_size, "dtype": dtype, "tokenizer": tok}
+
+
+def need_file(path: Path, advice: str = "") -> None:
+    """One line when a token directory's file is missing or is a folder (it said 'not found' for a folder)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a file of the token directory{advice}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found{advice}")
 
 
 def write_meta(directory: Path, tokenizer: Tokenizer, counts: dict[str, int], source: str) -> None:
@@ -97,8 +104,7 @@ def load(path: str, seq_len: int, stream: bool | None = None, limit: int = IN_ME
                          f"{tokenizer.vocab_size} tokens")
     files = {}
     for split in SPLITS:
-        if not (directory / f"{split}.bin").is_file():
-            raise FileNotFoundError(f"{directory / f'{split}.bin'} not found")
+        need_file(directory / f"{split}.bin")
         files[split] = TokenFile(directory / f"{split}.bin", meta["dtype"], meta["vocab_size"])
         expected = meta.get(f"{split}_tokens")
         if expected is not None and expected != len(files[split]):
