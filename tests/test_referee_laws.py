@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import zoo.param as P
 from zoo.audit import ZooRun, audit, laws, measure
+from zoo.diagnostics import verdict
 from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
@@ -110,3 +112,22 @@ def test_gauge_equal_plugins_train_alike_at_any_width(plugin, other, m):
                       *(f.lr_mult(tag, family) for family in ("adam", "sgd", "spectral"))] for f in forms]
             assert rules[0] == pytest.approx(rules[1], rel=1e-9), (kind, role)
     assert plugin.attn_scale(int(8 * m), 8) == pytest.approx(other.attn_scale(int(8 * m), 8), rel=1e-9)
+
+
+def test_frozen_kinds_are_predicted_not_to_move():
+    """freeze (TP VI's depth experiments train only the residual blocks): a group nothing trained moves is predicted
+    not to move (NaN) and passes when its change is exactly 0; r runs over the trained kinds. Before, the frozen input
+    layer was expected at L^0 and its zero change FAILED every such coordinate check, and with every parameter
+    outside the branches frozen the totals kept the Theta(1) floor those parameters would have added."""
+    kinds, outside = ("hidden", "input"), ("input", "output")
+    plugin = P.get("depth_mup", gamma=1.0, freeze="input,output")
+    total = plugin.expected_slopes("adam", "depth", kinds, outside=outside)
+    assert math.isnan(total["input"]) and total["stream"] == total["output"] == -0.5  # L^(1 - alpha - gamma)
+    assert P.get("depth_mup", gamma=1.0).expected_slopes("adam", "depth", kinds, outside=outside)["stream"] == 0.0
+    width = P.get("mup", freeze="input,hidden").expected_slopes("adam", "width", kinds)
+    assert all(math.isnan(width[g]) for g in ("input", "hidden", "stream", "attention")) and width["output"] == 0.0
+    assert P.get("ntk", freeze="hidden").expected_slopes("sgd", "width", kinds)["hidden"] == -0.5  # r_in = 1/2
+    data = {"embed": np.zeros((2, 3)), "blocks/0": np.ones((2, 3))}
+    slopes = {"embed": np.full(3, np.nan), "blocks/0": np.zeros(3)}
+    verdicts = verdict.judge(slopes, data, {"input": math.nan, "stream": math.nan})
+    assert [v.passed for v in verdicts] == [True, False]  # the stream moved where nothing should have moved it

@@ -44,12 +44,14 @@ def group_of(layer: str) -> str:
     return "attention" if layer.startswith("attn_logits") else "hidden"
 
 
-def model_kinds(model_name: str, cfg: Any, plugin: Parametrization) -> tuple[str, ...]:
-    """Kinds of the parameters before the readout (they set the hidden feature-learning exponent r)."""
+def model_kinds(model_name: str, cfg: Any, plugin: Parametrization) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Kinds of the parameters before the readout (they set the hidden feature-learning exponent r), and kinds of
+    the parameters outside the residual branches (the readout's included)."""
     abstract = nnx.eval_shape(lambda: models.create(model_name, cfg, plugin, nnx.Rngs(0)))
     params = jax.tree.leaves(nnx.state(abstract, nnx.Param), is_leaf=lambda x: isinstance(x, nnx.Variable))
     tags = [p.get_metadata()["tag"] for p in params]
-    return tuple(sorted({t.kind for t in tags if t.kind != "output" and not t.role.startswith("readout")}))
+    return (tuple(sorted({t.kind for t in tags if t.kind != "output" and not t.role.startswith("readout")})),
+            tuple(sorted({t.kind for t in tags if not t.branch})))
 
 
 @dataclasses.dataclass
@@ -67,14 +69,17 @@ def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str,
     """The plugin's predictions along width or depth for a zoo model; `groups`: those the model has (default: every
     group)."""
     head_dim_slope = 0.0 if getattr(cfg, "scale_heads", True) else 1.0
-    return expectation(plugin, optimizer, axis, model_kinds(model_name, cfg, plugin), head_dim_slope, groups)
+    kinds, outside = model_kinds(model_name, cfg, plugin)
+    return expectation(plugin, optimizer, axis, kinds, head_dim_slope, groups, outside)
 
 
 def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple[str, ...],
-                head_dim_slope: float, groups: Sequence[str] | None = None) -> Expectation:
-    """The plugin's predictions for a model whose pre-readout parameters have `kinds` and whose head dim grows like
-    width^head_dim_slope; unstable where theory says the init blows up or a present group's change grows."""
-    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope)
+                head_dim_slope: float, groups: Sequence[str] | None = None,
+                outside: tuple[str, ...] | None = None) -> Expectation:
+    """The plugin's predictions for a model whose pre-readout parameters have `kinds` (those outside the residual
+    branches `outside`; None: unknown, some train) and whose head dim grows like width^head_dim_slope; unstable where
+    theory says the init blows up or a present group's change grows."""
+    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, outside=outside)
     branch = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, branch_only=True) if axis == "depth" \
         else {}
     present = set(total) if groups is None else set(groups)
@@ -97,7 +102,8 @@ class LayerVerdict:
 def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectations: dict[str, float],
           tol: float = 0.15, stable: bool = True) -> list[LayerVerdict]:
     """One verdict per layer. A step where the layer did not move at any size (zero change: hidden layers at t = 1
-    under a zero-initialized readout) is skipped; any other NaN slope (diverged training) fails."""
+    under a zero-initialized readout) is skipped; any other NaN slope (diverged training) fails. A group theory says
+    does not move (expected NaN: every parameter that would move it is frozen) matches when it never moved."""
     out = []
     for layer, s in slopes.items():
         group = group_of(layer)
@@ -106,7 +112,8 @@ def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectatio
         still = np.all(np.asarray(data[layer]).reshape(-1, len(s)) == 0, axis=0)
         dev = s - exp if group in ONE_SIDED else np.abs(s - exp)
         moved = ~still
-        matches = bool(moved.any() and np.all(np.isfinite(s[moved])) and np.all(dev[moved] <= tol))
+        matches = bool(not moved.any()) if np.isnan(exp) else \
+            bool(moved.any() and np.all(np.isfinite(s[moved])) and np.all(dev[moved] <= tol))
         out.append(LayerVerdict(layer, group, [float(v) for v in s], exp, matches, matches and stable))
     return out
 
@@ -166,7 +173,7 @@ def measured_growth(sizes: Sequence[int], per_size: Sequence[dict[str, np.ndarra
     for layer in per_size[0]:
         group = group_of(layer)
         expected = expectations.get(group, 0.0)
-        if expected <= 0:
+        if not expected > 0:  # NaN: a frozen group
             continue
         with np.errstate(divide="ignore"):
             logs = [np.log(np.asarray(r[layer], np.float64)[:, -1]) for r in per_size]

@@ -166,18 +166,22 @@ class Parametrization:
     def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
                         head_dim_slope: float = 1.0, branch_only: bool = False,
-                        muon_io: bool = False) -> dict[str, float]:
+                        muon_io: bool = False, outside: tuple[str, ...] | None = None) -> dict[str, float]:
         """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
-        against width or depth, from this plugin's abcd table, its LR rule per optimizer family and (alpha, gamma);
-        in depth, with branch_only, of the change the residual-branch parameters cause alone. See zoo.param.predict.
+        against width or depth, from this plugin's abcd table, its LR rule per optimizer family, (alpha, gamma) and
+        its frozen kinds (a group nothing trained moves: NaN); in depth, with branch_only, of the change the
+        residual-branch parameters cause alone, and `outside` the kinds of the parameters outside the residual
+        branches (None: some of them train). See zoo.param.predict.
         """
+        frozen = tuple(k for k in KINDS if self.frozen(Tag(kind=k, fan_in=1, fan_out=1)))
         if axis == "depth":
-            return predict.depth_slopes(self.alpha, self.gamma, branch_only)
+            outside_trained = outside is None or any(k not in frozen for k in outside)
+            return predict.depth_slopes(self.alpha, self.gamma, branch_only, outside_trained, "input" not in frozen)
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
         e = math.log2(float(self.attn_scale(64, 64)) / float(self.attn_scale(128, 64)))  # logits ~ d_head^-e
         return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, self.spectral_c, muon_io,
-                                    zero_readout=bool(self.zero_init))
+                                    zero_readout=bool(self.zero_init), frozen=frozen)
 
     def spectral_c(self, kind: str) -> float:
         """The Muon LR exponent of a kind (lr_exponent under the spectral family)."""

@@ -33,11 +33,13 @@ conditions are `init_instabilities` and `depth_instabilities`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Collection, Iterable
 
 from zoo.param import families
 
 GROUPS = ("input", "hidden", "stream", "output", "attention")
+NAN = math.nan  # the predicted slope of a group that does not move (every parameter that would move it is frozen)
 
 
 def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float, r_aligned: float = 0.0) -> float:
@@ -58,12 +60,14 @@ def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float,
 
 
 def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Iterable[str],
-                      spectral_c: Callable[[str], float] | None = None, muon_io: bool = False) -> dict[str, float]:
-    """Kind -> r (TP IVb Def 2.8.5) for the kinds present, the output included; `spectral_c` gives the plugin's Muon
-    LR exponent of a kind (default: the spectral map c - k/2)."""
+                      spectral_c: Callable[[str], float] | None = None, muon_io: bool = False,
+                      frozen: Collection[str] = ()) -> dict[str, float]:
+    """Kind -> r (TP IVb Def 2.8.5) for the kinds present that train (not `frozen`), the output included unless
+    frozen; `spectral_c` gives the plugin's Muon LR exponent of a kind (default: the spectral map c - k/2)."""
     out = abcd("output")
     r: dict[str, float] = {}
-    for kind in sorted({*kinds, "output"}, key=lambda k: k == "scalar"):  # scalar last: it reads the others' r
+    trained = {*kinds, "output"} - set(frozen)
+    for kind in sorted(trained, key=lambda k: k == "scalar"):  # scalar last: it reads the others' r
         a, c = float(abcd(kind)[0]), float(abcd(kind)[2])
         muon_c = spectral_c(kind) if spectral_c else c - families.WIDTH_AXES[kind] / 2
         aligned = min((v for k, v in r.items() if k != "output"), default=0.0)
@@ -75,38 +79,46 @@ def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Itera
 def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
                  kinds: Iterable[str] = ("input", "vector", "hidden"), attn_exponent: float = 0.5,
                  head_dim_slope: float = 1.0, spectral_c: Callable[[str], float] | None = None,
-                 muon_io: bool = False, zero_readout: bool = False) -> dict[str, float]:
+                 muon_io: bool = False, zero_readout: bool = False, frozen: Collection[str] = ()) -> dict[str, float]:
     """Group -> raw predicted log-log slope of the change of its activations against width (the residual stream
     moves like the hidden pre-activations). `zero_readout`: the readout starts at V0 = 0, so Delta f = Delta V h
-    alone, n^-r_out (the V0 Delta h term is gone)."""
-    r = feature_exponents(abcd, optimizer, kinds, spectral_c, muon_io)
+    alone, n^-r_out (the V0 Delta h term is gone). `frozen` kinds do not train: r runs over the others, and a group
+    that nothing trained moves (the input layer's when input is frozen) does not change: NaN."""
+    if zero_readout and "output" in frozen:  # V0 = 0 for good: no gradient reaches anything
+        return dict.fromkeys(GROUPS, NAN)
+    r = feature_exponents(abcd, optimizer, kinds, spectral_c, muon_io, frozen)
     body = [v for k, v in r.items() if k != "output"]
-    r_body = min(body) if body else 0.0
+    r_body = min(body) if body else math.inf
     a_out, b_out = float(abcd("output")[0]), float(abcd("output")[1])
     # V0 . Delta h: a change a matrix or vector update causes carries the backprop, so it lines up with V0 (a law of
     # large numbers, n^(1 - a_out - b_out - r)); a scalar's acts alike on every coordinate and does not (a central
     # limit sum, n^(1/2 - a_out - b_out - r))
     aligned = [1.0 - a_out - b_out - v for k, v in r.items() if k not in ("output", "scalar")]
     unaligned = [0.5 - a_out - b_out - r["scalar"]] if "scalar" in r else []
+    readout = [-r["output"]] if "output" in r else []
     return _clean({
-        "input": -r.get("input", r_body),
+        "input": NAN if "input" in frozen else -r.get("input", r_body),
         "hidden": -r_body,
         "stream": -r_body,
-        "output": -r["output"] if zero_readout else max(-r["output"], *aligned, *unaligned),
+        "output": max(readout if zero_readout else [*readout, *aligned, *unaligned], default=-math.inf),
         "attention": head_dim_slope * (1.0 - float(attn_exponent)) - r_body,
     })
 
 
-def depth_slopes(alpha: float, gamma: float, branch_only: bool = False) -> dict[str, float]:
+def depth_slopes(alpha: float, gamma: float, branch_only: bool = False, outside_trained: bool = True,
+                 input_trained: bool = True) -> dict[str, float]:
     """Group -> raw predicted log-log slope of the change against depth (TP VI section 7): of the change caused
     by the residual-branch parameters alone (branch_only; the input layer does not move), or with every parameter
-    trained."""
+    that trains: the parameters outside the branches (unless none of them trains: TP VI's experiments freeze the
+    input and output layers) add a Theta(1) change; the input layer's own change is L^0, none when it is frozen
+    (NaN)."""
     stream = 1.0 - float(alpha) - float(gamma)
     inside = max(stream, -float(gamma))
+    branch = {"hidden": inside, "stream": stream, "output": stream, "attention": inside}
     if branch_only:
-        return _clean({"hidden": inside, "stream": stream, "output": stream, "attention": inside})
-    return _clean({"input": 0.0, "hidden": max(inside, 0.0), "stream": max(stream, 0.0), "output": max(stream, 0.0),
-                   "attention": max(inside, 0.0)})
+        return _clean(branch)
+    floor = 0.0 if outside_trained else -math.inf
+    return _clean({"input": 0.0 if input_trained else NAN, **{g: max(v, floor) for g, v in branch.items()}})
 
 
 def init_instabilities(abcd: Callable[[str], tuple], kinds: Iterable[str]) -> list[str]:
@@ -134,4 +146,5 @@ def depth_instabilities(alpha: float, gamma: float) -> list[str]:
 
 
 def _clean(slopes: dict[str, float]) -> dict[str, float]:
-    return {k: round(v, 9) + 0.0 for k, v in slopes.items()}
+    """Rounded; a change that nothing causes (an infinite exponent) is NaN: the group does not move."""
+    return {k: round(v, 9) + 0.0 if math.isfinite(v) else NAN for k, v in slopes.items()}
