@@ -17,7 +17,10 @@ plugin multiplies W by in the forward pass:
     params = rescale_init(params, tags, free)                          # the model's own SP init, rescaled
     tx = zoo.optim.build(OptimConfig(lr=3e-3), free, tags)             # the optax chain every zoo model uses
 
-The skip multiplier mu of `critical` multiplies the residual stream itself, which is no parameter: refused.
+The skip multiplier mu of `critical` multiplies the residual stream itself, which is no parameter: refused. A readout
+tied to an input table has no multiplier-free form either: the table also feeds the embedding, so the readout's
+multiplier (Parametrization.tied_multiplier, muP's m^-1) must stay in the model's forward pass, f = m^-e h E^T;
+without it, muP's tied logits grow like m.
 """
 
 from __future__ import annotations
