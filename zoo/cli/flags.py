@@ -57,14 +57,19 @@ def path_arg(text: str) -> str:
 
 
 def positive(text: str) -> int:
-    """A positive integer that fits in int32, as every integer setting (zoo.schema): counts beyond it overflow
-    JAX's int32 counters (a sample's draws, a sweep's seeds)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_int32(text: str) -> int:
+    """A positive integer that fits in int32, as every integer setting (zoo.schema): a count JAX holds as one (a
+    sample's draws)."""
+    value = positive(text)
     if value > INT32_MAX:
         raise argparse.ArgumentTypeError(f"must be at most 2^31 - 1 (an int32), got {text!r}")
     return value

@@ -7,7 +7,7 @@ import signal
 import sys
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, path_arg, positive, seed
+from zoo.cli.flags import Parser, finite, path_arg, positive, positive_int32, seed
 
 
 @boundary
@@ -17,8 +17,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.add_argument
     a("run_dir", type=path_arg, help="a GPT run directory (config.json and checkpoints/)")
     a("--prompt", default="\n", help="text to continue (default: a newline)")
-    a("--tokens", type=positive, default=200, help="how many tokens to generate, printed as they are drawn; at most "
-      "2^31 - 1 (default: 200)")
+    a("--tokens", type=positive_int32, default=200, help="how many tokens to generate, printed as they are drawn; "
+      "at most 2^31 - 1 (default: 200)")
     a("--temperature", type=finite, default=1.0, help="softmax temperature, >= 0; 0 always takes the most likely "
       "token (default: 1)")
     a("--top-k", type=positive, help="draw only among the K most likely tokens (default: all)")
