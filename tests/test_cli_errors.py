@@ -61,6 +61,10 @@ def _cases(tmp, small_run):
         (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
         (["--b1", "1"], "--b1 must be in [0, 1), got 1.0"),
         (["--b2", "-0.5"], "--b2 must be in [0, 1), got -0.5"),
+        (["--b1", "0.9999999999999999"], "--b1 must be in [0, 1) as a float32, which JAX computes it in: "
+         "0.9999999999999999 rounds to 1.0"),
+        (["--eps", "1e-50"], "--eps 1e-50 is below float32's smallest normal number 1.18e-38"),
+        (["--lr", "1e39"], "--lr 1e+39 is beyond float32's largest number 3.4e+38"),
         (["--eps", "0"], "--eps must be positive, got 0.0"),
         (["--grad-accum", "3"], "not divisible by --grad-accum 3"),
         (["--mesh", "data=3"], "must equal the 1 devices"),

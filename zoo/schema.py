@@ -16,6 +16,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 Check = tuple[Callable[[Any], bool], str]
 POSITIVE: Check = (lambda v: v > 0, "must be positive")
 NON_NEGATIVE: Check = (lambda v: v >= 0, "must be >= 0")
@@ -109,6 +111,21 @@ def utf8(text: str) -> bool:
     return True
 
 
+def check_float32(name: str, value: float, check: Check | None) -> None:
+    """A float setting keeps its meaning in float32, the precision JAX computes it in: --b1 0.9999999999999999 is
+    1.0 there (Adam's bias correction divides by 0: nan at step 2), --eps 1e-50 is 0, and a number below float32's
+    smallest normal one computes as 0 (XLA flushes subnormals) or beyond its largest as inf."""
+    tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    if value != 0 and not tiny <= abs(value) <= big:
+        where = f"below float32's smallest normal number {tiny:.3g}" if abs(value) < tiny else \
+            f"beyond float32's largest number {big:.3g}"
+        raise ValueError(f"{name} {value!r} is {where}; JAX computes it in float32, where it would be "
+                         f"{'0' if abs(value) < tiny else 'inf'}")
+    rounded = float(np.float32(value))
+    if check and not check[0](rounded):
+        raise ValueError(f"{name} {check[1]} as a float32, which JAX computes it in: {value!r} rounds to {rounded!r}")
+
+
 def check_settings(obj: Any, prefix: str = "--") -> None:
     """Every field of a settings dataclass against its type and range (`setting(check=..., choices=...)`)."""
     hints = typing.get_type_hints(type(obj))
@@ -126,5 +143,7 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         if check and not check[0](value):
             raise ValueError(f"{name} {check[1]}, got {value!r}")
+        if type(value) is float:
+            check_float32(name, value, check)
         if type(value) is int and check is not SEED and value > INT32_MAX:
             raise ValueError(f"{name} must be at most 2^31 - 1 (an int32), got {value}")
