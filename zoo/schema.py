@@ -3,8 +3,9 @@ part of a run's identity, so the command line, config files, `--help` and the ch
 
     lr: float = setting(1e-3, "peak learning rate", check=POSITIVE)
 
-Every float is also checked to be finite (nan and inf are never a valid setting), and every integer but a seed to
-fit in int32 (JAX holds steps and counts as int32: a bigger one fails inside the jitted step).
+Every float is also checked to be finite (nan and inf are never a valid setting) and to keep its meaning in float32,
+and every integer but a seed to fit in int32 (JAX holds steps and counts as int32: a bigger one fails inside the
+jitted step).
 """
 
 from __future__ import annotations
