@@ -81,6 +81,7 @@ def test_the_branch_multiplier_law_is_depth_mups(plugin, alpha):
 MLP = {"in_shape": (8,), "num_classes": 4, "pre_ln": True, "bias": True, "block_depth": 2}
 
 
+@pytest.mark.slow
 def test_the_audit_judges_the_branch_multiplier(monkeypatch):
     """Depth-muP on the MLP-ResNet at depths 4 and 16 (width 32): the branch multiplier (L/4)^-1/2 (1 -> 0.5) passes;
     one that forgets the depth (a only) fails on it alone. Before, no rule the audit measured saw it (Adam's update
