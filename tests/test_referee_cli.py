@@ -70,3 +70,20 @@ def test_a_folder_in_a_token_directory_is_named_as_one(tmp_path, name):
     (out / name).mkdir()
     with pytest.raises(IsADirectoryError, match=f"{name} is a directory, not a file of the token directory"):
         tokens.load(str(out), seq_len=8)
+
+
+@pytest.mark.parametrize("tool, flag", [("sweep", "--seeds"), ("transfer", "--target-seeds")])
+def test_seed_counts_beyond_any_sweep_are_one_line(tmp_path, capsys, tool, flag):
+    """--target-seeds 2147483648 passed the int32 check (seeds 0 .. 2^31 - 1) and the process was SIGKILLed for
+    memory building 2^31 members after the proxy sweep, with no line; --seeds 10^8 spent 80 s building members
+    before an unexpected MemoryError. Now one line, before anything trains."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    sizes = ["--widths", "16"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16"]
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(tmp_path / "out"), "--lrs", "1e-3", "--depth", "2", "--steps", "2", "--data", "synthetic",
+              *sizes, flag, str(2**31)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and f"{flag} 2147483648 is more than 1024 seeds per learning rate" in err, err
+    assert not (tmp_path / "out").exists()

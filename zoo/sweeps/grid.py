@@ -11,6 +11,7 @@ import numpy as np
 from zoo.schema import INT32_MAX
 
 MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
+MAX_SEEDS = 1024  # seeds per LR: their mean's error is 3% of one seed's spread at 1024; more is a typo
 LR_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 
@@ -82,10 +83,14 @@ def check_positive(what: str, values: list[Any]) -> None:
 
 
 def check_seeds(first: int, count: int, flag: str = "--seeds") -> None:
-    """The member seeds first .. first + count - 1 fit in int32, in which members hold them."""
+    """The member seeds first .. first + count - 1 fit in int32, in which members hold them, and there are at most
+    MAX_SEEDS of them (2^31 seeds passed that check, and the process was killed for memory building its members)."""
     if first + count - 1 > INT32_MAX:
         raise ValueError(f"{flag} {count} from --seed {first} reaches seed {first + count - 1}; a sweep's seeds must "
                          "be at most 2^31 - 1 (members hold them as int32)")
+    if count > MAX_SEEDS:
+        raise ValueError(f"{flag} {count} is more than {MAX_SEEDS} seeds per learning rate (each is a member: a "
+                         f"whole model trained); the mean over {MAX_SEEDS} is within 3% of one seed's spread already")
 
 
 def members(lrs: list[float], seeds: int) -> tuple[np.ndarray, np.ndarray]:
