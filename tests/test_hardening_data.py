@@ -48,7 +48,8 @@ def test_a_refused_prepare_leaves_no_out(tmp_path, capsys):
     than its characters) removes the --out it made."""
     (tmp_path / "corpus.txt").write_text("hello world, a small corpus\n" * 20)
     cases = [(["tfds", "lm1b", "--data-dir", str(tmp_path)], "'lm1b' is not prepared"),
-             (["text", str(tmp_path / "corpus.txt"), "--tokenizer", "bpe:3"], "could not train a BPE of size 3")]
+             (["text", str(tmp_path / "corpus.txt"), "--tokenizer", "bpe:265"],
+              "could not train a BPE of size 265: the corpus has 15 characters, so it needs at least 275 tokens")]
     for argv, expected in cases:
         out = tmp_path / "out"
         with pytest.raises(SystemExit) as e:

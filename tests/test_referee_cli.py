@@ -87,3 +87,12 @@ def test_seed_counts_beyond_any_sweep_are_one_line(tmp_path, capsys, tool, flag)
     err = capsys.readouterr().err
     assert stop.value.code == 1 and f"{flag} 2147483648 is more than 1024 seeds per learning rate" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bpe_smaller_than_its_fixed_pieces_is_refused_before_any_work():
+    """bpe:1 and bpe:2 reached sentencepiece, whose line named a C++ check ('INTERNAL: src/trainer_interface.cc(828)
+    [insert_id(trainer_spec_.bos_id() ...)]'); every BPE holds 256 byte pieces, 3 special ones and the newline."""
+    for size in (1, 2, 259):
+        with pytest.raises(ValueError, match=f"bpe:{size}: a BPE needs at least 260 tokens"):
+            tokenizer.parse(f"bpe:{size}")
+    assert tokenizer.parse("bpe:260") == ("bpe", 260)

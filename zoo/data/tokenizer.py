@@ -7,6 +7,7 @@ token directory's meta.json, from which `from_meta` rebuilds it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +17,7 @@ import numpy as np
 from zoo.schema import INT32_MAX, digits
 
 BPE_MODEL = "tokenizer.model"
+BPE_MIN = 256 + 3 + 1  # byte-fallback pieces, <unk> <s> </s>, and "\n": a BPE's pieces before any character
 
 
 class Tokenizer(Protocol):
@@ -119,8 +121,7 @@ class BPETokenizer:
                 input_sentence_size=max_lines, shuffle_input_sentence=True, minloglevel=2)
         except RuntimeError as err:
             if not failed:
-                raise ValueError(f"sentencepiece could not train a BPE of size {vocab_size}: "
-                                 f"{str(err).strip().splitlines()[-1]}") from None
+                raise ValueError(f"sentencepiece could not train a BPE of size {vocab_size}: {_why(err)}") from None
         if failed:
             raise failed[0]
         return cls(model.getvalue())
@@ -136,6 +137,16 @@ class BPETokenizer:
 
     def save(self, directory: Path) -> None:
         (directory / BPE_MODEL).write_bytes(self.model)
+
+
+def _why(err: RuntimeError) -> str:
+    """sentencepiece's reason, in zoo's terms where known (its own names a C++ check and its own flags)."""
+    text = str(err).strip().splitlines()[-1]
+    need = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", text)
+    if need:
+        return (f"the corpus has {int(need.group(2)) - BPE_MIN} characters, so it needs at least {need.group(2)} "
+                f"tokens ({BPE_MIN} pieces before any character); ask for bpe:{need.group(2)} or more")
+    return text
 
 
 def from_meta(meta: dict[str, Any], directory: Path) -> Tokenizer:
@@ -162,6 +173,10 @@ def parse(spec: str) -> tuple[str, int | None]:
     kind, _, size = spec.partition(":")
     if kind in ("char", "byte") and not size:
         return kind, None
+    if kind == "bpe" and digits(size) and 0 < int(size) < BPE_MIN:
+        raise ValueError(f"--tokenizer {spec}: a BPE needs at least {BPE_MIN} tokens (256 byte pieces, its special "
+                         "pieces and the newline) and one more per character of the corpus; ask for more (e.g. "
+                         "bpe:4096)")
     if kind == "bpe" and digits(size) and 0 < int(size) <= INT32_MAX:  # sentencepiece reads SIZE as an int32
         return kind, int(size)
     raise ValueError(f"unknown tokenizer {spec!r}; use char, byte or bpe:SIZE with SIZE from 1 to 2^31 - 1 (e.g. "
