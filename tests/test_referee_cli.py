@@ -96,3 +96,18 @@ def test_a_bpe_smaller_than_its_fixed_pieces_is_refused_before_any_work():
         with pytest.raises(ValueError, match=f"bpe:{size}: a BPE needs at least 260 tokens"):
             tokenizer.parse(f"bpe:{size}")
     assert tokenizer.parse("bpe:260") == ("bpe", 260)
+
+
+@pytest.mark.parametrize("change", [{"diverged": None}, {"diverged": "no"}, {"log2_lr": float("nan")},
+                                    {"train_loss": "1.0"}])
+def test_a_results_record_without_what_the_report_reads_is_one_line(change):
+    """A results.jsonl record with the member's keys but without "diverged" (edited by hand, another program)
+    stopped --report-only with an unexpected KeyError; a wrong type could plot nonsense."""
+    from zoo.sweeps import report
+
+    good = {"width": 16, "depth": 2, "lr": 0.001, "log2_lr": -9.97, "seed": 0, "train_loss": 1.0, "eval_loss": 1.0,
+            "eval_accuracy": 0.5, "diverged": False}
+    report.summarize([good])
+    bad = {k: v for k, v in {**good, **change}.items() if v is not None}
+    with pytest.raises(ValueError, match="a record in results.jsonl has no valid .*delete its line and rerun"):
+        report.summarize([good, bad])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from zoo.files import save_figure
+from zoo.sweeps.results import RESULTS
 
 METRICS = ("train_loss", "eval_loss")
 
@@ -68,6 +70,20 @@ class Summary:
         return f"width {c.width} depth {c.depth}"
 
 
+def check_record(r: dict[str, Any], metric: str) -> None:
+    """A member record has what the report reads, of its type: one edited by hand or written by another program
+    (no "diverged") stopped the report with an unexpected KeyError."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    fields = {"log2_lr": number, "diverged": lambda v: type(v) is bool,
+              **{k: lambda v: v is None or number(v) for k in (metric, "eval_accuracy")}}
+    bad = [k for k, ok in fields.items() if k not in r or not ok(r[k])]
+    if bad:
+        raise ValueError(f"a record in {RESULTS} has no valid {', '.join(bad)} (written by another program?): "
+                         f"{json.dumps(r)[:200]}; delete its line and rerun to train that member again")
+
+
 def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summary:
     """Curves per (width, depth) from member records, seeds averaged."""
     if metric not in METRICS:
@@ -76,6 +92,7 @@ def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summ
         raise ValueError("no results to report")
     points: dict[tuple[int, int], dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
+        check_record(r, metric)
         points[(r["width"], r["depth"])][round(r["log2_lr"], 6)].append(r)
     curves = []
     for (width, depth), by_lr in sorted(points.items()):

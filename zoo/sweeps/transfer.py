@@ -168,10 +168,10 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
                             seeds=spec.target_seeds, chunk=spec.chunk)
     target_records = select(run_sweep(target_spec, lambda s: echo(f"[{name} target] {s}"), data),
                             spec.target, target_lrs, target_seeds)
+    target = report.summarize(target_records, spec.metric)  # first: it checks the records hold what is read here
     at_lr = sorted((r for r in target_records if lr_key(r["lr"]) == lr_key(2.0**best)), key=lambda r: r["seed"])
     losses = [None if r["diverged"] or r[spec.metric] is None else float(r[spec.metric]) for r in at_lr]
-    return Arm(name, run.param.options, proxy, seed_best, best, report.summarize(target_records, spec.metric),
-               losses, spec.check is not None)
+    return Arm(name, run.param.options, proxy, seed_best, best, target, losses, spec.check is not None)
 
 
 def target_config(spec: TransferSpec, run: RunConfig, lr_log2: float) -> dict[str, Any]:
