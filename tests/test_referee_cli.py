@@ -111,3 +111,27 @@ def test_a_results_record_without_what_the_report_reads_is_one_line(change):
     bad = {k: v for k, v in {**good, **change}.items() if v is not None}
     with pytest.raises(ValueError, match="a record in results.jsonl has no valid .*delete its line and rerun"):
         report.summarize([good, bad])
+
+
+def test_render_of_numbers_only_the_plot_cannot_read_is_one_line(tmp_path):
+    """papers render: numbers that pass the checks but not the plot (a profile edited into a string) were an
+    unexpected TypeError with a traceback file; now the line that stale numbers get, and no temporary figure."""
+    import json
+
+    from zoo.papers import page
+
+    class Claim:
+        name = "stub"
+
+        def checks(self, numbers):
+            return []
+
+        def plot(self, numbers, path):
+            path.write_bytes(b"half a png")
+            raise TypeError("len() of unsized object")
+
+    (tmp_path / "stub").mkdir()
+    (tmp_path / "stub" / "results.json").write_text(json.dumps({"numbers": {"apjn": "x"}, "command": "c"}))
+    with pytest.raises(ValueError, match="does not hold this version's numbers of stub .*rerun the claim"):
+        page.render(Claim(), tmp_path)
+    assert sorted(p.name for p in (tmp_path / "stub").iterdir()) == ["results.json"]

@@ -63,15 +63,17 @@ def render(claim: Claim, out: Path) -> None:
     """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers), and the index."""
     folder = out / claim.name
     record = read(folder)
-    try:
+    tmp = folder / f".{FIGURE}.tmp.png"
+    try:  # numbers of another version (or edited) fail the checks, or only the plot or the page (a list as a scalar)
         checks = claim.checks(record["numbers"])
+        claim.plot(record["numbers"], tmp)
+        text = page(claim, record["numbers"], checks, record["command"])
     except STALE as e:
+        tmp.unlink(missing_ok=True)
         raise ValueError(f"{folder / RESULTS} does not hold this version's numbers of {claim.name} "
                          f"({type(e).__name__}: {e}): rerun the claim") from None
-    tmp = folder / f".{FIGURE}.tmp.png"
-    claim.plot(record["numbers"], tmp)
     os.replace(tmp, folder / FIGURE)
-    write_atomic(folder / PAGE, page(claim, record["numbers"], checks, record["command"]))
+    write_atomic(folder / PAGE, text)
     write_atomic(out / INDEX, index(out))
 
 
