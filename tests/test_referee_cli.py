@@ -135,3 +135,27 @@ def test_render_of_numbers_only_the_plot_cannot_read_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="does not hold this version's numbers of stub .*rerun the claim"):
         page.render(Claim(), tmp_path)
     assert sorted(p.name for p in (tmp_path / "stub").iterdir()) == ["results.json"]
+
+
+@pytest.mark.slow
+def test_an_export_is_not_taken_for_a_run_dir(tmp_path):
+    """An export (SP form: parameters only) given where a run dir goes: train.py resuming in it called its checkpoint
+    unreadable ('move them away or use another --run-dir') after compiling, zoo.export of it and --fork-from were
+    unexpected KeyErrors ('rest'); now one line each with the finetune command, and nothing written into it."""
+    from cli_utils import SMALL, clean_error, run_main_many
+
+    from zoo.cli.export import main as export_main
+
+    run, out = tmp_path / "run", tmp_path / "exported"
+    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    assert code == 0, err
+    export_main([str(run), "--out", str(out)])
+    before = sorted(p.name for p in out.rglob("*"))
+    results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(out)],
+                             [*SMALL, "--steps", "4", "--fork-from", str(out), "--run-dir", str(tmp_path / "f")]])
+    for code, err in results:
+        assert f"{out} is an export in SP form" in clean_error(code, err) and "--init-from" in err, err
+    with pytest.raises(SystemExit) as stop:
+        export_main([str(out), "--out", str(tmp_path / "again")])
+    assert stop.value.code == 1
+    assert sorted(p.name for p in out.rglob("*")) == before and not (tmp_path / "f").exists()

@@ -33,7 +33,7 @@ from zoo.export.fold import folded_params
 from zoo.files import check_can_write_in
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.load import load_run
+from zoo.train.load import EXPORTED, load_run
 from zoo.train.setup import setup
 from zoo.tree import fill_by_name, key_path
 
@@ -85,7 +85,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
         ckpts.save(step, {"params": sp_params}, meta)
         ckpts.wait()
         ckpts.close()
-        save_safetensors(tmp / "model.safetensors", sp_params, sp_cfg)
+        save_safetensors(tmp / EXPORTED, sp_params, sp_cfg)
         (tmp / "config.json").write_text(json.dumps(sp_cfg.to_json(), indent=2))
         if out.exists():
             out.rmdir()  # empty (checked above)

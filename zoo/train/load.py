@@ -102,6 +102,18 @@ def read_config(run_dir: str | Path) -> RunConfig:
     return RunConfig.from_json(values, str(path / "config.json"))
 
 
+EXPORTED = "model.safetensors"  # what zoo.export writes beside its checkpoint, and a run dir never holds
+
+
+def check_not_export(path: Path) -> None:
+    """Refuse an export (SP form: parameters only, no multipliers or optimizer state) where a run dir is read or
+    resumed: a resume called its checkpoint unreadable ('move them away'), an export of it was an unexpected
+    KeyError."""
+    if (path / EXPORTED).is_file():
+        raise ValueError(f"{path} is an export in SP form ({EXPORTED}: parameters only), not a run dir; finetune it "
+                         f"in a new run dir: python train.py --config {path / 'config.json'} --init-from {path}")
+
+
 def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, place: Callable | None = None,
              report: Callable[[str], None] = print) -> LoadedRun:
     """The run's config, setup and verified train state at `step` (default: its newest good checkpoint), read
@@ -109,6 +121,7 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
     the same placed as the caller wants it (default: on this process's first device)."""
     path = Path(run_dir)
     cfg = read_config(path)
+    check_not_export(path)
     s = setup(cfg, data)
     abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
     target = place(abstract) if place is not None else None

@@ -19,7 +19,7 @@ from zoo.errors import log_failures_in
 from zoo.files import write_atomic
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.distributed import barrier, is_main
-from zoo.train.load import read_config_json, stored_config
+from zoo.train.load import check_not_export, read_config_json, stored_config
 from zoo.train.lock import RunLock, claim
 from zoo.train.logger import console, plot_curves, trim_metrics
 
@@ -47,6 +47,7 @@ class Run:
         created, lock = not path.exists(), None
         say = say_on(is_main())
         try:
+            check_not_export(path)  # before the lock: nothing is written into an export
             if is_main():
                 lock = claim(path, say)
             _check_layout(path)
