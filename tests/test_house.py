@@ -157,3 +157,17 @@ def test_an_installed_package_adds_a_plugin_a_data_source_and_a_model(tmp_path):
     assert json.loads((tmp_path / "coord" / "coord_check_width.json").read_text())["param"] == "half_mup"
     listed = run(str(ROOT / "train.py"), "--help")
     assert "half_mup" in listed.stdout and "small_net" in listed.stdout
+
+
+def test_a_model_option_is_compared_by_value_not_by_text():
+    """--model-opt width=32 is read as text; beside --width 32 (the audit's widths, a resumed run's flags) it is the
+    same setting, while width=64 contradicts it."""
+    from zoo.train.setup import setup
+
+    def run(text):
+        return setup(resolve({"model": "mlp_resnet", "data": "synthetic", "width": 32, "depth": 2,
+                              "model_opt": {"width": text}}))
+
+    assert run("32").model_cfg.width == 32
+    with pytest.raises(ValueError, match=r"model option width=64 contradicts --width \(width = 32\)"):
+        run("64")

@@ -89,12 +89,13 @@ def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
              "seq_len": data.seq_len, "dtype": "bfloat16" if cfg.loop.precision == "bf16" else "float32",
              "remat": cfg.loop.remat == "block"}
     out.update({k: v for k, v in facts.items() if k in fields and v is not None})
-    for k, v in m.options.items():
+    options = zoo.models.options(m.name, m.options)  # typed: --model-opt width=32 is the int 32, not "32"
+    for k, v in options.items():
         given_by = "--" + k.replace("_", "-") if k in given and getattr(m, k) is not None else \
             "the data" if k in facts and k not in ("dtype", "remat") and out.get(k) is not None else None
         if given_by is not None and _differs(v, out[k]):
             raise ValueError(f"model option {k}={v} contradicts {given_by} ({k} = {out[k]}); give it once")
-    out.update(m.options)
+    out.update(options)
     return out
 
 
