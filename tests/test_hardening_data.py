@@ -111,3 +111,15 @@ def test_images_that_cannot_fit_in_host_memory_are_refused_before_decoding(tmp_p
     with pytest.raises(ValueError, match="let it stream"):
         zoo.data.load(f"imagefolder:{folder}", cache_dir=str(tmp_path / "cache"), stream=False)  # 16 x 48 B
     assert not (tmp_path / "cache").exists()
+
+
+def test_an_image_beyond_pils_pixel_limit_is_one_line(tmp_path, monkeypatch):
+    """An image with more pixels than PIL opens (its decompression-bomb guard: 20000 x 20000 by default; here the
+    limit is made 4 pixels) was an unexpected DecompressionBombError, in memory and streamed."""
+    from PIL import Image
+
+    folder = image_folder(tmp_path / "imgs", {"train": ["a", "b"], "test": ["a", "b"]})
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 4)
+    for stream in (False, True):  # a streamed set decodes its first image to learn the shape
+        with pytest.raises(ValueError, match=r"cannot decode image .*\.png: Image size \(16 pixels\) exceeds"):
+            zoo.data.load(f"imagefolder:{folder}", cache_dir=str(tmp_path / "cache"), stream=stream)

@@ -126,8 +126,8 @@ def _decode_one(name: str, payload: str | bytes, mode: str | None = None, image_
             if image_size is not None:
                 im = resize.center_square(im, image_size)
             arr = np.asarray(im)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
-        raise ValueError(f"cannot decode image {name}: {err}") from err
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        raise ValueError(f"cannot decode image {name}: {err}") from err  # a bomb: more pixels than PIL will open
     return arr[..., None] if arr.ndim == 2 else arr
 
 
