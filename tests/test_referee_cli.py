@@ -159,3 +159,15 @@ def test_an_export_is_not_taken_for_a_run_dir(tmp_path):
         export_main([str(out), "--out", str(tmp_path / "again")])
     assert stop.value.code == 1
     assert sorted(p.name for p in out.rglob("*")) == before and not (tmp_path / "f").exists()
+
+
+def test_report_only_refuses_training_flags(tmp_path, capsys):
+    """`zoo.sweep --out DIR --report-only --lrs 1e-5 --widths 999 --steps 5` re-rendered DIR as it was, the flags
+    ignored silently; now one line naming them, before DIR is read."""
+    from zoo.cli.sweep import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(tmp_path / "none"), "--report-only", "--lrs", "1e-5", "--widths", "999", "--steps", "5",
+              "--metric", "eval_loss"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and "--widths, --lrs, --steps would not change them" in err, err

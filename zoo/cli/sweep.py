@@ -71,9 +71,11 @@ def show(out: Path, metric: str) -> report.Summary:
 
 @boundary(per_core=True)
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     out = Path(args.out)
     if args.report_only:
+        check_report_only(p, args)
         show(out, args.metric)
         return
     check_lr_flags(args)
@@ -83,6 +85,19 @@ def main(argv: list[str] | None = None) -> None:
 
     run_sweep(spec)
     show(out, args.metric)
+
+
+REPORT_FLAGS = ("out", "report_only", "metric", "help")  # what --report-only reads; the rest is training's
+
+
+def check_report_only(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--report-only re-renders DIR's results: a training flag given with it (--lrs, --widths, --steps) was
+    ignored silently."""
+    given = [a.option_strings[0] for a in p._actions
+             if a.dest not in REPORT_FLAGS and getattr(args, a.dest, None) != p.get_default(a.dest)]
+    if given:
+        raise ValueError(f"--report-only re-renders the results in --out; {', '.join(given)} would not change them: "
+                         "leave them out (or drop --report-only to train)")
 
 
 def check_lr_flags(args: argparse.Namespace) -> None:
