@@ -10,6 +10,7 @@ import optax
 import pytest
 from param_helpers import batch, leaves, program
 
+import zoo.optim
 import zoo.param as P
 from zoo.optim import OPTIMIZERS, OptimConfig, build, schedule_shape
 
@@ -93,3 +94,20 @@ def test_global_norm_clip_factor_is_depth_independent():
 
     shallow, deep = (np.mean([norm_over_threshold(d, s) for s in range(2)]) for d in (16, 64))
     assert 0.8 < deep / shallow < 1.25, (shallow, deep)
+
+
+def test_each_optimizer_gets_its_own_epsilon():
+    """Adam's epsilon (1e-8) sits beside sqrt(v), Adafactor's beside g^2 (Shazeer & Stern's eps1 = 1e-30): with
+    Adam's number there, a gradient of entries 1e-5 (g^2 = 1e-10) was damped to an update RMS of 0.1 instead of
+    Adafactor's 1 (its block-RMS clip). An eps given stays as given."""
+    assert OptimConfig("adam").eps == OptimConfig("muon").eps == 1e-8
+    assert OptimConfig("adafactor").eps == 1e-30 and OptimConfig("adafactor", eps=1e-8).eps == 1e-8
+    g = {"w": jnp.full((4, 3), 1e-5)}
+
+    def update_rms(cfg):
+        tx = zoo.optim.entrywise_transform(cfg)
+        u, _ = tx.update(g, tx.init(g), g)
+        return float(jnp.sqrt(jnp.mean(u["w"] ** 2)))
+
+    np.testing.assert_allclose(update_rms(OptimConfig("adafactor")), 1.0, rtol=1e-3)
+    np.testing.assert_allclose(update_rms(OptimConfig("adafactor", eps=1e-8)), 1e-5 / np.sqrt(1e-10 + 1e-8), rtol=1e-3)

@@ -55,7 +55,8 @@ class OptimConfig:
     min_lr_ratio: float = setting(0.0, "final LR / peak LR for cosine and linear", check=FRACTION)
     b1: float = setting(0.9, "Adam/Lion beta1", check=BETA)
     b2: float = setting(0.999, "Adam/Lion beta2", check=BETA)
-    eps: float = setting(1e-8, "Adam epsilon at the base width (the plugin scales it)", check=POSITIVE)
+    eps: float | None = setting(None, "epsilon at the base width (the plugin scales it): Adam's, beside sqrt(v); "
+                                "Adafactor's, beside g^2", shown="1e-8; 1e-30 for adafactor", check=POSITIVE)
     momentum: float = setting(0.9, "momentum of --optimizer momentum", check=BETA)
     weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
                                          check=NON_NEGATIVE)
@@ -70,6 +71,8 @@ class OptimConfig:
     ns_steps: int = setting(5, "Muon's Newton-Schulz iterations", check=POSITIVE)
 
     def __post_init__(self):
+        if self.eps is None:  # each optimizer's own: Adam's 1e-8 beside sqrt(v); Adafactor's eps1 = 1e-30 beside g^2
+            object.__setattr__(self, "eps", 1e-30 if self.name == "adafactor" else 1e-8)
         check_settings(self)
 
     @property
@@ -190,26 +193,33 @@ def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:
 @dataclasses.dataclass(frozen=True)
 class Route:
     """Where the optimizer sends one parameter: its family and, for the spectral family, how to find the matrix
-    (fan-in and layout of its tag) after any leading stacked-layer axes. A static pytree leaf-free node, so a tree of
-    routes passes through jit and vmap as structure."""
+    (fan-in, layout and number of fan-out axes of its tag) after any leading stacked-layer axes. A static pytree
+    leaf-free node, so a tree of routes passes through jit and vmap as structure."""
 
     family: str
     fan_in: int = 1
     layout: str = "in_out"
     base_fraction: float = 1.0  # the parameter's size at the base width and depth over its size: m^-k (L0/L)
     rms_ratio: float = 1.0  # spectral: a full-rank O's RMS here over at the base shape, sqrt(max(p0, q0) / max(p, q))
+    out_axes: int = 1  # Tag.out_axes: the k axes of the fan-out
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
-        """Muon's (reduction, output) axes: the fan-out axis (last for in_out, first after the stacked axes for
-        out_in) and the fewest axes next to it whose sizes multiply to the fan-in; axes before them are stacked
-        layers, orthogonalised one by one."""
-        for j in range(1, len(shape)):
-            if self.layout == "in_out" and math.prod(shape[-1 - j:-1]) == self.fan_in:
-                return optax.contrib.MuonDimensionNumbers(tuple(range(-1 - j, -1)), -1)
-            if self.layout == "out_in" and math.prod(shape[-j:]) == self.fan_in:
-                return optax.contrib.MuonDimensionNumbers(tuple(range(-j, 0)), -1 - j)
-        raise ValueError(f"no axes of a parameter of shape {shape} multiply to its fan-in {self.fan_in} "
-                         f"({self.layout}): Muon cannot find its matrix")
+        """Muon's (reduction, output) axes: the k = out_axes fan-out axes (the last k for in_out, the first k after
+        the stacked axes for out_in) and the fewest axes next to them whose sizes multiply to the fan-in; axes before
+        them are stacked layers, orthogonalised one by one. Muon sees the matrix [fan_in, prod(fan-out axes)]; the
+        output axis is an int when k = 1, a tuple otherwise."""
+        k = self.out_axes
+        for j in range(1, len(shape) - k + 1):
+            if self.layout == "in_out" and math.prod(shape[len(shape) - k - j:len(shape) - k]) == self.fan_in:
+                reduction, output = tuple(range(-k - j, -k)), tuple(range(-k, 0))
+                break
+            if self.layout == "out_in" and math.prod(shape[len(shape) - j:]) == self.fan_in:
+                reduction, output = tuple(range(-j, 0)), tuple(range(-k - j, -j))
+                break
+        else:
+            raise ValueError(f"no axes of a parameter of shape {shape} multiply to its fan-in {self.fan_in} "
+                             f"({self.layout}, {k} fan-out axes): Muon cannot find its matrix")
+        return optax.contrib.MuonDimensionNumbers(reduction, output[0] if k == 1 else output)
 
 
 def routes(cfg: OptimConfig, params: Any) -> Any:
@@ -219,7 +229,8 @@ def routes(cfg: OptimConfig, params: Any) -> Any:
         ratio = math.sqrt(max(tag.base_fan_in, tag.base_fan_out) / max(tag.fan_in, tag.fan_out)) \
             if family == "spectral" else 1.0
         return Route(family, tag.fan_in, tag.layout,
-                     float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind] / float(tag.depth_ratio), ratio)
+                     float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind] / float(tag.depth_ratio), ratio,
+                     tag.out_axes)
 
     return per_param(params, route)
 
