@@ -62,7 +62,9 @@ def test_a_coordinator_that_never_gathers_every_process_gives_up_in_one_line(tmp
 
 @pytest.mark.parametrize("bad", [dict(timeout_s=0.0), dict(timeout_s=math.nan), dict(timeout_s=math.inf),
                                  dict(coordinator="127.0.0.1:0"), dict(coordinator="127.0.0.1:99999"),
-                                 dict(coordinator=":80"), dict(num_processes=2**31)])
+                                 dict(coordinator=":80"), dict(num_processes=2**31),
+                                 dict(coordinator=None, num_processes=None),  # --process-id 1 alone
+                                 dict(coordinator=None, num_processes=None, process_id=None, timeout_s=5.0)])
 def test_multi_host_settings_are_checked_before_joining(bad):
     with pytest.raises(ValueError):
         distributed.initialize(**{"coordinator": "127.0.0.1:1", "num_processes": 2, "process_id": 1, **bad})

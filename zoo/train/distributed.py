@@ -51,8 +51,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
                 raise ValueError(f"{var}={raw!r} is not {'a number' if name == 'timeout_s' else 'an integer'}") \
                     from None
     if given["coordinator"] is None:
-        if given["num_processes"] not in (None, 1):
-            raise ValueError("--num-processes needs --coordinator HOST:PORT (or JAX_COORDINATOR_ADDRESS)")
+        check_single(given["num_processes"], given["process_id"], timeout_s)
         return
     n, i, address = given["num_processes"], given["process_id"], given["coordinator"]
     if n is None or i is None:
@@ -76,6 +75,19 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     with _give_up_after(timeout, gave_up):
         jax.distributed.initialize(coordinator_address=address, num_processes=n, process_id=i,
                                    initialization_timeout=int(math.ceil(timeout)) + GRACE_S)
+
+
+def check_single(num_processes: int | None, process_id: int | None, timeout_flag: float | None) -> None:
+    """Without a coordinator the run is one process: a multi-host flag that says otherwise is refused (--process-id
+    1 and --coordinator-timeout were ignored silently)."""
+    if num_processes not in (None, 1):
+        raise ValueError("--num-processes needs --coordinator HOST:PORT (or JAX_COORDINATOR_ADDRESS)")
+    if process_id not in (None, 0):
+        raise ValueError(f"--process-id {process_id} needs --coordinator HOST:PORT and --num-processes (or "
+                         "JAX_COORDINATOR_ADDRESS): without them this is the only process, 0")
+    if timeout_flag is not None:
+        raise ValueError("--coordinator-timeout is how long to wait at a --coordinator; without one there is nothing "
+                         "to wait for: leave it out")
 
 
 def _port(address: str) -> int:
