@@ -8,12 +8,24 @@ TP IVb Defs 2.9.11/2.9.12) and regex rules for what shapes cannot tell.
 An axis is a *width axis* when its size changes between the two widths, by exactly m = width / base_width (a
 width n, 4n in an MLP, the head count at a fixed head dim, the head dim at a fixed head count). With k width axes:
 
-    k = 0: scalar      k >= 2: hidden (at most 2 width factors: a fan-in and a fan-out)
+    k = 0: scalar      k = 2: hidden (one width axis in the fan-in, one in the fan-out); no kind has k > 2
     k = 1: vector (a 1-D leaf); otherwise input when the width axis is the fan-out, output when it is in the fan-in
 
 The fan-out is the last axis and the fan-in the product of the others under `layout="in_out"` (Flax, Haiku and
 jax kernels [fan_in, fan_out]; embedding tables [vocab, width]); under "out_in" (Equinox and PyTorch Linear
-weights [fan_out, fan_in]) the first axis is the fan-out.
+weights [fan_out, fan_in]) the first axis is the fan-out. A kernel whose fan-out spans k > 1 axes needs the rule
+"out_axes=k" (the last k axes, the first k under out_in): shapes cannot tell the query/key/value kernel
+[n, heads, head_dim] of Flax's DenseGeneral and MultiHeadDotProductAttention (fan_in n, fan_out heads * head_dim)
+from its output kernel [heads, head_dim, n] (fan_in heads * head_dim, fan_out n). Without the rule the first reads
+fan_in n * heads and fan_out head_dim: a fan-in init std 1/sqrt(fan_in) off by sqrt(heads), which shrinks like
+m^-1, not m^-1/2, when the head count grows with width; Muon's constant sqrt(max(fan_in0, fan_out0)) growing with the
+head count; Muon orthogonalising [n * heads, head_dim]. When the head count is a width axis the shapes show it (both
+width axes in the fan-in: no kind) and the leaf is an error naming the rule; at a growing head dim they cannot. So
+for Flax attention:
+
+    rules={r"/(query|key|value)/": "out_axes=2"}   # its bias [heads, head_dim] is then all fan-out: a vector
+
+A leaf with no more than k axes is all fan-out (fan_in 1): a vector when one axis grows, a scalar when none does.
 
 `rules` maps a regex (re.search on the leaf's path, keys joined by "/") to a role or a tuple of roles:
     stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan
@@ -21,6 +33,7 @@ weights [fan_out, fan_in]) the first axis is the fan-out.
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
     in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
                    [vocab, width] in_out)
+    out_axes=k     the fan-out spans k axes (default 1): multi-head query/key/value kernels [n, heads, head_dim]
     query          the attention query (and its bias): the attention-logit scale folds into it
     readout        the output layer (output kind)
     input, hidden, output, vector, scalar: the kind itself
@@ -43,6 +56,7 @@ from zoo.tree import key_path
 STRUCTURE_ROLES = ("stacked", "branch")
 NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
+OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 
 
 def is_array(x: Any) -> bool:
@@ -88,9 +102,9 @@ def _compile(rules: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[re.Pat
     out = {}
     for pattern, roles in rules.items():
         roles = {roles} if isinstance(roles, str) else set(roles)
-        bad = sorted(roles - set(ROLES))
+        bad = sorted(r for r in roles if r not in ROLES and not OUT_AXES.fullmatch(r))
         if bad:
-            raise ValueError(f"rule {pattern!r}: unknown role {bad[0]!r}; roles are {', '.join(ROLES)}")
+            raise ValueError(f"rule {pattern!r}: unknown role {bad[0]!r}; roles are {', '.join(ROLES)}, out_axes=k")
         try:
             out[pattern] = (re.compile(pattern), roles)
         except re.error as e:
@@ -112,9 +126,12 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                          "the number of axes must not change")
     kinds = roles & set(KINDS) | ({"output"} if "readout" in roles else set())
     named, layouts = roles & set(NAMED_ROLES), roles & set(LAYOUTS)
-    if len(kinds) > 1 or len(named) > 1 or len(layouts) > 1:
-        raise ValueError(f"parameter {name!r} matches rules with conflicting roles {sorted(kinds | named | layouts)}")
+    outs = {r for r in roles if OUT_AXES.fullmatch(r)}
+    if len(kinds) > 1 or len(named) > 1 or len(layouts) > 1 or len(outs) > 1:
+        raise ValueError(f"parameter {name!r} matches rules with conflicting roles "
+                         f"{sorted(kinds | named | layouts | outs)}")
     layout = layouts.pop() if layouts else layout
+    out_axes = int(OUT_AXES.fullmatch(outs.pop()).group(1)) if outs else 1
     if "stacked" in roles:
         if not shape or shape[0] != base_shape[0]:
             raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): a 'stacked' rule needs a leading "
@@ -130,34 +147,45 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                              f"{m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
                              "'vector'}")
         grows.append(b != n)
-    fan_in, fan_out, kind = fans_and_kind(shape, grows, layout)
+    fan_in, fan_out, kind = fans_and_kind(shape, grows, layout, out_axes)
+    if kind is None and not kinds and sum(grows) == 2:
+        raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): its two width axes are not one in the fan-in "
+                         f"and one in the fan-out ({out_axes} fan-out axes, {layout}), as a hidden matrix's are. A "
+                         "kernel whose fan-out spans several axes (Flax DenseGeneral, attention query/key/value "
+                         f"[n, heads, head_dim]) needs rules={{{_exact(name)!r}: 'out_axes=2'}}; else give its kind")
     if kind is None and not kinds:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has {sum(grows)} width axes; no kind has "
-                         f"more than 2. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: 'hidden'}}")
+                         "more than 2 (1 where all axes are fan-out). Give its kind with a rule, e.g. "
+                         f"rules={{{_exact(name)!r}: 'hidden'}}")
     branch = "branch" in roles or "branch_output" in roles
     if branch and (depth is None or base_depth is None):
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
     return Tag(kind=kinds.pop() if kinds else kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
                depth=depth if branch else 1, base_depth=base_depth if branch else 1,
-               role=named.pop() if named else "", layout=layout)
+               role=named.pop() if named else "", layout=layout, out_axes=out_axes)
 
 
-def fans_and_kind(shape: tuple, grows: list[bool], layout: str) -> tuple[int, int, str | None]:
-    """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says."""
+def fans_and_kind(shape: tuple, grows: list[bool], layout: str, out_axes: int = 1
+                  ) -> tuple[int, int, str | None]:
+    """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says: fan_out the
+    product of its `out_axes` fan-out axes (the last ones under in_out, the first under out_in), fan_in of the rest;
+    with one width axis, input when it is a fan-out axis, output when a fan-in one; with two, hidden when one is
+    each."""
     if not shape:
         return 1, 1, "scalar"
-    if len(shape) == 1:
-        return 1, shape[0], "vector" if grows[0] else "scalar"
-    out_axis = len(shape) - 1 if layout == "in_out" else 0
-    fan_out = shape[out_axis]
-    fan_in = math.prod(shape) // fan_out
     k = sum(grows)
+    if len(shape) <= out_axes:
+        return 1, math.prod(shape), {0: "scalar", 1: "vector"}.get(k)
+    outs = range(len(shape) - out_axes, len(shape)) if layout == "in_out" else range(out_axes)
+    fan_out = math.prod(shape[a] for a in outs)
+    fan_in = math.prod(shape) // fan_out
+    grows_out = sum(grows[a] for a in outs)
     if k == 0:
         return fan_in, fan_out, "scalar"
     if k == 2:
-        return fan_in, fan_out, "hidden"
+        return fan_in, fan_out, "hidden" if grows_out == 1 else None
     if k == 1:
-        return fan_in, fan_out, "input" if grows[out_axis] else "output"
+        return fan_in, fan_out, "input" if grows_out else "output"
     return fan_in, fan_out, None
 
 

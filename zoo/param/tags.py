@@ -23,6 +23,10 @@ class Tag:
       axis and the fan-in the product of the others: Flax, Haiku, zoo's embedding tables) or "out_in" (the first is
       the fan-out: zoo's Dense kernels, Equinox, PyTorch); Muon orthogonalises over these axes, one matrix per
       stacked layer.
+    out_axes: how many axes the fan-out spans, k: the last k under in_out, the first k under out_in. 1 but for
+      kernels with several output axes, which shapes cannot tell from a fan-in over several axes: a Flax DenseGeneral
+      or attention query/key/value kernel [n, heads, head_dim] has fan_in n and fan_out heads * head_dim (k = 2),
+      its output kernel [heads, head_dim, n] fan_in heads * head_dim and fan_out n (k = 1).
     """
 
     kind: Kind
@@ -34,12 +38,15 @@ class Tag:
     base_depth: int = 1
     role: str = ""
     layout: str = "in_out"
+    out_axes: int = 1
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown parameter kind {self.kind!r}; kinds are {', '.join(KINDS)}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.out_axes < 1:
+            raise ValueError(f"out_axes must be at least 1, got {self.out_axes}")
 
     @property
     def base_fan_in(self) -> float:
