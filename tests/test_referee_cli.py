@@ -171,3 +171,14 @@ def test_report_only_refuses_training_flags(tmp_path, capsys):
               "--metric", "eval_loss"])
     err = capsys.readouterr().err
     assert stop.value.code == 1 and "--widths, --lrs, --steps would not change them" in err, err
+
+
+@pytest.mark.parametrize("option", ["=", "=1", " =relu"])
+def test_an_option_without_a_name_is_a_bad_command_line(capsys, option):
+    """--model-opt =1 reached the model, whose line read "model 'mlp_resnet' has no option ; its options are ..."."""
+    from zoo.cli.train import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--model-opt", option, "--print-config"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --model-opt: expected key=value with a key" in err, err

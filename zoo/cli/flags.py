@@ -32,6 +32,8 @@ def kv(text: str) -> tuple[str, str]:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
     k, v = text.split("=", 1)
+    if not k.strip():  # '=1' named no option (the model then said it 'has no option ;')
+        raise argparse.ArgumentTypeError(f"expected key=value with a key, got {text!r}")
     return k.strip().replace("-", "_"), v.strip()
 
 
