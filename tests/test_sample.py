@@ -129,3 +129,18 @@ def test_a_reader_that_stops_ends_the_command_quietly():
                           stderr=subprocess.PIPE, text=True, timeout=120)
     os.close(write)
     assert proc.returncode == 128 + signal.SIGPIPE and proc.stderr == "", proc.stderr
+
+
+def test_a_fallback_to_an_older_checkpoint_is_said_on_stderr(monkeypatch, capsys):
+    """A newest checkpoint that cannot be read is reported as the older one is taken; the line went to stdout, into
+    the sampled text (`zoo.sample RUN > out.txt` held it)."""
+    def load_run(run_dir, step, report=print):
+        report("checkpoint RUN/checkpoints/4 cannot be read (...); trying an older checkpoint")
+        raise FileNotFoundError("stopped here")
+
+    monkeypatch.setattr(sample, "read_config", lambda run_dir: RunConfig.from_flat({"model": "gpt"}))
+    monkeypatch.setattr(sample, "load_run", load_run)
+    with pytest.raises(FileNotFoundError, match="stopped here"):
+        sample.load_gpt("RUN")
+    out, err = capsys.readouterr()
+    assert out == "" and "trying an older checkpoint" in err

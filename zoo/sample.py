@@ -10,8 +10,10 @@ prints it as it is drawn; only the context is kept, and --tokens goes up to 2^31
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
@@ -30,7 +32,7 @@ def load_gpt(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataVie
     model = read_config(run_dir).model.name
     if model != "gpt":
         raise ValueError(f"{run_dir} trained a {model}; sampling needs a GPT run")
-    run = load_run(run_dir, step)
+    run = load_run(run_dir, step, report=functools.partial(print, file=sys.stderr))  # stdout holds only the text
     return run.setup.program.model(run.state), run.setup.data
 
 
