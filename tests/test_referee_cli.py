@@ -182,3 +182,51 @@ def test_an_option_without_a_name_is_a_bad_command_line(capsys, option):
         main(["--model-opt", option, "--print-config"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "argument --model-opt: expected key=value with a key" in err, err
+
+
+@pytest.mark.parametrize("tool", ["coord_check", "criticality"])
+def test_seeds_of_a_diagnostic_are_bounded(capsys, tool):
+    """--seeds 10^9: the coordinate check ran out of host memory (an unexpected MemoryError with a traceback file),
+    the criticality scan crashed in XLA's CPU client (a C++ check failure, status 134). Now one line, at parsing."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    with pytest.raises(SystemExit) as stop:
+        main(["--seeds", str(10**9)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    assert "argument --seeds: must be at most 1024" in err, err
+
+
+def test_the_hosts_out_of_memory_is_the_out_of_memory_line():
+    """A host allocation beyond the machine (numpy's MemoryError, or Python's bare one) is said as XLA's is: the
+    size where it is known, never 'unexpected MemoryError'."""
+    from numpy.exceptions import AxisError  # an error that is not about memory
+
+    from zoo.errors import out_of_memory
+
+    numpy_error = type("_ArrayMemoryError", (MemoryError,), {})(
+        "Unable to allocate 72.8 TiB for an array with shape (1000000, 10000000) and data type float64")
+    assert out_of_memory(numpy_error) == "72.8 TiB"
+    assert out_of_memory(MemoryError()) == "memory"
+    assert out_of_memory(AxisError(3, 2)) is None
+
+
+def test_muon_io_reaches_the_coordinate_checks_prediction():
+    """--muon-io: Muon also trains the input and output layers, which changes what theory predicts (SP: the input
+    layer's change shrinks like width^-1/2 and the output's grows like width^+1/2, instead of 0 and +1); the flag
+    did not exist, so no coordinate check could test that routing. Without --optimizer muon it is refused."""
+    import zoo.models
+    import zoo.param
+    from zoo.cli.coord_check import parser, spec_of
+    from zoo.diagnostics import verdict
+
+    spec = spec_of(parser().parse_args(["--param", "sp", "--optimizer", "muon", "--muon-io"]))
+    assert spec.muon_io
+    cfg = zoo.models.config("mlp_resnet", width=64, depth=2)
+    routed = verdict.expected("mlp_resnet", cfg, zoo.param.get("sp"), "muon", muon_io=spec.muon_io).total
+    assert (routed["input"], routed["output"]) == (-0.5, 0.5)
+    alone = verdict.expected("mlp_resnet", cfg, zoo.param.get("sp"), "muon").total
+    assert (alone["input"], alone["output"]) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="--muon-io routes the input and output layers to Muon, but --optimizer is"):
+        spec_of(parser().parse_args(["--muon-io"]))

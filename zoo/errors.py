@@ -57,9 +57,12 @@ def is_disk_full(e: BaseException) -> bool:
 
 
 def out_of_memory(e: BaseException) -> str | None:
-    """The allocation XLA refused, where `e` is its out-of-memory error (a size no memory check foresaw: a
-    diagnostic at a huge width); None otherwise."""
+    """The allocation XLA or the host refused, where `e` is an out-of-memory error (a size no memory check foresaw: a
+    diagnostic at a huge width, a million seeds); None otherwise."""
     text = str(e)
+    if isinstance(e, MemoryError):  # numpy's says "Unable to allocate 7.45 GiB for an array with shape ..."
+        found = re.search(r"allocate (\S+ \w?i?B)", text)
+        return found.group(1) if found else "memory"
     if type(e).__name__ != "JaxRuntimeError" or ("RESOURCE_EXHAUSTED" not in text and "Out of memory" not in text):
         return None
     found = re.search(r"allocating (\d+) bytes", text)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, ints, kv, positive
+from zoo.cli.flags import Parser, finite, ints, kv, positive, seed_count
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
 
@@ -40,11 +40,12 @@ def parser() -> argparse.ArgumentParser:
     a("--width", type=positive, default=None, help="width of the depth sweep (default: the smallest of --widths)")
     a("--steps", type=positive, default=3, help="training steps t = 1..T")
     a("--optimizer", default="adam", choices=OPTIMIZERS, help="the base optimizer")
+    a("--muon-io", action="store_true", help="with --optimizer muon: Muon also on the input and output layers")
     a("--lr", type=finite, default=None, help="learning rate at the base size (constant) (default: the largest of "
       f"{FIRST_LR:g} / sqrt(10)^k whose changes at the smallest size stay within --linear-limit)")
     a("--linear-limit", type=finite, default=LINEAR_LIMIT, help="largest change RMS(h_t - h_0) / RMS(h_0) of an "
       "activation at the smallest size that the chosen learning rate allows")
-    a("--seeds", type=positive, default=3, help="initializations (geometric mean)")
+    a("--seeds", type=seed_count, default=3, help="initializations (geometric mean)")
     a("--batch", type=positive, default=16, help="examples in the one training batch")
     a("--tol", type=finite, default=0.15, help="allowed |slope - expected|")
     a("--out", default="runs/coord_check", help="output directory")
@@ -59,9 +60,12 @@ def spec_of(args: argparse.Namespace) -> CoordSpec:
         raise ValueError("--tol and --linear-limit must be positive")
     if args.lr is not None and args.lr <= 0:
         raise ValueError(f"--lr must be positive, got {args.lr}")
+    if args.muon_io and args.optimizer != "muon":
+        raise ValueError(f"--muon-io routes the input and output layers to Muon, but --optimizer is {args.optimizer}")
     zoo.param.get(args.param, **dict(args.param_opt))
     return CoordSpec(args.model, args.param, dict(args.param_opt), zoo.models.options(args.model, args.model_opt),
-                     args.optimizer, args.lr, args.steps, args.seeds, args.batch, args.tol, args.linear_limit)
+                     args.optimizer, args.muon_io, args.lr, args.steps, args.seeds, args.batch, args.tol,
+                     args.linear_limit)
 
 
 def sweeps(args: argparse.Namespace) -> list[tuple[str, list[int], dict[str, Any]]]:
@@ -100,6 +104,7 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
         mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]" + unstable
         table.add_row(v.layer + part, v.group, f"{rms[0]:.3g}", f"{rms[-1]:.3g}",
                       " ".join("  —  " if s != s else f"{s:+.2f}" for s in v.slopes),
+                      "no change" if v.expected != v.expected else  # NaN: nothing trained moves it (frozen)
                       ("<= " if v.group == "attention" else "") + f"{v.expected:+.2f}", mark)
     console = Console(width=160)
     console.print(table)

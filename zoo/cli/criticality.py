@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, kv, positive
+from zoo.cli.flags import Parser, kv, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 
 
@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     a("--model-opt", action="append", type=kv, default=[], metavar="K=V", help="model option (e.g. pre_ln=true)")
     a("--param-opt", action="append", type=kv, default=[], metavar="K=V",
       help="option of the critical plugin: sigma_w, sigma_b, mu (default: the model's critical point)")
-    a("--seeds", type=positive, default=8, help="initializations averaged")
+    a("--seeds", type=seed_count, default=8, help="initializations averaged")
     a("--batch", type=positive, default=8, help="random inputs per initialization")
     a("--probes", type=positive, default=2, help="Hutchinson probes per input")
     a("--grid", action="append", type=_grid, default=[], metavar="NAME=lo:hi:n",

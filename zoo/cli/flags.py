@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
-from zoo.schema import INT32_MAX, SEED, base_type, from_text, utf8
+from zoo.schema import INT32_MAX, MAX_SEEDS, SEED, base_type, from_text, utf8
 
 
 class Parser(argparse.ArgumentParser):
@@ -74,6 +74,16 @@ def positive_int32(text: str) -> int:
     value = positive(text)
     if value > INT32_MAX:
         raise argparse.ArgumentTypeError(f"must be at most 2^31 - 1 (an int32), got {text!r}")
+    return value
+
+
+def seed_count(text: str) -> int:
+    """How many seeds (initializations) to average: a positive integer up to MAX_SEEDS (a million of them ran out of
+    memory or crashed XLA's CPU client)."""
+    value = positive(text)
+    if value > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEEDS} (the mean over {MAX_SEEDS} seeds is within 3% "
+                                         f"of one seed's spread already), got {text!r}")
     return value
 
 

@@ -40,6 +40,7 @@ class CoordSpec:
     param_opt: dict[str, Any] = dataclasses.field(default_factory=dict)
     model_opt: dict[str, Any] = dataclasses.field(default_factory=dict)
     optimizer: str = "adam"
+    muon_io: bool = False  # Muon also on the input and output layers
     lr: float | None = None
     steps: int = 3
     seeds: int = 3
@@ -56,7 +57,7 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(spec.param, **spec.param_opt)
-    optim_cfg = OptimConfig(name=spec.optimizer, lr=FIRST_LR if spec.lr is None else spec.lr)
+    optim_cfg = OptimConfig(name=spec.optimizer, lr=FIRST_LR if spec.lr is None else spec.lr, muon_io=spec.muon_io)
     # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the
     # 1/sqrt(L) regime, where (1 + v/L)^L is already near its limit e^v (a base of min(depths) makes the shallowest
     # run unscaled and tilts the slopes by finite-depth terms). A base given as a model option is kept.
@@ -88,7 +89,7 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     branch = {k: v for k, v in coord.geometric_mean([r.branch for r in runs]).items()
               if verdict.group_of(k) in ("stream", "output") and (v > 0).any()}
     groups = {verdict.group_of(k) for k in data}
-    exp = verdict.expected(spec.model, cfg, plugin, spec.optimizer, axis, sorted(groups))
+    exp = verdict.expected(spec.model, cfg, plugin, spec.optimizer, axis, sorted(groups), spec.muon_io)
     stable = not exp.unstable
     verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable)
     branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, spec.tol, stable)

@@ -65,21 +65,21 @@ class Expectation:
 
 
 def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str, axis: str = "width",
-             groups: Sequence[str] | None = None) -> Expectation:
+             groups: Sequence[str] | None = None, muon_io: bool = False) -> Expectation:
     """The plugin's predictions along width or depth for a zoo model; `groups`: those the model has (default: every
-    group)."""
+    group); `muon_io`: Muon also trains the input and output layers."""
     head_dim_slope = 0.0 if getattr(cfg, "scale_heads", True) else 1.0
     kinds, outside = model_kinds(model_name, cfg, plugin)
-    return expectation(plugin, optimizer, axis, kinds, head_dim_slope, groups, outside)
+    return expectation(plugin, optimizer, axis, kinds, head_dim_slope, groups, outside, muon_io)
 
 
 def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple[str, ...],
                 head_dim_slope: float, groups: Sequence[str] | None = None,
-                outside: tuple[str, ...] | None = None) -> Expectation:
+                outside: tuple[str, ...] | None = None, muon_io: bool = False) -> Expectation:
     """The plugin's predictions for a model whose pre-readout parameters have `kinds` (those outside the residual
     branches `outside`; None: unknown, some train) and whose head dim grows like width^head_dim_slope; unstable where
     theory says the init blows up or a present group's change grows."""
-    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, outside=outside)
+    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, muon_io=muon_io, outside=outside)
     branch = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, branch_only=True) if axis == "depth" \
         else {}
     present = set(total) if groups is None else set(groups)

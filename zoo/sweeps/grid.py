@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from zoo.schema import INT32_MAX
+from zoo.schema import INT32_MAX, MAX_SEEDS
 
 MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
-MAX_SEEDS = 1024  # seeds per LR: their mean's error is 3% of one seed's spread at 1024; more is a typo
 LR_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 
