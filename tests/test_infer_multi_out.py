@@ -136,3 +136,21 @@ def test_muon_update_equals_the_2d_kernels(layout, stacked):
             assert u3["w"].dtype == jnp.float64
             np.testing.assert_allclose(u3["w"].reshape(lead + flat), u2["w"], atol=1e-6, rtol=0)
         assert float(jnp.abs(u2["w"]).max()) > 0.1  # a real update, not zeros
+
+
+def test_the_audit_sees_the_matrix_muon_sees():
+    """zoo.audit's spectral measures of a [n, heads, d] kernel with out_axes=2: the matrix is [n, heads * d] (its
+    largest singular value and Muon's step size as the 2-D kernel's); before, the audit's route left out out_axes
+    and its reshape took one output axis."""
+    from zoo.audit import measure
+    from zoo.optim import Route
+
+    x = jax.random.normal(jax.random.key(0), (32, 4, 8))
+    flat = x.reshape(32, 32)
+    route, flat_route = Route("spectral", 32, "in_out", out_axes=2), Route("spectral", 32, "in_out")
+    np.testing.assert_array_equal(measure.as_matrices(x, route)[0], flat)
+    top = float(np.linalg.svd(np.asarray(flat), compute_uv=False)[0])
+    np.testing.assert_allclose(float(measure.spectral_norm(x, route, jax.random.key(1))), top, rtol=1e-4)
+    g = jax.random.normal(jax.random.key(2), x.shape)
+    np.testing.assert_allclose(float(measure.spectral_step(-0.5 * x, g, route, 5)),
+                               float(measure.spectral_step(-0.5 * flat, g.reshape(32, 32), flat_route, 5)), rtol=1e-5)

@@ -27,10 +27,11 @@ def as_matrices(x: jax.Array, route: Route) -> jax.Array:
     """x as a stack (layers, fan_in, fan_out) of the matrices Muon would see (Route.matrix_axes)."""
     dims = route.matrix_axes(x.shape)
     reduction = tuple(a % x.ndim for a in dims.reduction_axis)
-    output = dims.output_axis % x.ndim
-    batch = tuple(a for a in range(x.ndim) if a not in reduction and a != output)
-    fan_in = math.prod(x.shape[a] for a in reduction)
-    return x.transpose(*batch, *reduction, output).reshape(-1, fan_in, x.shape[output]).astype(jnp.float32)
+    out = dims.output_axis
+    output = tuple(a % x.ndim for a in (out if isinstance(out, tuple) else (out,)))  # several: out_axes > 1
+    batch = tuple(a for a in range(x.ndim) if a not in reduction + output)
+    fan_in, fan_out = (math.prod(x.shape[a] for a in axes) for axes in (reduction, output))
+    return x.transpose(*batch, *reduction, *output).reshape(-1, fan_in, fan_out).astype(jnp.float32)
 
 
 def spectral_norm(x: jax.Array, route: Route, key: jax.Array) -> jax.Array:

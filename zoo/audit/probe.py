@@ -118,7 +118,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                          "wd_shrink": measure.shrink(u[path][...], a), "grad_rms": measure.rms(g[path][...]),
                          "small_step_rms": measure.rms(du[path][...] - u[path][...]) / TINY}
             if tag.kind in MATRIX_KINDS and a.ndim >= 2:
-                route = Route("spectral", tag.fan_in, tag.layout)
+                route = Route("spectral", tag.fan_in, tag.layout, out_axes=tag.out_axes)
                 out[path]["init_spectral"] = measure.spectral_norm(a, route, k)
                 out[path]["update_spectral"] = measure.spectral_norm(dw, route, k)
                 out[path]["spectral_step"] = measure.spectral_step(dw, g[path][...], route, cfg.ns_steps)
