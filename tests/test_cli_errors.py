@@ -66,6 +66,10 @@ def _cases(tmp, small_run):
         (["--eps", "1e-50"], "--eps 1e-50 is below float32's smallest normal number 1.18e-38"),
         (["--lr", "1e39"], "--lr 1e+39 is beyond float32's largest number 3.4e+38"),
         (["--eps", "0"], "--eps must be positive, got 0.0"),
+        (["--optimizer", "sgd", "--b1", "0.5"], "--b1 is read only by --optimizer adam / adamw / muon / lion; "
+         "--optimizer sgd does not read it: leave it out"),
+        (["--momentum", "0.5"], "--momentum is read only by --optimizer momentum; --optimizer adam does not read it"),
+        (["--min-lr-ratio", "0.1"], "--schedule constant does not read it"),
         (["--grad-accum", "3"], "not divisible by --grad-accum 3"),
         (["--mesh", "data=3"], "must equal the 1 devices"),
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),

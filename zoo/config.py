@@ -284,9 +284,24 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
     cfg = RunConfig.from_flat(values)
+    check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
     zoo.param.get(cfg.param.name, **cfg.param.options)
     zoo.models.config(cfg.model.name, **cfg.model.options)
     return cfg
+
+
+def check_used(given: set[str], cfg: RunConfig) -> None:
+    """Refuse an optimizer setting given (by a flag or the file) that the run's optimizer or schedule does not read:
+    `--optimizer sgd --b1 0.5` trained as if --b1 were not there."""
+    from zoo.optim import USED_BY
+
+    for name in cfg.optim.unused(given):
+        flag = "--" + name.replace("_", "-")
+        if name == "min_lr_ratio":
+            raise ValueError(f"{flag} is where the cosine and linear schedules end; --schedule constant does not "
+                             "read it: leave it out, or give --schedule cosine or linear")
+        raise ValueError(f"{flag} is read only by --optimizer {' / '.join(USED_BY[name])}; --optimizer "
+                         f"{cfg.optim.name} does not read it: leave it out")
 
 
 def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:

@@ -61,9 +61,10 @@ class OptimConfig:
     weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
                                          check=NON_NEGATIVE)
     clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients at the base width "
-                                      "and depth (a threshold that grows as their norm does with width and depth)",
-                                      check=NON_NEGATIVE)
-    clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent", check=NON_NEGATIVE)
+                                      "and depth (a threshold that grows as their norm does with width and depth); "
+                                      "0: no clipping", shown="none", check=NON_NEGATIVE)
+    clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent; 0: no clipping",
+                                     shown="none", check=NON_NEGATIVE)
     muon_beta: float = setting(0.95, "Muon's Nesterov momentum", check=BETA)
     muon_rms: float = setting(0.2, "Muon's update RMS at the base shape (Moonlight's: AdamW's, so the Muon and Adam "
                               "parameters share one LR)", check=POSITIVE)
@@ -75,11 +76,25 @@ class OptimConfig:
             object.__setattr__(self, "eps", 1e-30 if self.name == "adafactor" else 1e-8)
         check_settings(self)
 
+    def unused(self, given: set[str]) -> list[str]:
+        """The settings among `given` that this optimizer and schedule do not read (USED_BY), where they differ from
+        their defaults (a run's config.json, read back as a config file, gives every setting)."""
+        default = OptimConfig(self.name)
+        return [k for k in sorted(given) if k in USED_BY and self.name not in USED_BY[k]
+                and not (k == "min_lr_ratio" and self.schedule != "constant")
+                and getattr(self, k) != getattr(default, k)]
+
     @property
     def decay(self) -> float:
         if self.weight_decay is not None:
             return self.weight_decay
         return 0.1 if self.name == "adamw" else 0.0
+
+
+_ADAM_PART = ("adam", "adamw", "muon")  # Muon's vectors, scalars (and io layers) are Adam's
+USED_BY = {"b1": (*_ADAM_PART, "lion"), "b2": (*_ADAM_PART, "lion"), "eps": (*_ADAM_PART, "adafactor"),
+           "momentum": ("momentum",), "muon_beta": ("muon",), "muon_rms": ("muon",), "muon_io": ("muon",),
+           "ns_steps": ("muon",), "min_lr_ratio": ()}  # min_lr_ratio: the cosine and linear schedules'
 
 
 def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
