@@ -70,6 +70,7 @@ def _cases(tmp, small_run):
          "--optimizer sgd does not read it: leave it out"),
         (["--momentum", "0.5"], "--momentum is read only by --optimizer momentum; --optimizer adam does not read it"),
         (["--min-lr-ratio", "0.1"], "--schedule constant does not read it"),
+        (["--seq-len", "64"], "--seq-len is the context length of text data, but synthetic is a set of images"),
         (["--grad-accum", "3"], "not divisible by --grad-accum 3"),
         (["--mesh", "data=3"], "must equal the 1 devices"),
         (["--mesh", "pipeline=2"], "unknown axis 'pipeline'"),

@@ -61,6 +61,9 @@ def load(spec: str | DataConfig, *, limit: int = IN_MEMORY_LIMIT, **options: Any
     if cfg.byte_level and not (kind in BYTE_LEVEL and data.kind == "text"):
         raise ValueError(f"--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but {cfg.name} "
                          f"{'has its own tokens' if data.kind == 'text' else 'is not text'}; leave it out")
+    if data.kind != "text" and cfg.seq_len != DataConfig.seq_len:
+        raise ValueError(f"--seq-len is the context length of text data, but {cfg.name} is a set of "
+                         f"{data.kind}s; leave it out")
     return data
 
 
