@@ -15,6 +15,7 @@ def test_parse_lrs_range_and_list():
     assert parse_lrs("2^-6:2^-4:0.5") == pytest.approx([2.0**-6, 2.0**-5.5, 2.0**-5, 2.0**-4.5, 2.0**-4])
     assert parse_lrs("-6:-4:1") == [2.0**-6, 2.0**-5, 2.0**-4]
     assert parse_lrs("3e-3, 1e-3,2^-8") == [1e-3, 3e-3, 2.0**-8]
+    assert parse_lrs("1e-3,1.00000001e-3,3e-3") == [1e-3, 3e-3]  # one float32: one member, not two alike
     for bad in ("", "a,b", "2^-4:2^-8:1", "2^-8:2^-4:0", "1:2", "-1e-3", "2^-4:2^-2:-1"):
         with pytest.raises(ValueError):
             parse_lrs(bad)

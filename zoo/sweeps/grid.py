@@ -49,7 +49,7 @@ def parse_lrs(text: str) -> list[float]:
 
 
 def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
-    """The distinct learning rates, sorted; each must be a positive normal float32 (members hold it in float32),
+    """The distinct learning rates (in float32, as members hold them), sorted; each must be a positive normal float32,
     and there must be between 1 and MAX_LRS of them."""
     what = what or str(list(lrs))
     if not lrs:
@@ -60,7 +60,10 @@ def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not LR_RANGE[0] <= lr <= LR_RANGE[1]:
             raise ValueError(f"learning rates must be positive and finite in float32 ({LR_RANGE[0]:.3g} to "
                              f"{LR_RANGE[1]:.3g}), got {lr!r} in {what}")
-    return sorted({float(lr) for lr in lrs})
+    distinct: dict[float, float] = {}  # by the float32 value a member holds: 1e-3 and 1.00000001e-3 are one member
+    for lr in sorted(float(lr) for lr in lrs):
+        distinct.setdefault(float(np.float32(lr)), lr)
+    return list(distinct.values())
 
 
 def parse_ints(text: str, what: str) -> list[int]:
