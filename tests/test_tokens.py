@@ -192,3 +192,13 @@ def test_token_directory_errors(tmp_path, corpus):
     (tok / "meta.json").unlink()
     with pytest.raises(FileNotFoundError, match="zoo.data.prepare"):
         zoo.data.load(f"tokens:{tok}", seq_len=8)
+
+
+def test_a_text_file_that_is_not_utf8_names_the_flag_that_reads_it(tmp_path):
+    """Char-level text must be UTF-8; the line names --byte-level, which reads any file as bytes."""
+    from zoo.data import text
+
+    (tmp_path / "bin.txt").write_bytes(b"\x97\xff abc" * 20)
+    with pytest.raises(ValueError, match="is not UTF-8 .*; --byte-level reads it as bytes"):
+        text.load(str(tmp_path / "bin.txt"), seq_len=8)
+    assert text.load(str(tmp_path / "bin.txt"), seq_len=8, byte_level=True).num_classes == 256

@@ -30,7 +30,7 @@ def load(path: str, seq_len: int, byte_level: bool = False) -> Dataset:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"text file {src} is not UTF-8 ({err}); use byte-level tokens") from err
+        raise ValueError(f"text file {src} is not UTF-8 ({err}); --byte-level reads it as bytes") from err
     tokenizer = CharTokenizer.fit([text])
     return from_tokens(tokenizer.encode(text), tokenizer, seq_len, str(src))
 
