@@ -230,3 +230,29 @@ def test_muon_io_reaches_the_coordinate_checks_prediction():
     assert (alone["input"], alone["output"]) == (0.0, 1.0)
     with pytest.raises(ValueError, match="--muon-io routes the input and output layers to Muon, but --optimizer is"):
         spec_of(parser().parse_args(["--muon-io"]))
+
+
+@pytest.mark.slow
+def test_an_export_finetuned_under_other_multipliers_is_refused(tmp_path):
+    """zoo.export's SP form saves no multipliers (they are folded into the weights), so --init-from it under a
+    plugin whose multipliers differ at this run's base sizes (mup at base width 16 for width 32: a readout x 1/2)
+    loaded it silently into another network. Its multipliers are now those of sp at base sizes = sizes; the run the
+    export names (sp, base sizes = sizes), and mup at base sizes = sizes (every plugin is SP there), still load."""
+    from cli_utils import SMALL, clean_error, run_main_many
+
+    from zoo.export import export
+
+    src, out = tmp_path / "mup", tmp_path / "export"
+    assert run_main_many([[*SMALL, "--steps", "2", "--param", "mup", "--base-width", "16", "--run-dir", str(src)]]
+                         )[0][0] == 0
+    export(src, out, echo=lambda _: None)
+    base, at_sizes = ["--steps", "2", "--init-from", str(out)], ["--base-width", "32", "--base-depth", "2"]
+    (refused, err), (sp, err_sp), (mup_at_base, err_mup) = run_main_many([
+        [*SMALL, *base, "--param", "mup", "--base-width", "16", "--run-dir", str(tmp_path / "r0")],
+        [*SMALL, *base, "--param", "sp", *at_sizes, "--run-dir", str(tmp_path / "r1")],
+        [*SMALL, *base, "--param", "mup", *at_sizes, "--run-dir", str(tmp_path / "r2")]])
+    line = clean_error(refused, err)
+    assert f"--init-from {out}: its multiplier head/mult is 1 there and 0.5 under this run's settings" in line, line
+    assert "finetune it under --param sp with --base-width and --base-depth equal to its sizes" in line, line
+    assert sp == 0 and mup_at_base == 0, err_sp + err_mup
+    assert not (tmp_path / "r0").exists()

@@ -4,6 +4,7 @@ only read (zoo.train.load), so they may still be training."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
+import zoo.models
+import zoo.param
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import by_name, load_run, parse_run_spec, read_config, read_state
 from zoo.train.mesh import MeshPlan
@@ -70,7 +74,7 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
     if s.cfg.loop.fork_from:
         return fork(state, s, plan, report)
     if s.cfg.loop.init_from:
-        state = init_from(state, s.cfg.loop.init_from, report)
+        state = init_from(state, s, report)
     return state, 0, {}
 
 
@@ -133,20 +137,33 @@ def _transplant_opt(fresh: Any, old: Any) -> tuple[Any, list[str]]:
     return jax.tree.unflatten(jax.tree.structure(fresh), leaves), sorted(fresh_names)
 
 
-def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: str | Path) -> None:
+def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: str | Path,
+                     export: bool = False) -> None:
     """Refuse weights whose multipliers differ here (another --param, --param-opt or base size): loaded under this
     run's multipliers they compute another network, silently (an sp run's weights under mup: eval loss 2.3 -> 7.2).
-    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them (its module)."""
+    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them (its module);
+    `export`: the source is zoo.export's SP form."""
     theirs = by_name(there)
     for name, value in by_name(here).items():
         module = name.rsplit("/", 1)[0] + "/"
         old = theirs.get(name)
         acts = any(p.startswith(module) for p in loaded)
         if acts and old is not None and old.shape == value.shape and not np.allclose(old, value, rtol=1e-6, atol=0):
+            advice = ("finetune it under --param sp with --base-width and --base-depth equal to its sizes (the SP "
+                      "form it was exported in)" if export else "keep its parametrization and base sizes, or export "
+                      f"it to SP form (python -m zoo.export {src} --out DIR) and finetune DIR under sp")
             raise ValueError(f"{flag} {src}: its multiplier {name} is {_show(old)} there and {_show(value)} under this "
                              "run's settings (another --param, --param-opt or base size), so its weights would "
-                             "compute another network; keep its parametrization and base sizes, or export it to SP "
-                             f"form (python -m zoo.export {src} --out DIR) and finetune DIR under sp")
+                             f"compute another network; {advice}")
+
+
+def sp_form_rest(s: Setup) -> Any:
+    """The multipliers (the non-parameter state) of this run's model in zoo.export's SP form: under sp with base
+    sizes equal to the sizes, where every plugin is SP (m = 1, r = 1). Computed under jit, which drops the unused
+    weights' init."""
+    cfg = dataclasses.replace(s.model_cfg, base_width=s.model_cfg.width, base_depth=s.model_cfg.depth)
+    return jax.jit(lambda: nnx.split(zoo.models.create(s.cfg.model.name, cfg, zoo.param.get("sp"), nnx.Rngs(0)),
+                                     nnx.Param, ...)[2])()
 
 
 def _names(tree: Any) -> set[str]:
@@ -157,9 +174,11 @@ def _show(value: np.ndarray) -> str:
     return f"{float(value):.4g}" if value.size == 1 else f"[{', '.join(f'{float(v):.4g}' for v in value.ravel()[:4])}]"
 
 
-def init_from(state: State, run_dir: str, report: Report) -> State:
-    """Params from another run's newest good checkpoint, matched by name and shape; refused unless most of this
-    model's parameter arrays match (a run of another model), and a line says how many were loaded."""
+def init_from(state: State, s: Setup, report: Report) -> State:
+    """Params from another run's newest good checkpoint (or zoo.export's SP form of one), matched by name and shape;
+    refused unless most of this model's parameter arrays match (a run of another model), or where they would meet
+    other multipliers here; a line says how many were loaded."""
+    run_dir = s.cfg.loop.init_from
     saved, meta = read_state(run_dir, report=report)
     params, fresh = fill_by_name(state["params"], by_name(saved["params"]))
     total_arrays = len(jax.tree.leaves(params))
@@ -169,8 +188,9 @@ def init_from(state: State, run_dir: str, report: Report) -> State:
                          "match it by name and shape (is it a run of another model?)")
     sizes = [int(np.prod(v.shape)) for v in jax.tree.leaves(params)]
     kept = {name.split(" (")[0] for name in fresh}
-    if "rest" in saved:  # a run's checkpoint (an export's SP form has no multipliers)
-        same_multipliers(state["rest"], saved["rest"], _names(params) - kept, "--init-from", run_dir)
+    export = "rest" not in saved  # an export's SP form saves no multipliers: they are sp's at base sizes = sizes
+    same_multipliers(state["rest"], sp_form_rest(s) if export else saved["rest"], _names(params) - kept,
+                     "--init-from", run_dir, export)
     values = sum(size for (p, _), size in zip(jax.tree_util.tree_flatten_with_path(params)[0], sizes, strict=True)
                  if key_path(p) not in kept)
     report(f"init-from: loaded {matched} of {total_arrays} parameter arrays ({values:,} of {sum(sizes):,} values) "
