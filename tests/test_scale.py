@@ -204,8 +204,8 @@ def test_every_preset_builds_and_trains_two_steps(name):
     32-token windows or 32x32 images), builds its model and program and trains 2 steps to a finite loss."""
     values = read_file(str(ROOT / "configs" / name))
     text = values.get("model") == "gpt"  # read_file gives flat settings
-    shrink = {"width": 64, "depth": 1, "batch_size": 8, "grad_accum": 2, "seq_len": 32, "steps": 2,
-              "data": "synthetic:text" if text else "synthetic", "image_size": None if text else 32}
+    shrink = {"width": 64, "depth": 1, "batch_size": 8, "grad_accum": 2, "steps": 2,
+              **({"data": "synthetic:text", "seq_len": 32} if text else {"data": "synthetic", "image_size": 32})}
     s = setup(resolve(shrink, values))
     state = jax.jit(s.program.init, compiler_options=RUN_ONCE)(jax.random.PRNGKey(0))
     step = jax.jit(s.program.train_step)
