@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from zoo.data.config import DataConfig
-from zoo.optim import OptimConfig
+from zoo.optim import USED_BY, OptimConfig
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, flag_name, setting
 
 
@@ -293,8 +293,6 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
 def check_used(given: set[str], cfg: RunConfig) -> None:
     """Refuse an optimizer setting given (by a flag or the file) that the run's optimizer or schedule does not read:
     `--optimizer sgd --b1 0.5` trained as if --b1 were not there."""
-    from zoo.optim import USED_BY
-
     for name in cfg.optim.unused(given):
         flag = "--" + name.replace("_", "-")
         if name == "min_lr_ratio":

@@ -138,11 +138,15 @@ class Parametrization:
 
     def frozen(self, tag: Tag) -> bool:
         """Whether the parameter's kind is in the `freeze` list (it keeps its init)."""
+        return tag.kind in self.frozen_kinds()
+
+    def frozen_kinds(self) -> tuple[str, ...]:
+        """The kinds in the `freeze` list, in KINDS order."""
         kinds = {k.strip() for k in str(self.freeze).split(",") if k.strip()}
         unknown = sorted(kinds - set(KINDS))
         if unknown:
             raise ValueError(f"freeze: unknown kind {', '.join(unknown)}; kinds are {', '.join(KINDS)}")
-        return tag.kind in kinds
+        return tuple(k for k in KINDS if k in kinds)
 
     def branch_multiplier(self, depth: int, base_depth: int) -> Any:
         """Residual-branch multiplier a * (L / L0)^-alpha."""
@@ -173,7 +177,7 @@ class Parametrization:
         residual-branch parameters cause alone, and `outside` the kinds of the parameters outside the residual
         branches (None: some of them train). See zoo.param.predict.
         """
-        frozen = tuple(k for k in KINDS if self.frozen(Tag(kind=k, fan_in=1, fan_out=1)))
+        frozen = self.frozen_kinds()
         if axis == "depth":
             outside_trained = outside is None or any(k not in frozen for k in outside)
             return predict.depth_slopes(self.alpha, self.gamma, branch_only, outside_trained, "input" not in frozen)
