@@ -117,8 +117,11 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
 
 def check_shapes(spec: SweepSpec, data: Any) -> int:
     """Every shape set up (model, plugin, program) before any trains, so a size the model refuses (a width that is
-    no multiple of its head dim) fails at once, not after the shapes before it; returns the steps of a run."""
-    return [setup(cfg, data).steps for cfg in spec.shapes()][0]
+    no multiple of its head dim) fails at once, not after the shapes before it, and a batch the training set cannot
+    fill before DIR is written; returns the steps of a run."""
+    steps = [setup(cfg, data).steps for cfg in spec.shapes()][0]
+    data.indices("train", 0, spec.run.loop.batch_size, spec.run.loop.seed)
+    return steps
 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100

@@ -1,0 +1,33 @@
+"""An outside referee's probes of sweeps, transfers and exports at settings the other tests do not use: each test
+failed before the fix its docstring names."""
+
+from __future__ import annotations
+
+import pytest
+
+TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--cache-dir", "off",
+        "--lrs", "1e-3"]
+
+
+def one_line_error(main, argv, capsys) -> str:
+    """main(argv) exits non-zero with one line on stderr and no traceback; that line."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert stop.value.code != 0 and len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+@pytest.mark.parametrize("tool", ["sweep", "transfer"])
+def test_a_batch_beyond_the_training_set_is_refused_before_out_is_written(tmp_path, capsys, tool):
+    """--batch-size 100000 on the 4096 synthetic examples: the sweep wrote OUT/sweep.json (a transfer OUT/sp/proxy)
+    and then failed in its first batch; now the line comes before OUT is created."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
+                                                                        "--depth", "2"]
+    out = tmp_path / "out"
+    line = one_line_error(main, [*TINY, *sizes, "--batch-size", "100000", "--out", str(out)], capsys)
+    assert "batch size 100000 must be between 1 and the 4096 examples of split 'train'" in line, line
+    assert not out.exists()
