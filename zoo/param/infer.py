@@ -35,8 +35,10 @@ A leaf with no more than k axes is all fan-out (fan_in 1): a vector when one axi
                    [vocab, width] in_out)
     out_axes=k     the fan-out spans k axes (default 1): multi-head query/key/value kernels [n, heads, head_dim]
     query          the attention query (and its bias): the attention-logit scale folds into it
-    readout        the output layer (output kind)
-    input, hidden, output, vector, scalar: the kind itself
+    readout        the output layer (and its bias): its weight is output kind, its bias (no width axis) scalar
+    input, hidden, output, vector, scalar: the kind itself, where the shapes leave it open (an axis growing by
+                   another ratio, [n, heads, head_dim] without out_axes) or to call a fan-out width axis input
+                   rather than vector; a kind the shapes contradict is an error (a rule's regex matching too much)
 A leaf whose kind the shapes leave open, or that fits no kind, is one ValueError naming it and the rule to add.
 Leaves that are not arrays (an Equinox module's functions) are not parameters: their tag is None.
 """
@@ -99,6 +101,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
 
 
 def _compile(rules: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[re.Pattern, set[str]]]:
+    """Each rule's compiled regex and its set of roles."""
     out = {}
     for pattern, roles in rules.items():
         roles = {roles} if isinstance(roles, str) else set(roles)
@@ -124,12 +127,13 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
     if len(base_shape) != len(shape):
         raise ValueError(f"parameter {name!r} has shape {base_shape} at the base width and {shape} at the width: "
                          "the number of axes must not change")
-    kinds = roles & set(KINDS) | ({"output"} if "readout" in roles else set())
-    named, layouts = roles & set(NAMED_ROLES), roles & set(LAYOUTS)
+    given, named, layouts = roles & set(KINDS), roles & set(NAMED_ROLES), roles & set(LAYOUTS)
     outs = {r for r in roles if OUT_AXES.fullmatch(r)}
-    if len(kinds) > 1 or len(named) > 1 or len(layouts) > 1 or len(outs) > 1:
+    readout = "readout" in roles
+    if len(given | ({"output"} if readout else set())) > 1 or len(named) > 1 or len(layouts) > 1 or len(outs) > 1:
         raise ValueError(f"parameter {name!r} matches rules with conflicting roles "
-                         f"{sorted(kinds | named | layouts | outs)}")
+                         f"{sorted(given | named | layouts | outs)}")
+    ruled = bool(given) or readout
     layout = layouts.pop() if layouts else layout
     out_axes = int(OUT_AXES.fullmatch(outs.pop()).group(1)) if outs else 1
     if "stacked" in roles:
@@ -137,32 +141,51 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
             raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): a 'stacked' rule needs a leading "
                              "axis that does not change with width")
         base_shape, shape = base_shape[1:], shape[1:]
-    elif not kinds and depth is not None and len(shape) >= 2 and shape[0] == base_shape[0] == depth:
+    elif not ruled and depth is not None and len(shape) >= 2 and shape[0] == base_shape[0] == depth:
         raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
                          f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}} (or its kind, e.g. 'input')")
-    grows = []
-    for axis, (b, n) in enumerate(zip(base_shape, shape, strict=True)):
-        if b != n and not math.isclose(n, b * m):
-            raise ValueError(f"parameter {name!r}: axis {axis} changes from {b} to {n}, not by the width ratio "
-                             f"{m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
-                             "'vector'}")
-        grows.append(b != n)
+    grows = [b != n for b, n in zip(base_shape, shape, strict=True)]
+    odd = [a for a, (b, n) in enumerate(zip(base_shape, shape, strict=True)) if b != n and not math.isclose(n, b * m)]
+    if odd and not given:
+        a = odd[0]
+        guess = fans_and_kind(shape, grows, layout, out_axes)[2] or "hidden"
+        raise ValueError(f"parameter {name!r}: axis {a} changes from {base_shape[a]} to {shape[a]}, not by the width "
+                         f"ratio {m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
+                         f"{guess!r}}}")
     fan_in, fan_out, kind = fans_and_kind(shape, grows, layout, out_axes)
-    if kind is None and not kinds and sum(grows) == 2:
+    if kind is None and not ruled and sum(grows) == 2:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): its two width axes are not one in the fan-in "
                          f"and one in the fan-out ({out_axes} fan-out axes, {layout}), as a hidden matrix's are. A "
                          "kernel whose fan-out spans several axes (Flax DenseGeneral, attention query/key/value "
                          f"[n, heads, head_dim]) needs rules={{{_exact(name)!r}: 'out_axes=2'}}; else give its kind")
-    if kind is None and not kinds:
+    if kind is None and not ruled:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has {sum(grows)} width axes; no kind has "
                          "more than 2 (1 where all axes are fan-out). Give its kind with a rule, e.g. "
                          f"rules={{{_exact(name)!r}: 'hidden'}}")
+    if ruled:
+        kind = _ruled_kind(name, base_shape, shape, kind, given.pop() if given else None, (fan_in, fan_out, layout))
     branch = "branch" in roles or "branch_output" in roles
     if branch and (depth is None or base_depth is None):
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
-    return Tag(kind=kinds.pop() if kinds else kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
+    return Tag(kind=kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
                depth=depth if branch else 1, base_depth=base_depth if branch else 1,
                role=named.pop() if named else "", layout=layout, out_axes=out_axes)
+
+
+def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, given: str | None,
+                fans: tuple[int, int, str]) -> str:
+    """The kind of a leaf a rule names (`given`) or marks as the readout (given None): a rule settles what the shapes
+    leave open (`seen` None), or calls a fan-out width axis input rather than vector (an embedding row, a cls token);
+    the readout role makes the readout's weight output and leaves its bias, with no width axis, a scalar. A kind the
+    shapes contradict (a readout rule whose regex also matches the bias, a layout read the wrong way) would change
+    the leaf's init and LR exponents silently: an error."""
+    kind = given or ("scalar" if seen == "scalar" else "output")
+    if seen is None or kind == seen or {kind, seen} == {"input", "vector"}:
+        return kind
+    fan_in, fan_out, layout = fans
+    raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) is {seen} by its shapes (fan-in {fan_in}, "
+                     f"fan-out {fan_out}, {layout}), but a rule makes it {kind}: narrow the rule's regex to the "
+                     f"leaves it means, or give the layout ('in_out' or 'out_in') if it is read the wrong way round")
 
 
 def fans_and_kind(shape: tuple, grows: list[bool], layout: str, out_axes: int = 1

@@ -1,0 +1,65 @@
+"""Referee checks of "Bring your own model" (zoo.param.infer_tags, multiplier_free, rescale_init, coord_any) at
+settings the other tests do not use: rules whose regex matches more than it means, axes growing by another ratio,
+bad arguments, and the base width itself."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo.param as P
+from zoo import optim
+
+
+def shapes(**leaves):
+    return {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in leaves.items()}
+
+
+def haiku_readout(n: int) -> dict:
+    """An hk.Linear named "readout" (w [n, 10], b [10]) after one hidden layer."""
+    return {"hidden": shapes(w=(n, n), b=(n,)), "readout": shapes(w=(n, 10), b=(10,))}
+
+
+def test_a_readout_rule_matching_the_bias_leaves_it_scalar():
+    """rules={"^readout/": "readout"} matches hk.Linear's w and b. The bias has no width axis: a scalar, whose muP
+    Adam LR is lr at every width, as zoo's own heads have. It was made output kind: LR lr * m^-1 (0.125 at m = 8) and
+    init x m^-1/2. Checked on the first Adam step of the built optax chain (sign steps: |update| = lr)."""
+    tags = P.infer_tags(haiku_readout(128), haiku_readout(1024), base_width=128, width=1024,
+                        rules={"^readout/": "readout"})
+    w, b = tags["readout"]["w"], tags["readout"]["b"]
+    assert (w.kind, w.role, b.kind, b.role) == ("output", "readout", "scalar", "readout")
+    free = P.multiplier_free(P.get("mup"), tags)
+    assert float(free.init_factor(b)) == 1.0 and float(free.lr_mult(b)) == 1.0
+    params = {k: {n: jnp.ones(s.shape) for n, s in v.items()} for k, v in haiku_readout(1024).items()}
+    tx = optim.build(optim.OptimConfig(name="adam", lr=0.1), free, tags)
+    updates, _ = tx.update(jax.tree.map(lambda p: 0.5 * p, params), tx.init(params), params)
+    np.testing.assert_allclose(updates["readout"]["b"], -0.1, rtol=1e-5)
+    np.testing.assert_allclose(updates["readout"]["w"], -0.1 / 8, rtol=1e-5)  # muP's readout: m^-1 after the shift
+
+
+@pytest.mark.parametrize("rules,needle", [
+    ({"^readout/": "output"}, "'readout/b' ((10,) -> (10,)) is scalar by its shapes"),
+    ({"^hidden/": "hidden"}, "'hidden/b' ((128,) -> (1024,)) is vector by its shapes"),
+    ({"^hidden/w$": "input"}, "'hidden/w' ((128, 128) -> (1024, 1024)) is hidden by its shapes"),
+])
+def test_a_kind_rule_the_shapes_contradict_is_one_line(rules, needle):
+    """A kind rule may settle what shapes leave open, not overrule them: an "output" rule on the bias gave it muP's
+    output exponents (LR m^-1), a "hidden" one on a bias a fan-in of 1 (base fan-in 1/m)."""
+    with pytest.raises(ValueError) as err:
+        P.infer_tags(haiku_readout(128), haiku_readout(1024), base_width=128, width=1024, rules=rules)
+    assert needle in str(err.value) and "narrow the rule" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_kind_an_odd_ratio_error_names_settles_the_leaf():
+    """A SwiGLU MLP width int(8n/3): 96 -> 256, 160 -> 426 (ratio 1.664, not 5/3). The error names a kind rule
+    ('hidden', from the axes that change), and that rule now settles it: fan-in 160 and the fan-out 426 (it raised the
+    same error again, whatever kind was given). The transposed kernel reads fan-in 426, base fan-in 255.6."""
+    base, wide = shapes(up=(96, 256), down=(256, 96)), shapes(up=(160, 426), down=(426, 160))
+    with pytest.raises(ValueError, match=r"axis 0 changes from 256 to 426, .* rules=\{'\^down\$': 'hidden'\}"):
+        P.infer_tags(base, wide, base_width=96, width=160)
+    tags = P.infer_tags(base, wide, base_width=96, width=160, rules={"^(up|down)$": "hidden"})
+    assert (tags["up"].kind, tags["up"].fan_in, tags["up"].fan_out) == ("hidden", 160, 426)
+    assert (tags["down"].kind, tags["down"].fan_in) == ("hidden", 426)
+    assert tags["down"].base_fan_in == pytest.approx(255.6)
