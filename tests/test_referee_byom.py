@@ -63,3 +63,26 @@ def test_the_kind_an_odd_ratio_error_names_settles_the_leaf():
     assert (tags["up"].kind, tags["up"].fan_in, tags["up"].fan_out) == ("hidden", 160, 426)
     assert (tags["down"].kind, tags["down"].fan_in) == ("hidden", 426)
     assert tags["down"].base_fan_in == pytest.approx(255.6)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(base_width=0), "base_width must be a positive number, got 0"),
+    (dict(width=-16), "width must be a positive number, got -16"),
+    (dict(depth=4, base_depth=0), "base_depth must be a positive integer, got 0"),
+    (dict(depth=2.5, base_depth=1), "depth must be a positive integer, got 2.5"),
+    (dict(rules={"w": 3}), "rule 'w': roles must be a string or a tuple of strings, got 3"),
+    (dict(rules=["w"]), "rules must map a regex to a role or a tuple of roles, got list"),
+])
+def test_bad_sizes_and_rules_are_one_line(kwargs, needle):
+    """They raised ZeroDivisionError, a misleading "not by the width ratio -2", AttributeError deep inside, or were
+    accepted (base depth 0, dividing later)."""
+    kwargs = {"base_width": 8, "width": 16, **kwargs}
+    with pytest.raises((ValueError, TypeError)) as err:
+        P.infer_tags(shapes(w=(8, 8)), shapes(w=(16, 16)), **kwargs)
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_rule_on_an_empty_tree_names_the_rule():
+    """It raised IndexError reading the first path of a tree with none."""
+    with pytest.raises(ValueError, match="rule 'x' matches no parameter; the tree has no parameters"):
+        P.infer_tags({}, {}, base_width=8, width=16, rules={"x": "hidden"})

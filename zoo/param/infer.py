@@ -72,6 +72,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     """A pytree shaped like `params` with a Tag per array leaf (None elsewhere): kind, fan-in/out and width
     multiplier m = width / base_width from the shapes of `params_base` (the same model at base_width) and
     `params`; branch, depth and role from `rules`. Arrays may be abstract (jax.eval_shape)."""
+    _check_sizes(base_width=base_width, width=width, depth=depth, base_depth=base_depth)
     if width == base_width:
         raise ValueError(f"infer_tags needs two different widths to see which axes grow; both are {width}")
     if layout not in LAYOUTS:
@@ -96,15 +97,31 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
                          depth, base_depth))
     unused = [p for p in compiled if p not in used]
     if unused:
-        raise ValueError(f"rule {unused[0]!r} matches no parameter; paths look like {names[0]!r}")
+        like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
+        raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     return jax.tree_util.tree_unflatten(treedef, tags)
+
+
+def _check_sizes(**sizes: Any) -> None:
+    """Widths must be positive numbers, depths (where given) positive integers."""
+    for key, v in sizes.items():
+        whole = key.endswith("depth")
+        if v is None and whole:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)) or not 0 < v < math.inf:
+            raise ValueError(f"{key} must be a positive {'integer' if whole else 'number'}, got {v!r}")
 
 
 def _compile(rules: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[re.Pattern, set[str]]]:
     """Each rule's compiled regex and its set of roles."""
+    if not isinstance(rules, Mapping):
+        raise TypeError(f"rules must map a regex to a role or a tuple of roles, got {type(rules).__name__}")
     out = {}
     for pattern, roles in rules.items():
-        roles = {roles} if isinstance(roles, str) else set(roles)
+        roles = [roles] if isinstance(roles, str) else roles
+        if not isinstance(roles, (list, tuple, set, frozenset)) or not all(isinstance(r, str) for r in roles):
+            raise TypeError(f"rule {pattern!r}: roles must be a string or a tuple of strings, got {roles!r}")
+        roles = set(roles)
         bad = sorted(r for r in roles if r not in ROLES and not OUT_AXES.fullmatch(r))
         if bad:
             raise ValueError(f"rule {pattern!r}: unknown role {bad[0]!r}; roles are {', '.join(ROLES)}, out_axes=k")
