@@ -31,3 +31,21 @@ def test_a_batch_beyond_the_training_set_is_refused_before_out_is_written(tmp_pa
     line = one_line_error(main, [*TINY, *sizes, "--batch-size", "100000", "--out", str(out)], capsys)
     assert "batch size 100000 must be between 1 and the 4096 examples of split 'train'" in line, line
     assert not out.exists()
+
+
+def test_the_target_trains_at_the_proxys_own_learning_rate(tmp_path, capsys):
+    """--lrs 1e-3: the target trained, and OUT/mup/target.json held, 2^round(log2 1e-3, 6) = 1.0000002e-3, another
+    float32 than the proxy's 1e-3 (2 ulps off). Now the transferred LR is the proxy member's own, also in the check
+    grid (one member at it, not two) and in transfer.json."""
+    import json
+
+    from zoo.cli import transfer
+
+    out = tmp_path / "t"
+    transfer.main([*TINY, "--width", "32", "--proxy-width", "16", "--depth", "2", "--batch-size", "8",
+                   "--compare", "none", "--check-target", "--out", str(out)])
+    capsys.readouterr()
+    target = [json.loads(line) for line in (out / "mup" / "target" / "results.jsonl").read_text().splitlines()]
+    assert len(target) == 5 and sum(r["lr"] == 1e-3 for r in target) == 1, [r["lr"] for r in target]
+    assert json.loads((out / "mup" / "target.json").read_text())["optim"]["lr"] == 1e-3
+    assert json.loads((out / "transfer.json").read_text())["arms"][0]["transferred_lr"] == 1e-3

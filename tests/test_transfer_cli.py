@@ -88,5 +88,5 @@ def test_arms_scale_from_the_proxy_and_compare_without_options(tmp_path):
     assert len(dataclasses.replace(spec, compare="depth_mup").arms()) == 1
     given = dataclasses.replace(spec, run=run.replace(base_depth=1)).arms()[0]
     assert (given.model.base_width, given.model.base_depth) == (32, 1)
-    cfg = RunConfig.from_json(target_config(spec, main, -9.0))
+    cfg = RunConfig.from_json(target_config(spec, main, 2.0**-9))
     assert (cfg.model.width, cfg.model.depth, cfg.model.base_depth, cfg.optim.lr) == (32, 16, 2, 2.0**-9)

@@ -24,7 +24,9 @@ METRICS = ("train_loss", "eval_loss")
 
 @dataclasses.dataclass
 class Curve:
-    """One size: log2 LRs, mean loss per LR (NaN where diverged), the diverged mask and the best point."""
+    """One size: log2 LRs (rounded to 6 decimals, as members are matched), mean loss per LR (NaN where diverged), the
+    diverged mask, the best point, and the LRs as the members trained them (lr[i] = 2^log2_lr[i] up to that
+    rounding: 1e-3 is 2^-9.965784, whose power is 1.0000002e-3, another float32)."""
 
     width: int
     depth: int
@@ -33,10 +35,16 @@ class Curve:
     diverged: np.ndarray
     eval_accuracy: np.ndarray
     best: int | None  # index into log2_lr; None when every LR diverged
+    lr: np.ndarray
 
     @property
     def best_log2_lr(self) -> float | None:
         return None if self.best is None else float(self.log2_lr[self.best])
+
+    @property
+    def best_lr(self) -> float | None:
+        """The best LR as its members held it (None when every LR diverged)."""
+        return None if self.best is None else float(self.lr[self.best])
 
     @property
     def best_loss(self) -> float | None:
@@ -102,7 +110,8 @@ def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summ
         acc = np.array([np.mean([r["eval_accuracy"] if r["eval_accuracy"] is not None else np.nan
                                  for r in by_lr[k]]) for k in x])
         best = None if np.all(np.isnan(loss)) else int(np.nanargmin(loss))
-        curves.append(Curve(width, depth, x, loss, div, acc, best))
+        lrs = np.array([by_lr[k][0]["lr"] for k in x], np.float64)
+        curves.append(Curve(width, depth, x, loss, div, acc, best, lr=lrs))
     widths, depths = {c.width for c in curves}, {c.depth for c in curves}
     axis = "shape" if len(widths) > 1 and len(depths) > 1 else "depth" if len(depths) > 1 else "width"
     grid = np.unique(np.concatenate([c.log2_lr for c in curves]))

@@ -96,6 +96,11 @@ class Arm:
     checked: bool
 
     @property
+    def lr(self) -> float | None:
+        """The transferred LR as the proxy's members held it (2^lr_log2 up to the rounding of lr_log2)."""
+        return self.proxy.curves[0].best_lr
+
+    @property
     def target_curve(self) -> report.Curve | None:
         return None if self.target is None else self.target.curves[0]
 
@@ -159,25 +164,26 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
     if best is None:
         echo(f"[{name}] every proxy LR diverged: no LR to transfer")
         return Arm(name, run.param.options, proxy, seed_best, None, None, [], spec.check is not None)
-    target_lrs = [2.0**best]
+    lr = proxy.curves[0].best_lr  # the proxy's own LR: 2^best is another float32 where it is not a power of 2
+    target_lrs = [lr]
     if spec.check is not None:  # one member per rounded log2 LR: a check LR equal to the transferred one is it
-        by_key = {lr_key(lr): lr for lr in check_lrs(best, proxy.grid_step, spec.check)}
-        target_lrs = sorted({**by_key, lr_key(2.0**best): 2.0**best}.values())
+        by_key = {lr_key(x): x for x in check_lrs(best, proxy.grid_step, spec.check)}
+        target_lrs = sorted({**by_key, lr_key(lr): lr}.values())
     target_seeds = range(seed, seed + spec.target_seeds)
     target_spec = SweepSpec(run=run, lrs=target_lrs, out=out / "target", widths=[tw], depths=[td],
                             seeds=spec.target_seeds, chunk=spec.chunk)
     target_records = select(run_sweep(target_spec, lambda s: echo(f"[{name} target] {s}"), data),
                             spec.target, target_lrs, target_seeds)
     target = report.summarize(target_records, spec.metric)  # first: it checks the records hold what is read here
-    at_lr = sorted((r for r in target_records if lr_key(r["lr"]) == lr_key(2.0**best)), key=lambda r: r["seed"])
+    at_lr = sorted((r for r in target_records if lr_key(r["lr"]) == lr_key(lr)), key=lambda r: r["seed"])
     losses = [None if r["diverged"] or r[spec.metric] is None else float(r[spec.metric]) for r in at_lr]
     return Arm(name, run.param.options, proxy, seed_best, best, target, losses, spec.check is not None)
 
 
-def target_config(spec: TransferSpec, run: RunConfig, lr_log2: float) -> dict[str, Any]:
+def target_config(spec: TransferSpec, run: RunConfig, lr: float) -> dict[str, Any]:
     """The target as a train.py config file (`train.py --config FILE`): the arm's settings at the target size,
-    its base size, and the transferred LR, for a run with checkpoints and curves."""
-    return run.replace(width=spec.target[0], depth=spec.target[1], lr=2.0**lr_log2).to_json()
+    its base size, and the transferred LR `lr`, for a run with checkpoints and curves."""
+    return run.replace(width=spec.target[0], depth=spec.target[1], lr=lr).to_json()
 
 
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:

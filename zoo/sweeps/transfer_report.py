@@ -163,7 +163,7 @@ def to_json(arms: list[Arm], spec: TransferSpec) -> dict[str, Any]:
             "metric": spec.metric, "run": spec.run.to_json(), "compare": spec.compare, "lrs": spec.lrs,
             "seeds": spec.seeds, "target_seeds": spec.target_seeds, "verdict": verdict(arms, spec),
             "arms": [{"param": a.param, "param_opt": a.param_opt, "proxy": curve(a.proxy.curves[0]),
-                      "proxy_seed_best_log2_lr": a.seed_best, "transferred_log2_lr": a.lr_log2,
+                      "proxy_seed_best_log2_lr": a.seed_best, "transferred_log2_lr": a.lr_log2, "transferred_lr": a.lr,
                       "target_loss": a.target_loss, "target_diverged": a.target_diverged,
                       "target_seed_losses": a.target_losses,
                       "target_check": curve(a.target_curve) if a.checked and a.target else None,
@@ -184,5 +184,5 @@ def write(arms: list[Arm], spec: TransferSpec) -> list[Path]:
     for arm, run in zip(arms, spec.arms(), strict=True):
         if arm.lr_log2 is not None:
             targets.append(spec.out / arm.param / "target.json")
-            write_atomic(targets[-1], json.dumps(target_config(spec, run, arm.lr_log2), indent=1) + "\n")
+            write_atomic(targets[-1], json.dumps(target_config(spec, run, arm.lr), indent=1) + "\n")
     return [png, spec.out / "transfer.json", *targets]
