@@ -86,3 +86,47 @@ def test_a_rule_on_an_empty_tree_names_the_rule():
     """It raised IndexError reading the first path of a tree with none."""
     with pytest.raises(ValueError, match="rule 'x' matches no parameter; the tree has no parameters"):
         P.infer_tags({}, {}, base_width=8, width=16, rules={"x": "hidden"})
+
+
+def tiny_init(key: jax.Array, width: int, depth: int) -> dict:
+    """A plain-pytree relu MLP 6 -> width -> 3 (SP init), depth unused."""
+    k1, k2 = jax.random.split(key)
+    return {"w_in": jax.random.normal(k1, (6, width)) / 6**0.5,
+            "w_out": jax.random.normal(k2, (width, 3)) / width**0.5}
+
+
+def tiny_apply(params: dict, x: jax.Array, width: int, depth: int):
+    h = x @ params["w_in"]
+    return jax.nn.relu(h) @ params["w_out"], {"embed": h}
+
+
+def tiny_batch(n: int = 8, labels: int | None = None) -> dict:
+    kx, ky = jax.random.split(jax.random.key(0))
+    return {"x": jax.random.normal(kx, (n, 6)), "y": jax.random.randint(ky, (labels or n,), 0, 3)}
+
+
+@pytest.mark.parametrize("change,error,needle", [
+    (dict(widths=[32, 32]), ValueError, "the widths of a sweep must increase, got [32, 32]"),
+    (dict(widths=[64, 32]), ValueError, "the widths of a sweep must increase, got [64, 32]"),
+    (dict(widths=[32.0, 64.0]), ValueError, "at least two positive integer widths, got [32.0, 64.0]"),
+    (dict(seeds=0), ValueError, "seeds must be a positive integer, got 0"),
+    (dict(steps=0), ValueError, "steps must be a positive integer, got 0"),
+    (dict(tol=-1.0), ValueError, "tol must be a positive number, got -1.0"),
+    (dict(batch=tiny_batch(8, labels=4)), ValueError, "batch 'x' (8, 6) and 'y' (4,) must have the same leading"),
+    (dict(batch={"x": tiny_batch()["x"]}), ValueError, "batch must be a dict with 'x' (inputs) and 'y'"),
+    (dict(apply=lambda p, x, w, d: tiny_apply(p, x, w, d)[0]), TypeError,
+     "apply must return (output, intermediates), intermediates a dict of arrays; got one array"),
+    (dict(apply=lambda p, x, w, d: (tiny_apply(p, x, w, d)[0], [x])), TypeError,
+     "got a tuple of 2 with list intermediates"),
+])
+def test_bad_coord_checks_are_one_line(change, error, needle):
+    """A repeated width "passed" (slopes fitted to log 1 = 0, numpy's RankWarning); decreasing widths ran; the rest
+    raised from inside jax or numpy (broadcasting, unpacking, a zero-size max, a float shape)."""
+    from zoo.diagnostics.coord_any import coord_check
+
+    kwargs = dict(init=tiny_init, apply=tiny_apply, plugin=P.get("mup"), batch=tiny_batch(), widths=[32, 64],
+                  seeds=1, lr=1e-3)
+    kwargs.update(change)
+    with pytest.raises(error) as err:
+        coord_check(**kwargs)
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)

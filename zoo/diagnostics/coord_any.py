@@ -57,10 +57,10 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     if (widths is None) == (depths is None):
         raise ValueError("give widths (a width sweep) or depths (a depth sweep), not both")
     axis, sizes = ("width", list(widths)) if widths is not None else ("depth", list(depths))
-    if len(sizes) < 2 or min(sizes) < 1:
-        raise ValueError(f"a {axis} sweep needs at least two positive {axis}s, got {sizes}")
+    check_sweep(axis, sizes, steps=steps, seeds=seeds, tol=tol)
     if axis == "depth" and width is None:
         raise ValueError("a depth sweep needs the width it runs at")
+    check_batch(batch)
     if axis == "depth":
         verdict.check_depths(sizes)
     heads = head_dim if callable(head_dim) else (lambda _: head_dim)
@@ -69,6 +69,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     optim.OptimConfig(name=optimizer)  # an unknown optimizer is refused before anything runs
     base_width = min(sizes) if axis == "width" else width
     base_depth = base_depth or (depth if axis == "width" else 1)
+    check_apply(init, apply, batch, *((sizes[0], depth) if axis == "width" else (width, sizes[0])))
     infer = dict(rules=rules, layout=layout)
     keys = [seed + i for i in range(seeds)]
     measures, kinds = {}, set()
@@ -99,6 +100,47 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
             "verdicts": verdicts, "passed": all(v.passed for v in verdicts),
             "growth": verdict.measured_growth(sizes, rows, exp.total), "lr": chosen, "lr_chosen": lr is None,
             "linear_change": change}
+
+
+def check_sweep(axis: str, sizes: Sequence[Any], *, steps: Any, seeds: Any, tol: Any) -> None:
+    """Sizes: at least two positive integers, increasing (a repeated size fits a slope to one point, log 1 = 0);
+    steps and seeds positive integers, tol a positive number."""
+    if len(sizes) < 2 or not all(_positive_int(s) for s in sizes):
+        raise ValueError(f"a {axis} sweep needs at least two positive integer {axis}s, got {sizes}")
+    if any(b <= a for a, b in zip(sizes[:-1], sizes[1:], strict=True)):
+        raise ValueError(f"the {axis}s of a sweep must increase, got {sizes}")
+    for key, v in (("steps", steps), ("seeds", seeds)):
+        if not _positive_int(v):
+            raise ValueError(f"{key} must be a positive integer, got {v!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < float("inf"):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+
+
+def check_batch(batch: Mapping[str, Any]) -> None:
+    """The batch: a mapping with arrays "x" (inputs) and "y" (labels) of the same leading (batch) size."""
+    if not isinstance(batch, Mapping) or not {"x", "y"} <= set(batch):
+        raise ValueError("batch must be a dict with 'x' (inputs) and 'y' (integer labels), got "
+                         + (f"keys {sorted(batch)}" if isinstance(batch, Mapping) else type(batch).__name__))
+    x, y = (np.shape(batch[k]) for k in ("x", "y"))
+    if not x or not y or x[0] != y[0]:
+        raise ValueError(f"batch 'x' {x} and 'y' {y} must have the same leading (batch) size")
+
+
+def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, depth: int) -> None:
+    """apply(params, x, width, depth) must return (output, intermediates): intermediates a dict of arrays (nested
+    dicts allowed). Traced abstractly at one size: nothing is computed."""
+    params = jax.eval_shape(lambda k: init(k, width, depth), jax.random.key(0))
+    out = jax.eval_shape(lambda p, x: apply(p, x, width, depth), params, jnp.asarray(batch["x"]))
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping)):
+        got = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else
+               "one array" if hasattr(out, "shape") else type(out).__name__)
+        raise TypeError(f"apply must return (output, intermediates), intermediates a dict of arrays; got {got}"
+                        + (f" with {type(out[1]).__name__} intermediates" if isinstance(out, tuple) and
+                           len(out) == 2 else ""))
 
 
 def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int, **infer: Any) -> Any:
