@@ -49,3 +49,20 @@ def test_the_target_trains_at_the_proxys_own_learning_rate(tmp_path, capsys):
     assert len(target) == 5 and sum(r["lr"] == 1e-3 for r in target) == 1, [r["lr"] for r in target]
     assert json.loads((out / "mup" / "target.json").read_text())["optim"]["lr"] == 1e-3
     assert json.loads((out / "transfer.json").read_text())["arms"][0]["transferred_lr"] == 1e-3
+
+
+GOOD = {"width": 16, "depth": 2, "lr": 0.001, "log2_lr": -9.965784, "seed": 0, "train_loss": 1.0, "eval_loss": 1.0,
+        "eval_accuracy": 0.5, "diverged": False}
+
+
+@pytest.mark.parametrize("change", [{"width": "32"}, {"depth": 2.5}, {"width": True}, {"seed": "0"},
+                                    {"lr": True}, {"width": 0}])
+def test_a_record_with_a_size_or_seed_of_another_type_is_one_line(change):
+    """A results.jsonl record with width "32" (edited by hand, another program) beside records of width 16 stopped
+    --report-only with "unexpected TypeError: '<' not supported between instances of 'str' and 'int'"; a
+    depth 2.5 or a seed "0" was drawn as a size or averaged as a seed of its own."""
+    from zoo.sweeps import report
+
+    report.summarize([GOOD])
+    with pytest.raises(ValueError, match="a record in results.jsonl has no valid (width|depth|seed|lr)"):
+        report.summarize([GOOD, {**GOOD, "seed": 1, **change}])

@@ -80,11 +80,15 @@ class Summary:
 
 def check_record(r: dict[str, Any], metric: str) -> None:
     """A member record has what the report reads, of its type: one edited by hand or written by another program
-    (no "diverged") stopped the report with an unexpected KeyError."""
+    (no "diverged"; a width "32", which cannot be sorted beside 16) stopped the report with an unexpected error."""
     def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
-    fields = {"log2_lr": number, "diverged": lambda v: type(v) is bool,
+    def size(v: Any) -> bool:
+        return type(v) is int and v >= 1
+
+    fields = {"width": size, "depth": size, "seed": lambda v: type(v) is int,
+              "lr": lambda v: number(v) and v > 0, "log2_lr": number, "diverged": lambda v: type(v) is bool,
               **{k: lambda v: v is None or number(v) for k in (metric, "eval_accuracy")}}
     bad = [k for k, ok in fields.items() if k not in r or not ok(r[k])]
     if bad:
