@@ -66,3 +66,36 @@ def test_a_record_with_a_size_or_seed_of_another_type_is_one_line(change):
     report.summarize([GOOD])
     with pytest.raises(ValueError, match="a record in results.jsonl has no valid (width|depth|seed|lr)"):
         report.summarize([GOOD, {**GOOD, "seed": 1, **change}])
+
+
+def test_report_only_names_members_missing_and_lines_it_could_not_read(tmp_path, capsys):
+    """A results.jsonl with a line cut mid-file (a copy of a torn file, an edit) and a member lost: --report-only
+    averaged the LR over the seeds left and printed the table as if the grid were whole, without a word. Now a line
+    names the members a size lacks against the grid the sizes trained, and one counts the unreadable lines; both
+    are in summary.json."""
+    import json
+
+    from zoo.cli import sweep
+    from zoo.sweeps import results
+
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / results.SETTINGS).write_text(json.dumps({"model": "mlp_resnet", "param": "mup", "steps": 2}))
+    recs = [{**GOOD, "width": w, "lr": 2.0**x, "log2_lr": float(x), "seed": s, "train_loss": 2.0 + 0.1 * x * x}
+            for w in (16, 32) for x in (-2, -1, 0) for s in (0, 1)]
+    lines = [json.dumps(r) for r in recs]
+    lines[3] = lines[3][:30]  # width 16, log2 LR -1, seed 1: torn
+    del lines[8]  # width 32, log2 LR -1, seed 0: lost
+    (out / results.RESULTS).write_text("\n".join(lines) + "\n")
+    sweep.main(["--out", str(out), "--report-only"])
+    text = capsys.readouterr().out
+    assert "warning: 2 member(s) of the grid missing (width 16 depth 2 log2 LR -1 seed 1, width 32 depth 2 " \
+           "log2 LR -1 seed 0)" in text, text
+    assert "warning: 1 line(s) of results.jsonl are no member record" in text, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["unreadable_lines"] == 1 and summary["missing_members"] == [
+        {"width": 16, "depth": 2, "log2_lr": -1.0, "seed": 1}, {"width": 32, "depth": 2, "log2_lr": -1.0, "seed": 0}]
+    (out / results.RESULTS).write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    sweep.main(["--out", str(out), "--report-only"])
+    assert "warning" not in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["missing_members"] == []

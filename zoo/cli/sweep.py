@@ -65,6 +65,8 @@ def show(out: Path, metric: str) -> report.Summary:
 
     summary, head, png = report.write(out, metric)
     Console().print(report.table(summary, head))
+    for line in summary.warnings():
+        print(f"warning: {line}")
     print(f"plot: {png}")
     return summary
 

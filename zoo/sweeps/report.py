@@ -61,6 +61,21 @@ class Summary:
     axis: str  # "width", "depth" or "shape": what varies
     grid_step: float  # in log2 units
     metric: str
+    missing: list[tuple[int, int, float, int]] = dataclasses.field(default_factory=list)  # see `missing_members`
+    unreadable: int = 0  # lines of results.jsonl that are no member record (a torn or edited line)
+
+    def warnings(self) -> list[str]:
+        """What the numbers lack: members of the grid a size did not train, lines that could not be read."""
+        out = []
+        if self.missing:
+            shown = ", ".join(f"width {w} depth {d} log2 LR {x:g} seed {s}" for w, d, x, s in self.missing[:4])
+            more = f" and {len(self.missing) - 4} more" if len(self.missing) > 4 else ""
+            out.append(f"{len(self.missing)} member(s) of the grid missing ({shown}{more}): those points average "
+                       "fewer seeds or are absent; rerun the sweep with those LRs and sizes to train them")
+        if self.unreadable:
+            out.append(f"{self.unreadable} line(s) of {RESULTS} are no member record (torn or edited) and were "
+                       "skipped; a rerun of the sweep trains their members again")
+        return out
 
     @property
     def transfer_score(self) -> float | None:
@@ -121,7 +136,15 @@ def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summ
     grid = np.unique(np.concatenate([c.log2_lr for c in curves]))
     steps = np.diff(grid)
     grid_step = float(steps.min()) if len(steps) else 1.0
-    return Summary(curves, axis, grid_step, metric)
+    return Summary(curves, axis, grid_step, metric, missing_members(points))
+
+
+def missing_members(points: dict[tuple[int, int], dict[float, list[dict]]]) -> list[tuple[int, int, float, int]]:
+    """(width, depth, log2 LR, seed) of every member of the grid (the LRs x seeds any size trained) that a size
+    lacks: a line lost from results.jsonl, or a size swept over fewer LRs than the others."""
+    grid = {(x, r["seed"]) for by_lr in points.values() for x, rs in by_lr.items() for r in rs}
+    return [(w, d, x, s) for (w, d), by_lr in sorted(points.items())
+            for x, s in sorted(grid - {(x, r["seed"]) for x, rs in by_lr.items() for r in rs})]
 
 
 def table(summary: Summary, title: str = "") -> Any:
@@ -217,12 +240,17 @@ def write(out: Path, metric: str) -> tuple[Summary, str, Path]:
 
     head = title(results.read_settings(out))
     summary = summarize(results.read(out), metric)
+    summary.unreadable = results.unreadable(out)
     png = plot(summary, out / "sweep.png", head)
     best = [{"width": c.width, "depth": c.depth, "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
              "at_grid_edge": c.at_edge, "diverged": int(c.diverged.sum()), "lrs": len(c.diverged)}
             for c in summary.curves]
     write_atomic(out / "summary.json", json.dumps({"metric": metric, "axis": summary.axis,
                                                    "grid_step": summary.grid_step,
-                                                   "transfer_score": summary.transfer_score, "sizes": best},
+                                                   "transfer_score": summary.transfer_score, "sizes": best,
+                                                   "missing_members": [dict(zip(("width", "depth", "log2_lr", "seed"),
+                                                                                m, strict=True))
+                                                                       for m in summary.missing],
+                                                   "unreadable_lines": summary.unreadable},
                                                   indent=1) + "\n")
     return summary, head, png

@@ -90,6 +90,14 @@ def read(out: Path) -> list[dict[str, Any]]:
     return records
 
 
+def unreadable(out: Path) -> int:
+    """The non-blank lines of DIR/results.jsonl that are no member record (`read` skips them)."""
+    path = out / RESULTS
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_bytes().splitlines() if line.strip() and _record(line) is None)
+
+
 def append(out: Path, records: list[dict[str, Any]]) -> None:
     """Append member records (NaN and inf written as null) in one write."""
     text = "".join(json.dumps({k: _finite(v) for k, v in r.items()}) + "\n" for r in records)
