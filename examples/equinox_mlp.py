@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--batch-size", type=int, default=128)
     args = p.parse_args(argv)
 
-    base = eqx.filter_eval_shape(init, jax.random.key(0), args.base_width, args.depth)
     model = eqx.filter_jit(init)(jax.random.key(0), args.width, args.depth)  # one program
-    tags = zoo.param.infer_tags(base, model, base_width=args.base_width, width=args.width, layout="out_in")
+    tags = zoo.param.infer_tags_from(lambda w: eqx.filter_eval_shape(init, jax.random.key(0), w, args.depth),
+                                     base_width=args.base_width, width=args.width, layout="out_in")
     free = zoo.param.multiplier_free(zoo.param.get(args.param), tags)
     model = zoo.param.rescale_init(model, tags, free)
     tx = build(OptimConfig(name="adam", lr=args.lr), free, tags)

@@ -55,9 +55,9 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--batch-size", type=int, default=128)
     args = p.parse_args(argv)
 
-    base = jax.eval_shape(lambda k: init(k, args.base_width, args.depth), jax.random.key(0))
     params = jax.jit(init, static_argnums=(1, 2))(jax.random.key(0), args.width, args.depth)  # one program
-    tags = zoo.param.infer_tags(base, params, base_width=args.base_width, width=args.width)
+    tags = zoo.param.infer_tags_from(lambda w: jax.eval_shape(lambda k: init(k, w, args.depth), jax.random.key(0)),
+                                     base_width=args.base_width, width=args.width)  # shapes only: nothing allocated
     free = zoo.param.multiplier_free(zoo.param.get(args.param), tags)
     params = zoo.param.rescale_init(params, tags, free)
     tx = build(OptimConfig(name="adam", lr=args.lr), free, tags)

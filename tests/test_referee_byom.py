@@ -130,3 +130,32 @@ def test_bad_coord_checks_are_one_line(change, error, needle):
     with pytest.raises(error) as err:
         coord_check(**kwargs)
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("plugin", [P.get("mup", readout_mult=2.0), P.get("depth_mup"), P.get("ntk_mup", s=0.5),
+                                    P.get("mean_field")])
+def test_at_the_base_width_the_examples_run_and_every_plugin_is_sp(plugin, capsys):
+    """The base width is where the LR is tuned, but infer_tags cannot see which axes grow there: the examples raised
+    ValueError at --width = --base-width. infer_tags_from reads the kinds against twice the width with multiplier 1:
+    the Haiku MLP's kinds are right, every width factor (init, LR, gradient pre-scale) is 1 (readout_mult still acts
+    on the readout), the tags elsewhere equal infer_tags', and the example trains (2 steps) at width 48 = base."""
+    from test_coord_any import example
+
+    m = example("haiku_mlp")
+
+    def shapes(w):
+        return jax.eval_shape(lambda k: m.init(k, w, 1), jax.random.key(0))
+
+    tags = P.infer_tags_from(shapes, base_width=48, width=48)
+    got = {f"{k}/{n}": (t.kind, t.fan_in, t.width_mult) for k, v in tags.items() for n, t in v.items()}
+    assert got == {"embed/w": ("input", 3072, 1.0), "embed/b": ("vector", 1, 1.0), "hidden_0/w": ("hidden", 48, 1.0),
+                   "hidden_0/b": ("vector", 1, 1.0), "readout/w": ("output", 48, 1.0), "readout/b": ("scalar", 1, 1.0)}
+    free = P.multiplier_free(plugin, tags)
+    for t in jax.tree.leaves(tags):
+        c = 2.0 if (t.kind == "output" and plugin.readout_mult == 2.0) else 1.0
+        assert [float(f) for f in (free.init_factor(t), free.lr_mult(t), free.grad_scale(t))] == [c, c, c], t
+    assert P.infer_tags_from(shapes, base_width=48, width=80) == P.infer_tags(shapes(48), shapes(80), base_width=48,
+                                                                              width=80)
+    loss = m.main(["--width", "48", "--base-width", "48", "--depth", "1", "--batch-size", "8", "--steps", "2",
+                   "--param", "depth_mup"])
+    assert np.isfinite(loss) and "step 2: train loss" in capsys.readouterr().out

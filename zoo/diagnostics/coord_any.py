@@ -16,7 +16,6 @@ CLI's. Unless `lr` is given, the learning rate is the CLI's choice (zoo.diagnost
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,7 +29,7 @@ from zoo import optim
 from zoo.diagnostics import coord, coord_lr, verdict
 from zoo.param.base import Parametrization
 from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
-from zoo.param.infer import infer_tags
+from zoo.param.infer import infer_tags_from
 from zoo.param.tags import Tag
 
 Init = Callable[[jax.Array, int, int], Any]
@@ -144,16 +143,12 @@ def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, 
 
 
 def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int, **infer: Any) -> Any:
-    """Tags of the model at (width, depth) against base_width; at the base width itself the kinds come from a
-    model twice as wide, with multiplier 1."""
+    """Tags of the model at (width, depth) against base_width (zoo.param.infer_tags_from: at the base width itself
+    the kinds come from a model twice as wide, with multiplier 1)."""
     def shapes(w):
         return jax.eval_shape(lambda k: init(k, w, depth), jax.random.key(0))
 
-    sizes = dict(depth=depth, base_depth=base_depth)
-    if width != base_width:
-        return infer_tags(shapes(base_width), shapes(width), base_width=base_width, width=width, **sizes, **infer)
-    tags = infer_tags(shapes(2 * width), shapes(width), base_width=2 * width, width=width, **sizes, **infer)
-    return jax.tree.map(lambda t: dataclasses.replace(t, width_mult=1.0), tags, is_leaf=lambda x: isinstance(x, Tag))
+    return infer_tags_from(shapes, base_width=base_width, width=width, depth=depth, base_depth=base_depth, **infer)
 
 
 def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: Mapping[str, jax.Array], width: int,

@@ -22,7 +22,7 @@ from zoo.param.completep import CompleteP
 from zoo.param.critical import Critical
 from zoo.param.depth_mup import DepthMuP
 from zoo.param.gauge import MultiplierFree, multiplier_free, rescale_init
-from zoo.param.infer import infer_tags
+from zoo.param.infer import infer_tags, infer_tags_from
 from zoo.param.mean_field import MeanField
 from zoo.param.mup import MuP
 from zoo.param.ntk import NTK
@@ -96,5 +96,5 @@ def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
 for _cls in (SP, NTK, MuP, MeanField, DepthMuP, CompleteP, NTKMuP, ABCD, Critical):
     register(_cls)
 
-__all__ = ["KINDS", "MultiplierFree", "Parametrization", "Tag", "get", "infer_tags", "multiplier_free", "names",
-           "options", "register", "rescale_init"]
+__all__ = ["KINDS", "MultiplierFree", "Parametrization", "Tag", "get", "infer_tags", "infer_tags_from",
+           "multiplier_free", "names", "options", "register", "rescale_init"]

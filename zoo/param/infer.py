@@ -45,9 +45,10 @@ Leaves that are not arrays (an Equinox module's functions) are not parameters: t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -74,7 +75,8 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     `params`; branch, depth and role from `rules`. Arrays may be abstract (jax.eval_shape)."""
     _check_sizes(base_width=base_width, width=width, depth=depth, base_depth=base_depth)
     if width == base_width:
-        raise ValueError(f"infer_tags needs two different widths to see which axes grow; both are {width}")
+        raise ValueError(f"infer_tags needs two different widths to see which axes grow; both are {width} (at the "
+                         "base width use zoo.param.infer_tags_from(lambda w: the parameters' shapes at width w, ...))")
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     compiled = _compile(rules or {})
@@ -100,6 +102,18 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     return jax.tree_util.tree_unflatten(treedef, tags)
+
+
+def infer_tags_from(shapes_at: Callable[[int], Any], *, base_width: int, width: int, **kwargs: Any) -> Any:
+    """infer_tags(shapes_at(base_width), shapes_at(width), ...) from a function width -> the model's parameters
+    (abstract: jax.eval_shape), which also serves the base width itself, where the plugin is SP and its LR is tuned:
+    there no axis changes, so the kinds and fans come from the model at 2 * width read against width, and every width
+    multiplier is m = 1. Keyword arguments as infer_tags."""
+    if width != base_width:
+        return infer_tags(shapes_at(base_width), shapes_at(width), base_width=base_width, width=width, **kwargs)
+    _check_sizes(width=width)
+    tags = infer_tags(shapes_at(2 * width), shapes_at(width), base_width=2 * width, width=width, **kwargs)
+    return jax.tree.map(lambda t: dataclasses.replace(t, width_mult=1.0), tags, is_leaf=lambda x: isinstance(x, Tag))
 
 
 def _check_sizes(**sizes: Any) -> None:
