@@ -99,3 +99,28 @@ def test_report_only_names_members_missing_and_lines_it_could_not_read(tmp_path,
     sweep.main(["--out", str(out), "--report-only"])
     assert "warning" not in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["missing_members"] == []
+
+
+@pytest.mark.parametrize("activation, branch_mult, why", [
+    ("relu", -1.0, "which is homogeneous for positive factors only: a multiplier <= 0 cannot move into W"),
+    ("abs", -1.0, "which is homogeneous for positive factors only"), ("gelu", 2.0, "which is not homogeneous"),
+    ("relu", 2.0, None), ("identity", -1.0, None)])
+def test_a_negative_branch_multiplier_is_refused_for_its_sign(activation, branch_mult, why):
+    """depth_mup --param-opt branch_mult=-1 on a relu MLP-ResNet: the export refused it saying relu 'is not
+    positively homogeneous', which it is; the sign is what cannot fold (relu(-u) != -relu(u)). Identity folds any
+    multiplier (the export's logits then equal the run's: tests/test_export.py's check)."""
+    from flax import nnx
+
+    import zoo.models
+    import zoo.param
+    from zoo.export.fold import folded_params
+
+    cfg = zoo.models.config("mlp_resnet", width=16, depth=2, base_width=16, base_depth=1, in_shape=(8,),
+                            num_classes=3, activation=activation)
+    model = zoo.models.create("mlp_resnet", cfg, zoo.param.get("depth_mup", branch_mult=branch_mult), nnx.Rngs(0))
+    if why is None:
+        assert "stack/blocks/w1/kernel" in folded_params(model)
+        return
+    with pytest.raises(ValueError, match=f"branch multiplier \\({branch_mult * 2**-0.5:.4g}\\) acts after "
+                                         f"{activation}\\(W x \\+ b\\), {why}"):
+        folded_params(model)

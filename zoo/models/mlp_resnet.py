@@ -57,9 +57,11 @@ class Block(nnx.Module):
         beta = np.asarray(self.branch[...])
         kind = HOMOGENEOUS.get(self.phi_name)
         if not self.pre_nonlin and np.any(beta != 1.0) and (kind is None or (kind == "positive" and np.any(beta <= 0))):
+            why = ("which is not homogeneous: it cannot move into W (relu, abs and identity can, as can pre_nonlin "
+                   "blocks)") if kind is None else ("which is homogeneous for positive factors only: a multiplier "
+                                                    "<= 0 cannot move into W (identity and pre_nonlin blocks take any)")
             raise ValueError(f"the MLP-ResNet branch multiplier ({float(beta.ravel()[0]):.4g}) acts after "
-                             f"{self.phi_name}(W x + b), which is not {'positively ' if kind else ''}homogeneous: it "
-                             "cannot move into W (relu, abs and identity can, as can pre_nonlin blocks)")
+                             f"{self.phi_name}(W x + b), {why}")
         return branch_folds(self.skip, self.branch, "w1" if self.w2 is None else "w2")
 
     def __call__(self, x, key=None):
