@@ -47,6 +47,7 @@ def read_settings(out: Path) -> dict[str, Any]:
 def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "sweep") -> RunLock:
     """Take DIR (created if needed) for this process and repair a torn last line of its results; the lock is
     held until released (a `with` block)."""
+    check_not_run(out)
     lock = claim(out, report, what=what, flag="--out")
     try:
         repair(out, report)
@@ -54,6 +55,14 @@ def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "swee
         lock.release()
         raise
     return lock
+
+
+def check_not_run(out: Path) -> None:
+    """DIR holds no run of train.py or export (config.json) unless it is a sweep already: the report writes
+    DIR/summary.json and DIR/sweep.png, and a run's own summary.json (its best and final eval) was replaced."""
+    if (out / "config.json").is_file() and not (out / SETTINGS).exists():
+        raise ValueError(f"--out {out} holds a run (config.json), whose summary.json a sweep's report would replace; "
+                         "give the sweep a folder of its own")
 
 
 def repair(out: Path, report: Callable[[str], None] = print) -> None:
