@@ -140,3 +140,17 @@ def test_a_sweep_into_a_run_dir_is_refused_and_the_run_kept(tmp_path, capsys):
     assert f"--out {run} holds a run (config.json), whose summary.json a sweep's report would replace" in line, line
     assert sorted(p.name for p in run.iterdir()) == ["config.json", "summary.json"]
     assert (run / "summary.json").read_text() == '{"best_eval": {"loss": 1.5}}'
+
+
+@pytest.mark.parametrize("inside", ["exp", "checkpoints/9"])
+def test_an_export_inside_its_run_dir_is_refused(tmp_path, capsys, inside):
+    """zoo.export RUN --out RUN/exp wrote into the run dir (readers never write there), and --out RUN/checkpoints/9
+    became the run's newest 'checkpoint' (a folder of config.json and model.safetensors). Now one line, before the
+    run is read, and nothing written."""
+    from zoo.cli.export import main
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    line = one_line_error(main, [str(run), "--out", str(run / inside)], capsys)
+    assert f"--out {run / inside} is inside the run dir {run}, which an export only reads" in line, line
+    assert [p.name for p in run.rglob("*")] == ["checkpoints"]

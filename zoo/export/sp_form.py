@@ -47,6 +47,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
     check_can_write_in(out.parent, f"--out {out}")  # before the work (it failed after it, naming a temporary folder)
+    check_outside(run_dir, out)
     loaded = load_run(run_dir, step, report=echo)
     cfg, run, state, step = loaded.cfg, loaded.setup, loaded.state, loaded.step
     model = cfg.model.name
@@ -95,6 +96,14 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
          f"(relative, f32); finetune with: python train.py --config {out / 'config.json'} --init-from {out}")
     return sp_cfg.to_json()
+
+
+def check_outside(run_dir: Path, out: Path) -> None:
+    """--out is not inside the run: readers never write to a run dir, and an export at RUN/checkpoints/N read as the
+    run's newest checkpoint."""
+    if out.resolve().is_relative_to(run_dir.resolve()):
+        raise ValueError(f"--out {out} is inside the run dir {run_dir}, which an export only reads; choose a folder "
+                         "outside it")
 
 
 def sp_form(cfg: RunConfig, model_cfg: Any) -> RunConfig:
