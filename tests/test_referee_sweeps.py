@@ -154,3 +154,17 @@ def test_an_export_inside_its_run_dir_is_refused(tmp_path, capsys, inside):
     line = one_line_error(main, [str(run), "--out", str(run / inside)], capsys)
     assert f"--out {run / inside} is inside the run dir {run}, which an export only reads" in line, line
     assert [p.name for p in run.rglob("*")] == ["checkpoints"]
+
+
+def test_a_score_lost_to_divergence_says_so():
+    """Two widths that diverged at every LR: the caption read 'transfer score: n/a (fewer than two sizes trained)',
+    when both had trained; now it names the sizes that diverged (one size alone keeps its own reason)."""
+    from zoo.sweeps import report
+
+    gone = [{**GOOD, "width": w, "lr": lr, "log2_lr": x, "diverged": True}
+            for w in (16, 32) for lr, x in ((0.5, -1.0), (1.0, 0.0))]
+    assert report.table(report.summarize(gone)).caption == "transfer score: n/a (2 of 2 sizes diverged at every LR)"
+    one = report.summarize(gone[:2])
+    assert report.table(one).caption == "transfer score: n/a (one size trained)"
+    kept = report.summarize([*gone, {**GOOD, "width": 64}, {**GOOD, "width": 64, "lr": 0.5, "log2_lr": -1.0}])
+    assert report.table(kept).caption == "transfer score: n/a (2 of 3 sizes diverged at every LR)"

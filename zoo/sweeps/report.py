@@ -164,10 +164,19 @@ def table(summary: Summary, title: str = "") -> Any:
         edge = " (grid edge)" if c.at_edge else ""
         t.add_row(size, f"{c.best_log2_lr:g}{edge}", f"{c.best_loss:.4f}", f"{c.eval_accuracy[c.best]:.3f}",
                   f"{int(c.diverged.sum())}/{len(c.diverged)}")
-    score = summary.transfer_score
-    t.caption = ("transfer score: " + ("n/a (fewer than two sizes trained)" if score is None else
-                                       f"{score:g} grid steps (grid step {summary.grid_step:g} in log2 LR)"))
+    t.caption = "transfer score: " + score_text(summary)
     return t
+
+
+def score_text(summary: Summary) -> str:
+    """The transfer score in grid steps, or why there is none: one size, or sizes that diverged at every LR."""
+    score = summary.transfer_score
+    if score is not None:
+        return f"{score:g} grid steps (grid step {summary.grid_step:g} in log2 LR)"
+    if len(summary.curves) < 2:
+        return "n/a (one size trained)"
+    lost = sum(c.best is None for c in summary.curves)
+    return f"n/a ({lost} of {len(summary.curves)} sizes diverged at every LR)"
 
 
 def plot(summary: Summary, path: Path, title: str = "") -> Path:
