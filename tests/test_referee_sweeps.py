@@ -168,3 +168,14 @@ def test_a_score_lost_to_divergence_says_so():
     assert report.table(one).caption == "transfer score: n/a (one size trained)"
     kept = report.summarize([*gone, {**GOOD, "width": 64}, {**GOOD, "width": 64, "lr": 0.5, "log2_lr": -1.0}])
     assert report.table(kept).caption == "transfer score: n/a (2 of 3 sizes diverged at every LR)"
+
+
+def test_an_empty_compare_is_refused_not_taken_for_none(tmp_path, capsys):
+    """--compare '' (an unset shell variable) skipped the comparison silently, as --compare none does; now it is an
+    unknown parametrization, before anything trains."""
+    from zoo.cli import transfer
+
+    line = one_line_error(transfer.main, [*TINY, "--width", "32", "--proxy-width", "16", "--depth", "2",
+                                          "--compare", "", "--out", str(tmp_path / "t")], capsys)
+    assert "unknown parametrization ''" in line, line
+    assert not (tmp_path / "t").exists()

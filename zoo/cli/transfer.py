@@ -47,7 +47,7 @@ def build_spec(args: argparse.Namespace):
     check_lr_flags(args)
     run = run_config(args)
     compare = None if args.compare == "none" else args.compare
-    if compare:
+    if compare is not None:  # an empty name (an unset shell variable) is unknown, not 'none'
         zoo.param.get(compare)
     default = zoo.models.config(run.model.name, **run.model.options)
     target = (args.width or default.width, args.depth or default.depth)
