@@ -57,7 +57,7 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
         name, lo, hi = spec.find
         value = jacobian.find_critical(spec.model, cfg, name, lo, hi, fixed=fixed, **estimate)
         record["critical"] = {name: value}
-        plugin = zoo.param.get("critical", **{**fixed, name: value})
+        plugin = dataclasses.replace(jacobian.held_fixed(spec.model, cfg, plugin, {name: value}), **{name: value})
     record["report"] = run_report(spec.model, cfg, plugin, **estimate)
     out.mkdir(parents=True, exist_ok=True)
     if spec.profile:

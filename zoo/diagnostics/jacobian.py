@@ -108,13 +108,12 @@ def chi_hat(model_name: str, cfg: Any, plugin: Parametrization, **estimate: Any)
 def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch: int = 8, probes: int = 2,
              key: int = 0, base: Critical | None = None) -> tuple[np.ndarray, np.ndarray]:
     """chi_hat of `critical`-plugin models at each grid point: values maps sigma_w / sigma_b / mu to arrays of one
-    shape (missing ones keep base's, else the model's critical defaults). Returns mean and stderr, that shape."""
+    shape (missing ones keep base's, else are held at the model's critical point: `held_fixed`). Returns mean and
+    stderr, that shape."""
     unknown = sorted(set(values) - set(AXES))
     if unknown:
         raise ValueError(f"grid over {', '.join(unknown)}: only sigma_w, sigma_b and mu can vary")
-    base = base or Critical()
-    gridded = {k: float(np.ravel(values[k])[0]) for k in values if getattr(base, k) is None}  # not for theory
-    base = dataclasses.replace(base, **gridded).for_model(model_name, cfg)
+    base = held_fixed(model_name, cfg, base or Critical(), {k: float(np.ravel(v)[0]) for k, v in values.items()})
     arrays = {k: np.asarray(values.get(k, getattr(base, k)), np.float32) for k in AXES}
     shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
     flat = {k: jnp.asarray(np.broadcast_to(a, shape).ravel()) for k, a in arrays.items()}
@@ -123,6 +122,19 @@ def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch
     mean, err = _mean_err(out)
     return mean.reshape(shape), err.reshape(shape)
 
+
+
+def held_fixed(model_name: str, cfg: Any, base: Critical, varied: dict[str, float]) -> Critical:
+    """base bound to the model with the options it leaves unset held at one value across a grid or bisection over
+    `varied` (name -> one of its values). The plugin's default sigma_w is the critical one at the point's sigma_b and
+    mu (chi* = 1 on the critical line, eq. 13), so left to follow a varied sigma_b or mu it would put every point on
+    that line: chi_hat = 1 everywhere, and a bisection would find noise. So when sigma_w is unset and not varied, all
+    three unset options take the model's critical point at base's own options, and the varied ones override them;
+    otherwise the varied options are set first (the others need no critical point: sigma_b 0, mu the model's)."""
+    if base.sigma_w is None and "sigma_w" not in varied:
+        return base.for_model(model_name, cfg)
+    return dataclasses.replace(base, **{k: v for k, v in varied.items() if getattr(base, k) is None}
+                               ).for_model(model_name, cfg)
 
 
 _PROGRAMS: dict[tuple, Callable[[Values, jax.Array], jax.Array]] = {}
@@ -139,10 +151,11 @@ def _critical_program(model_name: str, cfg: Any, l0: int, batch: int, probes: in
 def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float = 0.05, hi: float = 4.0,
                   tol: float = 0.005, fixed: Values | None = None, **estimate: Any) -> float:
     """The value of `param` (sigma_w, sigma_b or mu) where chi_hat = 1, by bisection on log chi_hat with the other
-    options at `fixed` (else the model's critical defaults). chi_hat must be monotonic in `param` on [lo, hi]."""
+    options at `fixed`, else held at the model's critical point (`held_fixed`). chi_hat must be monotonic in
+    `param` on [lo, hi]."""
     if not lo < hi:
         raise ValueError(f"the range of {param} to search needs lo < hi, got {lo}:{hi}")
-    base = Critical(**(fixed or {}))
+    base = held_fixed(model_name, cfg, Critical(**(fixed or {})), {param: lo})
     sign_lo, sign_hi = (np.sign(np.log(chi_grid(model_name, cfg, {param: [v]}, base=base, **estimate)[0][0]))
                         for v in (lo, hi))
     if sign_lo == sign_hi:

@@ -1,0 +1,40 @@
+"""A referee's checks of the criticality and diversity diagnostics at settings the other tests do not use, each a
+regression test for a bug found there (seed_partial_jacobians.md; seed_depth_mup.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import zoo.models as M
+import zoo.param as P
+from zoo.diagnostics import jacobian
+from zoo.param import mean_field_theory as theory
+
+
+def mlp(**opts):
+    """The paper's MLP: the MLP-ResNet without mean subtraction, on a small input."""
+    return M.config("mlp_resnet", **{"mean_subtract": False, "in_shape": (16,), **opts})
+
+
+def test_a_grid_over_sigma_b_holds_the_default_sigma_w_fixed():
+    """An erf MLP (mu = 0) with sigma_w left unset: a grid over sigma_b holds sigma_w at the model's critical point
+    sqrt(pi / 4), so chi_hat is the recursion's chi^12 at sigma_b = 0.1 and 1 (0.866 and 0.387; measured 0.820 and
+    0.357 at width 128, 8 seeds: within 0.08). It took sigma_w on the critical line at the grid's first sigma_b
+    (1.056 at 0.1), so the diagram sat at another sigma_w than the plugin's (measured 0.947 and 0.470)."""
+    cfg = mlp(width=128, depth=12, activation="erf", bias=True)
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_b": [0.1, 1.0]}, base=P.get("critical", mu=0.0),
+                                 seeds=8, batch=4, probes=1)
+    block = theory.Block.of(cfg)
+    expect = [theory.recursion(block, (np.pi / 4) ** 0.5, sb, 0.0, 12)[0][-1] for sb in (0.1, 1.0)]
+    assert expect[1] < 0.7 and np.all(np.abs(chi - expect) < 0.08), (chi, err, expect)
+
+
+def test_find_sigma_b_at_the_default_sigma_w_finds_the_pre_ln_ratio():
+    """Pre-LN without a residual (erf, pre_nonlin, mu = 0): the plugin's default point is sigma_w = 1 on the line
+    sigma_b / sigma_w = 0.324; `find_critical` of sigma_b with sigma_w unset holds sigma_w = 1 and finds 0.324
+    (0.313 at width 96, depth 6: within 0.04). It re-derived sigma_w = sigma_b / 0.324 at every trial value, so
+    chi_hat was 1 everywhere and the bisection returned noise (here 'the same sign at both ends')."""
+    cfg = mlp(width=96, depth=6, activation="erf", pre_ln=True, pre_nonlin=True, bias=True)
+    found = jacobian.find_critical("mlp_resnet", cfg, "sigma_b", 0.05, 1.0, tol=0.01, fixed={"mu": 0.0}, seeds=6,
+                                   batch=4, probes=2)
+    assert abs(found - 0.324) <= 0.04, found
