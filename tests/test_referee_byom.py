@@ -159,3 +159,34 @@ def test_at_the_base_width_the_examples_run_and_every_plugin_is_sp(plugin, capsy
     loss = m.main(["--width", "48", "--base-width", "48", "--depth", "1", "--batch-size", "8", "--steps", "2",
                    "--param", "depth_mup"])
     assert np.isfinite(loss) and "step 2: train loss" in capsys.readouterr().out
+
+
+def embed_init(key: jax.Array, width: int, depth: int, std: float | None = None) -> dict:
+    """tiny_init with an embedding table [50, width] of std `std` (None: Flax Linen nn.Embed's 1/sqrt(width))."""
+    k1, k2 = jax.random.split(key)
+    std = width**-0.5 if std is None else std
+    return {**tiny_init(k2, width, depth), "table": std * jax.random.normal(k1, (50, width))}
+
+
+def embed_apply(params: dict, x: jax.Array, width: int, depth: int):
+    e = params["table"][x[:, 0]] + x[:, 1:].astype(jnp.float32) @ params["w_in"]
+    return jax.nn.relu(e) @ params["w_out"], {"embed": e}
+
+
+def test_coord_check_refuses_an_init_that_is_not_sp():
+    """The multiplier-free form rescales the model's own init, assumed SP's. Linen's nn.Embed draws std
+    1/sqrt(features): an input-kind table whose RMS falls like n^-1/2 (measured -0.49 between widths 32 and 256, seed 0),
+    so under muP the embedding is not Theta(1). coord_check ran and failed with slopes that blamed the plugin; it now
+    names the leaf. A width-independent std (Haiku's hk.Embed, std 1) passes the check and runs."""
+    from zoo.diagnostics.coord_any import coord_check
+
+    kx, ky = jax.random.split(jax.random.key(3))
+    batch = {"x": jnp.concatenate([jax.random.randint(kx, (8, 1), 0, 50), jax.random.randint(ky, (8, 6), -2, 3)],
+                                  axis=1), "y": jax.random.randint(ky, (8,), 0, 3)}
+    kwargs = dict(apply=embed_apply, plugin=P.get("mup"), batch=batch, widths=[32, 256], seeds=1, lr=1e-3)
+    with pytest.raises(ValueError) as err:
+        coord_check(embed_init, **kwargs)
+    msg = str(err.value)
+    assert "'table' (input)" in msg and "like n^-0.49" in msg and "\n" not in msg, msg
+    result = coord_check(lambda k, w, d: embed_init(k, w, d, std=1.0), **kwargs)
+    assert set(result["slopes"]) == {"embed", "output"}

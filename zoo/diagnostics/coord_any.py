@@ -17,6 +17,7 @@ CLI's. Unless `lr` is given, the learning rate is the CLI's choice (zoo.diagnost
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,8 +30,9 @@ from zoo import optim
 from zoo.diagnostics import coord, coord_lr, verdict
 from zoo.param.base import Parametrization
 from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
-from zoo.param.infer import infer_tags_from
+from zoo.param.infer import infer_tags_from, is_array
 from zoo.param.tags import Tag
+from zoo.tree import key_path
 
 Init = Callable[[jax.Array, int, int], Any]
 Apply = Callable[[Any, jax.Array, int, int], tuple[jax.Array, dict]]
@@ -71,14 +73,17 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     check_apply(init, apply, batch, *((sizes[0], depth) if axis == "width" else (width, sizes[0])))
     infer = dict(rules=rules, layout=layout)
     keys = [seed + i for i in range(seeds)]
-    measures, kinds = {}, set()
+    measures, kinds, first_tags = {}, set(), None
     for size in sizes:
         w, d = (size, depth) if axis == "width" else (width, size)
         tags = tags_at(init, w, d, base_width, base_depth, **infer)
+        first_tags = first_tags or tags
         kinds |= {t.kind for t in tag_leaves(tags) if t.kind != "output" and not t.role.startswith("readout")}
         free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
         measures[size] = functools.partial(changes, init, apply, free, tags, batch, w, d, keys, steps, optimizer,
                                            loss=loss)
+    if axis == "width":
+        check_sp_init(init, first_tags, (sizes[0], sizes[-1]), depth, seed)
     smallest = min(sizes)
     if lr is None:
         chosen, first, change = coord_lr.choose_lr(measures[smallest], linear_limit)
@@ -140,6 +145,39 @@ def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, 
         raise TypeError(f"apply must return (output, intermediates), intermediates a dict of arrays; got {got}"
                         + (f" with {type(out[1]).__name__} intermediates" if isinstance(out, tuple) and
                            len(out) == 2 else ""))
+
+
+SP_INIT_SLOPE = {"hidden": -0.5, "output": -0.5, "input": 0.0, "vector": 0.0, "scalar": 0.0}
+INIT_TOL, INIT_MIN_ENTRIES = 0.2, 64
+
+
+def check_sp_init(init: Init, tags: Any, widths: tuple[int, int], depth: int, seed: int) -> None:
+    """The multiplier-free form rescales the model's own init, which must be SP's: each leaf's RMS scales like
+    n^-1/2 for hidden and output kinds (fan-in std) and n^0 for the rest (an embedding's std does not depend on the
+    width it writes). Measured from the init at the two widths (key `seed`), on leaves of at least INIT_MIN_ENTRIES
+    entries not all zero at both; a slope off by more than INIT_TOL is a ValueError naming the leaf (Flax Linen's
+    nn.Embed draws std 1/sqrt(features), slope -1/2; a GPT-2 style constant std 0.02 on hidden matrices, slope 0)."""
+    def rms(w):
+        params = init(jax.random.key(seed), w, depth)
+        return jax.tree.map(lambda x: jnp.sqrt(jnp.mean(jnp.square(jnp.asarray(x, jnp.float32))))
+                            if is_array(x) else None, params)
+
+    def by_path(tree, leaf=None):
+        flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=leaf)[0]
+        return {key_path(p): x for p, x in flat}
+
+    small, large = (by_path(jax.jit(functools.partial(rms, w))()) for w in widths)
+    shapes = by_path(jax.eval_shape(lambda k: init(k, widths[0], depth), jax.random.key(seed)))
+    for path, tag in by_path(tags, lambda x: isinstance(x, Tag)).items():
+        a, b = float(small[path]), float(large[path])
+        if math.prod(shapes[path].shape) < INIT_MIN_ENTRIES or min(a, b) <= 0:
+            continue
+        slope, want = math.log(b / a) / math.log(widths[1] / widths[0]), SP_INIT_SLOPE[tag.kind]
+        if abs(slope - want) > INIT_TOL:
+            raise ValueError(f"the model's own init of {path!r} ({tag.kind}) has RMS {a:.3g} at width {widths[0]} "
+                             f"and {b:.3g} at {widths[1]}, like n^{slope:+.2f}; the multiplier-free form rescales an "
+                             f"SP init, n^{want:+.1f} for this kind: give it SP's init (hidden and output matrices "
+                             "std 1/sqrt(fan_in), the rest a std independent of width)")
 
 
 def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int, **infer: Any) -> Any:
