@@ -175,9 +175,9 @@ def embed_apply(params: dict, x: jax.Array, width: int, depth: int):
 
 def test_coord_check_refuses_an_init_that_is_not_sp():
     """The multiplier-free form rescales the model's own init, assumed SP's. Linen's nn.Embed draws std
-    1/sqrt(features): an input-kind table whose RMS falls like n^-1/2 (measured -0.49 between widths 32 and 256, seed 0),
-    so under muP the embedding is not Theta(1). coord_check ran and failed with slopes that blamed the plugin; it now
-    names the leaf. A width-independent std (Haiku's hk.Embed, std 1) passes the check and runs."""
+    1/sqrt(features): an input-kind table whose RMS falls like n^-1/2 (measured -0.49 between widths 32 and 256,
+    seed 0), so under muP the embedding is not Theta(1). coord_check ran and failed with slopes that blamed the
+    plugin; it now names the leaf. A width-independent std (Haiku's hk.Embed, std 1) passes the check and runs."""
     from zoo.diagnostics.coord_any import coord_check
 
     kx, ky = jax.random.split(jax.random.key(3))
@@ -190,3 +190,15 @@ def test_coord_check_refuses_an_init_that_is_not_sp():
     assert "'table' (input)" in msg and "like n^-0.49" in msg and "\n" not in msg, msg
     result = coord_check(lambda k, w, d: embed_init(k, w, d, std=1.0), **kwargs)
     assert set(result["slopes"]) == {"embed", "output"}
+
+
+def test_critical_biases_with_no_multiplier_free_form_are_refused():
+    """critical with mu = 1 passed multiplier_free, but its sigma_b (std of residual-branch biases, N(0, sigma_b^2))
+    was dropped: the free form's factor on such a bias was 1, so the model's zero biases stayed zero (std 0, not
+    0.4). Now one line; sigma_b = 0 still has a free form, whose hidden factor is sigma_w."""
+    with pytest.raises(ValueError) as err:
+        P.multiplier_free(P.get("critical", sigma_w=1.4, sigma_b=0.4, mu=1.0))
+    assert "residual-branch biases with std 0.4" in str(err.value) and "\n" not in str(err.value)
+    free = P.multiplier_free(P.get("critical", sigma_w=1.4, sigma_b=0.0, mu=1.0))
+    hidden = P.Tag("hidden", 64, 64, width_mult=2.0, branch=True, depth=4, base_depth=1)
+    assert float(free.init_factor(hidden)) == pytest.approx(1.4)

@@ -37,6 +37,8 @@ from zoo.param.sp import SP
 from zoo.param.tags import Tag
 
 BRANCH_OUTPUT, QUERY = "branch_output", "query"
+# a residual-branch bias whose SP std0 is 0: a plugin that gives it a std of its own (critical's sigma_b) draws it
+BIAS_PROBE = Tag("vector", 1, 1, branch=True, depth=2, base_depth=1, role="branch_bias")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +60,10 @@ class MultiplierFree(Parametrization):
         if mu != 1.0:
             raise ValueError(f"{self.plugin.name}: the skip multiplier mu ({mu}) scales the residual stream, which "
                              "is no parameter to fold it into: this plugin has no multiplier-free form")
+        bias = self.plugin.init_std(BIAS_PROBE, 0.0)
+        if not isinstance(bias, jax.Array) and float(bias) != 0.0:
+            raise ValueError(f"{self.plugin.name} draws residual-branch biases with std {float(bias):g}, which "
+                             "rescaling the model's own (zero) biases cannot give: set it to 0 (critical: sigma_b=0)")
 
     def folded(self, tag: Tag) -> Any:
         """c: the product of the forward multipliers the plugin puts on this parameter."""
