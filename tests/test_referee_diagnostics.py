@@ -4,6 +4,7 @@ regression test for a bug found there (seed_partial_jacobians.md; seed_depth_mup
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import zoo.models as M
 import zoo.param as P
@@ -38,3 +39,29 @@ def test_find_sigma_b_at_the_default_sigma_w_finds_the_pre_ln_ratio():
     found = jacobian.find_critical("mlp_resnet", cfg, "sigma_b", 0.05, 1.0, tol=0.01, fixed={"mu": 0.0}, seeds=6,
                                    batch=4, probes=2)
     assert abs(found - 0.324) <= 0.04, found
+
+
+@pytest.mark.parametrize("grid, why", [((("sigma_w", [1.0, 2.0]), ("sigma_w", [1.0, 2.0])), "must differ"),
+                                       ((("sigma_w", [0.0, 1.0]), ("mu", [0.0, 0.5])), "must be > 0")])
+def test_a_refused_experiment_writes_nothing(tmp_path, grid, why):
+    """`python -m zoo.criticality --profile` with a grid refused (the same axis twice, or sigma_w = 0 on it): one
+    ValueError and `out` left absent. The APJN profile's figure used to be written into `out` before the grid
+    failed (and the same axis twice was found only after the report and profile were measured)."""
+    from zoo.diagnostics.criticality import CriticalitySpec, criticality
+
+    spec = CriticalitySpec(width=16, depth=3, seeds=1, batch=2, probes=1, profile=True, grid=grid)
+    with pytest.raises(ValueError, match=why):
+        criticality(spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_out_inside_a_file_is_refused_first(tmp_path, monkeypatch):
+    """--out naming a file (or a path below one) is one line before anything is measured; it used to measure the
+    report and then fail on mkdir with 'File exists'."""
+    from zoo.diagnostics import criticality as experiment
+
+    monkeypatch.setattr(experiment, "run_report", lambda *a, **k: pytest.fail("measured before refusing --out"))
+    (tmp_path / "f").write_text("")
+    for out in (tmp_path / "f", tmp_path / "f" / "sub"):
+        with pytest.raises(ValueError, match=f"--out {out}: {tmp_path / 'f'} is a file, not a directory"):
+            experiment.criticality(experiment.CriticalitySpec(width=16, depth=3), out)

@@ -7,15 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 import zoo.models
 import zoo.param
 from zoo.diagnostics import jacobian, phase, profile
 from zoo.diagnostics.report import run_report
+from zoo.files import write_atomic
 from zoo.param import mean_field_theory as theory
 
 
@@ -38,18 +38,10 @@ class CriticalitySpec:
 
 def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
     """Every measurement the spec asks for, as one record; the figures (apjn_profile.png, phase_diagram.png) and
-    criticality.json written into `out`."""
+    criticality.json written into `out` once every measurement is done (a failure leaves `out` as it was)."""
     cfg = zoo.models.config(spec.model, width=spec.width, depth=spec.depth, **spec.model_opt)
-    if spec.width < 1 or spec.depth < 2:
-        raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
+    _check(spec, cfg, out)
     estimate = {"seeds": spec.seeds, "batch": spec.batch, "probes": spec.probes}
-    if min(estimate.values()) < 1:
-        raise ValueError("--seeds, --batch and --probes must be positive")
-    if len(spec.grid) not in (0, 2):
-        raise ValueError("--grid takes exactly two axes (x, then y)")
-    varied = [name for name, _ in spec.grid] + ([spec.find[0]] if spec.find else [])
-    if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
-        raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")
     fixed = {k: float(v) for k, v in spec.param_opt.items()}
     plugin = zoo.param.get("critical", **fixed)
     record: dict[str, Any] = {"model": spec.model, "config": dict(vars(cfg)), **estimate}
@@ -59,35 +51,57 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
         record["critical"] = {name: value}
         plugin = dataclasses.replace(jacobian.held_fixed(spec.model, cfg, plugin, {name: value}), **{name: value})
     record["report"] = run_report(spec.model, cfg, plugin, **estimate)
-    out.mkdir(parents=True, exist_ok=True)
+    figures = []
     if spec.profile:
-        record["profile"] = _profile(spec, cfg, plugin.for_model(spec.model, cfg), estimate, out)
+        record["profile"], figure = _profile(spec, cfg, plugin.for_model(spec.model, cfg), estimate)
+        figures.append((figure, "apjn_profile.png"))
     if spec.grid:
         (xn, xs), (yn, ys) = spec.grid
         rest = {k: v for k, v in fixed.items() if k not in (xn, yn)}
         chi, err = phase.phase_diagram(spec.model, cfg, (xn, xs), (yn, ys), rest, **estimate)
         line = phase.theory_line(cfg, (xn, xs), rest) if theory.describes(cfg) and yn == "sigma_w" else None
         title = f"{spec.model} L={spec.depth} n={spec.width} " + " ".join(f"{k}={v}" for k, v in spec.model_opt.items())
-        phase.plot(chi, (xn, xs), (yn, ys), out / "phase_diagram.png", title=title, line=line)
+        figures.append((lambda path: phase.plot(chi, (xn, xs), (yn, ys), path, title=title, line=line),
+                        "phase_diagram.png"))
         record["phase_diagram"] = {"x": [xn, xs], "y": [yn, ys], "chi": chi.tolist(), "stderr": err.tolist()}
-    (out / "criticality.json").write_text(json.dumps(_plain(record), indent=1))
+    out.mkdir(parents=True, exist_ok=True)
+    for draw, name in figures:
+        draw(out / name)
+    write_atomic(out / "criticality.json", json.dumps(_plain(record), indent=1))
     return record
 
 
-def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, int], out: Path) -> dict:
-    """J^{0,l} for l = 0..L, its fitted exponent, the figure; the infinite-width product of the chi^l for the
-    MLP-ResNet."""
+def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
+    """What can be refused before anything is measured: sizes, estimate counts, the grid's axes, sigma_b without
+    biases, and an `out` that is not a directory."""
+    if spec.width < 1 or spec.depth < 2:
+        raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
+    if min(spec.seeds, spec.batch, spec.probes) < 1:
+        raise ValueError("--seeds, --batch and --probes must be positive")
+    if len(spec.grid) not in (0, 2):
+        raise ValueError("--grid takes exactly two axes (x, then y)")
+    if spec.grid and spec.grid[0][0] == spec.grid[1][0]:
+        raise ValueError(f"the two --grid axes must differ, got {spec.grid[0][0]} twice")
+    varied = [name for name, _ in spec.grid] + ([spec.find[0]] if spec.find else [])
+    if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
+        raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")
+    above = next((p for p in (out, *out.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ValueError(f"--out {out}: {above} is a file, not a directory")
+
+
+def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, int]
+             ) -> tuple[dict, Callable[[Path], None]]:
+    """J^{0,l} for l = 0..L, its fitted exponent, and the infinite-width product of the chi^l for the MLP-ResNet;
+    with the function that draws the figure into a path."""
     mean, err = jacobian.apjn(spec.model, cfg, plugin, 0, **estimate)
     depth = cfg.depth
     slope, (lo, hi) = profile.exponent(mean, depth), profile.fit_range(depth)
-    infinite = None
-    if theory.describes(cfg):
-        block = theory.Block.of(cfg, float(plugin.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
-        chis, _ = theory.recursion(block, float(plugin.sigma_w), float(plugin.sigma_b), float(plugin.mu), depth)
-        infinite = np.cumprod(chis) if len(chis) == depth else None
-    profile.plot(mean, err, out / "apjn_profile.png", f"{spec.model} L={depth} n={spec.width}", infinite)
-    return {"apjn": mean.tolist(), "stderr": err.tolist(), "exponent": slope, "fit": [lo, hi],
-            "infinite_width": None if infinite is None else [1.0, *infinite.tolist()]}
+    infinite = profile.infinite_width(cfg, plugin) if theory.describes(cfg) else None
+    title = f"{spec.model} L={depth} n={spec.width}"
+    record = {"apjn": mean.tolist(), "stderr": err.tolist(), "exponent": slope, "fit": [lo, hi],
+              "infinite_width": None if infinite is None else [1.0, *infinite.tolist()]}
+    return record, lambda path: profile.plot(mean, err, path, title, infinite)
 
 
 def _plain(x: Any) -> Any:
