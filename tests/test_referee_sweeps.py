@@ -179,3 +179,23 @@ def test_an_empty_compare_is_refused_not_taken_for_none(tmp_path, capsys):
                                           "--compare", "", "--out", str(tmp_path / "t")], capsys)
     assert "unknown parametrization ''" in line, line
     assert not (tmp_path / "t").exists()
+
+
+def test_the_target_loss_is_read_at_the_transferred_lr_not_a_check_lr_beside_it():
+    """--check-target 1.9531e-3 beside a transferred 2^-9 = 1.953125e-3: two members (other float32s, other rounded
+    log2 LRs), but Arm.transferred took the first point within np.isclose's 1e-5 (relative to |log2 LR|) of it, the
+    check LR's, so the table's 'target loss at it' was the check member's (here 1.0 instead of 2.0)."""
+    import math
+
+    from zoo.sweeps import report
+    from zoo.sweeps.grid import lr_key
+    from zoo.sweeps.transfer import Arm
+
+    def rec(width, lr, loss):
+        return {**GOOD, "width": width, "lr": lr, "log2_lr": lr_key(lr), "train_loss": loss}
+
+    proxy = report.summarize([rec(16, 2.0**-9, 1.5), rec(16, 2.0**-8, 1.7)])
+    target = report.summarize([rec(32, 1.9531e-3, 1.0), rec(32, 2.0**-9, 2.0)])
+    assert math.isclose(target.curves[0].log2_lr[0], -9.0, rel_tol=1e-5)  # np.isclose's match, not the same member
+    arm = Arm("mup", {}, proxy, [-9.0], proxy.curves[0].best_log2_lr, target, [2.0], checked=True)
+    assert arm.transferred == 1 and arm.target_loss == 2.0
