@@ -202,3 +202,36 @@ def test_critical_biases_with_no_multiplier_free_form_are_refused():
     free = P.multiplier_free(P.get("critical", sigma_w=1.4, sigma_b=0.0, mu=1.0))
     hidden = P.Tag("hidden", 64, 64, width_mult=2.0, branch=True, depth=4, base_depth=1)
     assert float(free.init_factor(hidden)) == pytest.approx(1.4)
+
+
+def eqx_init(key: jax.Array, width: int, depth: int) -> dict:
+    """An Equinox-style model: Embedding weight [50, width] (std 1), Linear weight [3, width] (fan-in std)."""
+    k1, k2 = jax.random.split(key)
+    return {"embed": {"weight": jax.random.normal(k1, (50, width))},
+            "head": {"weight": jax.random.normal(k2, (3, width)) / width**0.5}}
+
+
+def eqx_apply(params: dict, x: jax.Array, width: int, depth: int):
+    e = params["embed"]["weight"][x[:, 0]]
+    return jax.nn.relu(e) @ params["head"]["weight"].T, {"embed": e}
+
+
+def test_an_equinox_embedding_under_out_in_needs_its_layout_and_coord_check_says_so():
+    """Under layout="out_in" an Equinox embedding [vocab, width] reads as a readout [classes, width]: output kind,
+    under muP LR x m^-1 and init x m^-1/2, silently. Shapes cannot tell (README: give it 'in_out'); coord_check's
+    init check now catches it (std 1 at every width, slope 0, where an output's SP init falls like n^-1/2) and names
+    the layout rule; with the rule it is input, fan-in 50, and runs."""
+    from zoo.diagnostics.coord_any import coord_check
+
+    kx, ky = jax.random.split(jax.random.key(5))
+    batch = {"x": jax.random.randint(kx, (8, 1), 0, 50), "y": jax.random.randint(ky, (8,), 0, 3)}
+    kwargs = dict(apply=eqx_apply, plugin=P.get("mup"), batch=batch, widths=[32, 256], seeds=1, lr=1e-3,
+                  layout="out_in")
+    with pytest.raises(ValueError) as err:
+        coord_check(eqx_init, **kwargs)
+    assert "'embed/weight' (output)" in str(err.value) and "under out_in: 'in_out'" in str(err.value)
+    rules = {r"^embed/weight$": "in_out"}
+    tags = P.infer_tags_from(lambda w: jax.eval_shape(lambda k: eqx_init(k, w, 1), jax.random.key(0)),
+                             base_width=32, width=256, layout="out_in", rules=rules)
+    assert (tags["embed"]["weight"].kind, tags["embed"]["weight"].fan_in) == ("input", 50)
+    assert set(coord_check(eqx_init, rules=rules, **kwargs)["slopes"]) == {"embed", "output"}

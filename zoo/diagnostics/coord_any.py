@@ -177,7 +177,8 @@ def check_sp_init(init: Init, tags: Any, widths: tuple[int, int], depth: int, se
             raise ValueError(f"the model's own init of {path!r} ({tag.kind}) has RMS {a:.3g} at width {widths[0]} "
                              f"and {b:.3g} at {widths[1]}, like n^{slope:+.2f}; the multiplier-free form rescales an "
                              f"SP init, n^{want:+.1f} for this kind: give it SP's init (hidden and output matrices "
-                             "std 1/sqrt(fan_in), the rest a std independent of width)")
+                             "std 1/sqrt(fan_in), the rest a std independent of width), or if the kind is wrong a "
+                             "layout or kind rule (an Equinox embedding [vocab, width] under out_in: 'in_out')")
 
 
 def tags_at(init: Init, width: int, depth: int, base_width: int, base_depth: int, **infer: Any) -> Any:
