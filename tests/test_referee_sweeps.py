@@ -199,3 +199,13 @@ def test_the_target_loss_is_read_at_the_transferred_lr_not_a_check_lr_beside_it(
     assert math.isclose(target.curves[0].log2_lr[0], -9.0, rel_tol=1e-5)  # np.isclose's match, not the same member
     arm = Arm("mup", {}, proxy, [-9.0], proxy.curves[0].best_log2_lr, target, [2.0], checked=True)
     assert arm.transferred == 1 and arm.target_loss == 2.0
+
+
+def test_learning_rates_of_one_results_key_are_one_member():
+    """--lrs 1e-3,1.0000003e-3: two float32s (both trained) of one rounded log2 LR, the key results are read back by,
+    so the second member's record was dropped on reading and the report showed one point for two members."""
+    from zoo.sweeps.grid import lr_key, parse_lrs
+
+    assert lr_key(1e-3) == lr_key(1.0000003e-3)
+    assert parse_lrs("1.0000003e-3,1e-3,3e-3") == [1e-3, 3e-3]
+    assert parse_lrs("2^-6:2^-4:0.5") == pytest.approx([2.0**-6, 2.0**-5.5, 2.0**-5, 2.0**-4.5, 2.0**-4])

@@ -49,8 +49,9 @@ def parse_lrs(text: str) -> list[float]:
 
 
 def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
-    """The distinct learning rates (in float32, as members hold them), sorted; each must be a positive normal float32,
-    and there must be between 1 and MAX_LRS of them."""
+    """The distinct learning rates, sorted: distinct in float32, as members hold them, and in `lr_key`, by which
+    results are matched (1e-3 and 1.0000003e-3 are two float32s of one key: both trained, one was read back); each
+    must be a positive normal float32, and there must be between 1 and MAX_LRS of them."""
     what = what or str(list(lrs))
     if not lrs:
         raise ValueError(f"no learning rates in {what}")
@@ -63,7 +64,10 @@ def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
     distinct: dict[float, float] = {}  # by the float32 value a member holds: 1e-3 and 1.00000001e-3 are one member
     for lr in sorted(float(lr) for lr in lrs):
         distinct.setdefault(float(np.float32(lr)), lr)
-    return list(distinct.values())
+    by_key: dict[float, float] = {}  # and by the key results are read back by
+    for lr in distinct.values():
+        by_key.setdefault(lr_key(lr), lr)
+    return list(by_key.values())
 
 
 def parse_ints(text: str, what: str) -> list[int]:
