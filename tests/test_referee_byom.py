@@ -114,6 +114,8 @@ def tiny_batch(n: int = 8, labels: int | None = None) -> dict:
     (dict(tol=-1.0), ValueError, "tol must be a positive number, got -1.0"),
     (dict(batch=tiny_batch(8, labels=4)), ValueError, "batch 'x' (8, 6) and 'y' (4,) must have the same leading"),
     (dict(batch={"x": tiny_batch()["x"]}), ValueError, "batch must be a dict with 'x' (inputs) and 'y'"),
+    (dict(rules={"^w_in$": "query"}), ValueError, "a 'query' rule needs the attention head dim: coord_check(..., "
+     "head_dim=d)"),
     (dict(apply=lambda p, x, w, d: tiny_apply(p, x, w, d)[0]), TypeError,
      "apply must return (output, intermediates), intermediates a dict of arrays; got one array"),
     (dict(apply=lambda p, x, w, d: (tiny_apply(p, x, w, d)[0], [x])), TypeError,
@@ -121,7 +123,8 @@ def tiny_batch(n: int = 8, labels: int | None = None) -> dict:
 ])
 def test_bad_coord_checks_are_one_line(change, error, needle):
     """A repeated width "passed" (slopes fitted to log 1 = 0, numpy's RankWarning); decreasing widths ran; the rest
-    raised from inside jax or numpy (broadcasting, unpacking, a zero-size max, a float shape)."""
+    raised from inside jax or numpy (broadcasting, unpacking, a zero-size max, a float shape), or named arguments of
+    multiplier_free, which coord_check calls (a query without head dims)."""
     from zoo.diagnostics.coord_any import coord_check
 
     kwargs = dict(init=tiny_init, apply=tiny_apply, plugin=P.get("mup"), batch=tiny_batch(), widths=[32, 64],

@@ -78,6 +78,9 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         w, d = (size, depth) if axis == "width" else (width, size)
         tags = tags_at(init, w, d, base_width, base_depth, **infer)
         first_tags = first_tags or tags
+        if head_dim is None and any(t.role == "query" for t in tag_leaves(tags)):
+            raise ValueError("a 'query' rule needs the attention head dim: coord_check(..., head_dim=d), a number or "
+                             "a function of the width")
         kinds |= {t.kind for t in tag_leaves(tags) if t.kind != "output" and not t.role.startswith("readout")}
         free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
         measures[size] = functools.partial(changes, init, apply, free, tags, batch, w, d, keys, steps, optimizer,
