@@ -209,3 +209,22 @@ def test_learning_rates_of_one_results_key_are_one_member():
     assert lr_key(1e-3) == lr_key(1.0000003e-3)
     assert parse_lrs("1.0000003e-3,1e-3,3e-3") == [1e-3, 3e-3]
     assert parse_lrs("2^-6:2^-4:0.5") == pytest.approx([2.0**-6, 2.0**-5.5, 2.0**-5, 2.0**-4.5, 2.0**-4])
+
+
+@pytest.mark.slow
+def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(tmp_path):
+    """--out LINK, a symbolic link to an empty folder: the export loaded, folded and checked the run, then failed in
+    'error: Not a directory: LINK' (os.rmdir of a link); now it is written into the folder the link names."""
+    import json
+
+    from cli_utils import SMALL, run_main_many
+
+    from zoo.export import export
+
+    run, folder, link = tmp_path / "run", tmp_path / "folder", tmp_path / "link"
+    assert run_main_many([[*SMALL, "--steps", "1", "--run-dir", str(run)]])[0][0] == 0
+    folder.mkdir()
+    link.symlink_to(folder)
+    cfg = export(run, link, echo=lambda _: None)
+    assert link.is_symlink() and json.loads((folder / "config.json").read_text()) == cfg
+    assert (folder / "model.safetensors").is_file()

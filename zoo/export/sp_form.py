@@ -44,6 +44,8 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
            echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Writes the SP form of `run_dir`'s checkpoint `step` (default: the latest) into `out`; returns its config."""
     run_dir, out = Path(run_dir), Path(out)
+    if out.is_symlink():  # the export goes where the link points (the link itself cannot be replaced by a folder)
+        out = out.resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
     check_can_write_in(out.parent, f"--out {out}")  # before the work (it failed after it, naming a temporary folder)
