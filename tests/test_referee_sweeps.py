@@ -228,3 +228,20 @@ def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(tmp_path):
     cfg = export(run, link, echo=lambda _: None)
     assert link.is_symlink() and json.loads((folder / "config.json").read_text()) == cfg
     assert (folder / "model.safetensors").is_file()
+
+
+def test_a_sweep_given_an_lr_twice_trains_it_once(tmp_path):
+    """SweepSpec(lrs=[2^-7, 2^-9, 2^-7]) (the library; the CLI's parse_lrs dedups): the repeated LR was a member
+    trained twice (3 members, 'members': 3 in each record) and read back once. Now the spec keeps the distinct LRs,
+    sorted; a TransferSpec too."""
+    from zoo.config import RunConfig
+    from zoo.sweeps.runner import SweepSpec, run_sweep
+    from zoo.sweeps.transfer import TransferSpec
+
+    run = RunConfig.from_flat(dict(model="mlp_resnet", param="mup", data="synthetic", steps=2, batch_size=8))
+    spec = SweepSpec(run=run, lrs=[2.0**-7, 2.0**-9, 2.0**-7], out=tmp_path / "s", widths=[16], depths=[2])
+    assert spec.lrs == [2.0**-9, 2.0**-7]
+    records = run_sweep(spec, echo=lambda _: None)
+    assert [(r["lr"], r["members"]) for r in records] == [(2.0**-9, 2), (2.0**-7, 2)]
+    t = TransferSpec(run=run, lrs=[1e-3, 1e-3], proxy=(16, 2), target=(32, 2), out=tmp_path, check=[2e-3, 1e-3, 2e-3])
+    assert (t.lrs, t.check) == ([1e-3], [1e-3, 2e-3])

@@ -43,8 +43,8 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         """Refuse a grid that cannot run: an LR that is not positive and finite, a size, seed count or chunk
-        below 1, a seed beyond int32."""
-        valid_lrs(self.lrs)
+        below 1, a seed beyond int32; the LRs kept distinct and sorted (a repeated one trained a member twice)."""
+        self.lrs = valid_lrs(self.lrs)
         for what, values in (("a width", self.widths), ("a depth", self.depths), ("the seed count", [self.seeds]),
                              ("the chunk", [self.chunk])):
             check_positive(what, values)

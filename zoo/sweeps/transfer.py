@@ -50,7 +50,7 @@ class TransferSpec:
     def __post_init__(self) -> None:
         """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
         size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, a seed beyond int32, an LR
-        that is not positive and finite."""
+        that is not positive and finite; the LRs kept distinct and sorted."""
         (pw, pd), (tw, td) = self.proxy, self.target
         for what, v in (("the proxy width", pw), ("the proxy depth", pd), ("the target width", tw),
                         ("the target depth", td), ("the seed count", self.seeds),
@@ -66,9 +66,9 @@ class TransferSpec:
         if self.proxy == self.target:
             raise ValueError(f"the proxy (width {pw}, depth {pd}) is the target; give a smaller --proxy-width or "
                              "--proxy-depth")
-        valid_lrs(self.lrs)
+        self.lrs = valid_lrs(self.lrs)
         if self.check:
-            valid_lrs(self.check)
+            self.check = valid_lrs(self.check)
 
     def arms(self) -> list[RunConfig]:
         """The run settings of each parametrization: the one under test, then the comparison (no options)."""
