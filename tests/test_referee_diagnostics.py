@@ -65,3 +65,23 @@ def test_out_inside_a_file_is_refused_first(tmp_path, monkeypatch):
     for out in (tmp_path / "f", tmp_path / "f" / "sub"):
         with pytest.raises(ValueError, match=f"--out {out}: {tmp_path / 'f'} is a file, not a directory"):
             experiment.criticality(experiment.CriticalitySpec(width=16, depth=3), out)
+
+
+def test_a_model_too_large_is_refused_before_any_theory_or_measurement(tmp_path, monkeypatch):
+    """--depth 100000000 at width 16 (129 GB) is one line naming the size and the memory free, before the report:
+    the infinite-width recursion alone used to run 1.1e9 Python steps (130 us each) for the run report's note, then
+    the model would not fit. The extrapolation from depths 2 and 3 is exact: at depth 7 it equals the shapes'
+    bytes of the MLP-ResNet and of a GPT (unrolled blocks)."""
+    from zoo.diagnostics import criticality as experiment
+
+    monkeypatch.setattr(experiment, "run_report", lambda *a, **k: pytest.fail("measured a model that cannot fit"))
+    monkeypatch.setattr(experiment.jacobian.memory, "free_memory", lambda: 20 * 10**9)
+    spec = experiment.CriticalitySpec(width=16, depth=10**8, seeds=1, batch=2, probes=1)
+    line = (r"mlp_resnet at width 16 and depth 100000000 needs at least 1[0-9]{2}\.\d GB \(its parameters and one "
+            r"forward pass of 2 inputs\), more than the 20\.0 GB free here")
+    with pytest.raises(ValueError, match=line):
+        experiment.criticality(spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    for name, opts in (("mlp_resnet", {}), ("gpt", {"seq_len": 8, "head_dim": 16})):
+        at = [jacobian._model_bytes(name, M.config(name, width=32, depth=d, **opts), 4) for d in (2, 3, 7)]
+        assert at[2] == at[0] + 5 * (at[1] - at[0]) > at[1] > at[0], at

@@ -73,7 +73,7 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
 
 def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     """What can be refused before anything is measured: sizes, estimate counts, the grid's axes, sigma_b without
-    biases, and an `out` that is not a directory."""
+    biases, a model too large for the memory free, and an `out` that is not a directory."""
     if spec.width < 1 or spec.depth < 2:
         raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
     if min(spec.seeds, spec.batch, spec.probes) < 1:
@@ -85,6 +85,7 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     varied = [name for name, _ in spec.grid] + ([spec.find[0]] if spec.find else [])
     if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
         raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")
+    jacobian.check_fits(spec.model, cfg, spec.batch)
     above = next((p for p in (out, *out.parents) if p.exists()), None)
     if above is not None and not above.is_dir():
         raise ValueError(f"--out {out}: {above} is a file, not a directory")

@@ -28,6 +28,7 @@ from zoo import models
 from zoo.diagnostics.inputs import random_inputs
 from zoo.param.base import Parametrization
 from zoo.param.critical import Critical
+from zoo.train import memory
 
 Values = dict[str, Any]
 AXES = ("sigma_w", "sigma_b", "mu")
@@ -47,6 +48,31 @@ def apjn_from(model: nnx.Module, x: jax.Array, l0: int, key: jax.Array, probes: 
 
     tail = jax.lax.map(one, jax.random.split(key, probes)).mean(0)
     return jnp.concatenate([jnp.ones([1], tail.dtype), tail])
+
+
+def check_fits(model_name: str, cfg: Any, batch: int) -> None:
+    """Refuse a model whose parameters and one forward pass's intermediates on `batch` inputs, the least the APJN
+    programs hold at once (they build one initialization at a time), exceed the memory free on this device. Both
+    grow linearly in depth: measured abstractly (jax.eval_shape, nothing allocated) at depths 2 and 3 and
+    extrapolated, so any depth is checked at once, before the infinite-width recursion or a compile that would run
+    for hours on a model that cannot be built."""
+    two, three = (_model_bytes(model_name, dataclasses.replace(cfg, depth=d), batch) for d in (2, 3))
+    needed, free = two + (cfg.depth - 2) * (three - two), memory.free_memory()
+    if free and needed > free:
+        raise ValueError(f"{model_name} at width {cfg.width} and depth {cfg.depth} needs at least "
+                         f"{needed / memory.GB:,.1f} GB (its parameters and one forward pass of {batch} inputs), more "
+                         f"than the {free / memory.GB:,.1f} GB free here: lower --depth, --width or --batch")
+
+
+def _model_bytes(model_name: str, cfg: Any, batch: int) -> int:
+    """Bytes of a model's state and of its outputs and intermediates on `batch` random inputs, from their shapes."""
+    plugin = Critical(sigma_w=1.0, sigma_b=0.0, mu=1.0)  # any bound point: only the shapes count
+
+    def build_and_run():
+        model = models.create(model_name, cfg, plugin, nnx.Rngs(0))
+        return nnx.state(model), model(random_inputs(cfg, batch, jax.random.key(0)))
+
+    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves(jax.eval_shape(build_and_run)))
 
 
 def _program(model_name: str, cfg: Any, make_plugin: Callable[[Values], Parametrization], l0: int, batch: int,

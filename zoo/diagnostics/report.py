@@ -37,11 +37,14 @@ def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: 
     with chi^L, chi^(DEEP L) and the measured chi_hat +- its standard error, where |chi^L - 1| > OFF_ONE and
     chi^(DEEP L) is closer to 1 (None otherwise, and for models without the infinite-width recursion)."""
     depth = cfg.depth
+    chis = plugin.infinite_width_chis(model_name, cfg, depth)
+    if chis is None or len(chis) < depth or abs(chis[-1] - 1) <= OFF_ONE:  # the DEEP L blocks only where needed
+        return None
     chis = plugin.infinite_width_chis(model_name, cfg, DEEP * depth)
-    if chis is None or len(chis) < DEEP * depth:
+    if len(chis) < DEEP * depth:
         return None
     at_depth, deep = float(chis[depth - 1]), float(chis[-1])
-    if abs(at_depth - 1) <= OFF_ONE or abs(deep - 1) >= abs(at_depth - 1):
+    if abs(deep - 1) >= abs(at_depth - 1):
         return None
     return (f"chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite width "
             f"{at_depth:.3f} at block {depth} and {deep:.3f} at block {DEEP * depth}; measured {chi:.3f} +- {err:.3f}")
