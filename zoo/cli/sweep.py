@@ -109,10 +109,13 @@ def check_lr_flags(args: argparse.Namespace) -> None:
 
 
 def use_compile_cache(args: argparse.Namespace) -> None:
-    """JAX's persistent compile cache in --cache-dir, unless it is 'off'."""
+    """JAX's persistent compile cache in --cache-dir, unless it is 'off'; a folder that cannot be made or written is
+    one line naming the flag (it was 'File exists: PATH')."""
     if args.cache_dir != "off":
+        from zoo.files import check_can_write_in
         from zoo.sweeps.runner import enable_compile_cache
 
+        check_can_write_in(Path(args.cache_dir).expanduser(), f"--cache-dir {args.cache_dir}")
         enable_compile_cache(args.cache_dir)
 
 
