@@ -263,3 +263,23 @@ def test_a_cache_dir_that_cannot_be_made_names_the_flag(tmp_path, capsys, tool):
                               capsys)
         assert f"--cache-dir {tmp_path / cache} cannot be written: {why}" in line, line
     assert not (tmp_path / "o").exists()
+
+
+def test_the_transfer_score_of_a_third_step_grid_is_a_whole_number_of_steps():
+    """--lrs 2^-9:2^-7:0.333...: the grid step came from the rounded keys (-9, -8.666667, ...: 0.333333), so a best LR
+    moving from 2^-9 to 2^-8 scored 1 / 0.333333 = 3.000003 grid steps in summary.json (a closed-form check of 3
+    fails). Now the score and the transfer's miss come from the members' own LRs: 3.0, and a half-step grid's 5.0."""
+    from zoo.sweeps import report
+    from zoo.sweeps.grid import lr_key, parse_lrs
+    from zoo.sweeps.transfer import Arm
+
+    def grid(text, best):
+        return [{**GOOD, "width": w, "lr": lr, "log2_lr": lr_key(lr), "train_loss": 1.0 + (lr_key(lr) - b) ** 2}
+                for w, b in best.items() for lr in parse_lrs(text)]
+
+    third = report.summarize(grid("2^-9:2^-7:0.3333333333333333", {64: -9.0, 128: -8.0}))
+    assert [c.best_log2_lr for c in third.curves] == [-9.0, -8.0] and third.transfer_score == 3.0
+    assert report.summarize(grid("2^-12:2^-6:0.5", {64: -10.0, 128: -9.0, 256: -7.5})).transfer_score == 5.0
+    proxy = report.summarize(grid("2^-9:2^-7:0.3333333333333333", {64: -8.0}))
+    target = report.summarize(grid("2^-10:2^-7:0.3333333333333333", {128: -9.0}))
+    assert Arm("mup", {}, proxy, [-8.0], -8.0, target, [1.0], checked=True).miss == 3.0

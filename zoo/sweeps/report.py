@@ -79,11 +79,12 @@ class Summary:
 
     @property
     def transfer_score(self) -> float | None:
-        """max - min of the best log2 LR over the sizes (that did not all diverge), in grid steps."""
-        best = [c.best_log2_lr for c in self.curves if c.best is not None]
+        """max - min of the best log2 LR over the sizes (that did not all diverge), in grid steps: of the members'
+        own LRs, rounded to 6 decimals (the rounded keys made 3 steps of 1/3 read 1 / 0.333333 = 3.000003)."""
+        best = [math.log2(c.best_lr) for c in self.curves if c.best is not None]
         if len(best) < 2:
             return None
-        return (max(best) - min(best)) / self.grid_step
+        return steps_between(max(best), min(best), self.grid_step)
 
     def label(self, c: Curve) -> str:
         if self.axis == "width":
@@ -133,10 +134,22 @@ def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summ
         curves.append(Curve(width, depth, x, loss, div, acc, best, lr=lrs))
     widths, depths = {c.width for c in curves}, {c.depth for c in curves}
     axis = "shape" if len(widths) > 1 and len(depths) > 1 else "depth" if len(depths) > 1 else "width"
-    grid = np.unique(np.concatenate([c.log2_lr for c in curves]))
-    steps = np.diff(grid)
-    grid_step = float(steps.min()) if len(steps) else 1.0
-    return Summary(curves, axis, grid_step, metric, missing_members(points))
+    return Summary(curves, axis, grid_step(curves), metric, missing_members(points))
+
+
+def grid_step(curves: list[Curve]) -> float:
+    """The smallest gap between the log2 LRs of the sizes' members (one LR per rounded key); 1 for one LR."""
+    exact: dict[float, float] = {}
+    for c in curves:
+        for x, lr in zip(c.log2_lr, c.lr, strict=True):
+            exact.setdefault(float(x), math.log2(lr))
+    gaps = np.diff([exact[x] for x in sorted(exact)])
+    return float(gaps.min()) if len(gaps) else 1.0
+
+
+def steps_between(a: float, b: float, step: float) -> float:
+    """(a - b) / step, rounded to 6 decimals (the float error of log2 is far below that)."""
+    return round((a - b) / step, 6) + 0.0  # + 0.0: -0.0 reads 0
 
 
 def missing_members(points: dict[tuple[int, int], dict[float, list[dict]]]) -> list[tuple[int, int, float, int]]:

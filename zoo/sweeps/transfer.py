@@ -14,6 +14,7 @@ measured alike, and a rerun skips what is finished. Runs live in OUT/<param>/pro
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,9 +129,9 @@ class Arm:
     def miss(self) -> float | None:
         """(transferred - the target's own best log2 LR) in proxy grid steps, when the target was checked."""
         c = self.target_curve
-        if not self.checked or c is None or c.best is None or self.lr_log2 is None:
+        if not self.checked or c is None or c.best is None or self.lr is None:
             return None
-        return (self.lr_log2 - c.best_log2_lr) / self.proxy.grid_step
+        return report.steps_between(math.log2(self.lr), math.log2(c.best_lr), self.proxy.grid_step)
 
 
 def check_lrs(lr_log2: float, grid_step: float, lrs: list[float] | None) -> list[float]:
@@ -168,7 +169,7 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
     lr = proxy.curves[0].best_lr  # the proxy's own LR: 2^best is another float32 where it is not a power of 2
     target_lrs = [lr]
     if spec.check is not None:  # one member per rounded log2 LR: a check LR equal to the transferred one is it
-        by_key = {lr_key(x): x for x in check_lrs(best, proxy.grid_step, spec.check)}
+        by_key = {lr_key(x): x for x in check_lrs(math.log2(lr), proxy.grid_step, spec.check)}
         target_lrs = sorted({**by_key, lr_key(lr): lr}.values())
     target_seeds = range(seed, seed + spec.target_seeds)
     target_spec = SweepSpec(run=run, lrs=target_lrs, out=out / "target", widths=[tw], depths=[td],
