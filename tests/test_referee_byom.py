@@ -238,3 +238,25 @@ def test_an_equinox_embedding_under_out_in_needs_its_layout_and_coord_check_says
                              base_width=32, width=256, layout="out_in", rules=rules)
     assert (tags["embed"]["weight"].kind, tags["embed"]["weight"].fan_in) == ("input", 50)
     assert set(coord_check(eqx_init, rules=rules, **kwargs)["slopes"]) == {"embed", "output"}
+
+
+def test_the_readout_bias_is_no_kind_before_the_readout():
+    """coord_check predicts each layer's slope from the kinds before the readout; the readout's bias (a scalar beside
+    its weight, unmarked: the examples give no readout rule) was counted among them, which turned NTK's predicted
+    hidden slope from -1/2 into 0 (zoo.param.predict: a scalar's gradient sums over the width). The Equinox MLP under
+    NTK at widths 96 and 480 (seed 3, 2 seeds) measures -0.50 +- 0.03 in every hidden layer: it FAILED against 0, and
+    passes against -1/2 at the default tol 0.15."""
+    from test_coord_any import example, images
+
+    from zoo.diagnostics.coord_any import coord_check, inner_kinds
+
+    m = example("equinox_mlp")
+    tags = P.infer_tags_from(lambda w: jax.eval_shape(lambda k: m.init(k, w, 2), jax.random.key(0)), base_width=96,
+                             width=480, layout="out_in")
+    assert inner_kinds(tags) == {"input", "vector", "hidden"}
+    result = coord_check(m.init, m.apply, P.get("ntk"), images(12), widths=[96, 480], depth=2, layout="out_in",
+                         seed=3, seeds=2)
+    assert result["expected"].total["hidden"] == -0.5
+    for layer in ("hidden_0", "hidden_1"):
+        assert np.all(np.abs(result["slopes"][layer] + 0.5) <= 0.05), result["slopes"][layer]
+    assert result["passed"]
