@@ -283,3 +283,16 @@ def test_the_transfer_score_of_a_third_step_grid_is_a_whole_number_of_steps():
     proxy = report.summarize(grid("2^-9:2^-7:0.3333333333333333", {64: -8.0}))
     target = report.summarize(grid("2^-10:2^-7:0.3333333333333333", {128: -9.0}))
     assert Arm("mup", {}, proxy, [-8.0], -8.0, target, [1.0], checked=True).miss == 3.0
+
+
+@pytest.mark.parametrize("text", ["1e-4:1e-2:1e-3", "0.0001:0.01:0.5", "1E-4:4:1"])
+def test_a_range_written_in_learning_rates_is_refused(text):
+    """A range's bare bounds are log2 exponents, so --lrs 1e-4:1e-2:1e-3 (LRs meant) swept 10 LRs from 2^0.0001 to
+    2^0.009, all about 1.0 (every Adam member diverged, the report 'all diverged'). Bounds in scientific notation or
+    both between 0 and 1 are now refused; exponents as the README writes them still read."""
+    from zoo.sweeps.grid import parse_lrs
+
+    with pytest.raises(ValueError, match="reads as log2 exponents .* give LRs as a comma list"):
+        parse_lrs(text)
+    assert parse_lrs("-12:-4:2") == [2.0**k for k in (-12, -10, -8, -6, -4)]
+    assert parse_lrs("-0.5:0.5:0.5") == pytest.approx([2.0**-0.5, 1.0, 2.0**0.5])

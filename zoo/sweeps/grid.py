@@ -42,10 +42,21 @@ def parse_lrs(text: str) -> list[float]:
         raise bad from None
     if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step) and step > 0 and stop >= start):
         raise bad
+    check_exponents(text, parts[:2], start, stop)
     if (stop - start) / step >= MAX_LRS:
         raise ValueError(f"the range {text!r} holds more than {MAX_LRS} learning rates; take a bigger step")
     count = int(math.floor((stop - start) / step + 1e-9)) + 1
     return valid_lrs([2.0 ** (start + i * step) for i in range(count)], repr(text))
+
+
+def check_exponents(text: str, bounds: list[str], start: float, stop: float) -> None:
+    """A range's bare bounds are log2 exponents: ones written as LRs are refused, those in scientific notation (no
+    exponent needs it) or both between 0 and 1 (`1e-4:1e-2:1e-3` read as LRs 2^0.0001 .. 2^0.01, all about 1)."""
+    bare = [b.strip() for b in bounds if not b.strip().startswith("2^")]
+    if any("e" in b.lower() for b in bare) or (len(bare) == 2 and all(0 < float(b) < 1 for b in bare)):
+        raise ValueError(f"the range {text!r} reads as log2 exponents {start:g} .. {stop:g} (LRs {2.0**start:.4g} .. "
+                         f"{2.0**stop:.4g}); a range is log2 start:stop:step (2^-12:2^-4:1 or -12:-4:1): give LRs as "
+                         "a comma list")
 
 
 def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
