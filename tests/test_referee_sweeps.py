@@ -296,3 +296,23 @@ def test_a_range_written_in_learning_rates_is_refused(text):
         parse_lrs(text)
     assert parse_lrs("-12:-4:2") == [2.0**k for k in (-12, -10, -8, -6, -4)]
     assert parse_lrs("-0.5:0.5:0.5") == pytest.approx([2.0**-0.5, 1.0, 2.0**0.5])
+
+
+def test_a_sweep_refused_for_its_base_width_says_the_values_and_the_default(tmp_path):
+    """A sweep of widths 16, 32 rerun with widths 32, 64 (to extend it) was refused as 'other settings (base_width)':
+    the base width defaults to the smallest width swept, which the command never named. Now the line gives both
+    values and the flag that keeps the base."""
+    import json
+
+    from zoo.sweeps import results
+
+    settings = {"param": "mup", "base_width": 16, "steps": 6}
+    results.check_settings(tmp_path, settings)
+    results.append(tmp_path, [{"width": 16, "depth": 2, "lr": 0.5, "seed": 0}])
+    with pytest.raises(ValueError) as e:
+        results.check_settings(tmp_path, {**settings, "base_width": 32})
+    assert "other settings (base_width 16 there, 32 here) (the base width and depth default to the smallest swept: " \
+           "give --base-width/--base-depth)" in str(e.value)
+    with pytest.raises(ValueError, match='other settings \\(param "mup" there, "sp" here, steps 6 there, 7 here\\);'):
+        results.check_settings(tmp_path, {**settings, "param": "sp", "steps": 7})
+    assert json.loads((tmp_path / results.SETTINGS).read_text()) == settings

@@ -44,7 +44,7 @@ def test_sweep_cli_runs_skips_and_reports(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["axis"] == "width" and summary["sizes"][0]["lrs"] == 3
     assert "best log2 LR" in run(["--out", str(out), "--report-only", "--metric", "eval_loss"], capsys)
-    assert "other settings (param)" in error([*args[:2], "--param", "sp", *args[4:]], capsys)
+    assert "other settings (param \"mup\" there, \"sp\" here)" in error([*args[:2], "--param", "sp", *args[4:]], capsys)
 
 
 def test_sweep_cli_bad_input(tmp_path, capsys):

@@ -30,8 +30,11 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
         if not differ:
             return
         if read(out):
-            raise ValueError(f"{out} holds a sweep with other settings ({', '.join(differ)}); "
-                             "use another --out or the same settings")
+            said = ", ".join(f"{k} {json.dumps(old.get(k))} there, {json.dumps(settings.get(k))} here" for k in differ)
+            hint = " (the base width and depth default to the smallest swept: give --base-width/--base-depth)" \
+                if {"base_width", "base_depth"} & set(differ) else ""
+            raise ValueError(f"{out} holds a sweep with other settings ({said}){hint}; use another --out or the "
+                             "same settings")
         report(f"{out} has no results yet: starting it with these settings ({', '.join(differ)} changed)")
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
