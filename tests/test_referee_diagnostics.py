@@ -85,3 +85,36 @@ def test_a_model_too_large_is_refused_before_any_theory_or_measurement(tmp_path,
     for name, opts in (("mlp_resnet", {}), ("gpt", {"seq_len": 8, "head_dim": 16})):
         at = [jacobian._model_bytes(name, M.config(name, width=32, depth=d, **opts), 4) for d in (2, 3, 7)]
         assert at[2] == at[0] + 5 * (at[1] - at[0]) > at[1] > at[0], at
+
+
+@pytest.mark.parametrize("values, line", [
+    ({"sigma_w": [1.0, 0.0, -1.0]}, "option sigma_w of 'critical' must be > 0, got 0.0"),
+    ({"sigma_b": [0.5, -0.5]}, "option sigma_b of 'critical' must be >= 0, got -0.5"),
+    ({"mu": [0.0, 1e300]}, "option mu of 'critical' 1e\\+300 is beyond float32's largest number"),
+    ({"sigma_w": [1.0, 1e-45]}, "option sigma_w of 'critical' 1e-45 is below float32's smallest normal number")])
+def test_every_grid_value_is_in_the_plugins_range(values, line):
+    """A grid's values are checked as the plugin's options are, each of them: a grid sigma_w = 1:-1:3 measured
+    sigma_w = 0 (chi_hat 0) and -1 (the init of +1) silently, while 0:1:3 was refused (only the first value, bound
+    into the plugin, was checked); mu = 1e300 is inf in the float32 network (chi_hat nan)."""
+    cfg = mlp(width=16, depth=3, bias=True)
+    with pytest.raises(ValueError, match=line):
+        jacobian.chi_grid("mlp_resnet", cfg, values, base=P.get("critical", sigma_w=1.0, sigma_b=0.0, mu=0.0),
+                          seeds=1, batch=2, probes=1)
+
+
+def test_bad_numbers_on_the_command_line_are_one_line(tmp_path, capsys):
+    """--param-opt sigma_w=1e300 ended in an OverflowError with a traceback file (sigma_w^2 in the recursion), a
+    grid axis of 10^10 points built a Python list for minutes, and --find's bound beyond float32 was measured: now
+    one line each, status 1 or 2, nothing written."""
+    from zoo.cli.criticality import main
+
+    small = ["--width", "16", "--depth", "3", "--seeds", "1", "--batch", "2", "--probes", "1"]
+    for args, line in ((["--param-opt", "sigma_w=1e300"], "1e+300 is beyond float32's largest number 3.4e+38"),
+                       (["--grid", "sigma_w=0.1:1:10000000000", "--grid", "mu=0:1:2"],
+                        "a grid axis takes 2 to 1024 points"),
+                       (["--find", "sigma_w=0.1:1e300"], "1e+300 is beyond float32's largest number")):
+        with pytest.raises(SystemExit) as code:
+            main([*small, *args, "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code.value.code in (1, 2) and len(err) == 1 and line in err[0], err
+        assert not (tmp_path / "out").exists()

@@ -25,6 +25,8 @@ from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, kv, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 
+MAX_POINTS = 1024  # per grid axis, as --seeds: a phase diagram measures points x points x seeds networks
+
 
 def _finite_bound(text: str) -> float:
     value = float(text)
@@ -43,8 +45,8 @@ def _grid(text: str) -> tuple[str, list[float]]:
         lo, hi, n = _finite_bound(parts[0]), _finite_bound(parts[1]), int(parts[2])
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad grid {text!r}: lo and hi are numbers, n an integer") from None
-    if n < 2:
-        raise argparse.ArgumentTypeError(f"a grid needs at least 2 points, got {text!r}")
+    if not 2 <= n <= MAX_POINTS:
+        raise argparse.ArgumentTypeError(f"a grid axis takes 2 to {MAX_POINTS} points, got {text!r}")
     return name, [lo + (hi - lo) * i / (n - 1) for i in range(n)]
 
 

@@ -17,6 +17,7 @@ from zoo.diagnostics import jacobian, phase, profile
 from zoo.diagnostics.report import run_report
 from zoo.files import write_atomic
 from zoo.param import mean_field_theory as theory
+from zoo.param.critical import check_option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +73,8 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
 
 
 def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
-    """What can be refused before anything is measured: sizes, estimate counts, the grid's axes, sigma_b without
+    """What can be refused before anything is measured: sizes, estimate counts, the grid's axes and values (each in
+    the plugin's range, zoo.param.critical.check_option) and the bisection's bounds, sigma_b without
     biases, a model too large for the memory free, and an `out` that is not a directory."""
     if spec.width < 1 or spec.depth < 2:
         raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
@@ -82,6 +84,8 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
         raise ValueError("--grid takes exactly two axes (x, then y)")
     if spec.grid and spec.grid[0][0] == spec.grid[1][0]:
         raise ValueError(f"the two --grid axes must differ, got {spec.grid[0][0]} twice")
+    for name, values in [*spec.grid, *([(spec.find[0], spec.find[1:])] if spec.find else [])]:
+        check_option(name, values)
     varied = [name for name, _ in spec.grid] + ([spec.find[0]] if spec.find else [])
     if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
         raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")

@@ -27,7 +27,7 @@ from flax import nnx
 from zoo import models
 from zoo.diagnostics.inputs import random_inputs
 from zoo.param.base import Parametrization
-from zoo.param.critical import Critical
+from zoo.param.critical import Critical, check_option
 from zoo.train import memory
 
 Values = dict[str, Any]
@@ -139,6 +139,8 @@ def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch
     unknown = sorted(set(values) - set(AXES))
     if unknown:
         raise ValueError(f"grid over {', '.join(unknown)}: only sigma_w, sigma_b and mu can vary")
+    for name, v in values.items():
+        check_option(name, v)
     base = held_fixed(model_name, cfg, base or Critical(), {k: float(np.ravel(v)[0]) for k, v in values.items()})
     arrays = {k: np.asarray(values.get(k, getattr(base, k)), np.float32) for k in AXES}
     shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
@@ -181,6 +183,7 @@ def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float =
     `param` on [lo, hi]."""
     if not lo < hi:
         raise ValueError(f"the range of {param} to search needs lo < hi, got {lo}:{hi}")
+    check_option(param, [lo, hi])
     base = held_fixed(model_name, cfg, Critical(**(fixed or {})), {param: lo})
     sign_lo, sign_hi = (np.sign(np.log(chi_grid(model_name, cfg, {param: [v]}, base=base, **estimate)[0][0]))
                         for v in (lo, hi))

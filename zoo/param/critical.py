@@ -22,9 +22,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from zoo.param import mean_field_theory as theory
 from zoo.param.base import SP_TABLE, Parametrization
 from zoo.param.tags import Tag
+from zoo.schema import check_float32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +50,10 @@ class Critical(Parametrization):
                     raise ValueError(f"option {option} of 'critical' must be a number, got {value!r}") from None
         if isinstance(self.init_mult, (int, float)) and self.init_mult != 1:
             raise ValueError("'critical' sets the init through sigma_w and sigma_b; init_mult does not apply")
-        for option, ok, bound in (("sigma_w", lambda v: v > 0, "> 0"), ("sigma_b", lambda v: v >= 0, ">= 0")):
+        for option in ("sigma_w", "sigma_b", "mu"):
             value = getattr(self, option)
-            if isinstance(value, (int, float)) and not ok(value):  # traced values (a sweep's) pass as they are
-                raise ValueError(f"option {option} of 'critical' must be {bound}, got {value}")
+            if isinstance(value, (int, float)):  # traced values (a sweep's) pass as they are
+                check_option(option, value)
 
     def init_std(self, tag: Tag, std0: float) -> Any:
         weight = tag.kind == "hidden" or (tag.kind == "scalar" and not tag.role.endswith("_bias"))
@@ -102,6 +105,25 @@ class Critical(Parametrization):
 
     def _block(self, cfg: Any) -> theory.Block:
         return theory.Block.of(cfg, float(self.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
+
+
+RANGES = {"sigma_w": (lambda v: v > 0, "> 0"), "sigma_b": (lambda v: v >= 0, ">= 0"), "mu": (lambda v: v == v, "")}
+
+
+def check_option(option: str, values: Any) -> None:
+    """Every value of option sigma_w, sigma_b or mu (a number, or a grid's array of them) in its range: the init
+    std sigma_w > 0 and sigma_b >= 0 (eq. 1), and each of the three a number float32 keeps (the model computes in
+    it: beyond 3.4e38 it is inf, below 1.2e-38 it is 0)."""
+    where = f"option {option} of 'critical'"
+    values = np.ravel(np.asarray(values, np.float64))
+    ok, bound = RANGES[option]
+    bad = values[~ok(values)]
+    if bad.size:
+        raise ValueError(f"{where} must be {bound}, got {bad[0]}" if bound else f"{where} must be a number, got nan")
+    tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    bad = values[(values != 0) & ~((np.abs(values) >= tiny) & (np.abs(values) <= big))]
+    if bad.size:
+        check_float32(where, float(bad[0]), None)
 
 
 def _given(value: Any, option: str) -> Any:
