@@ -118,3 +118,24 @@ def test_bad_numbers_on_the_command_line_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert code.value.code in (1, 2) and len(err) == 1 and line in err[0], err
         assert not (tmp_path / "out").exists()
+
+
+def test_the_skip_multiplier_enters_as_mu_squared():
+    """chi = mu^2 + beta^2 sigma_w^2 E phi'^2 c_N (eqs. 21-22): the sign of mu does not decide criticality.
+    mu = -1 with pre-LN is everywhere critical like mu = 1 (Thm 1.3): the plugin takes the sigma_w that doubles the
+    stream's variance over the stack (without mean subtraction here, where the stream's mean alternates in sign), and
+    chi_hat there is the recursion's (width 128, depth 12, 6 seeds: within 4 standard errors + 0.01). It was refused
+    with 'no critical sigma_b ... chi* goes from 1 to 1'; mu = -1 without LayerNorm is refused for the right reason
+    (it cited the sigma_b > 0 points' 0 <= mu < 1), as is mu = 1.5 with LayerNorm ('chi* goes from 2.25 to 2.25')."""
+    cfg = mlp(width=128, depth=12, pre_ln=True)
+    bound = P.get("critical", mu=-1.0).for_model("mlp_resnet", cfg)
+    m, q = 0.0, 1.0
+    for _ in range(12):
+        _, m, q = theory.step(theory.Block.of(cfg), bound.sigma_w, 0.0, -1.0, m, q)
+    assert q - m**2 == pytest.approx(2.0, rel=1e-3)  # Var(x^L) = 2 Var(x^0)
+    chis = bound.infinite_width_chis("mlp_resnet", cfg, 12)
+    chi, err = jacobian.chi_hat("mlp_resnet", cfg, bound, seeds=6, batch=4, probes=2)
+    assert 1.0 < chis[-1] < 1.1 and abs(chi - chis[-1]) < 4 * err + 0.01, (chi, err, chis[-1])
+    for mu, opts in ((-1.0, {}), (1.5, {"pre_ln": True})):
+        with pytest.raises(ValueError, match=f"no critical sigma_w for mu={mu}.*: chi = mu\\^2 \\+ beta\\^2"):
+            P.get("critical", mu=mu).for_model("mlp_resnet", mlp(width=16, depth=4, **opts))

@@ -72,9 +72,10 @@ class Critical(Parametrization):
         residual_ln = getattr(cfg, "pre_ln", True)  # the transformers and the Mixer are pre-LN
         mu = self.mu if self.mu is not None else (1.0 if residual_ln else 0.0)
         sigma_w, sigma_b = self.sigma_w, self.sigma_b
-        if sigma_w is None and residual_ln and float(mu) == 1.0:  # every init is critical (Thm 1.3)
+        if sigma_w is None and residual_ln and float(mu) ** 2 == 1.0:  # every init is critical (Thm 1.3)
             sb = 0.0 if sigma_b is None else float(sigma_b)
-            sigma_w = theory.residual_sigma_w(self._block(cfg), cfg.depth, sb) if theory.describes(cfg) else 1.0
+            sigma_w = (theory.residual_sigma_w(self._block(cfg), cfg.depth, sb, mu=float(mu))
+                       if theory.describes(cfg) else 1.0)
         elif sigma_w is None and theory.describes(cfg):
             given = None if sigma_b is None else float(sigma_b)
             sigma_w, sigma_b = theory.critical_point(self._block(cfg), float(mu), given, bias=cfg.bias)

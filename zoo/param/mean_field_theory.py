@@ -217,24 +217,26 @@ def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, nam
 
 
 @functools.cache
-def residual_sigma_w(block: Block, depth: int, sigma_b: float = 0.0, growth: float = 2.0) -> float:
-    """sigma_w for pre-LN blocks with mu = 1, where every init is critical: chi^l = 1 + A / (K^0 + l B) and
-    J^{0,l} ~ (K^l / K^0)^(A/B) (Thm 1.3). The sigma_w at which the stream's variance grows by `growth` over the
-    `depth` blocks keeps the end-to-end APJN at about growth^(A/B) at any depth (at a fixed sigma_w it grows like
-    depth^(A/B)), and chi^l <= 1 + (A/B) / depth; found by bisection on log sigma_w (the growth rises with it)."""
+def residual_sigma_w(block: Block, depth: int, sigma_b: float = 0.0, growth: float = 2.0, mu: float = 1.0) -> float:
+    """sigma_w for pre-LN blocks with mu^2 = 1 (mu = 1, or -1), where every init is critical:
+    chi^l = 1 + A / (K^0 + l B) and J^{0,l} ~ (K^l / K^0)^(A/B) (Thm 1.3). The sigma_w at which the stream's
+    variance grows by `growth` over the `depth` blocks keeps the end-to-end APJN at about growth^(A/B) at any depth
+    (at a fixed sigma_w it grows like depth^(A/B)), and chi^l <= 1 + (A/B) / depth; found by bisection on
+    log sigma_w (the growth rises with it)."""
     if not block.pre_ln:
         raise ValueError("residual_sigma_w is for blocks with LayerNorm (mu = 1 is chaotic without)")
 
     def log_growth(log_sw: float) -> float:
         m, q = 0.0, 1.0
         for _ in range(depth):
-            _, m, q = step(block, float(np.exp(log_sw)), sigma_b, 1.0, m, q)
+            _, m, q = step(block, float(np.exp(log_sw)), sigma_b, mu, m, q)
         return float(np.log(max(q - m**2, VAR_FLOOR)))  # Var(x^0) = 1
 
     lo, hi = np.log(1e-3), np.log(1e2)
     if log_growth(lo) > np.log(growth):
         raise ValueError(f"the stream grows by more than {growth} over {depth} blocks at every sigma_w "
-                         f"(sigma_b={sigma_b})")
+                         f"(sigma_b={sigma_b}); give sigma_w (with LayerNorm and mu^2 = 1 every init is critical) "
+                         "or a smaller sigma_b")
     while hi - lo > 1e-5:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if log_growth(mid) < np.log(growth) else (lo, mid)
@@ -306,9 +308,9 @@ def critical_point(block: Block, mu: float, sigma_b: float | None = None, bias: 
     sigma_w^2 phi'(0)^2 = 1, a closed form that needs phi(0) = phi''(0) = 0), else a point with sigma_b > 0 (GELU:
     `line_point`; pre-LN without a residual: sigma_w = 1 and the sigma_b on its line), which needs biases (`bias`):
     without them there is no critical point, a ValueError."""
-    if not block.pre_ln and mu >= 1:
-        raise ValueError(f"no critical sigma_w for mu={mu} without LayerNorm: chi = mu^2 + beta^2 sigma_w^2 "
-                         "E phi'^2 > 1 for every sigma_w > 0")
+    if mu**2 > 1 or (not block.pre_ln and mu**2 == 1):
+        raise ValueError(f"no critical sigma_w for mu={mu}{'' if block.pre_ln else ' without LayerNorm'}: chi = "
+                         "mu^2 + beta^2 sigma_w^2 E phi'^2 c_N > 1 for every sigma_w > 0")
     if sigma_b is not None:
         return critical_sigma_w(block, sigma_b, mu), sigma_b
     try:
