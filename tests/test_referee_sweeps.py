@@ -217,12 +217,12 @@ def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(tmp_path):
     'error: Not a directory: LINK' (os.rmdir of a link); now it is written into the folder the link names."""
     import json
 
-    from cli_utils import SMALL, run_main_many
+    from test_export import make_run
 
     from zoo.export import export
 
     run, folder, link = tmp_path / "run", tmp_path / "folder", tmp_path / "link"
-    assert run_main_many([[*SMALL, "--steps", "1", "--run-dir", str(run)]])[0][0] == 0
+    make_run(run, "mlp_resnet")
     folder.mkdir()
     link.symlink_to(folder)
     cfg = export(run, link, echo=lambda _: None)
