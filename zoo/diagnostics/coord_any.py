@@ -152,15 +152,10 @@ def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, 
 
 def inner_kinds(tags: Any) -> set[str]:
     """The kinds of the parameters before the readout, whose exponents set the predicted slopes (zoo.param.predict):
-    all but the readout layer's, its weight (output kind, or a 'readout' rule) and its bias, a scalar beside it
-    (readout/w and readout/b, params/head/kernel and params/head/bias, layers/3/weight and layers/3/bias), which acts
-    after every hidden activation. Counted as a scalar before the readout, such a bias made the predicted hidden slope
-    of NTK 0 instead of -1/2."""
-    leaves = jax.tree_util.tree_flatten_with_path(tags, is_leaf=lambda x: isinstance(x, Tag))[0]
-    flat = {key_path(p): t for p, t in leaves}
-    parents = {path.rpartition("/")[0] for path, t in flat.items() if t.kind == "output" or t.role == "readout"}
-    return {t.kind for path, t in flat.items() if t.kind != "output" and t.role != "readout" and
-            not (t.kind == "scalar" and path.rpartition("/")[0] in parents - {""})}
+    all but the readout layer's, its weight (output kind) and its bias (role readout_bias: infer_tags marks a scalar
+    beside an output weight), which acts after every hidden activation. Counted as a scalar before the readout, such a
+    bias made the predicted hidden slope of NTK 0 instead of -1/2."""
+    return {t.kind for t in tag_leaves(tags) if t.kind != "output" and not t.role.startswith("readout")}
 
 
 SP_INIT_SLOPE = {"hidden": -0.5, "output": -0.5, "input": 0.0, "vector": 0.0, "scalar": 0.0}

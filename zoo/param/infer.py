@@ -35,7 +35,9 @@ A leaf with no more than k axes is all fan-out (fan_in 1): a vector when one axi
                    [vocab, width] in_out)
     out_axes=k     the fan-out spans k axes (default 1): multi-head query/key/value kernels [n, heads, head_dim]
     query          the attention query (and its bias): the attention-logit scale folds into it
-    readout        the output layer (and its bias): its weight is output kind, its bias (no width axis) scalar
+    readout        the output layer (and its bias): its weight is output kind, its bias (no width axis) scalar with
+                   role "readout_bias", which a scalar beside an output-kind weight (readout/w, readout/b) gets
+                   without a rule
     input, hidden, output, vector, scalar: the kind itself, where the shapes leave it open (an axis growing by
                    another ratio, [n, heads, head_dim] without out_axes) or to call a fan-out width axis input
                    rather than vector; a kind the shapes contradict is an error (a rule's regex matching too much)
@@ -101,7 +103,21 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     if unused:
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
-    return jax.tree_util.tree_unflatten(treedef, tags)
+    return jax.tree_util.tree_unflatten(treedef, readout_biases(names, tags))
+
+
+def readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | None]:
+    """`tags` with role "readout_bias" on each scalar beside an output-kind weight (readout/w and readout/b,
+    params/head/kernel and params/head/bias, layers/3/weight and layers/3/bias), as zoo's own heads tag it: it acts
+    after the width contraction, so it is no parameter before the readout (zoo.param.predict, the audit's d*: its
+    gradient does not sum over the width). Leaves at the top of the tree have no module to share: a 'readout' rule."""
+    def parent(name: str) -> str:
+        return name.rpartition("/")[0]
+
+    heads = {parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
+    return [dataclasses.replace(t, role="readout_bias")
+            if t is not None and t.kind == "scalar" and t.role in ("", "readout") and parent(n) in heads else t
+            for n, t in zip(names, tags, strict=True)]
 
 
 def infer_tags_from(shapes_at: Callable[[int], Any], *, base_width: int, width: int, **kwargs: Any) -> Any:
@@ -198,9 +214,11 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
     branch = "branch" in roles or "branch_output" in roles
     if branch and (depth is None or base_depth is None):
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
+    role = named.pop() if named else ""
     return Tag(kind=kind, fan_in=fan_in, fan_out=fan_out, width_mult=m, branch=branch,
                depth=depth if branch else 1, base_depth=base_depth if branch else 1,
-               role=named.pop() if named else "", layout=layout, out_axes=out_axes)
+               role="readout_bias" if role == "readout" and kind == "scalar" else role, layout=layout,
+               out_axes=out_axes)
 
 
 def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, given: str | None,
