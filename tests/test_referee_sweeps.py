@@ -316,3 +316,15 @@ def test_a_sweep_refused_for_its_base_width_says_the_values_and_the_default(tmp_
     with pytest.raises(ValueError, match='other settings \\(param "mup" there, "sp" here, steps 6 there, 7 here\\);'):
         results.check_settings(tmp_path, {**settings, "param": "sp", "steps": 7})
     assert json.loads((tmp_path / results.SETTINGS).read_text()) == settings
+
+
+def test_a_refused_export_leaves_no_folders_made_for_out(tmp_path, capsys):
+    """zoo.export MISSING --out NEW/a/b: refused in one line (the run is no run dir), but NEW/a was left behind,
+    made by the writability check before the run was read; now the folders it made are removed again."""
+    from zoo.cli.export import main
+
+    (tmp_path / "kept").mkdir()
+    line = one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "new" / "a" / "b")], capsys)
+    assert "is not a directory" in line, line
+    line = one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "kept" / "a" / "b")], capsys)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]

@@ -42,14 +42,43 @@ CHECK_RTOL = 1e-4  # the exported logits agree with the run's to ~1e-6 in f32; a
 
 def export(run_dir: str | Path, out: str | Path, step: int | None = None,
            echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Writes the SP form of `run_dir`'s checkpoint `step` (default: the latest) into `out`; returns its config."""
+    """Writes the SP form of `run_dir`'s checkpoint `step` (default: the latest) into `out`; returns its config.
+    The folders made for `out` are removed again when the export fails (a refused export leaves nothing)."""
     run_dir, out = Path(run_dir), Path(out)
     if out.is_symlink():  # the export goes where the link points (the link itself cannot be replaced by a folder)
         out = out.resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
-    check_can_write_in(out.parent, f"--out {out}")  # before the work (it failed after it, naming a temporary folder)
     check_outside(run_dir, out)
+    made = first_missing(out.parent)
+    check_can_write_in(out.parent, f"--out {out}")  # before the work (it failed after it, naming a temporary folder)
+    try:
+        return write_export(run_dir, out, step, echo)
+    except BaseException:
+        remove_empty(out.parent, made)
+        raise
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (None when `path` exists)."""
+    missing = None
+    while not path.exists() and path != path.parent:
+        missing, path = path, path.parent
+    return missing
+
+
+def remove_empty(folder: Path, top: Path | None) -> None:
+    """Remove `folder` and its parents up to `top` while they are empty (nothing when top is None)."""
+    while top is not None and folder.is_relative_to(top):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str], None]) -> dict[str, Any]:
+    """`export`'s work, `out.parent` writable: load, fold, check the logits, write atomically."""
     loaded = load_run(run_dir, step, report=echo)
     cfg, run, state, step = loaded.cfg, loaded.setup, loaded.state, loaded.step
     model = cfg.model.name
