@@ -139,3 +139,22 @@ def test_the_skip_multiplier_enters_as_mu_squared():
     for mu, opts in ((-1.0, {}), (1.5, {"pre_ln": True})):
         with pytest.raises(ValueError, match=f"no critical sigma_w for mu={mu}.*: chi = mu\\^2 \\+ beta\\^2"):
             P.get("critical", mu=mu).for_model("mlp_resnet", mlp(width=16, depth=4, **opts))
+
+
+def test_a_stream_that_overflows_float32_measures_nan_not_zero():
+    """A ReLU MLP (mu = 0) at sigma_w = 10, depth 60: the stream grows like 50^(l/2) and is inf in float32 by block
+    45, and the jvp through inf gave J = 0, so chi_hat read 0 (the chaotic phase, chi = 50, drawn as deeply ordered
+    on a phase diagram; --find took it for chi < 1). Now chi_hat is NaN there (a grey cell), --find says it cannot
+    measure there, and the run report says why; at sigma_w = 1 chi_hat is still sigma_w^2 / 2 (width 64: within 0.1)."""
+    from zoo.diagnostics import run_report
+
+    cfg = mlp(width=64, depth=60)
+    base = P.get("critical", sigma_b=0.0, mu=0.0)
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [1.0, 10.0]}, base=base, seeds=4, batch=4, probes=1)
+    assert abs(chi[0] - 0.5) < 0.1 and np.isnan(chi[1]), (chi, err)  # 0.516 +- 0.032
+    with pytest.raises(ValueError, match="chi_hat cannot be measured at sigma_w=10: the float32 forward pass"):
+        jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 1.0, 10.0, fixed={"sigma_b": 0.0, "mu": 0.0}, seeds=4,
+                               batch=4, probes=1)
+    report = run_report("mlp_resnet", cfg, P.get("critical", sigma_w=10.0, sigma_b=0.0, mu=0.0), seeds=4, batch=4,
+                        probes=1)
+    assert np.isnan(report["chi"]) and report["note"].startswith("chi_hat is nan: the stream overflows float32")

@@ -45,8 +45,9 @@ def theory_line(cfg: Any, x: tuple[str, Sequence[float]], fixed: dict[str, float
 
 def plot(chi: np.ndarray, x: tuple[str, Sequence[float]], y: tuple[str, Sequence[float]], path: str | Path,
          title: str = "", line: np.ndarray | None = None) -> None:
-    """log2 chi_hat as a diverging heat map (blue ordered, red chaotic), the contour chi_hat = 1, and `line`
-    (critical sigma_w per x value, when y is sigma_w) dashed."""
+    """log2 chi_hat as a diverging heat map (blue ordered, red chaotic, grey where chi_hat is NaN: the float32
+    stream overflowed), the contour chi_hat = 1, and `line` (critical sigma_w per x value, when y is sigma_w)
+    dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,10 +64,14 @@ def draw(ax: Any, chi: np.ndarray, x: tuple[str, Sequence[float]], y: tuple[str,
     """`plot`'s drawing on the matplotlib axes `ax`; `limit`: the colour scale's largest |log2 chi_hat| (default:
     the data's); `line_color`: the critical line's."""
     (xn, xs), (yn, ys) = x, y
-    z = np.log2(np.clip(chi, 1e-6, None))
-    lim = limit or max(float(np.nanmax(np.abs(z))), 0.05)
-    mesh = ax.pcolormesh(xs, ys, z, cmap="RdBu_r", vmin=-lim, vmax=lim, shading="nearest")
-    ax.figure.colorbar(mesh, ax=ax, label=r"$\log_2 \hat\chi$  (one-block APJN)")
+    z = np.log2(np.clip(chi, 1e-6, None))  # NaN (the float32 stream overflowed) stays NaN: a blank cell
+    lim = limit or (max(float(np.nanmax(np.abs(z))), 0.05) if np.isfinite(z).any() else 1.0)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="0.55")  # grey, not the white of chi = 1
+    mesh = ax.pcolormesh(xs, ys, z, cmap=cmap, vmin=-lim, vmax=lim, shading="nearest")
+    overflowed = "\ngrey: the float32 stream overflows" if np.isnan(z).any() else ""
+    ax.figure.colorbar(mesh, ax=ax, label=r"$\log_2 \hat\chi$  (one-block APJN)" + overflowed)
     if np.nanmin(z) < 0 < np.nanmax(z):
         ax.contour(xs, ys, z, levels=[0.0], colors="k", linewidths=1.5)
     if line is not None and yn == "sigma_w":

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from zoo.diagnostics import jacobian
 from zoo.param.base import Parametrization
 from zoo.param.critical import Critical
@@ -24,10 +26,19 @@ def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seed
         chi, err = jacobian.chi_hat(model_name, model_cfg, plugin, seeds=seeds, batch=batch, probes=probes)
         out.update(chi=chi, chi_stderr=err, xi=jacobian.correlation_length(chi),
                    trainable_depth=jacobian.trainable_depth(chi))
-        note = slow_approach(plugin, model_name, model_cfg, chi, err)
+        note = overflow(chi) or slow_approach(plugin, model_name, model_cfg, chi, err)
         if note:
             out["note"] = note
     return out
+
+
+def overflow(chi: float) -> str | None:
+    """The note where chi_hat is NaN: the float32 forward pass overflowed before the last block, so the network
+    computes no Jacobian there (zoo.diagnostics.jacobian.apjn_from)."""
+    if not np.isnan(chi):
+        return None
+    return ("chi_hat is nan: the stream overflows float32 before the last block at this init (deep in the chaotic "
+            "phase), where the network computes no Jacobian; lower sigma_w or the depth")
 
 
 def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: float) -> str | None:
