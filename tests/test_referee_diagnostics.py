@@ -158,3 +158,18 @@ def test_a_stream_that_overflows_float32_measures_nan_not_zero():
     report = run_report("mlp_resnet", cfg, P.get("critical", sigma_w=10.0, sigma_b=0.0, mu=0.0), seeds=4, batch=4,
                         probes=1)
     assert np.isnan(report["chi"]) and report["note"].startswith("chi_hat is nan: the stream overflows float32")
+
+
+@pytest.mark.parametrize("lam", [0.29, 0.57, 0.58])
+def test_diversity_blocks_round_alike_at_every_depth_fraction(lam):
+    """A straight path x^l = (l / L) v has d(eps) = eps |v| / sqrt(n): slope 1 at every depth fraction (Claim 7.4's
+    limit). At L = 100 and lambda = 0.29, 0.57 or 0.58, lambda L rounds below its integer in floating point
+    (28.999999999999996), so the start block was one too early while each eps = k/L end was not: every step spanned
+    k + 1 blocks, and the slope read 0.776."""
+    from zoo.diagnostics.diversity import default_eps, feature_diversity
+
+    depth = 100
+    line = np.linspace(0, 1, depth + 1)[:, None, None] * np.random.default_rng(1).standard_normal((1, 4, 32))
+    d, slope = feature_diversity(line, lam, default_eps(depth, lam))
+    assert slope == pytest.approx(1.0, abs=1e-9)
+    assert d[0] == pytest.approx(np.mean(np.linalg.norm(line[1, :, :], axis=-1)) / np.sqrt(32))  # one block apart

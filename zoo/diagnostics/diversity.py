@@ -24,10 +24,10 @@ def feature_diversity(xs: Any, lam: float, eps_list: Sequence[float]) -> tuple[n
     xs = np.asarray(xs, np.float64)
     depth = xs.shape[0] - 1
     flat = xs.reshape(depth + 1, -1, xs.shape[-1])
-    i0 = int(np.floor(lam * depth))
+    i0 = block_at(lam, depth)
     d = []
     for eps in eps_list:
-        i1 = int(np.floor((lam + eps) * depth + 1e-9))
+        i1 = block_at(lam + eps, depth)
         if not 0 <= i0 < i1 <= depth:
             raise ValueError(f"lam={lam}, eps={eps} at depth {depth} gives blocks {i0} -> {i1}: need 0 <= i0 < i1 <= L")
         d.append(np.mean(np.linalg.norm(flat[i1] - flat[i0], axis=-1)) / np.sqrt(flat.shape[-1]))
@@ -36,9 +36,17 @@ def feature_diversity(xs: Any, lam: float, eps_list: Sequence[float]) -> tuple[n
     return d, slope
 
 
+def block_at(fraction: float, depth: int) -> int:
+    """floor(fraction L), the block at a depth fraction, with the product's float rounding forgiven: 0.29 * 100 is
+    28.999999999999996 in floating point, which is block 29, not 28 (the start and each end of an eps step must
+    round alike, or eps = k/L spans k + 1 blocks)."""
+    x = fraction * depth
+    return int(np.floor(x + 1e-9 * max(1.0, abs(x))))
+
+
 def default_eps(depth: int, lam: float) -> list[float]:
     """eps = 1/L, 2/L, 4/L, 8/L, 16/L, those that stay inside the stack (at least two)."""
-    eps = [k / depth for k in (1, 2, 4, 8, 16) if int(np.floor(lam * depth)) + k <= depth]
+    eps = [k / depth for k in (1, 2, 4, 8, 16) if block_at(lam, depth) + k <= depth]
     if len(eps) < 2:
         raise ValueError(f"feature diversity at depth fraction {lam} needs at least 2 blocks after it; depth {depth} "
                          "has fewer (lower the fraction or deepen the model)")
