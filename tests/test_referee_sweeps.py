@@ -328,3 +328,16 @@ def test_a_refused_export_leaves_no_folders_made_for_out(tmp_path, capsys):
     assert "is not a directory" in line, line
     line = one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "kept" / "a" / "b")], capsys)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]
+
+
+def test_a_one_lr_sweep_has_no_transfer_score():
+    """--lrs 1e-3 over widths 16 and 32: each size's best is the one LR, and the report gave 'transfer score: 0 grid
+    steps', a perfect transfer that measured nothing. Now n/a, saying why; two LRs score as before."""
+    from zoo.sweeps import report
+
+    one = report.summarize([{**GOOD, "width": w} for w in (16, 32)])
+    assert one.transfer_score is None
+    assert report.table(one).caption == "transfer score: n/a (one LR swept: it is every size's best)"
+    two = report.summarize([{**GOOD, "width": w, "lr": lr, "log2_lr": x, "train_loss": loss}
+                            for w in (16, 32) for lr, x, loss in ((0.5, -1.0, 1.0), (1.0, 0.0, 2.0))])
+    assert two.transfer_score == 0.0

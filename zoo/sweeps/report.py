@@ -82,9 +82,14 @@ class Summary:
         """max - min of the best log2 LR over the sizes (that did not all diverge), in grid steps: of the members'
         own LRs, rounded to 6 decimals (the rounded keys made 3 steps of 1/3 read 1 / 0.333333 = 3.000003)."""
         best = [math.log2(c.best_lr) for c in self.curves if c.best is not None]
-        if len(best) < 2:
+        if len(best) < 2 or self.lrs_swept < 2:  # one LR: every size's best is it, a score of 0 that measured nothing
             return None
         return steps_between(max(best), min(best), self.grid_step)
+
+    @property
+    def lrs_swept(self) -> int:
+        """The distinct learning rates over all sizes."""
+        return len({float(x) for c in self.curves for x in c.log2_lr})
 
     def label(self, c: Curve) -> str:
         if self.axis == "width":
@@ -182,10 +187,13 @@ def table(summary: Summary, title: str = "") -> Any:
 
 
 def score_text(summary: Summary) -> str:
-    """The transfer score in grid steps, or why there is none: one size, or sizes that diverged at every LR."""
+    """The transfer score in grid steps, or why there is none: one size, one LR, or sizes that diverged at every
+    LR."""
     score = summary.transfer_score
     if score is not None:
         return f"{score:g} grid steps (grid step {summary.grid_step:g} in log2 LR)"
+    if summary.lrs_swept < 2:
+        return "n/a (one LR swept: it is every size's best)"
     if len(summary.curves) < 2:
         return "n/a (one size trained)"
     lost = sum(c.best is None for c in summary.curves)
