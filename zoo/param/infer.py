@@ -103,10 +103,10 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     if unused:
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
-    return jax.tree_util.tree_unflatten(treedef, readout_biases(names, tags))
+    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, tags))
 
 
-def readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | None]:
+def _readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | None]:
     """`tags` with role "readout_bias" on each scalar beside an output-kind weight (readout/w and readout/b,
     params/head/kernel and params/head/bias, layers/3/weight and layers/3/bias), as zoo's own heads tag it: it acts
     after the width contraction, so it is no parameter before the readout (zoo.param.predict, the audit's d*: its
@@ -116,7 +116,7 @@ def readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | N
 
     heads = {parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
     return [dataclasses.replace(t, role="readout_bias")
-            if t is not None and t.kind == "scalar" and t.role in ("", "readout") and parent(n) in heads else t
+            if t is not None and t.kind == "scalar" and not t.role and parent(n) in heads else t
             for n, t in zip(names, tags, strict=True)]
 
 
