@@ -173,3 +173,20 @@ def test_diversity_blocks_round_alike_at_every_depth_fraction(lam):
     d, slope = feature_diversity(line, lam, default_eps(depth, lam))
     assert slope == pytest.approx(1.0, abs=1e-9)
     assert d[0] == pytest.approx(np.mean(np.linalg.norm(line[1, :, :], axis=-1)) / np.sqrt(32))  # one block apart
+
+
+@pytest.mark.parametrize("diverged", ["embed", "pre.0"])
+def test_the_coordinate_check_lr_counts_a_diverged_layer(diverged):
+    """choose_lr's linear regime: a layer whose change is NaN (its steps diverged) is beyond any limit. Python's max
+    over the layers kept or dropped a NaN by its place: second, it was dropped and lr 1e-3 accepted with a diverged
+    layer; first, the search stopped with 'no ... layer is nonzero at init'. Now both lower the LR to 1e-7 and
+    say that none keeps the change within the limit."""
+    from zoo.diagnostics.coord import Changes
+    from zoo.diagnostics.coord_lr import choose_lr, linear_change
+
+    total = {"embed": np.full((2, 3), 0.05), "pre.0": np.full((2, 3), 0.05)}
+    total[diverged] = np.full((2, 3), np.nan)
+    changes = Changes(total=total, branch={}, init={"embed": np.ones(2), "pre.0": np.ones(2)})
+    assert linear_change(changes) == np.inf
+    with pytest.raises(ValueError, match="no learning rate down to 1e-07 keeps every activation's change within 0.1"):
+        choose_lr(lambda lr: changes)

@@ -27,11 +27,12 @@ LINEAR_LIMIT = 0.1  # the default largest relative change at the smallest size
 
 def linear_change(changes: Changes) -> float:
     """The largest RMS(h_t - h_0) / RMS(h_0) over the embedding, pre-activation and residual-stream layers and the
-    steps (geometric mean over seeds); layers that are zero at init are left out (NaN when no layer is left)."""
+    steps (geometric mean over seeds); layers that are zero at init are left out (NaN when no layer is left). A
+    change that is NaN (the steps diverged) counts as inf: Python's max would keep or drop it by its place."""
     with np.errstate(divide="ignore"):  # a layer that did not move at a step (zero readout, t = 1): log 0
         ratios = [np.exp(np.mean(np.log(changes.total[k]), 0)).max() / np.exp(np.mean(np.log(v)))
                   for k, v in changes.init.items() if group_of(k) in ("input", "hidden", "stream") and np.all(v > 0)]
-    return float(max(ratios, default=np.nan))
+    return float(max((np.nan_to_num(r, nan=np.inf) for r in ratios), default=np.nan))
 
 
 def choose_lr(measure: Callable[[float], Changes], limit: float = LINEAR_LIMIT) -> tuple[float, Changes, float]:
