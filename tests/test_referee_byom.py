@@ -82,6 +82,13 @@ def test_bad_sizes_and_rules_are_one_line(kwargs, needle):
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
+def test_numpy_sizes_are_sizes():
+    """Widths and depths from a numpy array (a sweep's np.int64) are accepted like Python ints."""
+    tags = P.infer_tags(shapes(w=(8, 8)), shapes(w=(16, 16)), base_width=np.int64(8), width=np.int64(16),
+                        depth=np.int64(4), base_depth=np.int64(2), rules={"w": "branch"})
+    assert (tags["w"].kind, tags["w"].width_mult, tags["w"].depth_ratio) == ("hidden", 2.0, 2.0)
+
+
 def test_a_rule_on_an_empty_tree_names_the_rule():
     """It raised IndexError reading the first path of a tree with none."""
     with pytest.raises(ValueError, match="rule 'x' matches no parameter; the tree has no parameters"):

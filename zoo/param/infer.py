@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -138,7 +139,8 @@ def _check_sizes(**sizes: Any) -> None:
         whole = key.endswith("depth")
         if v is None and whole:
             continue
-        if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)) or not 0 < v < math.inf:
+        kind = numbers.Integral if whole else numbers.Real
+        if isinstance(v, bool) or not isinstance(v, kind) or not 0 < v < math.inf:
             raise ValueError(f"{key} must be a positive {'integer' if whole else 'number'}, got {v!r}")
 
 
