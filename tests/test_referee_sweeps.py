@@ -126,19 +126,21 @@ def test_a_negative_branch_multiplier_is_refused_for_its_sign(activation, branch
         folded_params(model)
 
 
-def test_a_sweep_into_a_run_dir_is_refused_and_the_run_kept(tmp_path, capsys):
-    """zoo.sweep --out RUN_DIR (a train.py run) trained and then replaced the run's summary.json (its best and final
-    eval) with the sweep's report; now one line before anything is written, and the run dir as it was."""
+@pytest.mark.parametrize("held", ["config.json", "checkpoints"])
+def test_a_sweep_into_a_run_dir_is_refused_and_the_run_kept(tmp_path, capsys, held):
+    """zoo.sweep --out RUN_DIR (a train.py run; one whose config.json was lost) trained and then replaced the run's
+    summary.json (its best and final eval) with the sweep's report; now one line before anything is written, and
+    the run dir as it was."""
     from zoo.cli import sweep
 
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text("{}")
+    (run / "config.json").write_text("{}") if held == "config.json" else (run / held).mkdir()
     (run / "summary.json").write_text('{"best_eval": {"loss": 1.5}}')
     line = one_line_error(sweep.main, [*TINY, "--widths", "16", "--depths", "2", "--batch-size", "8",
                                        "--out", str(run)], capsys)
-    assert f"--out {run} holds a run (config.json), whose summary.json a sweep's report would replace" in line, line
-    assert sorted(p.name for p in run.iterdir()) == ["config.json", "summary.json"]
+    assert f"--out {run} holds a run ({held}), whose summary.json a sweep's report would replace" in line, line
+    assert sorted(p.name for p in run.iterdir()) == sorted([held, "summary.json"])
     assert (run / "summary.json").read_text() == '{"best_eval": {"loss": 1.5}}'
 
 

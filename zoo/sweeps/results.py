@@ -61,10 +61,11 @@ def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "swee
 
 
 def check_not_run(out: Path) -> None:
-    """DIR holds no run of train.py or export (config.json) unless it is a sweep already: the report writes
-    DIR/summary.json and DIR/sweep.png, and a run's own summary.json (its best and final eval) was replaced."""
-    if (out / "config.json").is_file() and not (out / SETTINGS).exists():
-        raise ValueError(f"--out {out} holds a run (config.json), whose summary.json a sweep's report would replace; "
+    """DIR holds no run of train.py or export (config.json or checkpoints/) unless it is a sweep already: the report
+    writes DIR/summary.json and DIR/sweep.png, and a run's own summary.json (its best and final eval) was replaced."""
+    held = [name for name in ("config.json", "checkpoints") if (out / name).exists()]
+    if held and not (out / SETTINGS).exists():
+        raise ValueError(f"--out {out} holds a run ({held[0]}), whose summary.json a sweep's report would replace; "
                          "give the sweep a folder of its own")
 
 
