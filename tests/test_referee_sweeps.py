@@ -343,3 +343,20 @@ def test_a_one_lr_sweep_has_no_transfer_score():
     two = report.summarize([{**GOOD, "width": w, "lr": lr, "log2_lr": x, "train_loss": loss}
                             for w in (16, 32) for lr, x, loss in ((0.5, -1.0, 1.0), (1.0, 0.0, 2.0))])
     assert two.transfer_score == 0.0
+
+
+@pytest.mark.parametrize("tool", ["sweep", "transfer"])
+def test_a_model_option_the_forward_pass_refuses_is_refused_before_out_is_written(tmp_path, capsys, tool):
+    """--model-opt activation=nope: train.py refuses it before its run dir exists (its forward pass is traced on an
+    abstract batch first), but a sweep wrote OUT/sweep.json (a transfer OUT/mup/proxy/) and failed in its first
+    compile. Now each shape's forward pass is traced before OUT is written."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
+                                                                        "--depth", "2"]
+    out = tmp_path / "out"
+    line = one_line_error(main, [*TINY, *sizes, "--batch-size", "8", "--model-opt", "activation=nope",
+                                 "--out", str(out)], capsys)
+    assert "unknown activation 'nope'" in line, line
+    assert not out.exists()

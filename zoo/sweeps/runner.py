@@ -21,6 +21,8 @@ from zoo.config import RunConfig
 from zoo.sweeps import results
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, members, valid_lrs
+from zoo.train import memory
+from zoo.train.compiled import abstract_batch
 from zoo.train.setup import setup
 
 # Settings set per shape and member (the rest that shapes results, the run's identity, is the sweep's own).
@@ -116,12 +118,18 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
 
 
 def check_shapes(spec: SweepSpec, data: Any) -> int:
-    """Every shape set up (model, plugin, program) before any trains, so a size the model refuses (a width that is
-    no multiple of its head dim) fails at once, not after the shapes before it, and a batch the training set cannot
-    fill before DIR is written; returns the steps of a run."""
-    steps = [setup(cfg, data).steps for cfg in spec.shapes()][0]
+    """Every shape set up (model, plugin, program) and its forward pass traced on an abstract batch (nothing
+    compiled), before any trains and before DIR is written, as train.py does: a size the model refuses (a width that
+    is no multiple of its head dim) or an option its forward pass refuses (--model-opt activation=nope) fails at
+    once, not after the shapes before it, and so does a batch the training set cannot fill; returns the steps of a
+    run."""
     data.indices("train", 0, spec.run.loop.batch_size, spec.run.loop.seed)
-    return steps
+    steps = []
+    for cfg in spec.shapes():
+        s = setup(cfg, data)
+        memory.forward_bytes(s.program, abstract_batch(s))
+        steps.append(s.steps)
+    return steps[0]
 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100
