@@ -190,3 +190,32 @@ def test_the_coordinate_check_lr_counts_a_diverged_layer(diverged):
     assert linear_change(changes) == np.inf
     with pytest.raises(ValueError, match="no learning rate down to 1e-07 keeps every activation's change within 0.1"):
         choose_lr(lambda lr: changes)
+
+
+def test_chi_hat_measures_the_plugins_branch_multiplier():
+    """The critical plugin with a branch multiplier beta (branch_mult, or alpha with a base depth) takes sigma_w with
+    beta^2 sigma_w^2 E phi'^2 = 1 (ReLU MLP, beta = 2: sigma_w = 0.707); chi_hat must measure that network. The grid
+    program rebuilt each point as Critical(sigma_w, sigma_b, mu), dropping beta, and run_report measured
+    sigma_w^2 / 2 = 0.25 where theory says 1 (width 96, depth 8, 6 seeds: now within 0.1). A grid under
+    --param-opt branch_mult keeps it too: chi_hat = beta^2 sigma_w^2 / 2."""
+    cfg = mlp(width=96, depth=8)
+    bound = P.get("critical", branch_mult=2.0).for_model("mlp_resnet", cfg)
+    assert bound.sigma_w == pytest.approx(0.5**0.5, rel=1e-3)
+    chi, err = jacobian.chi_hat("mlp_resnet", cfg, bound, seeds=6, batch=4, probes=1)
+    assert abs(chi - 1.0) < 0.1, (chi, err)
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [0.5, 0.6]}, seeds=6, batch=4, probes=1,
+                                 base=P.get("critical", branch_mult=2.0, sigma_b=0.0, mu=0.0))
+    assert np.all(np.abs(chi - 2 * np.array([0.5, 0.6]) ** 2) < 0.1), (chi, err)
+
+
+def test_plugin_options_reach_the_experiment_typed(tmp_path):
+    """--param-opt values are typed by the plugin: zero_init=true (which leaves the stack's APJN as it is) was
+    refused with 'could not convert string to float: 'true'', and branch_mult=abc with the same bare line; now the
+    first runs and the second names the option."""
+    from zoo.diagnostics.criticality import CriticalitySpec, criticality
+
+    small = dict(width=16, depth=3, seeds=1, batch=2, probes=1)
+    record = criticality(CriticalitySpec(param_opt={"zero_init": "true"}, **small), tmp_path / "a")
+    assert record["report"]["chi"] > 0
+    with pytest.raises(ValueError, match="option branch_mult of 'critical' must be a number, got 'abc'"):
+        criticality(CriticalitySpec(param_opt={"branch_mult": "abc"}, **small), tmp_path / "b")

@@ -28,7 +28,7 @@ class CriticalitySpec:
     width: int = 256
     depth: int = 30
     model_opt: dict[str, Any] = dataclasses.field(default_factory=dict)
-    param_opt: dict[str, float] = dataclasses.field(default_factory=dict)
+    param_opt: dict[str, Any] = dataclasses.field(default_factory=dict)
     seeds: int = 8
     batch: int = 8
     probes: int = 2
@@ -43,8 +43,8 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
     cfg = zoo.models.config(spec.model, width=spec.width, depth=spec.depth, **spec.model_opt)
     _check(spec, cfg, out)
     estimate = {"seeds": spec.seeds, "batch": spec.batch, "probes": spec.probes}
-    fixed = {k: float(v) for k, v in spec.param_opt.items()}
-    plugin = zoo.param.get("critical", **fixed)
+    plugin = zoo.param.get("critical", **spec.param_opt)
+    fixed = {k: getattr(plugin, k) for k in spec.param_opt}  # typed by the plugin: numbers, flags, names
     record: dict[str, Any] = {"model": spec.model, "config": dict(vars(cfg)), **estimate}
     if spec.find:
         name, lo, hi = spec.find

@@ -129,7 +129,7 @@ def chi_hat(model_name: str, cfg: Any, plugin: Parametrization, **estimate: Any)
     the grid program of the model config, shared with its phase diagrams and bisections."""
     if isinstance(plugin, Critical):
         bound = plugin.for_model(model_name, cfg)
-        mean, err = chi_grid(model_name, cfg, {k: [float(getattr(bound, k))] for k in AXES}, **estimate)
+        mean, err = chi_grid(model_name, cfg, {k: [float(getattr(bound, k))] for k in AXES}, base=bound, **estimate)
         return float(mean[0]), float(err[0])
     mean, err = apjn(model_name, cfg, plugin, cfg.depth - 1, **estimate)
     return float(mean[1]), float(err[1])
@@ -149,7 +149,7 @@ def chi_grid(model_name: str, cfg: Any, values: Values, *, seeds: int = 8, batch
     arrays = {k: np.asarray(values.get(k, getattr(base, k)), np.float32) for k in AXES}
     shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
     flat = {k: jnp.asarray(np.broadcast_to(a, shape).ravel()) for k, a in arrays.items()}
-    run = _critical_program(model_name, cfg, cfg.depth - 1, batch, probes)
+    run = _critical_program(model_name, cfg, base, cfg.depth - 1, batch, probes)
     out = np.asarray(run(flat, _keys(seeds, key)), np.float64)[..., 1]
     mean, err = _mean_err(out)
     return mean.reshape(shape), err.reshape(shape)
@@ -172,11 +172,14 @@ def held_fixed(model_name: str, cfg: Any, base: Critical, varied: dict[str, floa
 _PROGRAMS: dict[tuple, Callable[[Values, jax.Array], jax.Array]] = {}
 
 
-def _critical_program(model_name: str, cfg: Any, l0: int, batch: int, probes: int):
-    """The jitted program over `critical`-plugin grids, built once per model config (bisection steps reuse it)."""
-    key = (model_name, repr(cfg), l0, batch, probes)
+def _critical_program(model_name: str, cfg: Any, base: Critical, l0: int, batch: int, probes: int):
+    """The jitted program over `critical`-plugin grids of (sigma_w, sigma_b, mu), each point `base` with those three
+    replaced (its other options, a branch multiplier's alpha or branch_mult, kept), built once per model config and
+    other options (bisection steps reuse it)."""
+    rest = dataclasses.replace(base, sigma_w=None, sigma_b=None, mu=None)
+    key = (model_name, repr(cfg), repr(rest), l0, batch, probes)
     if key not in _PROGRAMS:
-        _PROGRAMS[key] = _program(model_name, cfg, lambda v: Critical(**v), l0, batch, probes)
+        _PROGRAMS[key] = _program(model_name, cfg, lambda v: dataclasses.replace(rest, **v), l0, batch, probes)
     return _PROGRAMS[key]
 
 
