@@ -20,7 +20,7 @@ def one_line_error(main, argv, capsys) -> str:
 
 @pytest.mark.parametrize("tool", ["sweep", "transfer"])
 def test_a_batch_beyond_the_training_set_is_refused_before_out_is_written(tmp_path, capsys, tool):
-    """--batch-size 100000 on the 4096 synthetic examples: the sweep wrote OUT/sweep.json (a transfer OUT/sp/proxy)
+    """--batch-size 100000 on the 4096 synthetic examples: the sweep wrote OUT/sweep.json (a transfer OUT/mup/proxy)
     and then failed in its first batch; now the line comes before OUT is created."""
     import importlib
 
@@ -33,6 +33,7 @@ def test_a_batch_beyond_the_training_set_is_refused_before_out_is_written(tmp_pa
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_target_trains_at_the_proxys_own_learning_rate(tmp_path, capsys):
     """--lrs 1e-3: the target trained, and OUT/mup/target.json held, 2^round(log2 1e-3, 6) = 1.0000002e-3, another
     float32 than the proxy's 1e-3 (2 ulps off). Now the transferred LR is the proxy member's own, also in the check
@@ -328,7 +329,7 @@ def test_a_refused_export_leaves_no_folders_made_for_out(tmp_path, capsys):
     (tmp_path / "kept").mkdir()
     line = one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "new" / "a" / "b")], capsys)
     assert "is not a directory" in line, line
-    line = one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "kept" / "a" / "b")], capsys)
+    one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "kept" / "a" / "b")], capsys)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]
 
 
