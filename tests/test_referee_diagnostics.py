@@ -219,3 +219,22 @@ def test_plugin_options_reach_the_experiment_typed(tmp_path):
     assert record["report"]["chi"] > 0
     with pytest.raises(ValueError, match="option branch_mult of 'critical' must be a number, got 'abc'"):
         criticality(CriticalitySpec(param_opt={"branch_mult": "abc"}, **small), tmp_path / "b")
+
+
+def test_pre_ln_sigma_w_is_refused_where_the_stream_cannot_double():
+    """With LayerNorm and mu = 1 the plugin takes the sigma_w that doubles the stream's variance over the stack. A
+    bounded phi adds at most beta^2 a block, so with erf, beta = 0.5 (branch_mult) and 4 blocks no sigma_w does:
+    the bisection returned its bracket's end, sigma_w = 100, silently (chi_hat in the hundreds: A grows with
+    sigma_w, B does not). Now one line that says so and asks for sigma_w; where the stream can double (8 blocks)
+    the point is still found (the growth 2 checked on the recursion)."""
+    cfg = mlp(width=16, depth=4, activation="erf", pre_ln=True)
+    with pytest.raises(ValueError, match=r"grows by less than 2.0 over 4 blocks at every sigma_w up to 100 \(erf is "
+                                         r"bounded, branch multiplier 0.5\); give sigma_w"):
+        P.get("critical", branch_mult=0.5).for_model("mlp_resnet", cfg)
+    cfg = mlp(width=16, depth=8, activation="erf", pre_ln=True)
+    bound = P.get("critical", branch_mult=0.5).for_model("mlp_resnet", cfg)
+    block = theory.Block.of(cfg, 0.5)
+    m, q = 0.0, 1.0
+    for _ in range(8):
+        _, m, q = theory.step(block, bound.sigma_w, 0.0, 1.0, m, q)
+    assert bound.sigma_w < 10 and q - m**2 == pytest.approx(2.0, rel=1e-3), bound.sigma_w

@@ -233,10 +233,14 @@ def residual_sigma_w(block: Block, depth: int, sigma_b: float = 0.0, growth: flo
         return float(np.log(max(q - m**2, VAR_FLOOR)))  # Var(x^0) = 1
 
     lo, hi = np.log(1e-3), np.log(1e2)
+    give = "give sigma_w (with LayerNorm and mu^2 = 1 every init is critical)"
     if log_growth(lo) > np.log(growth):
         raise ValueError(f"the stream grows by more than {growth} over {depth} blocks at every sigma_w "
-                         f"(sigma_b={sigma_b}); give sigma_w (with LayerNorm and mu^2 = 1 every init is critical) "
-                         "or a smaller sigma_b")
+                         f"(sigma_b={sigma_b}); {give} or a smaller sigma_b")
+    if log_growth(hi) < np.log(growth):  # a bounded phi adds at most beta^2 max phi^2 a block, whatever sigma_w
+        raise ValueError(f"the stream grows by less than {growth} over {depth} blocks at every sigma_w up to "
+                         f"{np.exp(hi):.0f} ({block.activation} is bounded, branch multiplier {block.branch:.3g}); "
+                         f"{give}")
     while hi - lo > 1e-5:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if log_growth(mid) < np.log(growth) else (lo, mid)
