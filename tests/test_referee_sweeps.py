@@ -361,3 +361,20 @@ def test_a_model_option_the_forward_pass_refuses_is_refused_before_out_is_writte
                                  "--out", str(out)], capsys)
     assert "unknown activation 'nope'" in line, line
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_an_export_removes_the_temporary_folder_a_killed_export_left(tmp_path):
+    """A SIGKILLed export left its half-written `.OUT.tmp-PID` beside --out, and no later export removed it (each
+    cleans only its own pid's). Now an export to OUT removes those of processes that are gone, and keeps a live
+    one's (pid 1)."""
+    from test_export import make_run
+
+    from zoo.export import export
+
+    make_run(tmp_path / "run", "mlp_resnet")
+    stale, live = tmp_path / ".out.tmp-999999999", tmp_path / ".out.tmp-1"
+    for folder in (stale, live):
+        (folder / "checkpoints").mkdir(parents=True)
+    export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
+    assert not stale.exists() and live.exists() and (tmp_path / "out" / "config.json").is_file()

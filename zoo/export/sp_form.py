@@ -107,8 +107,8 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
     if not err <= CHECK_RTOL:
         raise ValueError(f"the folded network's logits differ from the run's by {err:.2g} (relative): not exported")
 
+    remove_stale_temporaries(out)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
         meta = {"step": step, "config": sp_cfg.to_json(), "plugin": zoo.param.get("sp").spec(),
                 "exported_from": {"run_dir": str(run_dir.absolute()), "step": step, "param": cfg.param.name,
@@ -127,6 +127,27 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
     echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
          f"(relative, f32); finetune with: python train.py --config {out / 'config.json'} --init-from {out}")
     return sp_cfg.to_json()
+
+
+def remove_stale_temporaries(out: Path) -> None:
+    """Remove the temporary folders (`.NAME.tmp-PID` beside `out`) of exports to `out` whose process is gone: a
+    SIGKILLed export left its half-written one behind, which no later export removed. This process's own is
+    removed too (a pid reused after such a kill)."""
+    for tmp in out.parent.glob(f".{out.name}.tmp-*"):
+        pid = tmp.name.rpartition("-")[2]
+        if pid.isascii() and pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def check_outside(run_dir: Path, out: Path) -> None:
