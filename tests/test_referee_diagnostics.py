@@ -104,14 +104,16 @@ def test_every_grid_value_is_in_the_plugins_range(values, line):
 
 def test_bad_numbers_on_the_command_line_are_one_line(tmp_path, capsys):
     """--param-opt sigma_w=1e300 ended in an OverflowError with a traceback file (sigma_w^2 in the recursion), a
-    grid axis of 10^10 points built a Python list for minutes, and --find's bound beyond float32 was measured: now
-    one line each, status 1 or 2, nothing written."""
+    grid axis of 10^10 points built a Python list for minutes, an axis 1:1:3 measured one point three times and drew
+    zero-width cells, and --find's bound beyond float32 was measured: now one line each, status 1 or 2, nothing
+    written."""
     from zoo.cli.criticality import main
 
     small = ["--width", "16", "--depth", "3", "--seeds", "1", "--batch", "2", "--probes", "1"]
     for args, line in ((["--param-opt", "sigma_w=1e300"], "1e+300 is beyond float32's largest number 3.4e+38"),
                        (["--grid", "sigma_w=0.1:1:10000000000", "--grid", "mu=0:1:2"],
                         "a grid axis takes 2 to 1024 points"),
+                       (["--grid", "sigma_w=1:1:3", "--grid", "mu=0:1:2"], "a grid axis needs lo != hi"),
                        (["--find", "sigma_w=0.1:1e300"], "1e+300 is beyond float32's largest number")):
         with pytest.raises(SystemExit) as code:
             main([*small, *args, "--out", str(tmp_path / "out")])

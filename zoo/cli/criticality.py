@@ -47,6 +47,8 @@ def _grid(text: str) -> tuple[str, list[float]]:
         raise argparse.ArgumentTypeError(f"bad grid {text!r}: lo and hi are numbers, n an integer") from None
     if not 2 <= n <= MAX_POINTS:
         raise argparse.ArgumentTypeError(f"a grid axis takes 2 to {MAX_POINTS} points, got {text!r}")
+    if lo == hi:
+        raise argparse.ArgumentTypeError(f"a grid axis needs lo != hi (its {n} points would be one), got {text!r}")
     return name, [lo + (hi - lo) * i / (n - 1) for i in range(n)]
 
 
