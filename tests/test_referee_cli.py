@@ -256,3 +256,18 @@ def test_an_export_finetuned_under_other_multipliers_is_refused(tmp_path):
     assert "finetune it under --param sp with --base-width and --base-depth equal to its sizes" in line, line
     assert sp == 0 and mup_at_base == 0, err_sp + err_mup
     assert not (tmp_path / "r0").exists()
+
+
+@pytest.mark.parametrize("argv, err", [
+    (["--widths", "32,32", "--depth", "2"], "at least two different widths, each once; got 32, 32"),
+    (["--depths", "4,8,4", "--width", "16"], "at least two different depths, each once; got 4, 8, 4")])
+def test_a_coordinate_check_over_a_repeated_size_is_refused(tmp_path, capsys, argv, err):
+    """--widths 32,32 ran and printed a verdict from slopes fitted over log-size differences of 0; a repeated size in
+    a longer list weighted it twice. Now one line, before anything trains or is written."""
+    from zoo.cli.coord_check import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--model", "mlp_resnet", "--param", "mup", *argv, "--out", str(tmp_path / "out")])
+    text = capsys.readouterr().err
+    assert stop.value.code == 1 and text.count("\n") == 1 and err in text, text
+    assert not (tmp_path / "out").exists()

@@ -51,6 +51,9 @@ class CoordSpec:
 
 def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
     """One sweep over width or depth: data, slopes, expectations and verdicts (dropout off unless asked)."""
+    if len(set(sizes)) != len(sizes) or len(sizes) < 2:
+        raise ValueError(f"a coordinate check fits slopes over at least two different {axis}s, each once; got "
+                         f"{', '.join(map(str, sizes))}")
     if axis == "depth":
         verdict.check_depths(sizes)
     overrides = {**spec.model_opt, **fixed}
