@@ -271,3 +271,16 @@ def test_a_coordinate_check_over_a_repeated_size_is_refused(tmp_path, capsys, ar
     text = capsys.readouterr().err
     assert stop.value.code == 1 and text.count("\n") == 1 and err in text, text
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_run_config_names_no_flag_of_train_alone(tmp_path, capsys):
+    """zoo.export (and zoo.sample, --fork-from) of a folder whose config.json is not JSON said 'use another
+    --run-dir', a flag only train.py has; the line now says 'use another run dir'."""
+    from zoo.cli.export import main
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{not json")
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "run"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and "is not valid JSON; use another run dir" in err and "--run-dir" not in err, err

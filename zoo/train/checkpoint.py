@@ -162,7 +162,7 @@ class Checkpoints:
             return state, meta, step
         if failed:
             raise CheckpointError(f"no checkpoint in {self.dir} can be read (tried {', '.join(map(str, failed))}); "
-                                  "nothing was deleted: move them away or use another --run-dir")
+                                  "nothing was deleted: move them away or use another run dir")
         return None
 
     def restore_at(self, step: int | None, abstract_state: Any | None = None, report: Callable[[str], None] = print

@@ -75,17 +75,17 @@ def stored_config(run_dir: str | Path) -> dict[str, Any] | None:
 def read_config_json(path: Path) -> dict[str, Any] | None:
     config = path / "config.json"
     if config.is_dir():
-        raise IsADirectoryError(f"{config} is a directory, not a run's config; use another --run-dir")
+        raise IsADirectoryError(f"{config} is a directory, not a run's config; use another run dir")
     if not config.is_file():
         return None
     try:
         values = json.loads(config.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ValueError(f"{config} is not valid JSON; use another --run-dir") from None
+        raise ValueError(f"{config} is not valid JSON; use another run dir") from None
     model = values.get("model") if isinstance(values, dict) else None
     if not (isinstance(model, str) or isinstance(model, dict) and isinstance(model.get("name"), str)):
         # another program's config.json (every run's names its model): never taken over, nor overwritten
-        raise ValueError(f"{config} does not hold a zoo run's config (it names no model); use another --run-dir")
+        raise ValueError(f"{config} does not hold a zoo run's config (it names no model); use another run dir")
     return values
 
 
