@@ -71,7 +71,8 @@ def test_a_model_too_large_is_refused_before_any_theory_or_measurement(tmp_path,
     """--depth 100000000 at width 16 (129 GB) is one line naming the size and the memory free, before the report:
     the infinite-width recursion alone used to run 1.1e9 Python steps (130 us each) for the run report's note, then
     the model would not fit. The extrapolation from depths 2 and 3 is exact: at depth 7 it equals the shapes'
-    bytes of the MLP-ResNet and of a GPT (unrolled blocks)."""
+    bytes of the MLP-ResNet and of a GPT (unrolled blocks). Width 3 x 10^9 (1.8e19 weights a block) wrapped the
+    int64 product of the shapes negative and passed, and XLA aborted the process (status 134)."""
     from zoo.diagnostics import criticality as experiment
 
     monkeypatch.setattr(experiment, "run_report", lambda *a, **k: pytest.fail("measured a model that cannot fit"))
@@ -82,6 +83,9 @@ def test_a_model_too_large_is_refused_before_any_theory_or_measurement(tmp_path,
     with pytest.raises(ValueError, match=line):
         experiment.criticality(spec, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+    wide = experiment.CriticalitySpec(width=3 * 10**9, depth=2, seeds=1, batch=2, probes=1)
+    with pytest.raises(ValueError, match="mlp_resnet at width 3000000000 and depth 2 needs at least 72,000,0"):
+        experiment.criticality(wide, tmp_path / "out")  # 1.8e19 weights: np.prod wrapped past 2^63 (XLA aborted)
     for name, opts in (("mlp_resnet", {}), ("gpt", {"seq_len": 8, "head_dim": 16})):
         at = [jacobian._model_bytes(name, M.config(name, width=32, depth=d, **opts), 4) for d in (2, 3, 7)]
         assert at[2] == at[0] + 5 * (at[1] - at[0]) > at[1] > at[0], at
@@ -105,8 +109,8 @@ def test_every_grid_value_is_in_the_plugins_range(values, line):
 def test_bad_numbers_on_the_command_line_are_one_line(tmp_path, capsys):
     """--param-opt sigma_w=1e300 ended in an OverflowError with a traceback file (sigma_w^2 in the recursion), a
     grid axis of 10^10 points built a Python list for minutes, an axis 1:1:3 measured one point three times and drew
-    zero-width cells, and --find's bound beyond float32 was measured: now one line each, status 1 or 2, nothing
-    written."""
+    zero-width cells, --probes 3000000000 ended in JAX's OverflowError (and 10^8 ran for hours), and --find's bound
+    beyond float32 was measured: now one line each, status 1 or 2, nothing written."""
     from zoo.cli.criticality import main
 
     small = ["--width", "16", "--depth", "3", "--seeds", "1", "--batch", "2", "--probes", "1"]
@@ -114,6 +118,7 @@ def test_bad_numbers_on_the_command_line_are_one_line(tmp_path, capsys):
                        (["--grid", "sigma_w=0.1:1:10000000000", "--grid", "mu=0:1:2"],
                         "a grid axis takes 2 to 1024 points"),
                        (["--grid", "sigma_w=1:1:3", "--grid", "mu=0:1:2"], "a grid axis needs lo != hi"),
+                       (["--probes", "3000000000"], "argument --probes: must be at most 1024"),
                        (["--find", "sigma_w=0.1:1e300"], "1e+300 is beyond float32's largest number")):
         with pytest.raises(SystemExit) as code:
             main([*small, *args, "--out", str(tmp_path / "out")])

@@ -25,7 +25,17 @@ from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, kv, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 
-MAX_POINTS = 1024  # per grid axis, as --seeds: a phase diagram measures points x points x seeds networks
+MAX_POINTS = 1024  # per grid axis and of --probes, as --seeds: a diagram measures points^2 x seeds networks
+
+
+def _probe_count(text: str) -> int:
+    """Hutchinson probes per input: a positive integer up to MAX_POINTS (each adds one jvp through the stack: 10^8
+    ran for hours, and past 2^31 JAX refused the count with an OverflowError)."""
+    value = positive(text)
+    if value > MAX_POINTS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_POINTS} (the probes' mean converges like 1 / sqrt of "
+                                         f"their count; more seeds or inputs average more), got {text!r}")
+    return value
 
 
 def _finite_bound(text: str) -> float:
@@ -77,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
       help="option of the critical plugin: sigma_w, sigma_b, mu (default: the model's critical point)")
     a("--seeds", type=seed_count, default=8, help="initializations averaged")
     a("--batch", type=positive, default=8, help="random inputs per initialization")
-    a("--probes", type=positive, default=2, help="Hutchinson probes per input")
+    a("--probes", type=_probe_count, default=2, help=f"Hutchinson probes per input (at most {MAX_POINTS})")
     a("--grid", action="append", type=_grid, default=[], metavar="NAME=lo:hi:n",
       help="phase-diagram axis, twice (x then y)")
     a("--find", type=_find, metavar="NAME=lo:hi", help="bisect NAME for chi_hat = 1")

@@ -16,6 +16,7 @@ seeds at every grid point (common random numbers), so `find_critical` bisects a 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,7 +77,8 @@ def _model_bytes(model_name: str, cfg: Any, batch: int) -> int:
         model = models.create(model_name, cfg, plugin, nnx.Rngs(0))
         return nnx.state(model), model(random_inputs(cfg, batch, jax.random.key(0)))
 
-    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves(jax.eval_shape(build_and_run)))
+    leaves = jax.tree.leaves(jax.eval_shape(build_and_run))
+    return sum(math.prod(a.shape) * a.dtype.itemsize for a in leaves)  # Python ints: np.prod wraps past 2^63
 
 
 def _program(model_name: str, cfg: Any, make_plugin: Callable[[Values], Parametrization], l0: int, batch: int,
