@@ -245,3 +245,21 @@ def test_pre_ln_sigma_w_is_refused_where_the_stream_cannot_double():
     for _ in range(8):
         _, m, q = theory.step(block, bound.sigma_w, 0.0, 1.0, m, q)
     assert bound.sigma_w < 10 and q - m**2 == pytest.approx(2.0, rel=1e-3), bound.sigma_w
+
+
+def test_the_coordinate_check_lr_search_reaches_its_lowest_lr():
+    """choose_lr tries FIRST_LR / sqrt(10)^k down to LOWEST_LR = 1e-7, nine rates. Dividing by sqrt(10) eight times
+    gives 9.999999999999994e-08, below 1e-7, so the search stopped at 3.16e-7 and said that no rate 'down to 1e-07'
+    kept the changes linear without trying 1e-7; a model linear only there is now measured at it."""
+    from zoo.diagnostics.coord import Changes
+    from zoo.diagnostics.coord_lr import LOWEST_LR, choose_lr
+
+    tried = []
+
+    def measure(lr):
+        tried.append(lr)
+        change = 0.05 if lr < 2 * LOWEST_LR else 1.0
+        return Changes(total={"embed": np.full((1, 3), change)}, branch={}, init={"embed": np.ones(1)})
+
+    lr, _, change = choose_lr(measure)
+    assert lr == pytest.approx(LOWEST_LR, rel=1e-9) and change == pytest.approx(0.05) and len(tried) == 9

@@ -23,6 +23,7 @@ from zoo.diagnostics.verdict import group_of
 
 FIRST_LR, LR_STEP, LOWEST_LR = 1e-3, 10**0.5, 1e-7
 LINEAR_LIMIT = 0.1  # the default largest relative change at the smallest size
+TRIES = 1 + round(np.log(FIRST_LR / LOWEST_LR) / np.log(LR_STEP))  # FIRST_LR down to LOWEST_LR: 9 learning rates
 
 
 def linear_change(changes: Changes) -> float:
@@ -41,7 +42,7 @@ def choose_lr(measure: Callable[[float], Changes], limit: float = LINEAR_LIMIT) 
     if not limit > 0:
         raise ValueError(f"the linear limit must be positive, got {limit}")
     lr = FIRST_LR
-    while True:
+    for _ in range(TRIES):  # counted: LOWEST_LR itself is tried (FIRST_LR / sqrt(10)^8 rounds just below it)
         changes = measure(lr)
         change = linear_change(changes)
         if np.isnan(change):
@@ -49,7 +50,6 @@ def choose_lr(measure: Callable[[float], Changes], limit: float = LINEAR_LIMIT) 
                              "regime cannot be measured; give a learning rate")
         if change <= limit:
             return lr, changes, change
-        if lr / LR_STEP < LOWEST_LR:
-            raise ValueError(f"no learning rate down to {LOWEST_LR:g} keeps every activation's change within "
-                             f"{limit:g} of its RMS (at lr {lr:.3g}: {change:.3g}); give a learning rate")
         lr /= LR_STEP
+    raise ValueError(f"no learning rate down to {LOWEST_LR:g} keeps every activation's change within "
+                     f"{limit:g} of its RMS (at lr {lr * LR_STEP:.3g}: {change:.3g}); give a learning rate")
