@@ -263,3 +263,17 @@ def test_the_coordinate_check_lr_search_reaches_its_lowest_lr():
 
     lr, _, change = choose_lr(measure)
     assert lr == pytest.approx(LOWEST_LR, rel=1e-9) and change == pytest.approx(0.05) and len(tried) == 9
+
+
+def test_diversity_slope_is_fitted_against_the_blocks_each_eps_spans():
+    """eps off the block grid (1.5, 3 and 6 blocks at L = 100) measures the steps floor rounds them to (1, 3 and 6
+    blocks): fitted against those, a straight path's slope is 1 and a random walk's 1/2 (within 0.05 over 256
+    inputs); against the nominal eps the straight path read 1.29."""
+    from zoo.diagnostics.diversity import feature_diversity
+
+    depth, rng = 100, np.random.default_rng(2)
+    line = np.linspace(0, 1, depth + 1)[:, None, None] * rng.standard_normal((1, 4, 32))
+    walk = np.concatenate([np.zeros((1, 256, 32)), np.cumsum(rng.standard_normal((depth, 256, 32)), 0)])
+    eps = [0.015, 0.03, 0.06]
+    assert feature_diversity(line, 0.5, eps)[1] == pytest.approx(1.0, abs=1e-9)
+    assert feature_diversity(walk, 0.5, eps)[1] == pytest.approx(0.5, abs=0.05)

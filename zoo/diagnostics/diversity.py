@@ -20,19 +20,23 @@ from zoo.train.step import Batch, Program, State, prepare_inputs
 
 
 def feature_diversity(xs: Any, lam: float, eps_list: Sequence[float]) -> tuple[np.ndarray, float]:
-    """d(eps) for each eps and its log-log slope. xs: the stream x^0..x^L stacked, (L + 1, ..., n)."""
+    """d(eps) for each eps and its log-log slope against the depth fraction each d spans, (i1 - i0) / L with
+    i = floor(. L): eps itself for the default eps = k/L, while an eps between two blocks measures the step floor
+    rounds it to (eps = 1.5/L spans one block, so against eps the slope of a straight path read 1.29, not 1).
+    xs: the stream x^0..x^L stacked, (L + 1, ..., n)."""
     xs = np.asarray(xs, np.float64)
     depth = xs.shape[0] - 1
     flat = xs.reshape(depth + 1, -1, xs.shape[-1])
     i0 = block_at(lam, depth)
-    d = []
+    d, spans = [], []
     for eps in eps_list:
         i1 = block_at(lam + eps, depth)
         if not 0 <= i0 < i1 <= depth:
             raise ValueError(f"lam={lam}, eps={eps} at depth {depth} gives blocks {i0} -> {i1}: need 0 <= i0 < i1 <= L")
         d.append(np.mean(np.linalg.norm(flat[i1] - flat[i0], axis=-1)) / np.sqrt(flat.shape[-1]))
+        spans.append((i1 - i0) / depth)
     d = np.asarray(d)
-    slope = float(np.polyfit(np.log(np.asarray(eps_list, np.float64)), np.log(d), 1)[0]) if len(d) > 1 else np.nan
+    slope = float(np.polyfit(np.log(spans), np.log(d), 1)[0]) if len(set(spans)) > 1 else np.nan
     return d, slope
 
 
