@@ -86,6 +86,26 @@ def check_can_write_in(folder: Path, what: str) -> None:
         raise ValueError(f"{what} cannot be written: {e.strerror or e}") from None
 
 
+@contextlib.contextmanager
+def undo_folders_made_on_failure(folder: Path) -> Iterator[None]:
+    """Runs the block; if it fails, the folders it made on the way to `folder` (those missing when it began) are
+    removed again while empty, so a refused command leaves nothing behind."""
+    top, path = None, folder
+    while not path.exists() and path != path.parent:
+        top, path = path, path.parent
+    try:
+        yield
+    except BaseException:
+        path = folder
+        while top is not None and path.is_relative_to(top):
+            try:
+                path.rmdir()
+            except OSError:
+                break
+            path = path.parent
+        raise
+
+
 def read_mapping(path: Path, what: str, advice: str) -> dict[str, Any]:
     """The JSON object in `path`: one line naming the file, `what` it should hold and `advice` when it is not JSON
     or not an object."""

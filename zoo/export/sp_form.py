@@ -30,7 +30,7 @@ import zoo.param
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export.fold import folded_params
-from zoo.files import check_can_write_in
+from zoo.files import check_can_write_in, undo_folders_made_on_failure
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
@@ -50,31 +50,9 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
     check_outside(run_dir, out)
-    made = first_missing(out.parent)
-    check_can_write_in(out.parent, f"--out {out}")  # before the work (it failed after it, naming a temporary folder)
-    try:
+    with undo_folders_made_on_failure(out.parent):
+        check_can_write_in(out.parent, f"--out {out}")  # before the work, not after it
         return write_export(run_dir, out, step, echo)
-    except BaseException:
-        remove_empty(out.parent, made)
-        raise
-
-
-def first_missing(path: Path) -> Path | None:
-    """The outermost folder of `path` that does not exist yet (None when `path` exists)."""
-    missing = None
-    while not path.exists() and path != path.parent:
-        missing, path = path, path.parent
-    return missing
-
-
-def remove_empty(folder: Path, top: Path | None) -> None:
-    """Remove `folder` and its parents up to `top` while they are empty (nothing when top is None)."""
-    while top is not None and folder.is_relative_to(top):
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
 
 
 def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str], None]) -> dict[str, Any]:
