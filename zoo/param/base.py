@@ -132,9 +132,13 @@ class Parametrization:
         return tag.width_mult ** self.abcd(tag)[3] * tag.depth_ratio ** self.alpha
 
     def wd_mult(self, tag: Tag) -> Any:
-        """Decoupled weight decay per step, width-independent (TP IVb 2.10.1); none on vectors, scalars and frozen
-        kinds."""
-        return 0.0 if tag.kind in ("vector", "scalar") or self.frozen(tag) else 1.0
+        """Decoupled weight decay per step, width-independent (TP IVb 2.10.1), on the weight matrices: every input,
+        hidden and output weight, and a scalar-kind matrix (fan_in > 1: a Mixer's token-mixing weights, fixed S ->
+        D_S, are matrices the SP recipe decays; their kind says only that no dimension grows). None on vectors (biases,
+        norm gains), on scalar-kind biases and gains (fan_in 1: the output bias) and on frozen kinds."""
+        if self.frozen(tag) or tag.kind == "vector" or (tag.kind == "scalar" and tag.fan_in <= 1):
+            return 0.0
+        return 1.0
 
     def frozen(self, tag: Tag) -> bool:
         """Whether the parameter's kind is in the `freeze` list (it keeps its init)."""
