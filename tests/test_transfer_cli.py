@@ -85,7 +85,9 @@ def test_arms_scale_from_the_proxy_and_compare_without_options(tmp_path):
     assert (main.param.name, main.param.options, sp.param.name, sp.param.options) == \
         ("depth_mup", {"alpha": 1.0}, "sp", {})
     assert {(r.model.base_width, r.model.base_depth) for r in (main, sp)} == {(32, 2)}
-    assert len(dataclasses.replace(spec, compare="depth_mup").arms()) == 1
+    with pytest.raises(ValueError, match="is the parametrization under test"):
+        dataclasses.replace(spec, compare="depth_mup")
+    assert len(dataclasses.replace(spec, compare=None).arms()) == 1
     given = dataclasses.replace(spec, run=run.replace(base_depth=1)).arms()[0]
     assert (given.model.base_width, given.model.base_depth) == (32, 1)
     cfg = RunConfig.from_json(target_config(spec, main, 2.0**-9))

@@ -29,7 +29,8 @@ def parser() -> argparse.ArgumentParser:
     a("--depth", type=positive, help="target depth (default: the model's)")
     a("--proxy-width", type=positive, help="proxy width (default: the target's)")
     a("--proxy-depth", type=positive, help="proxy depth (default: the target's)")
-    a("--compare", default="sp", help="parametrization tuned the same way for comparison ('none': no comparison)")
+    a("--compare", help="parametrization tuned the same way for comparison ('none': no comparison; default: sp, "
+      "none when --param is sp)")
     a("--target-seeds", type=positive, default=1, help="seeds of the target run (its loss: mean +- std)")
     a("--check-target", nargs="?", const="", metavar="LRS",
       help="also sweep LRs at the target: the transferred LR +- 2 proxy grid steps, or the LRs given")
@@ -46,7 +47,8 @@ def build_spec(args: argparse.Namespace):
 
     check_lr_flags(args)
     run = run_config(args)
-    compare = None if args.compare == "none" else args.compare
+    compare = default_compare(run.param.name) if args.compare is None else None if args.compare == "none" \
+        else args.compare
     if compare is not None:  # an empty name (an unset shell variable) is unknown, not 'none'
         zoo.param.get(compare)
     default = zoo.models.config(run.model.name, **run.model.options)
@@ -56,6 +58,12 @@ def build_spec(args: argparse.Namespace):
     return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
                         compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
                         metric=args.metric, chunk=args.chunk)
+
+
+def default_compare(param: str) -> str | None:
+    """The comparison when --compare is not given: SP, the parametrization whose transfer muP fixes; none under
+    --param sp, which has no other to compare with (--compare sp with --param sp is refused: one arm)."""
+    return None if param == "sp" else "sp"
 
 
 @boundary(per_core=True)

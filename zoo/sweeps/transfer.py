@@ -33,8 +33,9 @@ CHECK_STEPS = 2  # the default --check-target grid: the transferred LR +- this m
 @dataclasses.dataclass
 class TransferSpec:
     """run: the shared settings (its param is the arm under test; width and depth are ignored). proxy and
-    target: (width, depth). The base width and depth default to the proxy's. check: None (no target sweep),
-    [] (the transferred LR +- CHECK_STEPS grid steps) or the LRs to sweep at the target."""
+    target: (width, depth). The base width and depth default to the proxy's. compare: another parametrization
+    tuned the same way, or None. check: None (no target sweep), [] (the transferred LR +- CHECK_STEPS grid steps)
+    or the LRs to sweep at the target."""
 
     run: RunConfig
     lrs: list[float]
@@ -51,7 +52,8 @@ class TransferSpec:
     def __post_init__(self) -> None:
         """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
         size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, a seed beyond int32, an LR
-        that is not positive and finite; the LRs kept distinct and sorted."""
+        that is not positive and finite, a comparison that is the parametrization under test (one arm would run
+        under a report set up to compare two, both writing OUT/<param>); the LRs kept distinct and sorted."""
         (pw, pd), (tw, td) = self.proxy, self.target
         for what, v in (("the proxy width", pw), ("the proxy depth", pd), ("the target width", tw),
                         ("the target depth", td), ("the seed count", self.seeds),
@@ -67,6 +69,9 @@ class TransferSpec:
         if self.proxy == self.target:
             raise ValueError(f"the proxy (width {pw}, depth {pd}) is the target; give a smaller --proxy-width or "
                              "--proxy-depth")
+        if self.compare == self.run.param.name:
+            raise ValueError(f"--compare {self.compare} is the parametrization under test (--param {self.compare}): "
+                             "compare with another one, or give --compare none")
         self.lrs = valid_lrs(self.lrs)
         if self.check:
             self.check = valid_lrs(self.check)
@@ -76,7 +81,7 @@ class TransferSpec:
         m = self.run.model
         base = dict(base_width=m.base_width or self.proxy[0], base_depth=m.base_depth or self.proxy[1])
         runs = [self.run.replace(**base)]
-        if self.compare and self.compare != self.run.param.name:
+        if self.compare:
             runs.append(self.run.replace(param=self.compare, param_opt={}, **base))
         return runs
 
