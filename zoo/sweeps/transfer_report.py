@@ -89,7 +89,9 @@ def table(arms: list[Arm], spec: TransferSpec) -> Any:
 
 
 def verdict(arms: list[Arm], spec: TransferSpec) -> str:
-    """One line: which parametrization's target is better at its transferred LR."""
+    """One line: which parametrization's target is better at its transferred LR (the lower loss, seeds averaged;
+    a target that trained beats one that diverged). Equal losses are a tie, said as one: neither recipe won, and
+    the order of the arms (the one under test first) must not decide it."""
     losses = {_name(a): a.target_loss for a in arms}
     if len(arms) < 2:
         return f"target {spec.metric.replace('_', ' ')}: {target_text(arms[0])}"
@@ -97,6 +99,8 @@ def verdict(arms: list[Arm], spec: TransferSpec) -> str:
     if la is None and lb is None:
         return f"neither target trained at its transferred LR ({a}: {target_text(arms[0])}, {b}: " \
                f"{target_text(arms[1])})"
+    if la == lb:
+        return f"the targets tie: {a}'s {target_text(arms[0])}, {b}'s {target_text(arms[1])}"
     if lb is None or (la is not None and la < lb):
         return f"{a}'s target is better: {target_text(arms[0])} vs {b}'s {target_text(arms[1])}"
     return f"{b}'s target is better: {target_text(arms[1])} vs {a}'s {target_text(arms[0])}"
