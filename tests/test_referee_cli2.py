@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+import zoo.models
+import zoo.param
 from zoo.cli import transfer
 from zoo.config import RunConfig
+from zoo.diagnostics.ntk import ntk_change
 from zoo.sweeps import report
 from zoo.sweeps.transfer import Arm, TransferSpec
 from zoo.sweeps.transfer_report import verdict
@@ -65,3 +68,19 @@ def test_an_exact_tie_is_no_win():
     assert verdict([arm("mup", None), arm("sp", 1.25)], SPEC).startswith("sp's target is better: 1.2500 vs mup's "
                                                                           "diverged")
     assert verdict([arm("mup", None), arm("sp", None)], SPEC).startswith("neither target trained")
+
+
+def test_ntk_change_with_its_defaults():
+    """ntk_change(model, cfg, plugin) with no options ended in StopIteration (K was read off the first option);
+    now the plugin's defaults are one option set (K = 1) on one seed and one random input. Theta > 0 and one SGD
+    step at lr 1e-3 moves f by -Theta to first order (|df / -Theta - 1| < 1e-2, on mlp_resnet widths 24 under
+    mean_field, settings the other NTK tests do not use); lists of different lengths are refused in one line."""
+    cfg = zoo.models.config("mlp_resnet", width=24, depth=3, base_width=8, in_shape=(5,), num_classes=1,
+                            activation="gelu")
+    out = ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("mean_field", **o))
+    assert {k: v.shape for k, v in out.items()} == dict.fromkeys(("ntk", "even", "odd", "feature", "f_change"), (1, 1))
+    assert out["ntk"][0, 0] > 0 and abs(out["f_change"][0, 0] / -out["ntk"][0, 0] - 1) < 1e-2, out
+    with pytest.raises(ValueError, match="one value or a list of K >= 1 values, got lengths option s: 2, lr: 3"):
+        ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), {"s": [0.0, 1.0]}, [1e-3] * 3)
+    with pytest.raises(ValueError, match="seeds must be a positive integer, got 0"):
+        ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), seeds=0)

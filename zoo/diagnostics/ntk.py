@@ -27,6 +27,7 @@ import optax
 from flax import nnx
 
 from zoo import models, optim
+from zoo.diagnostics.inputs import random_inputs
 from zoo.param.base import Parametrization
 
 
@@ -65,12 +66,21 @@ def one_step(model_name: str, cfg: Any, plugin: Parametrization, lr: Any, x: jax
 
 
 def ntk_change(model_name: str, cfg: Any, plugin: Callable[[dict[str, Any]], Parametrization],
-               options: dict[str, Any], lr: Any, x: jax.Array, seeds: int, key: int = 0) -> dict[str, np.ndarray]:
-    """`one_step` for every option set (options: name -> K values) and seed: name -> [K, seeds] arrays. The seeds
-    are common to every option set (the same initial draws)."""
-    opts = {k: jnp.asarray(v, jnp.float32) for k, v in options.items()}
+               options: dict[str, Any] | None = None, lr: Any = 1e-3, x: jax.Array | None = None, seeds: int = 1,
+               key: int = 0) -> dict[str, np.ndarray]:
+    """`one_step` for every option set and seed: name -> [K, seeds] arrays. options: name -> one value or K values
+    (None or {}: the plugin's defaults); lr: one value or K; K is the length they share (1 when all are single).
+    x: one input (default: one N(0, 1) draw of the model's input shape, or random tokens, from `key`). The seeds are
+    common to every option set (the same initial draws)."""
+    opts = {k: jnp.atleast_1d(jnp.asarray(v, jnp.float32)) for k, v in (options or {}).items()}
+    count = option_sets({**{f"option {k}": v.shape for k, v in opts.items()}, "lr": np.atleast_1d(lr).shape})
+    if type(seeds) is not int or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    if x is None:
+        x = random_inputs(cfg, 1, jax.random.fold_in(jax.random.key(key), seeds))
+    opts = {k: jnp.broadcast_to(v, (count,)) for k, v in opts.items()}
     keys = jax.random.split(jax.random.key(key), seeds)
-    lrs = jnp.broadcast_to(jnp.asarray(lr, jnp.float32), next(iter(opts.values())).shape)
+    lrs = jnp.broadcast_to(jnp.asarray(lr, jnp.float32), (count,))
 
     @jax.jit
     def run(opts, lrs, keys):
@@ -81,3 +91,16 @@ def ntk_change(model_name: str, cfg: Any, plugin: Callable[[dict[str, Any]], Par
         return jax.lax.map(per_option, (opts, lrs))
 
     return {k: np.asarray(v, np.float64) for k, v in run(opts, lrs, keys).items()}
+
+
+def option_sets(shapes: dict[str, tuple[int, ...]]) -> int:
+    """K, the length the options and the LR share (each one value or a list of K >= 1 values): 1 when all are
+    single values (an empty options dict used to end in StopIteration)."""
+    try:
+        shape = np.broadcast_shapes((1,), *shapes.values())
+    except ValueError:
+        shape = ()
+    if len(shape) != 1 or shape[0] == 0:
+        raise ValueError("the options and the lr must each be one value or a list of K >= 1 values, got lengths "
+                         + ", ".join(f"{k}: {s[0] if len(s) == 1 else s}" for k, s in shapes.items()))
+    return shape[0]
