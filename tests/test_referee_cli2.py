@@ -84,3 +84,33 @@ def test_ntk_change_with_its_defaults():
         ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), {"s": [0.0, 1.0]}, [1e-3] * 3)
     with pytest.raises(ValueError, match="seeds must be a positive integer, got 0"):
         ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), seeds=0)
+
+
+def test_a_warmup_longer_than_the_run_is_refused(tmp_path, capsys):
+    """--warmup 7 --steps 5 trained with the LR factor (t + 1) / 7 ending at 5/7 of --lr, silently; now every CLI
+    that resolves a run config (train.py, the sweep, the transfer) refuses it in one line, before any data loads,
+    as it does a file that sets both. Taken: warmup = steps (the peak on the last step), a file holding the
+    recipe's warmup (gpt's 100) beside a shorter run (a run's config.json read back), and a file's warmup under a
+    --steps flag that shortens the file's run (a smoke test of a preset)."""
+    from zoo.cli import sweep
+    from zoo.cli import train as train_cli
+
+    want = "--warmup 7 is longer than the run's 5 steps: the LR would end at 0.714 of its peak --lr; give --warmup 5"
+    small = ["--model", "mlp_resnet", "--steps", "5", "--warmup", "7"]
+    assert want in one_line_error(train_cli.main, [*small, "--print-config"], capsys)
+    assert want in one_line_error(sweep.main, [*small, "--lrs", "1e-3", "--out", str(tmp_path / "s")], capsys)
+    assert want in one_line_error(transfer.main, [*TINY, "--warmup", "7", "--steps", "5", "--out",
+                                                  str(tmp_path / "t")], capsys)
+    assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+    assert "--warmup 100 is longer than the run's 2 steps" in one_line_error(
+        train_cli.main, ["--model", "gpt", "--steps", "2", "--warmup", "100", "--print-config"], capsys)
+    file = tmp_path / "run.yaml"
+    file.write_text("model: gpt\nsteps: 2\nwarmup: 100\n")  # the recipe's warmup, as a run's config.json holds it
+    assert train_cli.config_from_args(train_cli.parser().parse_args(["--config", str(file)])).optim.warmup == 100
+    file.write_text("model: gpt\nsteps: 2\nwarmup: 50\n")
+    assert "--warmup 50 is longer" in one_line_error(train_cli.main, ["--config", str(file)], capsys)
+    file.write_text("model: gpt\nsteps: 3000\nwarmup: 50\n")
+    assert train_cli.config_from_args(train_cli.parser().parse_args(["--config", str(file), "--steps", "2"])
+                                      ).optim.warmup == 50
+    cfg = train_cli.config_from_args(train_cli.parser().parse_args(["--steps", "5", "--warmup", "5"]))
+    assert (cfg.loop.steps, cfg.optim.warmup) == (5, 5)

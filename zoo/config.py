@@ -285,6 +285,7 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
     cfg = RunConfig.from_flat(values)
     check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
+    check_warmup(cfg, flags, file_values, zoo.models.recipe(model))
     zoo.param.get(cfg.param.name, **cfg.param.options)
     zoo.models.config(cfg.model.name, **cfg.model.options)
     return cfg
@@ -300,6 +301,20 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
                              "read it: leave it out, or give --schedule cosine or linear")
         raise ValueError(f"{flag} is read only by --optimizer {' / '.join(USED_BY[name])}; --optimizer "
                          f"{cfg.optim.name} does not read it: leave it out")
+
+
+def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, Any], recipe: dict[str, Any]) -> None:
+    """Refuse a warmup longer than the run, where it was set with the run's length in view: by a flag, or by the
+    config file when no flag shortened the file's steps (the factor (t + 1) / warmup would end below 1, the peak
+    --lr never reached; warmup = steps reaches it on the last step). A warmup set for a longer run is left as it
+    is under a shorter --steps: the recipe's (gpt's 100, vit's 500) and a file's (configs/gpt2_124m.yaml's 2000
+    under --steps 2), as is a file's that equals the recipe's (a run's config.json read back holds it). A horizon
+    given in --epochs is known only once the data is loaded."""
+    steps, warmup = cfg.loop.steps, cfg.optim.warmup
+    by_file = file_values.get("warmup") not in (None, recipe.get("warmup", 0)) and flags.get("steps") is None
+    if (flags.get("warmup") is not None or by_file) and steps is not None and warmup > steps:
+        raise ValueError(f"--warmup {warmup} is longer than the run's {steps} steps: the LR would end at "
+                         f"{steps / warmup:.3g} of its peak --lr; give --warmup {steps} or less")
 
 
 def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
