@@ -3,8 +3,11 @@ other tests do not use: each was accepted silently, misreported or ended in a tr
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import zoo.models
@@ -12,6 +15,8 @@ import zoo.param
 from zoo.cli import transfer
 from zoo.config import RunConfig
 from zoo.diagnostics.ntk import ntk_change
+from zoo.param.mup import MuP
+from zoo.param.tags import Tag
 from zoo.sweeps import report
 from zoo.sweeps.transfer import Arm, TransferSpec
 from zoo.sweeps.transfer_report import verdict
@@ -114,3 +119,22 @@ def test_a_warmup_longer_than_the_run_is_refused(tmp_path, capsys):
                                       ).optim.warmup == 50
     cfg = train_cli.config_from_args(train_cli.parser().parse_args(["--steps", "5", "--warmup", "5"]))
     assert (cfg.loop.steps, cfg.optim.warmup) == (5, 5)
+
+
+@dataclasses.dataclass(frozen=True)
+class SlowSGD(MuP):
+    """muP whose sgd family takes one more power of width in its LR exponent than its adam family (a plugin may
+    set the families apart; zoo's own give them the same c)."""
+
+    def lr_exponent(self, tag: Tag, family: str = "adam") -> Any:
+        return super().lr_exponent(tag, family) + (1.0 if family == "sgd" else 0.0)
+
+
+def test_the_ntk_takes_the_sgd_familys_learning_rates():
+    """Theta summed eta_mu = lr * pre-scale * LR multiplier of the *adam* family (rules() without an optimizer)
+    while the step it predicts is SGD's: under a plugin whose sgd exponent is one higher, at m = 24/8 = 3, df
+    was -Theta / 3; now the rates are SGD's and df / -Theta is 1 to first order (within 2e-3 at lr 1e-4)."""
+    cfg = zoo.models.config("mlp_resnet", width=24, depth=2, base_width=8, in_shape=(5,), num_classes=1,
+                            activation="tanh")
+    out = ntk_change("mlp_resnet", cfg, lambda o: SlowSGD(**o), lr=1e-4, seeds=2)
+    np.testing.assert_allclose(out["f_change"] / -out["ntk"], 1.0, atol=2e-3)

@@ -30,10 +30,13 @@ from zoo import models, optim
 from zoo.diagnostics.inputs import random_inputs
 from zoo.param.base import Parametrization
 
+SGD = optim.OptimConfig("sgd")  # the step Theta predicts: plain SGD, no weight decay, constant LR
+
 
 def sgd_rates(plugin: Parametrization, params: Any, lr: Any) -> Any:
-    """eta per parameter leaf: lr times the gradient pre-scale times the LR multiplier (SGD's effective LR)."""
-    grad_scale, lr_mult, _ = optim.rules(plugin, params)
+    """eta per parameter leaf: lr times the gradient pre-scale times the LR multiplier of SGD's family (SGD's
+    effective LR; a plugin may give the sgd family other LR exponents than the adam family)."""
+    grad_scale, lr_mult, _ = optim.rules(plugin, params, SGD)
     return jax.tree.map(lambda g, m: lr * g * m, nnx.to_pure_dict(grad_scale), nnx.to_pure_dict(lr_mult))
 
 
@@ -41,7 +44,7 @@ def one_step(model_name: str, cfg: Any, plugin: Parametrization, lr: Any, x: jax
              feature: str = "pre") -> dict[str, jax.Array]:
     """Theta at init, E, O and the feature change for one initialization (key); jit-able, options may be traced."""
     graphdef, params, rest = nnx.split(models.create(model_name, cfg, plugin, nnx.Rngs(key)), nnx.Param, ...)
-    tx = optim.build(optim.OptimConfig("sgd"), plugin, params)
+    tx = optim.build(SGD, plugin, params)
     etas = sgd_rates(plugin, params, lr)
 
     def forward(p):
