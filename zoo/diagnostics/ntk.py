@@ -31,6 +31,7 @@ from zoo.diagnostics.inputs import random_inputs
 from zoo.param.base import Parametrization
 
 SGD = optim.OptimConfig("sgd")  # the step Theta predicts: plain SGD, no weight decay, constant LR
+INPUT_STREAM = 1 << 30  # the default input's key: fold_in(key, this), the same for any seed count
 
 
 def sgd_rates(plugin: Parametrization, params: Any, lr: Any) -> Any:
@@ -80,7 +81,7 @@ def ntk_change(model_name: str, cfg: Any, plugin: Callable[[dict[str, Any]], Par
     if type(seeds) is not int or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     if x is None:
-        x = random_inputs(cfg, 1, jax.random.fold_in(jax.random.key(key), seeds))
+        x = random_inputs(cfg, 1, jax.random.fold_in(jax.random.key(key), INPUT_STREAM))
     opts = {k: jnp.broadcast_to(v, (count,)) for k, v in opts.items()}
     keys = jax.random.split(jax.random.key(key), seeds)
     lrs = jnp.broadcast_to(jnp.asarray(lr, jnp.float32), (count,))
