@@ -63,6 +63,7 @@ STRUCTURE_ROLES = ("stacked", "branch")
 NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it becomes Tag.role
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
+UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
 
 
 def is_array(x: Any) -> bool:
@@ -87,24 +88,102 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     names = [key_path(p) for p, _ in flat]
     _same_leaves(set(base_flat), set(names))
-    used: set[str] = set()
-    tags = []
-    for name, (_, x) in zip(names, flat, strict=True):
-        if not is_array(x):
-            tags.append(None)
-            continue
-        roles = set()
-        for pattern, (regex, given) in compiled.items():
-            if regex.search(name):
-                roles |= given
-                used.add(pattern)
-        tags.append(_tag(name, tuple(base_flat[name].shape), tuple(x.shape), roles, width / base_width, layout,
-                         depth, base_depth))
+    arrays = {name: x for name, (_, x) in zip(names, flat, strict=True) if is_array(x)}
+    roles = {name: _roles_of(name, compiled) for name in arrays}
+    used = {pattern for name in arrays for pattern, (regex, _) in compiled.items() if regex.search(name)}
     unused = [p for p in compiled if p not in used]
     if unused:
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
-    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, tags))
+    shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
+    _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY})
+    tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
+            if name in arrays else None for name in names]
+    kinds_given = {name for name in arrays if roles[name] & set(KINDS)}
+    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, kinds_given)))
+
+
+def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
+    """The union of the roles of every rule whose regex matches the leaf's path."""
+    return set().union(*(given for regex, given in compiled.values() if regex.search(name)))
+
+
+def _parent(name: str) -> str:
+    return name.rpartition("/")[0]
+
+
+def _leads_stack(base_shape: tuple, shape: tuple) -> bool:
+    """Whether the leaf could be a stack of layers by its shapes: at least 2 axes, the leading one fixed in width and
+    longer than 1 (an axis of size 1 changes no fan: a stack of one layer reads as that layer, and a cls token
+    [1, 1, n] or a position table [1, seq, n] is no stack)."""
+    return len(shape) >= 2 and shape[0] == base_shape[0] > 1
+
+
+def _stacked_vector(base_shape: tuple, shape: tuple) -> bool:
+    """[L, n] (or [L, n, 1, 1]): a fixed leading axis, then one width axis and axes of size 1: the shape of a stacked
+    bias or norm gain, which unmarked reads as an input layer of fan-in L."""
+    rest = list(zip(base_shape[1:], shape[1:], strict=True))
+    return (_leads_stack(base_shape, shape) and sum(b != n for b, n in rest) == 1
+            and all(b != n or n == 1 for b, n in rest))
+
+
+def _stacked_matrix(base_shape: tuple, shape: tuple) -> bool:
+    """[L, a, n] or more axes, with a width axis after the fixed leading one: the shape of a stacked kernel."""
+    return len(shape) >= 3 and any(b != n for b, n in zip(base_shape[1:], shape[1:], strict=True))
+
+
+def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str]) -> None:
+    """Refuse a stack of layers (nn.scan, hk.layer_stack, a vmapped Equinox module) no rule marks 'stacked': its
+    leading axis L would be read as a fan (a stacked kernel [L, n, n] as hidden with fan-in L * n, its bias [L, n] as
+    an input layer of fan-in L), which changes every init and LR exponent silently. Shapes alone cannot tell [L, n, n]
+    from a conv kernel [k, n, n], nor [L, n] from an embedding [vocab, n]; a stack has both a stacked bias or gain
+    [L, n] and a kernel [L, a, n] (3+ axes, one growing), and every leaf of the module holding them both leads with L
+    (a conv's bias [n] does not, nor a model's other layers beside an embedding [L, n]). `shapes`: (base shape,
+    shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are suspects."""
+    lead = {name: shapes[name][1][0] for name in shapes if _leads_stack(*shapes[name])}
+    suspects = sorted(n for n in lead if n in unruled)
+    for vector in (n for n in suspects if _stacked_vector(*shapes[n])):
+        size = lead[vector]
+        for kernel in (n for n in suspects if n != vector and lead[n] == size and _stacked_matrix(*shapes[n])):
+            module = _common_module([vector, kernel])
+            if all(lead.get(n) == size for n in shapes if not module or n.startswith(module + "/")):
+                rule = _stack_rule(sorted(n for n in suspects if lead[n] == size))
+                raise ValueError(f"parameters {vector!r} {shapes[vector][1]} and {kernel!r} {shapes[kernel][1]} both "
+                                 f"lead with an axis of size {size} that does not change with width: a stack of "
+                                 f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
+                                 f"(if they are no stack, their kinds, e.g. {_exact(vector)!r}: 'input')")
+
+
+def _common_module(names: Sequence[str]) -> str:
+    """The module path (whole segments) above all the leaves `names`; '' for the tree's top."""
+    common = []
+    for segments in zip(*(name.split("/")[:-1] for name in names), strict=False):
+        if len(set(segments)) > 1:
+            break
+        common.append(segments[0])
+    return "/".join(common)
+
+
+def _stack_rule(members: Sequence[str]) -> str:
+    """A regex for the leaves of a stack: the module above them all, or their exact paths at the tree's top."""
+    module = _common_module(members)
+    if module:
+        return "^" + re.escape(module) + "/"
+    return "^(" + "|".join(re.escape(name) for name in members) + ")$"
+
+
+def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ruled: set[str]) -> list[Tag | None]:
+    """`tags` with vector kind on each input-kind leaf of fan-in 1 whose module holds a weight of the same fan-out
+    and a larger fan-in: a bias stored broadcastable, over size-1 axes (Equinox's Conv2d bias [out, 1, 1] beside its
+    weight [out, in, kh, kw]), is its layer's bias as Linear's [out] is, not an input layer (which, unlike a bias, is
+    decayed and orthogonalised with muon_io). A weight of fan-in 1 beside a 1-D bias (a Linear from 1 feature) and a
+    cls token [1, 1, n] with no such weight stay input, as do leaves at the top of the tree (no module to share) and
+    the `ruled` ones (a kind rule)."""
+    weights = {(_parent(n), t.fan_out) for n, t in zip(names, tags, strict=True) if t is not None and t.fan_in > 1}
+    return [dataclasses.replace(t, kind="vector")
+            if t is not None and t.kind == "input" and t.fan_in == 1 and n not in ruled and _parent(n)
+            and (_parent(n), t.fan_out) in weights else t
+            for n, t in zip(names, tags, strict=True)]
 
 
 def _readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | None]:
@@ -112,12 +191,9 @@ def _readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | 
     params/head/kernel and params/head/bias, layers/3/weight and layers/3/bias), as zoo's own heads tag it: it acts
     after the width contraction, so it is no parameter before the readout (zoo.param.predict, the audit's d*: its
     gradient does not sum over the width). Leaves at the top of the tree have no module to share: a 'readout' rule."""
-    def parent(name: str) -> str:
-        return name.rpartition("/")[0]
-
-    heads = {parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
+    heads = {_parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
     return [dataclasses.replace(t, role="readout_bias")
-            if t is not None and t.kind == "scalar" and not t.role and parent(n) in heads else t
+            if t is not None and t.kind == "scalar" and not t.role and _parent(n) in heads else t
             for n, t in zip(names, tags, strict=True)]
 
 
@@ -190,7 +266,9 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
             raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): a 'stacked' rule needs a leading "
                              "axis that does not change with width")
         base_shape, shape = base_shape[1:], shape[1:]
-    elif not ruled and depth is not None and len(shape) >= 2 and shape[0] == base_shape[0] == depth:
+    elif not ruled and (depth or 1) > 1 and len(shape) >= 2 and shape[0] == base_shape[0] == depth:
+        # at depth 1 a leading axis of size 1 changes no fan (a stack of one layer reads as that layer; a cls token
+        # [1, 1, n] or position table [1, seq, n] is no stack)
         raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
                          f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}} (or its kind, e.g. 'input')")
     grows = [b != n for b, n in zip(base_shape, shape, strict=True)]

@@ -1,0 +1,134 @@
+"""Referee checks of "Bring your own model", second round: stacks of layers no rule marks, biases stored
+broadcastable over size-1 axes (Equinox's Conv), and the leaves that look like either but are not, at widths, depths
+and layer types the other tests do not use."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import zoo.param as P
+
+
+def s(*shape: int) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def kinds(tags) -> dict[str, tuple]:
+    flat = jax.tree_util.tree_flatten_with_path(tags, is_leaf=lambda t: isinstance(t, P.Tag))[0]
+    return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p): (t.kind, t.fan_in, t.fan_out)
+            for p, t in flat}
+
+
+def linen_scan(n: int, layers: int = 6) -> dict:
+    """Flax Linen nn.scan over `layers` pre-LN blocks (kernel [L, n, n], bias and LayerNorm [L, n]) between an input
+    Dense 5 -> n and a readout n -> 7."""
+    block = {"Dense_0": {"kernel": s(layers, n, n), "bias": s(layers, n)},
+             "LayerNorm_0": {"scale": s(layers, n), "bias": s(layers, n)}}
+    return {"params": {"Dense_0": {"kernel": s(5, n), "bias": s(n)}, "ScanBlock_0": block,
+                       "Dense_1": {"kernel": s(n, 7), "bias": s(7)}}}
+
+
+def llama_stack(n: int, layers: int = 5) -> dict:
+    """Haiku hk.layer_stack of bias-free blocks (RMSNorm scale [L, n] alone in its module, kernels [L, n, 3n])."""
+    return {"embed": {"embeddings": s(40, n)}, "blocks/~/norm": {"scale": s(layers, n)},
+            "blocks/~/up": {"w": s(layers, n, 3 * n)}, "blocks/~/down": {"w": s(layers, 3 * n, n)},
+            "head": {"w": s(n, 40)}}
+
+
+def eqx_vmapped_conv(n: int, layers: int = 3) -> dict:
+    """eqx.filter_vmap of Conv2d(n, n, 3): weight [L, n, n, 3, 3], bias [L, n, 1, 1] (layout out_in)."""
+    return {"blocks": {"weight": s(layers, n, n, 3, 3), "bias": s(layers, n, 1, 1)}}
+
+
+@pytest.mark.parametrize("model,layout,rule,fixed", [
+    (linen_scan, "in_out", "^params/ScanBlock_0/", ("params/ScanBlock_0/Dense_0/kernel", ("hidden", 80, 80))),
+    (llama_stack, "in_out", "^blocks/\\~/", ("blocks/~/down/w", ("hidden", 240, 80))),
+    (eqx_vmapped_conv, "out_in", "^blocks/", ("blocks/weight", ("hidden", 720, 80))),
+])
+def test_an_unmarked_stack_is_one_line_naming_the_rule_that_tags_it(model, layout, rule, fixed):
+    """Without a 'stacked' rule (and no depth=) the stack axis was read as a fan, silently: Linen's scanned kernel
+    [6, 80, 80] hidden with fan-in 480 (6x; init std 1/sqrt(480), not 1/sqrt(80)), its bias and LayerNorm [6, 80]
+    input layers of fan-in 6; the Haiku stack's RMSNorm scale [5, 80] an input layer, its down kernel [5, 240, 80]
+    fan-in 1200. Now one line naming the rule, and that rule tags the stack as its layers (base width 48, width 80:
+    m = 5/3)."""
+    with pytest.raises(ValueError) as err:
+        P.infer_tags(model(48), model(80), base_width=48, width=80, layout=layout)
+    msg = str(err.value)
+    assert f"add rules={{{rule!r}: 'stacked'}}" in msg and "a stack of" in msg and "\n" not in msg, msg
+    tags = kinds(P.infer_tags(model(48), model(80), base_width=48, width=80, layout=layout,
+                              rules={rule: "stacked"}))
+    name, want = fixed
+    assert tags[name] == want
+    assert all(kind[0] in ("vector", "scalar") for path, kind in tags.items() if path.endswith(("bias", "scale")))
+
+
+def test_the_haiku_transformer_example_without_its_rules_is_refused():
+    """The untouched Haiku transformer (hk.layer_stack, depth 4) read without its RULES: its attention kernels
+    [4, n, n] were hidden with fan-in 4n, every block bias an input layer of fan-in 4. Now refused, naming '^blocks/'
+    (the example's own rule)."""
+    from test_coord_any import example
+
+    m = example("haiku_transformer")
+    with pytest.raises(ValueError, match=r"a stack of 4 layers\? .*rules=\{'\^blocks/': 'stacked'\}"):
+        P.infer_tags_from(lambda w: jax.eval_shape(lambda k: m.init(k, w, 4), jax.random.key(0)), base_width=64,
+                          width=96)
+
+
+def conv_nets(n: int) -> dict:
+    """Leaves that lead with a fixed axis but are no stack: Linen Conv1D kernels [3, c, n] (+ bias [n]), a Linear
+    from 3 features [3, n], an embedding [3, n] alone in its module, a ViT's cls token [1, 1, n] and position table
+    [1, 17, n] at the top, Flax attention at 4 fixed heads (query bias [4, d], out kernel [4, d, n], d = n / 4)."""
+    return {"conv_in": {"kernel": s(3, 3, n), "bias": s(n)}, "conv": {"kernel": s(3, n, n), "bias": s(n)},
+            "xyz": {"kernel": s(3, n), "bias": s(n)}, "embed": {"embedding": s(3, n)},
+            "cls": s(1, 1, n), "pos": s(1, 17, n),
+            "q": {"kernel": s(n, 4, n // 4), "bias": s(4, n // 4)}, "out": {"kernel": s(4, n // 4, n), "bias": s(n)},
+            "head": {"kernel": s(n, 3), "bias": s(3)}}
+
+
+@pytest.mark.parametrize("depth", [None, 1, 2])
+def test_leaves_that_lead_with_a_fixed_axis_but_are_no_stack_are_tagged(depth):
+    """None of these is refused: a conv kernel [3, n, n] has a 1-D bias, an embedding [3, n] no kernel led by 3 in a
+    module of its own, and a leading axis of size 1 changes no fan. At depth=1 (coord_check's default) the cls token
+    and the position table were refused as 'a stack of layers' (leading axis of the depth's size 1)."""
+    depths = {} if depth is None else dict(depth=depth, base_depth=1)
+    tags = kinds(P.infer_tags(conv_nets(48), conv_nets(80), base_width=48, width=80,
+                              rules={"^q/": "out_axes=2"}, **depths))
+    assert tags["conv/kernel"] == ("hidden", 240, 80) and tags["conv_in/kernel"] == ("input", 9, 80)
+    assert tags["xyz/kernel"] == ("input", 3, 80) and tags["embed/embedding"] == ("input", 3, 80)
+    assert tags["cls"] == ("input", 1, 80) and tags["pos"] == ("input", 17, 80)
+    assert tags["q/bias"] == ("vector", 1, 80) and tags["out/kernel"] == ("hidden", 80, 80)
+
+
+def eqx_cnn(n: int) -> dict:
+    """Equinox (out_in): Conv2d(3, n, 3), Conv2d(n, n, 3), Conv1d(n, n, 5) with biases [out, 1, 1] / [out, 1], a
+    Linear(1, n) (weight [n, 1], bias [n]) and a 1x1 readout Conv2d(n, 10) (weight [10, n, 1, 1], bias [10, 1, 1])."""
+    return {"c0": {"weight": s(n, 3, 3, 3), "bias": s(n, 1, 1)}, "c1": {"weight": s(n, n, 3, 3), "bias": s(n, 1, 1)},
+            "c2": {"weight": s(n, n, 5), "bias": s(n, 1)}, "lin": {"weight": s(n, 1), "bias": s(n)},
+            "head": {"weight": s(10, n, 1, 1), "bias": s(10, 1, 1)}}
+
+
+def test_an_equinox_conv_bias_is_its_layers_bias():
+    """Equinox stores a Conv's bias [out, 1, 1]; under out_in it read as an input layer of fan-in 1, so AdamW decayed
+    it (wd_mult 1, where a Linear's bias [out] has 0) and muon_io orthogonalised it. Now vector like the Linear
+    bias, at every conv (widths 40 -> 104); the readout's [10, 1, 1] stays the scalar readout bias; a Linear from
+    1 feature keeps an input weight [n, 1]; a kind rule still makes a conv bias input."""
+    tags = P.infer_tags(eqx_cnn(40), eqx_cnn(104), base_width=40, width=104, layout="out_in")
+    got = kinds(tags)
+    for conv in ("c0", "c1", "c2"):
+        assert got[f"{conv}/bias"] == ("vector", 1, 104), conv
+        assert P.get("mup").wd_mult(tags[conv]["bias"]) == 0.0
+    assert got["c1/weight"] == ("hidden", 936, 104) and got["lin/weight"] == ("input", 1, 104)
+    assert (tags["head"]["bias"].kind, tags["head"]["bias"].role) == ("scalar", "readout_bias")
+    ruled = P.infer_tags(eqx_cnn(40), eqx_cnn(104), base_width=40, width=104, layout="out_in",
+                         rules={"^c1/bias$": "input"})
+    assert ruled["c1"]["bias"].kind == "input"
+
+
+def test_a_stack_marked_stacked_gets_conv_biases_right():
+    """A vmapped Equinox Conv2d with its 'stacked' rule: bias [L, n, 1, 1] less the stack axis is [n, 1, 1], a
+    vector like the unstacked conv's (it was input, fan-in 1)."""
+    tags = P.infer_tags(eqx_vmapped_conv(24, 4), eqx_vmapped_conv(56, 4), base_width=24, width=56, layout="out_in",
+                        rules={"^blocks/": "stacked"})
+    assert kinds(tags) == {"blocks/bias": ("vector", 1, 56), "blocks/weight": ("hidden", 504, 56)}
