@@ -89,6 +89,9 @@ def test_ntk_change_with_its_defaults():
         ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), {"s": [0.0, 1.0]}, [1e-3] * 3)
     with pytest.raises(ValueError, match="seeds must be a positive integer, got 0"):
         ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), seeds=0)
+    for lr in (0.0, [1e-3, float("nan")]):  # Theta = 0: E and O were 0 / 0 = NaN
+        with pytest.raises(ValueError, match="the lr must be positive and finite"):
+            ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), lr=lr)
 
 
 def test_a_warmup_longer_than_the_run_is_refused(tmp_path, capsys):

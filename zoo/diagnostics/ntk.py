@@ -78,8 +78,10 @@ def ntk_change(model_name: str, cfg: Any, plugin: Callable[[dict[str, Any]], Par
     common to every option set (the same initial draws)."""
     opts = {k: jnp.atleast_1d(jnp.asarray(v, jnp.float32)) for k, v in (options or {}).items()}
     count = option_sets({**{f"option {k}": v.shape for k, v in opts.items()}, "lr": np.atleast_1d(lr).shape})
-    if type(seeds) is not int or seeds < 1:
+    if not isinstance(seeds, (int, np.integer)) or isinstance(seeds, bool) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    if not np.all(np.isfinite(lr)) or np.any(np.asarray(lr) <= 0):
+        raise ValueError(f"the lr must be positive and finite (Theta and its changes are ratios over it), got {lr}")
     if x is None:
         x = random_inputs(cfg, 1, jax.random.fold_in(jax.random.key(key), INPUT_STREAM))
     opts = {k: jnp.broadcast_to(v, (count,)) for k, v in opts.items()}
