@@ -47,8 +47,7 @@ def build_spec(args: argparse.Namespace):
 
     check_lr_flags(args)
     run = run_config(args)
-    compare = default_compare(run.param.name) if args.compare is None else None if args.compare == "none" \
-        else args.compare
+    compare = comparison(args.compare, run.param.name)
     if compare is not None:  # an empty name (an unset shell variable) is unknown, not 'none'
         zoo.param.get(compare)
     default = zoo.models.config(run.model.name, **run.model.options)
@@ -60,10 +59,12 @@ def build_spec(args: argparse.Namespace):
                         metric=args.metric, chunk=args.chunk)
 
 
-def default_compare(param: str) -> str | None:
-    """The comparison when --compare is not given: SP, the parametrization whose transfer muP fixes; none under
-    --param sp, which has no other to compare with (--compare sp with --param sp is refused: one arm)."""
-    return None if param == "sp" else "sp"
+def comparison(given: str | None, param: str) -> str | None:
+    """The comparison arm of --compare: none for 'none'; when not given, SP (the parametrization whose transfer
+    muP fixes), or none under --param sp, which has no other to compare with (--compare sp is refused there)."""
+    if given is None:
+        return None if param == "sp" else "sp"
+    return None if given == "none" else given
 
 
 @boundary(per_core=True)
