@@ -132,3 +132,20 @@ def test_a_stack_marked_stacked_gets_conv_biases_right():
     tags = P.infer_tags(eqx_vmapped_conv(24, 4), eqx_vmapped_conv(56, 4), base_width=24, width=56, layout="out_in",
                         rules={"^blocks/": "stacked"})
     assert kinds(tags) == {"blocks/bias": ("vector", 1, 56), "blocks/weight": ("hidden", 504, 56)}
+
+
+def test_at_a_depth_the_size_of_a_kernel_axis_layers_with_biases_are_no_stack():
+    """Given depth=3, a Linen Conv's kernel [3, 3, n, n] (beside its bias [n]) and a Dense from 3 features [3, n]
+    were refused as 'a stack of layers' (leading axis of the depth's size), and at depth 4 an Equinox readout
+    [4 classes, n] under out_in; now a leaf led by the depth's size is a stack only when every leaf of its module is
+    (a bias-free stacked kernel still is, and names the rule)."""
+    net = {48: {"conv": {"kernel": s(3, 3, 48, 48), "bias": s(48)}, "rgb": {"kernel": s(3, 48), "bias": s(48)}},
+           80: {"conv": {"kernel": s(3, 3, 80, 80), "bias": s(80)}, "rgb": {"kernel": s(3, 80), "bias": s(80)}}}
+    tags = kinds(P.infer_tags(net[48], net[80], base_width=48, width=80, depth=3, base_depth=1))
+    assert tags["conv/kernel"] == ("hidden", 720, 80) and tags["rgb/kernel"] == ("input", 3, 80)
+    head = {n: {"head": {"weight": s(4, n), "bias": s(4)}} for n in (48, 80)}
+    tags = kinds(P.infer_tags(head[48], head[80], base_width=48, width=80, depth=4, base_depth=1, layout="out_in"))
+    assert tags["head/weight"] == ("output", 80, 4)
+    bare = {n: {"blocks": {"kernel": s(4, n, n)}} for n in (48, 80)}
+    with pytest.raises(ValueError, match=r"'blocks/kernel' \(4, 80, 80\): its leading axis has the depth's size 4"):
+        P.infer_tags(bare[48], bare[80], base_width=48, width=80, depth=4, base_depth=1)

@@ -25,10 +25,13 @@ for Flax attention:
 
     rules={r"/(query|key|value)/": "out_axes=2"}   # its bias [heads, head_dim] is then all fan-out: a vector
 
-A leaf with no more than k axes is all fan-out (fan_in 1): a vector when one axis grows, a scalar when none does.
+A leaf with no more than k axes is all fan-out (fan_in 1): a vector when one axis grows, a scalar when none does;
+so is a bias stored over size-1 axes (Equinox's Conv2d bias [out, 1, 1]) beside its layer's weight.
 
 `rules` maps a regex (re.search on the leaf's path, keys joined by "/") to a role or a tuple of roles:
-    stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan
+    stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan. A
+                   stack without it is an error naming the rule when the shapes show one (a bias or gain [L, n] and a
+                   kernel [L, a, n] in a module all led by L; given depth=, a module all led by the depth's size)
     branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
     in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
@@ -96,7 +99,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
-    _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY})
+    _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth)
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
     kinds_given = {name for name in arrays if roles[name] & set(KINDS)}
@@ -116,7 +119,7 @@ def _leads_stack(base_shape: tuple, shape: tuple) -> bool:
     """Whether the leaf could be a stack of layers by its shapes: at least 2 axes, the leading one fixed in width and
     longer than 1 (an axis of size 1 changes no fan: a stack of one layer reads as that layer, and a cls token
     [1, 1, n] or a position table [1, seq, n] is no stack)."""
-    return len(shape) >= 2 and shape[0] == base_shape[0] > 1
+    return len(shape) == len(base_shape) >= 2 and shape[0] == base_shape[0] > 1  # other ranks: _tag's error
 
 
 def _stacked_vector(base_shape: tuple, shape: tuple) -> bool:
@@ -132,14 +135,17 @@ def _stacked_matrix(base_shape: tuple, shape: tuple) -> bool:
     return len(shape) >= 3 and any(b != n for b, n in zip(base_shape[1:], shape[1:], strict=True))
 
 
-def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str]) -> None:
+def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], depth: int | None) -> None:
     """Refuse a stack of layers (nn.scan, hk.layer_stack, a vmapped Equinox module) no rule marks 'stacked': its
     leading axis L would be read as a fan (a stacked kernel [L, n, n] as hidden with fan-in L * n, its bias [L, n] as
     an input layer of fan-in L), which changes every init and LR exponent silently. Shapes alone cannot tell [L, n, n]
     from a conv kernel [k, n, n], nor [L, n] from an embedding [vocab, n]; a stack has both a stacked bias or gain
     [L, n] and a kernel [L, a, n] (3+ axes, one growing), and every leaf of the module holding them both leads with L
-    (a conv's bias [n] does not, nor a model's other layers beside an embedding [L, n]). `shapes`: (base shape,
-    shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are suspects."""
+    (a conv's bias [n] does not, nor a model's other layers beside an embedding [L, n]). Given the depth, a leaf led
+    by the depth's size is a stack when every leaf of its module is (a bias-free stacked kernel [L, n, n]; not a
+    conv kernel [3, 3, n, n] beside its bias [n] at depth 3, nor a readout [classes, n] beside its bias [classes]).
+    `shapes`: (base shape, shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are
+    suspects."""
     lead = {name: shapes[name][1][0] for name in shapes if _leads_stack(*shapes[name])}
     suspects = sorted(n for n in lead if n in unruled)
     for vector in (n for n in suspects if _stacked_vector(*shapes[n])):
@@ -152,6 +158,11 @@ def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: se
                                  f"lead with an axis of size {size} that does not change with width: a stack of "
                                  f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
                                  f"(if they are no stack, their kinds, e.g. {_exact(vector)!r}: 'input')")
+    for name in (n for n in suspects if lead[n] == depth):
+        if all(lead.get(n) == depth for n in shapes if _parent(n) == _parent(name)):
+            raise ValueError(f"parameter {name!r} {shapes[name][1]}: its leading axis has the depth's size {depth}; is "
+                             f"it a stack of layers? add rules={{{_exact(name)!r}: 'stacked'}} (or its kind, e.g. "
+                             "'input')")
 
 
 def _common_module(names: Sequence[str]) -> str:
@@ -266,11 +277,6 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
             raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): a 'stacked' rule needs a leading "
                              "axis that does not change with width")
         base_shape, shape = base_shape[1:], shape[1:]
-    elif not ruled and (depth or 1) > 1 and len(shape) >= 2 and shape[0] == base_shape[0] == depth:
-        # at depth 1 a leading axis of size 1 changes no fan (a stack of one layer reads as that layer; a cls token
-        # [1, 1, n] or position table [1, seq, n] is no stack)
-        raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
-                         f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}} (or its kind, e.g. 'input')")
     grows = [b != n for b, n in zip(base_shape, shape, strict=True)]
     odd = [a for a, (b, n) in enumerate(zip(base_shape, shape, strict=True)) if b != n and not math.isclose(n, b * m)]
     if odd and not given:
