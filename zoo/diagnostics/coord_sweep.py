@@ -159,17 +159,20 @@ def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
 def stream_start_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
     """Why a pre-LN transformer's changes grow with depth when its residual stream starts far below the branches.
 
-    x_l = x_0 + a L^-1/2 sum_{k<l} branch_k: with embeddings of std s << a, the stream before block l has RMS
-    about sqrt(s^2 + a^2 l/L), so the first blocks' LayerNorm divides their input's change by about a/sqrt(L) and
-    the branch multiplier cancels there; Depth-muP's limit (TP6 eq. 6) assumes a Theta(1) stream from the start,
-    which these blocks reach only at L >~ (a/s)^2."""
+    x_l = x_0 + a L^-alpha sum_{k<l} branch_k: with embeddings of std s << a, the stream before block l has RMS
+    about sqrt(s^2 + a^2 l L^-2alpha), so the first blocks' LayerNorm divides their input's change by about
+    a L^-alpha and the branch multiplier cancels there; the depth limit (TP6 eq. 6) assumes a Theta(1) stream from
+    the start, which the first block reaches only where s > a L^-alpha, at L >~ (a/s)^(1/alpha) (Depth-muP's
+    alpha = 1/2: (a/s)^2; CompleteP's alpha = 1: a/s)."""
     std = result["config"].get("embed_std", getattr(zoo.models.config(spec.model), "embed_std", None))
     growing = [v for v in result["verdicts"] + result["branch_verdicts"]
                if not v.matches and v.group == "stream" and max(v.slopes) > 0]
-    if result["axis"] != "depth" or std is None or std >= 0.5 or not growing:
+    plugin = zoo.param.get(spec.param, **spec.param_opt)
+    alpha, a = float(plugin.alpha), abs(float(plugin.branch_mult))
+    if result["axis"] != "depth" or std is None or std >= 0.5 or not growing or alpha <= 0 or a <= std:
         return None
     return (f"hint: the residual stream's changes grow with depth, and the stream starts at the embeddings' std "
             f"{std:g}, far below the Theta(1) branches: a pre-LN block divides its input's change by the stream's "
-            "RMS, which before the first blocks holds only l/L of the branches, so there the branch multiplier "
-            f"L^-1/2 cancels and Depth-muP's depth limit is reached only at L >~ {1 / std ** 2:.0f}; check with "
-            "--model-opt embed_std=1 (a Theta(1) stream start).")
+            f"RMS, which before the first blocks is mostly branches (a L^-{alpha:g} each), so there the branch "
+            f"multiplier L^-{alpha:g} cancels and the depth limit is reached only at L >~ "
+            f"{(a / std) ** (1 / alpha):.0f}; check with --model-opt embed_std=1 (a Theta(1) stream start).")
