@@ -58,6 +58,8 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
         with Checkpoints(run.dir, keep=s.cfg.loop.keep) as ckpts:
             state, start, meta = restore_or_init(s, plan, ckpts, run.say)
             run.say(_describe(s, state, run))
+            if (note := _warmup_note(s)) is not None:
+                run.say(note)
             if inline:
                 run.say(f"a large step for a CPU ({activations / 2**20:.0f} MiB of activations): steps run on this "
                         "thread, the heap kept between them (zoo.train.backend.start)")
@@ -218,6 +220,18 @@ def _describe(s: Setup, state: Any, run: Run) -> str:
     return (f"{m.name} width {m.width} depth {m.depth} under {s.cfg.param.name}: "
             f"{zoo.models.param_count(state['params']):,} parameters (with the optimizer state "
             f"{held / 2**20:.3f} MiB per device); {s.steps} steps of batch {s.cfg.loop.batch_size}; run dir {run.dir}")
+
+
+def _warmup_note(s: Setup) -> str | None:
+    """A line when the run is shorter than its warmup W, which zoo.config.check_warmup lets through (the recipe's,
+    set for its own length, under a shorter --steps; a horizon given in --epochs): zoo.optim's factor (t + 1) / W
+    ends at steps / W, and a schedule's decay never starts."""
+    warmup, steps = s.cfg.optim.warmup, s.steps
+    if warmup <= steps:
+        return None
+    decay = "" if s.cfg.optim.schedule == "constant" else f", and the {s.cfg.optim.schedule} decay never starts"
+    return (f"note: the warmup of {warmup} steps is longer than this run's {steps}: the LR ends at "
+            f"{steps / warmup:.3g} of --lr {s.cfg.optim.lr:g}{decay}; give --warmup {steps} or less to reach it")
 
 
 def _best(summary: dict[str, Any]) -> str:
