@@ -149,3 +149,29 @@ def test_at_a_depth_the_size_of_a_kernel_axis_layers_with_biases_are_no_stack():
     bare = {n: {"blocks": {"kernel": s(4, n, n)}} for n in (48, 80)}
     with pytest.raises(ValueError, match=r"'blocks/kernel' \(4, 80, 80\): its leading axis has the depth's size 4"):
         P.infer_tags(bare[48], bare[80], base_width=48, width=80, depth=4, base_depth=1)
+
+
+def haiku_nchw(n: int) -> dict:
+    """Real Haiku shapes: hk.Conv2D(n, 3, data_format="NCHW") stores its bias [n, 1, 1] (in_out); a 1x1 Conv2D to
+    one channel (w [1, 1, n, 1]) and an hk.Linear(1) (w [n, 1]) end in one output."""
+    import haiku as hk
+
+    def net(x):
+        h = hk.Conv2D(n, 3, data_format="NCHW", name="stem")(x)
+        h = hk.Conv2D(n, 3, data_format="NCHW", name="conv")(h)
+        return hk.Conv2D(1, 1, name="seg")(h.transpose(0, 2, 3, 1)), hk.Linear(1, name="reg")(h.mean((2, 3)))
+
+    return jax.eval_shape(hk.transform(net).init, jax.random.key(0), jnp.ones((1, 3, 8, 8)))
+
+
+def test_a_haiku_nchw_conv_bias_is_no_output_layer():
+    """Haiku's NCHW Conv2D bias [n, 1, 1] under in_out read as an output layer of fan-in n: under muP its init
+    x m^-1/2 and Adam LR x m^-1 (0.36 and 0.13 at m = 7.5, widths 16 -> 120), as a readout's. Now vector, as the
+    NHWC conv's bias [n] is; the one-output readouts [1, 1, n, 1] and [n, 1] stay output."""
+    tree = P.infer_tags(haiku_nchw(16), haiku_nchw(120), base_width=16, width=120)
+    tags = kinds(tree)
+    assert tags["stem/b"] == tags["conv/b"] == ("vector", 1, 120)
+    assert tags["conv/w"] == ("hidden", 1080, 120) and tags["stem/w"] == ("input", 27, 120)
+    assert tags["seg/w"] == tags["reg/w"] == ("output", 120, 1)
+    free = P.multiplier_free(P.get("mup"), tree)
+    assert float(free.lr_mult(tree["conv"]["b"])) == float(free.init_factor(tree["conv"]["b"])) == 1.0

@@ -102,8 +102,9 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth)
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
-    kinds_given = {name for name in arrays if roles[name] & set(KINDS)}
-    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, kinds_given)))
+    ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
+             if not roles[name] & set(KINDS)}
+    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks)))
 
 
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
@@ -183,17 +184,26 @@ def _stack_rule(members: Sequence[str]) -> str:
     return "^(" + "|".join(re.escape(name) for name in members) + ")$"
 
 
-def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ruled: set[str]) -> list[Tag | None]:
-    """`tags` with vector kind on each input-kind leaf of fan-in 1 whose module holds a weight of the same fan-out
-    and a larger fan-in: a bias stored broadcastable, over size-1 axes (Equinox's Conv2d bias [out, 1, 1] beside its
-    weight [out, in, kh, kw]), is its layer's bias as Linear's [out] is, not an input layer (which, unlike a bias, is
-    decayed and orthogonalised with muon_io). A weight of fan-in 1 beside a 1-D bias (a Linear from 1 feature) and a
-    cls token [1, 1, n] with no such weight stay input, as do leaves at the top of the tree (no module to share) and
-    the `ruled` ones (a kind rule)."""
+def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mapping[str, int]) -> list[Tag | None]:
+    """`tags` with vector kind (fan-in 1) on each bias stored broadcastable over size-1 axes: a leaf whose one width
+    axis is its only fan of size > 1, beside a weight in its module whose fan-out is that size and whose fan-in is
+    larger than 1. Equinox's Conv2d bias [out, 1, 1] beside its weight [out, in, kh, kw] (out_in) read as an input
+    layer of fan-in 1, Haiku's NCHW Conv2D bias [out, 1, 1] beside w [kh, kw, in, out] (in_out) as an output layer of
+    fan-in out; each is its layer's bias as Linear's [out] is (an input layer, unlike a bias, is decayed and
+    orthogonalised with muon_io; an output one gets the readout's init and LR). Read as output, a leaf needs 3+ axes
+    (its `ranks`, less a stack axis): a readout to one output [n, 1] is no bias. A weight of fan-in 1 beside a 1-D bias
+    (a Linear from 1 feature) and a cls token [1, 1, n] stay input, as do leaves at the top of the tree (no module to
+    share) and leaves with a kind rule (not in `ranks`)."""
     weights = {(_parent(n), t.fan_out) for n, t in zip(names, tags, strict=True) if t is not None and t.fan_in > 1}
-    return [dataclasses.replace(t, kind="vector")
-            if t is not None and t.kind == "input" and t.fan_in == 1 and n not in ruled and _parent(n)
-            and (_parent(n), t.fan_out) in weights else t
+
+    def size(name: str, t: Tag) -> int | None:
+        """The width axis's size of a leaf whose other fans are 1, None for other leaves."""
+        if t.kind == "input" and t.fan_in == 1:
+            return t.fan_out
+        return t.fan_in if t.kind == "output" and t.fan_out == 1 and ranks[name] >= 3 else None
+
+    return [dataclasses.replace(t, kind="vector", fan_in=1, fan_out=size(n, t))
+            if n in ranks and _parent(n) and (_parent(n), size(n, t)) in weights else t
             for n, t in zip(names, tags, strict=True)]
 
 
