@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from zoo.data.config import DataConfig
-from zoo.optim import USED_BY, OptimConfig
+from zoo.optim import USED_BY, OptimConfig, default_eps
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, flag_name, setting
 
 
@@ -283,12 +283,24 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
             values.pop("steps", None)
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
+    if file_eps_is_a_default(file_values, flags, zoo.models.recipe(model)):
+        values.pop("eps")  # the new optimizer's own
     cfg = RunConfig.from_flat(values)
     check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
     check_warmup(cfg, flags, file_values, zoo.models.recipe(model))
     zoo.param.get(cfg.param.name, **cfg.param.options)
     zoo.models.config(cfg.model.name, **cfg.model.options)
     return cfg
+
+
+def file_eps_is_a_default(file_values: dict[str, Any], flags: dict[str, Any], recipe: dict[str, Any]) -> bool:
+    """Whether the file's eps is only its optimizer's default (as a run's config.json holds it) under a flag that
+    changes the optimizer: a config.json of an Adafactor run holds eps 1e-30, which `--optimizer adam` then took
+    silently (Adam's default is 1e-8), and an Adam run's 1e-8 became Adafactor's eps1 (its default 1e-30)."""
+    old = file_values.get("optimizer") or recipe.get("optimizer") or FLAT["optimizer"][1].default
+    new = flags.get("optimizer") or old
+    return (flags.get("eps") is None and new != old and file_values.get("eps") is not None
+            and file_values["eps"] == default_eps(old))
 
 
 def check_used(given: set[str], cfg: RunConfig) -> None:

@@ -72,8 +72,8 @@ class OptimConfig:
     ns_steps: int = setting(5, "Muon's Newton-Schulz iterations", check=POSITIVE)
 
     def __post_init__(self):
-        if self.eps is None:  # each optimizer's own: Adam's 1e-8 beside sqrt(v); Adafactor's eps1 = 1e-30 beside g^2
-            object.__setattr__(self, "eps", 1e-30 if self.name == "adafactor" else 1e-8)
+        if self.eps is None:
+            object.__setattr__(self, "eps", default_eps(self.name))
         check_settings(self)
 
     def unused(self, given: set[str]) -> list[str]:
@@ -89,6 +89,11 @@ class OptimConfig:
         if self.weight_decay is not None:
             return self.weight_decay
         return 0.1 if self.name == "adamw" else 0.0
+
+
+def default_eps(optimizer: str) -> float:
+    """Each optimizer's own epsilon: Adam's 1e-8 beside sqrt(v); Adafactor's eps1 = 1e-30 beside g^2."""
+    return 1e-30 if optimizer == "adafactor" else 1e-8
 
 
 _ADAM_PART = ("adam", "adamw", "muon")  # Muon's vectors, scalars (and io layers) are Adam's
