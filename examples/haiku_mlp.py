@@ -16,6 +16,7 @@ import optax
 
 import zoo.data
 import zoo.param
+from zoo.cli.boundary import boundary
 from zoo.optim import OptimConfig, build
 
 IMAGE, CLASSES = (32, 32, 3), 10
@@ -78,4 +79,4 @@ def main(argv: list[str] | None = None) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main)()  # a bad flag or size is one line on stderr and exit status 1

@@ -18,6 +18,7 @@ import optax
 
 import zoo.data
 import zoo.param
+from zoo.cli.boundary import boundary
 from zoo.optim import OptimConfig, build
 
 VOCAB, SEQ_LEN, HEAD_DIM = 65, 64, 32
@@ -97,4 +98,4 @@ def main(argv: list[str] | None = None) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main)()  # a bad flag or size is one line on stderr and exit status 1

@@ -175,3 +175,17 @@ def test_a_haiku_nchw_conv_bias_is_no_output_layer():
     assert tags["seg/w"] == tags["reg/w"] == ("output", 120, 1)
     free = P.multiplier_free(P.get("mup"), tree)
     assert float(free.lr_mult(tree["conv"]["b"])) == float(free.init_factor(tree["conv"]["b"])) == 1.0
+
+
+def test_an_example_given_a_bad_flag_says_one_line():
+    """The examples are commands a user runs: `--param foo` printed a traceback (zoo.registry's ValueError at its
+    end); they now run in zoo's error boundary, one line on stderr and exit status 1."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "haiku_mlp.py"
+    done = subprocess.run([sys.executable, str(script), "--param", "foo", "--steps", "1"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.startswith("error: unknown parametrization 'foo'"), done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
