@@ -189,3 +189,12 @@ def test_an_example_given_a_bad_flag_says_one_line():
                           text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.startswith("error: unknown parametrization 'foo'"), done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_stack_marked_on_its_kernels_alone_is_refused_for_its_biases():
+    """rules={'/kernel$': 'stacked'} on Linen's scan marks the kernels [6, n, n] but leaves their biases and the
+    LayerNorm [6, n] read as input layers of fan-in 6, silently; now the same one line names the blocks' module."""
+    with pytest.raises(ValueError, match=r"'params/ScanBlock_0/Dense_0/bias' \(6, 80\) .* rules=\{'\^params/"
+                                         r"ScanBlock_0/': 'stacked'\}"):
+        P.infer_tags(linen_scan(48), linen_scan(80), base_width=48, width=80,
+                     rules={"^params/ScanBlock_0/.*/kernel$": "stacked"})

@@ -146,12 +146,13 @@ def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: se
     by the depth's size is a stack when every leaf of its module is (a bias-free stacked kernel [L, n, n]; not a
     conv kernel [3, 3, n, n] beside its bias [n] at depth 3, nor a readout [classes, n] beside its bias [classes]).
     `shapes`: (base shape, shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are
-    suspects."""
+    suspects, but their kernel may have a rule (a 'stacked' rule on the kernels alone left the biases [L, n] read as
+    input layers of fan-in L)."""
     lead = {name: shapes[name][1][0] for name in shapes if _leads_stack(*shapes[name])}
     suspects = sorted(n for n in lead if n in unruled)
     for vector in (n for n in suspects if _stacked_vector(*shapes[n])):
         size = lead[vector]
-        for kernel in (n for n in suspects if n != vector and lead[n] == size and _stacked_matrix(*shapes[n])):
+        for kernel in (n for n in sorted(lead) if n != vector and lead[n] == size and _stacked_matrix(*shapes[n])):
             module = _common_module([vector, kernel])
             if all(lead.get(n) == size for n in shapes if not module or n.startswith(module + "/")):
                 rule = _stack_rule(sorted(n for n in suspects if lead[n] == size))
