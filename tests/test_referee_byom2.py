@@ -198,3 +198,23 @@ def test_a_stack_marked_on_its_kernels_alone_is_refused_for_its_biases():
                                          r"ScanBlock_0/': 'stacked'\}"):
         P.infer_tags(linen_scan(48), linen_scan(80), base_width=48, width=80,
                      rules={"^params/ScanBlock_0/.*/kernel$": "stacked"})
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(widths=[32, 64], base_depth=0), "base_depth must be a positive integer, got 0"),
+    (dict(depths=[4, 8], width=0), "width must be a positive integer, got 0"),
+    (dict(widths=[32, 64], depth=-1), "depth must be a positive integer, got -1"),
+])
+def test_coord_check_refuses_bad_sizes_before_calling_the_model(kwargs, needle):
+    """base_depth=0 ran (and passed) as base depth = depth, `0 or depth`; a width or depth the model cannot be built
+    at reached the model's own init first (here its ZeroDivisionError)."""
+    from test_referee_byom import tiny_apply, tiny_batch, tiny_init
+
+    from zoo.diagnostics.coord_any import coord_check
+
+    def init(key, width, depth):
+        return tiny_init(key, width, depth) if width > 0 and depth > 0 else 1 / 0
+
+    with pytest.raises(ValueError) as err:
+        coord_check(init, tiny_apply, P.get("mup"), tiny_batch(), seeds=1, lr=1e-3, **kwargs)
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)

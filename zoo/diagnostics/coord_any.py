@@ -61,6 +61,9 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     check_sweep(axis, sizes, steps=steps, seeds=seeds, tol=tol)
     if axis == "depth" and width is None:
         raise ValueError("a depth sweep needs the width it runs at")
+    for key, v in (("depth", depth), ("width", width), ("base_depth", base_depth)):
+        if v is not None and not _positive_int(v):  # before the model's init is called with it
+            raise ValueError(f"{key} must be a positive integer, got {v!r}")
     check_batch(batch)
     if axis == "depth":
         verdict.check_depths(sizes)
