@@ -218,3 +218,16 @@ def test_coord_check_refuses_bad_sizes_before_calling_the_model(kwargs, needle):
     with pytest.raises(ValueError) as err:
         coord_check(init, tiny_apply, P.get("mup"), tiny_batch(), seeds=1, lr=1e-3, **kwargs)
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_vector_rule_tags_a_gain_stored_over_size_1_axes():
+    """Haiku's NCHW BatchNorm scale and offset [1, C, 1, 1] read (in_out) as output layers of fan-in C, and no rule
+    could say otherwise: 'vector' was 'a kind the shapes contradict'. A vector rule on a leaf whose axes but the
+    width one have size 1 now makes it a vector of fan-in 1 and fan-out C (widths 24 -> 56); on a real layer it is
+    still refused."""
+    base, wide = ({"bn": {"scale": s(1, n, 1, 1), "offset": s(1, n, 1, 1)}, "head": {"w": s(n, 5), "b": s(5)}}
+                  for n in (24, 56))
+    tags = kinds(P.infer_tags(base, wide, base_width=24, width=56, rules={"^bn/": "vector"}))
+    assert tags["bn/scale"] == tags["bn/offset"] == ("vector", 1, 56)
+    with pytest.raises(ValueError, match="'head/w' .* is output by its shapes"):
+        P.infer_tags(base, wide, base_width=24, width=56, rules={"^(bn|head)/": "vector"})

@@ -307,7 +307,10 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                          "more than 2 (1 where all axes are fan-out). Give its kind with a rule, e.g. "
                          f"rules={{{_exact(name)!r}: 'hidden'}}")
     if ruled:
-        kind = _ruled_kind(name, base_shape, shape, kind, given.pop() if given else None, (fan_in, fan_out, layout))
+        seen, kind = kind, _ruled_kind(name, base_shape, shape, kind, given.pop() if given else None,
+                                       (fan_in, fan_out, layout))
+        if (seen, kind) == ("output", "vector"):  # a gain [1, C, 1, 1]: all fan-out, as a 1-D bias
+            fan_in, fan_out = 1, fan_in * fan_out
     branch = "branch" in roles or "branch_output" in roles
     if branch and (depth is None or base_depth is None):
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
@@ -321,12 +324,15 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
 def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, given: str | None,
                 fans: tuple[int, int, str]) -> str:
     """The kind of a leaf a rule names (`given`) or marks as the readout (given None): a rule settles what the shapes
-    leave open (`seen` None), or calls a fan-out width axis input rather than vector (an embedding row, a cls token);
+    leave open (`seen` None), or calls a fan-out width axis input rather than vector (an embedding row, a cls token),
+    or a leaf whose axes but the width one have size 1 a vector (Haiku's NCHW BatchNorm scale [1, C, 1, 1], which
+    in_out reads as an output layer of fan-in C);
     the readout role makes the readout's weight output and leaves its bias, with no width axis, a scalar. A kind the
     shapes contradict (a readout rule whose regex also matches the bias, a layout read the wrong way) would change
     the leaf's init and LR exponents silently: an error."""
     kind = given or ("scalar" if seen == "scalar" else "output")
-    if seen is None or kind == seen or {kind, seen} == {"input", "vector"}:
+    broadcast = sum(n != 1 for n in shape) == 1  # one axis, the width one, beside size-1 axes: [1, C, 1, 1]
+    if seen is None or kind == seen or {kind, seen} == {"input", "vector"} or (kind == "vector" and broadcast):
         return kind
     fan_in, fan_out, layout = fans
     raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) is {seen} by its shapes (fan-in {fan_in}, "
