@@ -9,8 +9,8 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     spectral_step                 that part per unit of Muon's Newton-Schulz output of the gradient (matrices)
     wd_shrink                     lambda of the zero-gradient update -lambda w_0 (the chain adds its decay after
                                   the optimizer, so the step's decay part is exactly this update)
-    small_step_rms                the gradient-driven part of the chain's first update of TINY times the gradient,
-                                  per TINY: the step the chain takes before any global-norm clipping
+    small_step_rms                the chain's first update of TINY times the gradient at w = 0 (no decay part), per
+                                  TINY: the step the chain takes before any global-norm clipping
     small_sqrt_v_rms              RMS of sqrt(v_hat) after that update, per TINY (Adam's epsilon without the clip)
     grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
                                   as the key bias, whose gradient is rounding noise: not judged)
@@ -107,7 +107,10 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                                                     prog.dtype)[0])(st["params"])
         fresh = prog.tx.init(st["params"])
         decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
-        small, small_opt = prog.tx.update(jax.tree.map(lambda x: x * TINY, grads), fresh, st["params"])
+        # at w = 0: the chain reads the parameters only in its decay, lr wd w (zoo.optim.chain), whose ~1e-5 beside
+        # a step of TINY times the gradient (~1e-15) would leave the float32 difference little but rounding
+        small, small_opt = prog.tx.update(jax.tree.map(lambda x: x * TINY, grads), fresh,
+                                          jax.tree.map(jnp.zeros_like, st["params"]))
         v, v_small = second_moments(new["opt"]), second_moments(small_opt)
         w0, w1, g, u, du = (paths(t) for t in (st["params"], new["params"], grads, decay, small))
         keys = jax.random.split(jax.random.fold_in(key, 1), len(tags))
@@ -116,7 +119,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
             a, dw = w0[path][...], w1[path][...] - w0[path][...] - u[path][...]  # without the decay part
             out[path] = {"init_rms": measure.rms(a), "update_rms": measure.rms(dw),
                          "wd_shrink": measure.shrink(u[path][...], a), "grad_rms": measure.rms(g[path][...]),
-                         "small_step_rms": measure.rms(du[path][...] - u[path][...]) / TINY}
+                         "small_step_rms": measure.rms(du[path][...]) / TINY}
             if tag.kind in MATRIX_KINDS and a.ndim >= 2:
                 route = Route("spectral", tag.fan_in, tag.layout, out_axes=tag.out_axes)
                 out[path]["init_spectral"] = measure.spectral_norm(a, route, k)
