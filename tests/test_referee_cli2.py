@@ -183,3 +183,22 @@ def test_a_run_files_default_eps_follows_a_new_optimizer():
     assert resolve({"optimizer": "adam", "eps": 1e-5}, adafactor_run).optim.eps == 1e-5
     assert resolve({"optimizer": "adafactor"}, {"model": "gpt", "eps": 1e-8}).optim.eps == 1e-30  # gpt: adamw
     assert resolve({"optimizer": "adafactor"}, {"model": "mlp_resnet", "eps": 1e-6}).optim.eps == 1e-6
+
+
+def test_a_target_difference_within_the_seeds_noise_is_no_win():
+    """With --target-seeds, 2.5277 +- 0.21 against 2.6371 +- 0.25 read "mup's target is better", a difference
+    well inside the seeds' spread. Now the verdict says the lower one is within the noise when the difference is
+    below two standard errors of the difference of the means, 2 sqrt(s_a^2 / n_a + s_b^2 / n_b) (ddof 1); a
+    difference beyond it, or a single target seed (no spread to judge), is still a win."""
+    def seeded(param: str, losses: list[float]) -> Arm:
+        return dataclasses.replace(arm(param, float(np.mean(losses))), target_losses=losses)
+
+    mup, sp = seeded("mup", [2.3, 2.5, 2.8]), seeded("sp", [2.4, 2.6, 2.9])  # means 2.5333, 2.6333, s 0.2517 each
+    noise = 2 * np.sqrt(2 * np.var([2.3, 2.5, 2.8], ddof=1) / 3)  # 0.4110
+    text = verdict([mup, sp], SPEC)
+    assert text.startswith("mup's target is lower, within the seeds' noise:")
+    assert f"(difference 0.1000 < 2 standard errors {noise:.4f};" in text
+    assert verdict([sp, mup], SPEC).startswith("mup's target is lower, within the seeds' noise:")
+    apart = seeded("sp", [3.3, 3.5, 3.8])  # 1.0 apart: beyond 0.41
+    assert verdict([mup, apart], SPEC).startswith("mup's target is better: 2.5333 +- ")
+    assert verdict([arm("mup", 2.5), arm("sp", 2.6)], SPEC).startswith("mup's target is better")

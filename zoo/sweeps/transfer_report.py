@@ -101,9 +101,22 @@ def verdict(arms: list[Arm], spec: TransferSpec) -> str:
                f"{target_text(arms[1])})"
     if la == lb:
         return f"the targets tie: {a}'s {target_text(arms[0])}, {b}'s {target_text(arms[1])}"
-    if lb is None or (la is not None and la < lb):
-        return f"{a}'s target is better: {target_text(arms[0])} vs {b}'s {target_text(arms[1])}"
-    return f"{b}'s target is better: {target_text(arms[1])} vs {a}'s {target_text(arms[0])}"
+    first = lb is None or (la is not None and la < lb)
+    (win, w), (lose, o) = ((a, arms[0]), (b, arms[1])) if first else ((b, arms[1]), (a, arms[0]))
+    noise = seed_noise(arms)
+    if la is not None and lb is not None and noise is not None and abs(la - lb) < noise:
+        return (f"{win}'s target is lower, within the seeds' noise: {target_text(w)} vs {lose}'s {target_text(o)} "
+                f"(difference {abs(la - lb):.4f} < 2 standard errors {noise:.4f}; more --target-seeds would tell)")
+    return f"{win}'s target is better: {target_text(w)} vs {lose}'s {target_text(o)}"
+
+
+def seed_noise(arms: list[Arm]) -> float | None:
+    """Two standard errors of the difference of the arms' mean target losses, 2 sqrt(s_a^2 / n_a + s_b^2 / n_b)
+    (sample variances over the target seeds): None unless each arm has two or more seeds that trained."""
+    losses = [[v for v in arm.target_losses if v is not None] for arm in arms]
+    if any(len(x) < 2 for x in losses):
+        return None
+    return 2.0 * float(np.sqrt(sum(np.var(x, ddof=1) / len(x) for x in losses)))
 
 
 def plot(arms: list[Arm], spec: TransferSpec, path: Path) -> Path:
