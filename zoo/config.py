@@ -273,7 +273,8 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
 
     file_values = file_values or {}
     model = flags.get("model") or file_values.get("model") or FLAT["model"][1].default
-    values: dict[str, Any] = {"model": model, **zoo.models.recipe(model)}
+    recipe = zoo.models.recipe(model)
+    values: dict[str, Any] = {"model": model, **recipe}
     for source in (file_values, {k: v for k, v in flags.items() if v is not None}):
         if source.get("epochs") is not None:  # the horizon in epochs replaces the steps of the recipe or file
             if source.get("steps") is not None:
@@ -283,11 +284,11 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
             values.pop("steps", None)
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
-    if file_eps_is_a_default(file_values, flags, zoo.models.recipe(model)):
+    if file_eps_is_a_default(file_values, flags, recipe):
         values.pop("eps")  # the new optimizer's own
     cfg = RunConfig.from_flat(values)
     check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
-    check_warmup(cfg, flags, file_values, zoo.models.recipe(model))
+    check_warmup(cfg, flags, file_values, recipe)
     zoo.param.get(cfg.param.name, **cfg.param.options)
     zoo.models.config(cfg.model.name, **cfg.model.options)
     return cfg
