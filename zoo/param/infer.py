@@ -26,7 +26,8 @@ for Flax attention:
     rules={r"/(query|key|value)/": "out_axes=2"}   # its bias [heads, head_dim] is then all fan-out: a vector
 
 A leaf with no more than k axes is all fan-out (fan_in 1): a vector when one axis grows, a scalar when none does;
-so is a bias stored over size-1 axes (Equinox's Conv2d bias [out, 1, 1]) beside its layer's weight.
+so is a bias or gain stored over size-1 axes beside its layer's weight (Equinox's Conv2d bias [out, 1, 1]) or
+named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
 
 `rules` maps a regex (re.search on the leaf's path, keys joined by "/") to a role or a tuple of roles:
     stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan. A
@@ -67,6 +68,7 @@ NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it 
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
+GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
 
 
 def is_array(x: Any) -> bool:
@@ -104,7 +106,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
             if name in arrays else None for name in names]
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
              if not roles[name] & set(KINDS)}
-    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks)))
+    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks, shapes)))
 
 
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
@@ -185,26 +187,38 @@ def _stack_rule(members: Sequence[str]) -> str:
     return "^(" + "|".join(re.escape(name) for name in members) + ")$"
 
 
-def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mapping[str, int]) -> list[Tag | None]:
-    """`tags` with vector kind (fan-in 1) on each bias stored broadcastable over size-1 axes: a leaf whose one width
-    axis is its only fan of size > 1, beside a weight in its module whose fan-out is that size and whose fan-in is
-    larger than 1. Equinox's Conv2d bias [out, 1, 1] beside its weight [out, in, kh, kw] (out_in) read as an input
-    layer of fan-in 1, Haiku's NCHW Conv2D bias [out, 1, 1] beside w [kh, kw, in, out] (in_out) as an output layer of
-    fan-in out; each is its layer's bias as Linear's [out] is (an input layer, unlike a bias, is decayed and
-    orthogonalised with muon_io; an output one gets the readout's init and LR). Read as output, a leaf needs 3+ axes
-    (its `ranks`, less a stack axis): a readout to one output [n, 1] is no bias. A weight of fan-in 1 beside a 1-D bias
-    (a Linear from 1 feature) and a cls token [1, 1, n] stay input, as do leaves at the top of the tree (no module to
-    share) and leaves with a kind rule (not in `ranks`)."""
+def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mapping[str, int],
+                      shapes: Mapping[str, tuple[tuple, tuple]]) -> list[Tag | None]:
+    """`tags` with vector kind (fan-in 1, fan-out C) on each bias or gain stored broadcastable over size-1 axes: a leaf
+    whose axes but its one width axis C all have size 1, and which is named as one (GAIN_NAMES: Haiku's BatchNorm and
+    LayerNorm scale and offset [1, C, 1, 1] NCHW or [1, 1, 1, C] NHWC in a module of their own, a stack of one
+    layer's gain [1, C]) or sits beside a weight in its module whose fan-out is C and whose fan-in is larger than 1
+    (Equinox's Conv2d bias [out, 1, 1] beside its weight [out, in, kh, kw], out_in; Haiku's NCHW Conv2D bias
+    [out, 1, 1] beside w [kh, kw, in, out], in_out). Read by shapes alone it is an input layer of fan-in 1 (decayed,
+    orthogonalised with muon_io) or an output layer of fan-in C (a readout's init and LR); it is its layer's bias as
+    Linear's [out] is. Beside a weight, a leaf read as output needs 3+ axes (its `ranks`, less a stack axis): a
+    readout to one output [n, 1] is no bias. A weight of fan-in 1 beside a 1-D bias (a Linear from 1 feature), a cls
+    token [1, 1, n] and unnamed leaves at the top of the tree stay input, as do leaves with a kind rule (not in
+    `ranks`)."""
     weights = {(_parent(n), t.fan_out) for n, t in zip(names, tags, strict=True) if t is not None and t.fan_in > 1}
 
     def size(name: str, t: Tag) -> int | None:
-        """The width axis's size of a leaf whose other fans are 1, None for other leaves."""
+        """The fan-out of a leaf read as an input layer of fan-in 1, the fan-in of one read as an output layer whose
+        only axis of size > 1 is its width axis ([1, C, 1, 1]; a stack axis aside); None for other leaves."""
         if t.kind == "input" and t.fan_in == 1:
             return t.fan_out
-        return t.fan_in if t.kind == "output" and t.fan_out == 1 and ranks[name] >= 3 else None
+        shape = shapes[name][1][len(shapes[name][1]) - ranks[name]:]
+        return t.fan_in if t.kind == "output" and sum(n != 1 for n in shape) == 1 else None
 
-    return [dataclasses.replace(t, kind="vector", fan_in=1, fan_out=size(n, t))
-            if n in ranks and _parent(n) and (_parent(n), size(n, t)) in weights else t
+    def bias(name: str, t: Tag) -> bool:
+        c = size(name, t)
+        if c is None:
+            return False
+        named = name.rpartition("/")[2] in GAIN_NAMES
+        return named or (bool(_parent(name)) and (_parent(name), c) in weights
+                         and (t.kind == "input" or ranks[name] >= 3))
+
+    return [dataclasses.replace(t, kind="vector", fan_in=1, fan_out=size(n, t)) if n in ranks and bias(n, t) else t
             for n, t in zip(names, tags, strict=True)]
 
 

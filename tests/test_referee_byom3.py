@@ -1,0 +1,68 @@
+"""Referee checks of "Bring your own model", third round: gains and biases named as such over size-1 axes (Haiku's
+BatchNorm NCHW and NHWC, a stack of one layer's gain), a depth equal to a conv kernel's size, tied embeddings, and
+layer types the other tests do not use (GRU and LSTM cells, fused and separate attention, grouped convs, small
+vocabularies, a readout to one output), at widths and depths the other tests do not use."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import zoo.param as P
+
+
+def s(*shape: int) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def kinds(tags) -> dict[str, tuple]:
+    flat = jax.tree_util.tree_flatten_with_path(tags, is_leaf=lambda t: isinstance(t, P.Tag))[0]
+    return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p): (t.kind, t.fan_in, t.fan_out)
+            for p, t in flat}
+
+
+def tagged(model, base: int = 40, width: int = 72, **kwargs) -> dict[str, tuple]:
+    return kinds(P.infer_tags(model(base), model(width), base_width=base, width=width, **kwargs))
+
+
+def haiku_bn(n: int, nchw: bool = True) -> dict:
+    """Haiku conv net with hk.BatchNorm in a module of its own: scale and offset [1, C, 1, 1] (NCHW) or [1, 1, 1, C]
+    (NHWC); hk.LayerNorm over channels NCHW stores [C, 1, 1]."""
+    gain = s(1, n, 1, 1) if nchw else s(1, 1, 1, n)
+    return {"conv2_d": {"w": s(3, 3, 3, n)}, "batch_norm": {"scale": gain, "offset": gain},
+            "layer_norm": {"scale": s(n, 1, 1), "offset": s(n, 1, 1)}, "linear": {"w": s(n, 10), "b": s(10)}}
+
+
+@pytest.mark.parametrize("nchw", [True, False])
+def test_haiku_batchnorm_gains_are_vectors_by_their_names(nchw):
+    """Haiku's BatchNorm scale and offset [1, C, 1, 1] (NCHW) read as output layers of fan-in C (under muP at m = 9/5:
+    init x m^-1/2 = 0.745, Adam LR x m^-1 = 0.556), [1, 1, 1, C] (NHWC) as input layers of fan-in 1 (AdamW decayed
+    them, wd_mult 1 where a bias has 0), unless a 'vector' rule was given: no weight shares their module. Their names
+    say what they are."""
+    tags = tagged(lambda n: haiku_bn(n, nchw))
+    for leaf in ("batch_norm/scale", "batch_norm/offset", "layer_norm/scale", "layer_norm/offset"):
+        assert tags[leaf] == ("vector", 1, 72), (leaf, tags[leaf])
+    assert tags["conv2_d/w"] == ("input", 27, 72) and tags["linear/w"] == ("output", 72, 10)
+
+
+def test_a_stack_of_one_layer_has_its_gain_read_as_a_vector():
+    """hk.layer_stack(1) (or nn.scan of length 1) at depth 1: its RMSNorm scale [1, n] read as an input layer of
+    fan-in 1. A leading axis of size 1 changes no fan, so its kernels [1, n, 3n] read right; the gain does too now.
+    A Linear from 1 feature [1, n] (named w) stays input, as a ViT's cls token [1, 1, n]."""
+    def model(n):
+        return {"embed": {"embeddings": s(30, n)}, "blocks/~/norm": {"scale": s(1, n)},
+                "blocks/~/up": {"w": s(1, n, 3 * n)}, "blocks/~/down": {"w": s(1, 3 * n, n)},
+                "time": {"w": s(1, n)}, "cls": s(1, 1, n), "head": {"w": s(n, 30)}}
+
+    tags = tagged(model, 24, 56, depth=1, base_depth=1)
+    assert tags["blocks/~/norm/scale"] == ("vector", 1, 56)
+    assert tags["blocks/~/down/w"] == ("hidden", 168, 56)
+    assert tags["time/w"] == ("input", 1, 56) and tags["cls"] == ("input", 1, 56)
+
+
+def test_a_bias_named_so_over_size_one_axes_is_a_vector_but_a_readout_to_one_output_is_not():
+    """A bias [n, 1] (a NCHW 1-D conv's, in a module of its own) read as an output layer of fan-in n; the readout to
+    one output w [n, 1] beside it stays output (a named weight, not a bias)."""
+    tags = tagged(lambda n: {"bias_only": {"bias": s(n, 1)}, "head": {"w": s(n, 1)}}, 40, 100)
+    assert tags["bias_only/bias"] == ("vector", 1, 100) and tags["head/w"] == ("output", 100, 1)
