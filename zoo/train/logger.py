@@ -38,6 +38,7 @@ class Logger:
     def __init__(self, run_dir: Path, total: int, start: int, unit: str, examples_per_step: int,
                  say: Callable[[str], None], enabled: bool = True):
         self.say, self.per_step = say, examples_per_step
+        self.earlier_evals = eval_rows(run_dir, start)  # a resumed run's, which its summary's best still counts
         self.log = MetricsLog(run_dir) if enabled else None
         self.view = ProgressView(total, start, unit, examples_per_step, say) if enabled else None
 
@@ -160,6 +161,11 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def eval_rows(run_dir: Path, until: int) -> list[dict[str, Any]]:
+    """The eval rows of metrics.jsonl up to step `until`: a resumed run's evals before the step it resumes from."""
+    return [r for r in read_metrics(run_dir) if r.get("split") == "eval" and r.get("step", until + 1) <= until]
 
 
 def _lines(path: Path) -> list[str]:

@@ -91,7 +91,7 @@ class Loop:
         self.leaves = compiled.flatten(state)  # the state, as the train step takes it
         loop = s.cfg.loop
         self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every), *hooks]
-        self.evals = Evals(logger)
+        self.evals = Evals(logger, logger.earlier_evals)
         self.metrics: dict[str, float] = {}  # the newest fetched train metrics
         self.pending: tuple[int, Any] | None = None  # (step, metrics on the device)
         self.busy_s = 0.0  # time in hooks that touch the state (evals, checkpoints), left out of the step time
@@ -173,18 +173,26 @@ class Loop:
 
 
 class Evals:
-    """Eval results: each logged; the last, and the best so far (lowest loss and bpc, highest accuracy); `extra`
-    holds what hooks add to the summary (a run-start report)."""
+    """Eval results: each logged; the last, and the best so far (lowest loss and bpc, highest accuracy) over the
+    whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included; `extra` holds what
+    hooks add to the summary (a run-start report)."""
 
-    def __init__(self, logger: Logger):
+    def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = ()):
         self.logger, self.step = logger, -1
         self.last: dict[str, float] = {}
         self.best: dict[str, float] = {}
         self.extra: dict[str, Any] = {}
+        for row in earlier:
+            self.keep(row["step"], {k: v for k, v in row.items() if k not in ("step", "split", "time")})
 
     def add(self, step: int, metrics: dict[str, float]) -> None:
-        """Log `metrics` of `step`; several calls at one step (eval, then a diagnostic) make one `last`."""
+        """Log `metrics` of `step` and keep them."""
         self.logger.eval(step, metrics)
+        self.keep(step, metrics)
+
+    def keep(self, step: int, metrics: dict[str, float]) -> None:
+        """`metrics` of `step` as the last and in the best; several calls at one step (eval, then a diagnostic)
+        make one `last`."""
         self.last = {**self.last, **metrics} if step == self.step else dict(metrics)
         self.step = step
         for k, v in metrics.items():
