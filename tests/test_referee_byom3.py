@@ -66,3 +66,44 @@ def test_a_bias_named_so_over_size_one_axes_is_a_vector_but_a_readout_to_one_out
     one output w [n, 1] beside it stays output (a named weight, not a bias)."""
     tags = tagged(lambda n: {"bias_only": {"bias": s(n, 1)}, "head": {"w": s(n, 1)}}, 40, 100)
     assert tags["bias_only/bias"] == ("vector", 1, 100) and tags["head/w"] == ("output", 100, 1)
+
+
+def test_at_depth_3_a_bias_free_conv_and_a_bias_free_dense_from_3_features_are_layers():
+    """A ResNet's bias-free Conv [3, 3, n, n] (its BatchNorm in a module of its own) and a bias-free Dense from RGB
+    [3, n], given depth=3, were refused as stacks of 3 layers, the line suggesting 'stacked' (which reads the conv as
+    a stack of [3, n, n] kernels, fan-in 3n instead of 9n) or 'input' (a kind the conv's shapes contradict). Neither
+    may stack layers: a stacked Dense kernel has 3 axes, and a 2-axis leaf named as a Flax or Haiku weight is one."""
+    def resnet(n):
+        return {"params": {"Dense_0": {"kernel": s(3, n)}, "Conv_0": {"kernel": s(3, 3, 3, n)},
+                           "Block_0": {"Conv_0": {"kernel": s(3, 3, n, n)},
+                                       "BatchNorm_0": {"scale": s(n), "bias": s(n)}},
+                           "Conv_1": {"kernel": s(3, 3, n, n)}, "Dense_1": {"kernel": s(n, 10)}}}
+
+    tags = tagged(resnet, 24, 40, depth=3, base_depth=1)
+    assert tags["params/Block_0/Conv_0/kernel"] == tags["params/Conv_1/kernel"] == ("hidden", 360, 40)
+    assert tags["params/Dense_0/kernel"] == ("input", 3, 40) and tags["params/Conv_0/kernel"] == ("input", 27, 40)
+
+
+@pytest.mark.parametrize("leaf,rank,layout,fixes", [
+    ("blocks/kernel", 3, "in_out", {"stacked": ("hidden", 56, 56), "hidden": ("hidden", 168, 56)}),
+    ("stack/b", 2, "in_out", {"stacked": ("vector", 1, 56), "input": ("input", 3, 56)}),
+    ("blocks/weight", 3, "out_in", {"stacked": ("hidden", 56, 56)}),
+])
+def test_a_leaf_led_by_the_depth_that_shapes_cannot_decide_names_both_rules(leaf, rank, layout, fixes):
+    """A bias-free [3, n, n] at depth 3 (a stack of Dense kernels or a conv1d kernel of size 3) and a lone bias
+    [3, n] stay refused, the line naming both rules, 'stacked' and the kind the shapes give (it said "its kind, e.g.
+    'input'" for a hidden kernel). Under out_in [3, n, n] fits no layer (two width axes in the fan-in): only
+    'stacked'. Each rule it names then tags the leaf."""
+    def model(n):
+        module, name = leaf.split("/")
+        return {module: {name: s(3, *[n] * (rank - 1))}, "head": {"w": s(n, 10)}}
+
+    exact = f"^{leaf}$"
+    named = [f"rules={{{exact!r}: {kind!r}}}" for kind in fixes]  # 'stacked', then the kind of one layer
+    with pytest.raises(ValueError) as err:
+        tagged(model, 32, 56, depth=3, base_depth=1, layout=layout)
+    msg = str(err.value)
+    assert f"its leading axis has the depth's size 3; is it a stack of layers? add {named[0]}" in msg, msg
+    assert msg.endswith(named[-1]) and "\n" not in msg, msg
+    for kind, want in fixes.items():
+        assert tagged(model, 32, 56, depth=3, base_depth=1, layout=layout, rules={exact: kind})[leaf] == want

@@ -68,6 +68,7 @@ NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it 
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
+WEIGHT_NAMES = ("kernel", "w", "embedding", "embeddings")  # Flax and Haiku (Equinox's "weight" is also a gain's)
 GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
 
 
@@ -101,7 +102,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
-    _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth)
+    _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth, layout)
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
@@ -138,15 +139,18 @@ def _stacked_matrix(base_shape: tuple, shape: tuple) -> bool:
     return len(shape) >= 3 and any(b != n for b, n in zip(base_shape[1:], shape[1:], strict=True))
 
 
-def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], depth: int | None) -> None:
+def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], depth: int | None,
+                          layout: str) -> None:
     """Refuse a stack of layers (nn.scan, hk.layer_stack, a vmapped Equinox module) no rule marks 'stacked': its
     leading axis L would be read as a fan (a stacked kernel [L, n, n] as hidden with fan-in L * n, its bias [L, n] as
     an input layer of fan-in L), which changes every init and LR exponent silently. Shapes alone cannot tell [L, n, n]
     from a conv kernel [k, n, n], nor [L, n] from an embedding [vocab, n]; a stack has both a stacked bias or gain
     [L, n] and a kernel [L, a, n] (3+ axes, one growing), and every leaf of the module holding them both leads with L
-    (a conv's bias [n] does not, nor a model's other layers beside an embedding [L, n]). Given the depth, a leaf led
-    by the depth's size is a stack when every leaf of its module is (a bias-free stacked kernel [L, n, n]; not a
-    conv kernel [3, 3, n, n] beside its bias [n] at depth 3, nor a readout [classes, n] beside its bias [classes]).
+    (a conv's bias [n] does not, nor a model's other layers beside an embedding [L, n]). Given the depth, a leaf of
+    the depth's size that may stack layers (_may_stack_layers) is refused when every leaf of its module leads with
+    it (a bias-free stacked kernel [L, n, n], which a bias-free conv kernel [k, n, n] at depth k also is: the line
+    names both rules, 'stacked' and the kind its shapes give); not a conv kernel [3, 3, n, n] at depth 3, beside its
+    bias [n] or bias-free, nor a readout [classes, n] beside its bias [classes].
     `shapes`: (base shape, shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are
     suspects, but their kernel may have a rule (a 'stacked' rule on the kernels alone left the biases [L, n] read as
     input layers of fan-in L)."""
@@ -162,11 +166,21 @@ def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: se
                                  f"lead with an axis of size {size} that does not change with width: a stack of "
                                  f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
                                  f"(if they are no stack, their kinds, e.g. {_exact(vector)!r}: 'input')")
-    for name in (n for n in suspects if lead[n] == depth):
+    for name in (n for n in suspects if lead[n] == depth and _may_stack_layers(n, shapes[n][1])):
         if all(lead.get(n) == depth for n in shapes if _parent(n) == _parent(name)):
-            raise ValueError(f"parameter {name!r} {shapes[name][1]}: its leading axis has the depth's size {depth}; is "
-                             f"it a stack of layers? add rules={{{_exact(name)!r}: 'stacked'}} (or its kind, e.g. "
-                             "'input')")
+            base_shape, shape = shapes[name]
+            kind = fans_and_kind(shape, [b != n for b, n in zip(base_shape, shape, strict=True)], layout)[2]
+            one = f"; if it is one layer, its kind: rules={{{_exact(name)!r}: {kind!r}}}" if kind else ""
+            raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
+                             f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}}{one}")
+
+
+def _may_stack_layers(name: str, shape: tuple) -> bool:
+    """Whether a leaf led by a fixed axis may be a stack of layers by its rank and name: a stack of Dense kernels
+    [L, a, b] or of biases and gains [L, n], not a conv kernel [k, k, c, n] (4+ axes; a stacked conv's bias [L, n]
+    shows its stack) nor a 2-axis leaf named as a Flax or Haiku weight (kernel, w, embedding: a Dense from L
+    features, an L-row table; a stacked weight has 3+ axes)."""
+    return len(shape) <= 3 and not (len(shape) == 2 and name.rpartition("/")[2] in WEIGHT_NAMES)
 
 
 def _common_module(names: Sequence[str]) -> str:
