@@ -107,3 +107,56 @@ def test_a_leaf_led_by_the_depth_that_shapes_cannot_decide_names_both_rules(leaf
     assert msg.endswith(named[-1]) and "\n" not in msg, msg
     for kind, want in fixes.items():
         assert tagged(model, 32, 56, depth=3, base_depth=1, layout=layout, rules={exact: kind})[leaf] == want
+
+
+TIED_VOCAB, TIED_BASE = 33, 64
+
+
+def tied_model(plugin, multiplier: bool):
+    """A table E [V, n] used as embedding and readout (logits h E^T) around one tanh layer, with the readout multiplier
+    in the forward pass (the documented path) or without it."""
+    from zoo.param.infer import tied_readout
+
+    def init(key, width, depth):
+        k1, k2 = jax.random.split(key)
+        return {"embed": {"embeddings": jax.random.normal(k1, (TIED_VOCAB, width))},
+                "h": {"w": jax.random.normal(k2, (width, width)) / jnp.sqrt(width), "b": jnp.zeros(width)}}
+
+    def apply(p, x, width, depth):
+        e = p["embed"]["embeddings"][x]
+        h = jnp.tanh(e @ p["h"]["w"] + p["h"]["b"])
+        table = P.Tag(kind="input", fan_in=TIED_VOCAB, fan_out=width, width_mult=width / TIED_BASE)
+        mult = plugin.tied_multiplier(tied_readout(table), table) if multiplier else 1.0
+        return h @ p["embed"]["embeddings"].T * mult, {"embed": e, "hidden": h}
+
+    return init, apply
+
+
+def test_a_tied_table_is_input_and_its_readout_multiplier_goes_in_the_forward_pass():
+    """A tied embedding reads (shapes) as the input layer it also is; a 'readout' rule on it was refused with advice
+    for a mistaken regex or layout only. The line now names the tied path, and that path works: tied_readout(tag)
+    is E's transpose (output, fan-in n, fan-out V), and muP's coordinate check on the tied model, widths 64 -> 512,
+    passes with the multiplier m^-1 in the forward pass (output slope -0.13, hidden -0.02) and fails without it
+    (output slope +0.83..+0.88: the logits grow like m)."""
+    from zoo.diagnostics.coord_any import coord_check
+    from zoo.param.infer import tied_readout
+
+    def model(n):
+        return {"embed": {"embeddings": s(TIED_VOCAB, n)}, "h": {"w": s(n, n)}}
+
+    with pytest.raises(ValueError, match=r"if it is a table tied to the readout .*tied_readout\(tag\), tag\)$"):
+        tagged(model, rules={"^embed/": "readout"})
+    table = P.infer_tags(model(TIED_BASE), model(256), base_width=TIED_BASE, width=256)["embed"]["embeddings"]
+    readout = tied_readout(table)
+    assert (table.kind, readout.kind, readout.fan_in, readout.fan_out, readout.width_mult) == ("input", "output",
+                                                                                             256, TIED_VOCAB, 4.0)
+    mup = P.get("mup")
+    assert mup.tied_multiplier(readout, table) == pytest.approx(0.25)
+    kx, ky = jax.random.split(jax.random.key(0))
+    batch = {"x": jax.random.randint(kx, (4, 8), 0, TIED_VOCAB), "y": jax.random.randint(ky, (4, 8), 0, TIED_VOCAB)}
+    slopes = {}
+    for multiplier in (True, False):
+        result = coord_check(*tied_model(mup, multiplier), mup, batch, widths=[TIED_BASE, 512])
+        slopes[multiplier] = (result["passed"], float(result["slopes"]["output"][-1]))
+    assert slopes[True][0] and abs(slopes[True][1]) < 0.15, slopes
+    assert not slopes[False][0] and slopes[False][1] > 0.5, slopes

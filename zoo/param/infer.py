@@ -363,9 +363,25 @@ def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, gi
     if seen is None or kind == seen or {kind, seen} == {"input", "vector"} or (kind == "vector" and broadcast):
         return kind
     fan_in, fan_out, layout = fans
+    tied = ("; if it is a table tied to the readout (logits h E^T) keep it input and apply the readout multiplier "
+            "in the forward pass: h E^T * free.tied_multiplier(zoo.param.infer.tied_readout(tag), tag)"
+            if (seen, kind) == ("input", "output") else "")
     raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) is {seen} by its shapes (fan-in {fan_in}, "
                      f"fan-out {fan_out}, {layout}), but a rule makes it {kind}: narrow the rule's regex to the "
-                     f"leaves it means, or give the layout ('in_out' or 'out_in') if it is read the wrong way round")
+                     f"leaves it means, or give the layout ('in_out' or 'out_in') if it is read the wrong way "
+                     f"round{tied}")
+
+
+def tied_readout(embedding: Tag) -> Tag:
+    """The Tag of a readout tied to the input table E (logits = h E^T, one array for both): E's transpose, output
+    kind with fan-in E's fan-out (the width) and fan-out E's fan-in (the vocabulary). infer_tags tags E as the input
+    layer it also is, and no parameter of its own can carry the readout's multiplier (zoo.param.gauge): the model
+    applies it in its forward pass, logits = h E^T * free.tied_multiplier(tied_readout(tag), tag) (muP's m^-1; the
+    plugin's own tied_multiplier is the same number: it is the same in every gauge)."""
+    if embedding.kind != "input":
+        raise ValueError(f"a tied readout shares an input table (kind input), got a {embedding.kind} parameter")
+    return dataclasses.replace(embedding, kind="output", fan_in=embedding.fan_out, fan_out=embedding.fan_in,
+                               role="readout")
 
 
 def fans_and_kind(shape: tuple, grows: list[bool], layout: str, out_axes: int = 1
