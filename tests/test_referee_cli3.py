@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from zoo.config import resolve
 from zoo.train.loop import train
 
@@ -30,3 +32,16 @@ def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     assert whole["best_eval"]["loss"] < whole["final_eval"]["loss"]  # the best is an eval before step 6
     assert resumed["best_eval"] == whole["best_eval"]
     assert resumed["final_eval"] == whole["final_eval"]
+
+
+def test_an_empty_criticality_out_is_a_bad_command_line(tmp_path, monkeypatch, capsys):
+    """`python -m zoo.criticality --out ""` (an unset shell variable) wrote criticality.json into the current folder,
+    where every other command refuses an empty path in one line."""
+    from zoo.cli import criticality
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        criticality.main(["--width", "8", "--depth", "2", "--seeds", "1", "--out", ""])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and "--out" in err and "empty" in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, kv, positive, seed_count
+from zoo.cli.flags import Parser, kv, path_arg, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 
 MAX_POINTS = 1024  # per grid axis and of --probes, as --seeds: a diagram measures points^2 x seeds networks
@@ -93,8 +93,8 @@ def parser() -> argparse.ArgumentParser:
     a("--find", type=_find, metavar="NAME=lo:hi", help="bisect NAME for chi_hat = 1")
     a("--profile", action="store_true", help="measure J^{0,l} for every block l, fit its power-law exponent over "
       "l in [L/5, L] and plot it (apjn_profile.png)")
-    a("--out", default="runs/criticality", help="output directory (apjn_profile.png, phase_diagram.png, "
-      "criticality.json)")
+    a("--out", type=path_arg, default="runs/criticality",
+      help="output directory (apjn_profile.png, phase_diagram.png, criticality.json)")
     return p
 
 
