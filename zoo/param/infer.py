@@ -337,8 +337,8 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
     if ruled:
         seen, kind = kind, _ruled_kind(name, base_shape, shape, kind, given.pop() if given else None,
                                        (fan_in, fan_out, layout))
-        if (seen, kind) == ("output", "vector"):  # a gain [1, C, 1, 1]: all fan-out, as a 1-D bias
-            fan_in, fan_out = 1, fan_in * fan_out
+        if {seen, kind} == {"output", "vector"}:  # a gain [1, C, 1, 1]: all fan-out; a readout [n]: all fan-in
+            fan_in, fan_out = (1, fan_in * fan_out) if kind == "vector" else (fan_in * fan_out, 1)
     branch = "branch" in roles or "branch_output" in roles
     if branch and (depth is None or base_depth is None):
         raise ValueError(f"parameter {name!r} is in a residual branch: infer_tags needs depth and base_depth")
@@ -354,13 +354,15 @@ def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, gi
     """The kind of a leaf a rule names (`given`) or marks as the readout (given None): a rule settles what the shapes
     leave open (`seen` None), or calls a fan-out width axis input rather than vector (an embedding row, a cls token),
     or a leaf whose axes but the width one have size 1 a vector (Haiku's NCHW BatchNorm scale [1, C, 1, 1], which
-    in_out reads as an output layer of fan-in C);
+    in_out reads as an output layer of fan-in C) or an output (a readout to one output stored [n], h . v, which
+    reads as a vector: fan-in n, fan-out 1);
     the readout role makes the readout's weight output and leaves its bias, with no width axis, a scalar. A kind the
     shapes contradict (a readout rule whose regex also matches the bias, a layout read the wrong way) would change
     the leaf's init and LR exponents silently: an error."""
     kind = given or ("scalar" if seen == "scalar" else "output")
     broadcast = sum(n != 1 for n in shape) == 1  # one axis, the width one, beside size-1 axes: [1, C, 1, 1]
-    if seen is None or kind == seen or {kind, seen} == {"input", "vector"} or (kind == "vector" and broadcast):
+    if seen is None or kind == seen or {kind, seen} == {"input", "vector"} or (
+            {kind, seen} == {"output", "vector"} and broadcast):
         return kind
     fan_in, fan_out, layout = fans
     tied = ("; if it is a table tied to the readout (logits h E^T) keep it input and apply the readout multiplier "
