@@ -103,17 +103,20 @@ USED_BY = {"b1": (*_ADAM_PART, "lion"), "b2": (*_ADAM_PART, "lion"), "eps": (*_A
 
 
 def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
-    """LR factor in [0, 1] at step t: linear warmup, then constant, or cosine or linear decay to min_lr_ratio at
-    step `horizon` (the run's length, which a decaying schedule needs)."""
+    """LR factor in [0, 1] at step t: linear warmup (t + 1) / W over steps 0..W-1, then constant, or cosine or linear
+    decay in f = (t - W) / (horizon - W) from 1 at step W to min_lr_ratio at step `horizon` (a decaying schedule
+    needs it; `chain` gives a run's last step). Past the warmup this is optax's warmup_cosine_decay_schedule (and
+    linear_schedule) with decay_steps = horizon; its warmup t / W is ours a step later, without its step at LR 0.
+    A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1;
+    a horizon before the warmup's end leaves no step to decay."""
     if cfg.schedule != "constant" and horizon is None:
         raise ValueError(f"the {cfg.schedule} schedule needs the run's length (its horizon)")
     warm = max(cfg.warmup, 0)
-    decay_steps = max((horizon or 0) - warm, 1)
 
     def shape(t):
         t = jnp.asarray(t, jnp.float32)
         up = jnp.minimum((t + 1.0) / warm, 1.0) if warm else 1.0
-        frac = jnp.clip((t - warm) / decay_steps, 0.0, 1.0)
+        frac = decay_fraction(t, warm, horizon or 0)
         if cfg.schedule == "cosine":
             down = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
         elif cfg.schedule == "linear":
@@ -123,6 +126,21 @@ def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[ja
         return up * down
 
     return shape
+
+
+def decay_fraction(t: jax.Array, warm: int, end: int) -> jax.Array:
+    """How far the decay is at step t, in [0, 1]: (t - warm) / (end - warm) clipped; with end = warm > 0, 1 from
+    step `warm` on (one step left after the warmup's peak at warm - 1); 0 where no step follows the peak."""
+    if end > warm:
+        return jnp.clip((t - warm) / (end - warm), 0.0, 1.0)
+    if end == warm > 0:
+        return (t >= warm).astype(jnp.float32)
+    return jnp.zeros_like(t)
+
+
+def last_step(steps: int | None) -> int | None:
+    """The index of a run's last step, where a decaying schedule reaches min_lr_ratio (steps 0..steps-1)."""
+    return None if steps is None else max(steps - 1, 0)
 
 
 class LRState(NamedTuple):
@@ -307,7 +325,7 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
     parts.append(scale_by_tree(lr_mult))
     if cfg.decay:
         parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
-    parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, horizon)))
+    parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, last_step(horizon))))
     return optax.chain(*parts)
 
 
