@@ -361,8 +361,8 @@ def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, gi
     the leaf's init and LR exponents silently: an error."""
     kind = given or ("scalar" if seen == "scalar" else "output")
     broadcast = sum(n != 1 for n in shape) == 1  # one axis, the width one, beside size-1 axes: [1, C, 1, 1]
-    if seen is None or kind == seen or {kind, seen} == {"input", "vector"} or (
-            {kind, seen} == {"output", "vector"} and broadcast):
+    if seen is None or kind == seen or {kind, seen} == {"input", "vector"} or (kind == "vector" and broadcast) or (
+            (seen, kind) == ("vector", "output")):
         return kind
     fan_in, fan_out, layout = fans
     tied = ("; if it is a table tied to the readout (logits h E^T) keep it input and apply the readout multiplier "
