@@ -7,6 +7,8 @@ token directory's meta.json, from which `from_meta` rebuilds it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -166,6 +168,16 @@ def from_meta(meta: dict[str, Any], directory: Path) -> Tokenizer:
             raise FileNotFoundError(f"the BPE model {path} named in {directory / 'meta.json'} is missing")
         return BPETokenizer(path.read_bytes())
     raise ValueError(f"{directory / 'meta.json'}: unknown tokenizer kind {kind!r} (char, byte or bpe)")
+
+
+def describe(tokenizer: Tokenizer) -> dict[str, Any]:
+    """What a checkpoint records of the tokenizer its run trained with: its kind, its size and a SHA-256 of its
+    vocabulary (the meta, and a BPE's model), which changes with any token's id (a character added to or taken from
+    a text file shifts the ids of the characters after it)."""
+    digest = hashlib.sha256(json.dumps(tokenizer.meta(), sort_keys=True).encode())
+    if isinstance(tokenizer, BPETokenizer):
+        digest.update(tokenizer.model)
+    return {"kind": tokenizer.meta()["kind"], "vocab_size": tokenizer.vocab_size, "sha256": digest.hexdigest()}
 
 
 def parse(spec: str) -> tuple[str, int | None]:

@@ -37,6 +37,7 @@ from zoo.tree import key_path
 
 TRASH = "trash"
 HEADROOM = 1.1  # a save needs this times the state's bytes free (orbax writes a temporary copy first)
+Check = Callable[[dict[str, Any]], None]  # a test of a checkpoint's metadata, raising where it does not fit
 KERNELS = "out_in"  # zoo.models.layers.Dense's kernels are (out, in); checkpoints before 2026-11-26 hold (in, out)
 
 
@@ -119,11 +120,15 @@ class Checkpoints:
         with _disk_full_as(self.dir / str(step), needed):
             self.manager.save(step, args=args, force=True)
 
-    def restore(self, step: int, abstract_state: Any | None = None) -> tuple[Any, dict[str, Any]]:
+    def restore(self, step: int, abstract_state: Any | None = None, check: Check | None = None
+                ) -> tuple[Any, dict[str, Any]]:
         """The state at `step`, placed as `abstract_state`'s shardings say (default: as saved, on this process's
-        first device), verified against its checksums; CheckpointError (one line) when it cannot be."""
+        first device), verified against its checksums; CheckpointError (one line) when it cannot be. `check`: the
+        caller's test of the metadata (its data's tokenizer), which raises before any array is read."""
         where = self.dir / str(step)
         meta = self.meta(step)  # read first: a layout mismatch is refused before any array is
+        if check is not None:
+            check(meta)
         saved = meta.get("checksums")
         if saved is None:
             raise CheckpointError(f"checkpoint {where} has no checksums in its metadata (meta/metadata)")
@@ -143,8 +148,8 @@ class Checkpoints:
                                       f" read {sums}): its data file is corrupt")
         return out.state, meta
 
-    def restore_latest(self, abstract_state: Any | None = None, report: Callable[[str], None] = print
-                       ) -> tuple[Any, dict[str, Any], int] | None:
+    def restore_latest(self, abstract_state: Any | None = None, report: Callable[[str], None] = print,
+                       check: Check | None = None) -> tuple[Any, dict[str, Any], int] | None:
         """The newest checkpoint that reads and verifies, as (state, meta, step); None when there is none at all.
 
         Each one that fails is reported in one line and (unless read-only) moved to RUN_DIR/corrupt/<step>; when
@@ -152,7 +157,7 @@ class Checkpoints:
         steps, failed = self.steps(), []
         for step in steps:
             try:
-                state, meta = self.restore(step, abstract_state)
+                state, meta = self.restore(step, abstract_state, check)
             except CheckpointError as e:
                 report(f"{e}; trying an older checkpoint")
                 failed.append(step)
@@ -165,19 +170,19 @@ class Checkpoints:
                                   "nothing was deleted: move them away or use another run dir")
         return None
 
-    def restore_at(self, step: int | None, abstract_state: Any | None = None, report: Callable[[str], None] = print
-                   ) -> tuple[Any, dict[str, Any], int]:
+    def restore_at(self, step: int | None, abstract_state: Any | None = None, report: Callable[[str], None] = print,
+                   check: Check | None = None) -> tuple[Any, dict[str, Any], int]:
         """(state, meta, step) at `step`, or at the newest good checkpoint when `step` is None; one line when the
         run has no checkpoint (at that step)."""
         if step is None:
-            found = self.restore_latest(abstract_state, report)
+            found = self.restore_latest(abstract_state, report, check)
             if found is None:
                 raise FileNotFoundError(f"{self.run_dir}: the run has no checkpoint yet")
             return found
         if step not in self.steps():
             raise FileNotFoundError(f"{self.run_dir} has no checkpoint at step {step} (it has "
                                     f"{', '.join(map(str, self.steps())) or 'none'})")
-        return (*self.restore(step, abstract_state), step)
+        return (*self.restore(step, abstract_state, check), step)
 
     def meta(self, step: int) -> dict[str, Any]:
         """The metadata saved with checkpoint `step` (its config, plugin spec, ...), without reading its arrays."""

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from zoo.config import RunConfig
+from zoo.data.tokenizer import describe
 from zoo.errors import CheckpointError
 from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
@@ -128,8 +129,32 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
     if not (path / "checkpoints").is_dir():
         raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
     with Checkpoints(path, read_only=True) as ckpts:
-        state, meta, step = ckpts.restore_at(step, target, report)
+        state, meta, step = ckpts.restore_at(step, target, report, same_tokenizer(s.data, cfg.data.name, path))
     return LoadedRun(path, cfg, s, state, step, meta)
+
+
+def tokenizer_meta(data: Any) -> dict[str, Any]:
+    """What a checkpoint records of its run's data: the tokenizer of a text set (zoo.data.tokenizer.describe)."""
+    return {"tokenizer": describe(data.tokenizer)} if data.tokenizer is not None else {}
+
+
+def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, Any]], None]:
+    """A check of a checkpoint's metadata (Checkpoints.restore's `check`): the text set `data` (--data `name`)
+    tokenizes as the run that saved it did. A text file edited since the run (a character added, or one replaced
+    by another) gives other ids, which read silently: a resume trained on shifted tokens, a sample decoded with
+    them, and a vocabulary grown by one was 'a checkpoint that cannot be read'. Checkpoints from before it was
+    recorded, and image sets, pass."""
+    def check(meta: dict[str, Any]) -> None:
+        saved, now = meta.get("tokenizer"), tokenizer_meta(data).get("tokenizer")
+        if saved is None or now is None or saved == now:
+            return
+        was = saved.get("vocab_size") if isinstance(saved, dict) else None
+        count = "as many as the run's" if was == now["vocab_size"] else f"the run's had {was}"
+        raise ValueError(f"--data {name} does not tokenize as when {run_dir} trained on it: its {now['kind']} "
+                         f"vocabulary of {now['vocab_size']} tokens ({count}) gives other ids; the text changed "
+                         "since the run: restore it, or train a new run on it")
+
+    return check
 
 
 def read_params(run_dir: str | Path, step: int | None = None, report: Callable[[str], None] = print

@@ -34,6 +34,7 @@ from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activa
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
 from zoo.train.input import check_workers, open_input
+from zoo.train.load import tokenizer_meta
 from zoo.train.logger import Logger
 from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run, say_on
@@ -161,7 +162,7 @@ class Loop:
                                    f"state. {self.guard.advice()}")
         self.guard.check(step + 1, self.compiled.loss_at(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
-                "first_loss": self.guard.first_loss}
+                "first_loss": self.guard.first_loss, **tokenizer_meta(self.s.data)}
 
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
         cfg = self.s.cfg

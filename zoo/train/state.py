@@ -17,7 +17,7 @@ from flax import nnx
 import zoo.models
 import zoo.param
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.load import by_name, load_run, parse_run_spec, read_config, read_state
+from zoo.train.load import by_name, load_run, parse_run_spec, read_config, read_state, same_tokenizer
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
 from zoo.train.step import RUN_ONCE
@@ -64,7 +64,7 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
     """(state, step, checkpoint metadata): resumed from the newest good checkpoint, else forked, else fresh
     (with --init-from's parameters)."""
     target, shardings = abstract_state(s, plan)
-    found = ckpts.restore_latest(target, report)
+    found = ckpts.restore_latest(target, report, same_tokenizer(s.data, s.cfg.data.name, ckpts.run_dir))
     if found is not None:
         state, meta, step = found
         report(f"resumed {ckpts.run_dir} from step {step}")
@@ -87,6 +87,8 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     src = load_run(src_dir, step, data=s.data if same_data else None,
                    place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
     old = src.state
+    if not same_data:  # the source's own data was checked as it was read
+        same_tokenizer(s.data, s.cfg.data.name, src_dir)(src.meta)
     _same_params(fresh["params"], old["params"], src_dir)
     same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir)
     opt, started_fresh = _transplant_opt(fresh["opt"], old["opt"])
