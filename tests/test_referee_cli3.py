@@ -71,3 +71,15 @@ def test_a_text_whose_vocabulary_changed_since_the_run_is_refused(tmp_path):
             sample(run, "hello", 3)
     corpus.write_text(original)
     assert len(sample(run, "hello", 3)) == 3
+
+
+def test_a_refused_prepare_leaves_no_folders_behind(tmp_path, capsys):
+    """`python -m zoo.data.prepare text ONE_CHARACTER --out a/b/c` is refused (its train split would hold no token)
+    and removed c, but left the folders a and a/b it had made on the way, empty."""
+    from zoo.cli import prepare
+
+    (tmp_path / "one.txt").write_text("a")
+    with pytest.raises(SystemExit) as stop:
+        prepare.main(["text", str(tmp_path / "one.txt"), "--out", str(tmp_path / "a" / "b" / "c")])
+    assert stop.value.code == 1 and "too small" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["one.txt"]

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
+from zoo.files import undo_folders_made_on_failure
 
 CHUNK = 1 << 22  # characters read (and encoded) at a time
 WRITTEN = ("train.bin", "val.bin", "all.bin.partial", tokens.META, BPE_MODEL)  # what a prepare writes
@@ -198,20 +199,21 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
     else:
         sources, eval_split, feature = tfds_text(source, data_dir)
     created = not target.exists()
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        for name in WRITTEN:
-            (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
-        if kind == "text":
-            return prepare_text(Path(source).expanduser(), files, target, spec)
-        return prepare_tfds(source, sources, eval_split, feature, target, spec)
-    except BaseException:
-        if created:  # a refused or interrupted prepare leaves no --out behind, nor its files in one that was there
-            shutil.rmtree(target, ignore_errors=True)
-        else:
+    with undo_folders_made_on_failure(target.parent):  # nor the folders made on the way to it
+        target.mkdir(parents=True, exist_ok=True)
+        try:
             for name in WRITTEN:
-                (target / name).unlink(missing_ok=True)
-        raise
+                (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+            if kind == "text":
+                return prepare_text(Path(source).expanduser(), files, target, spec)
+            return prepare_tfds(source, sources, eval_split, feature, target, spec)
+        except BaseException:
+            if created:  # a refused or interrupted prepare leaves no --out behind, nor its files in one that was there
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                for name in WRITTEN:
+                    (target / name).unlink(missing_ok=True)
+            raise
 
 
 if __name__ == "__main__":
