@@ -9,6 +9,9 @@ import optax
 import pytest
 
 from zoo.optim import OptimConfig, chain
+from zoo.sweeps import report
+from zoo.sweeps.transfer import Arm
+from zoo.sweeps.transfer_report import seed_noise, target_text
 
 
 def lr_factors(schedule: str, warmup: int, steps: int, ratio: float = 0.1) -> np.ndarray:
@@ -50,3 +53,23 @@ def test_one_step_after_the_warmup_decays(schedule):
     np.testing.assert_allclose(lr_factors(schedule, 4, 4), [0.25, 0.5, 0.75, 1.0], rtol=1e-6)
     np.testing.assert_allclose(lr_factors(schedule, 0, 1), [1.0], rtol=1e-6)
     np.testing.assert_allclose(lr_factors(schedule, 0, 2), [1.0, 0.1], rtol=1e-6)
+
+
+def seeded_arm(param: str, losses: list[float]) -> Arm:
+    """An arm whose proxy's best LR is 2^-9 and whose target seeds reached `losses` there."""
+    def record(width: int, seed: int, loss: float) -> dict:
+        return {"width": width, "depth": 2, "seed": seed, "lr": 2.0**-9, "log2_lr": -9.0, "diverged": False,
+                "train_loss": loss, "eval_accuracy": None}
+
+    proxy = report.summarize([record(16, 0, 1.5)])
+    target = report.summarize([record(32, i, v) for i, v in enumerate(losses)])
+    return Arm(param, {}, proxy, [-9.0], -9.0, target, losses, False)
+
+
+def test_a_targets_spread_is_the_sample_std_the_noise_rule_uses():
+    """The target's "+-" was the population std (ddof 0: 0.2055 for losses 2.3, 2.5, 2.8) beside a noise rule that
+    takes the sample std (ddof 1: 0.2517); both are the sample std now, and the text says so."""
+    mup, sp = seeded_arm("mup", [2.3, 2.5, 2.8]), seeded_arm("sp", [2.4, 2.6, 2.9])
+    assert target_text(mup) == "2.5333 +- 0.2517 (sample std of 3 seeds)"
+    assert seed_noise([mup, sp]) == pytest.approx(2 * np.sqrt(2 * 0.2517**2 / 3), rel=1e-3)
+    assert target_text(seeded_arm("mup", [2.5])) == "2.5000"

@@ -42,14 +42,20 @@ def settings(spec: TransferSpec) -> str:
 
 
 def target_text(arm: Arm) -> str:
-    """The target's loss at the transferred LR: mean (+- std over target seeds), or why there is none."""
+    """The target's loss at the transferred LR: mean (+- the sample std s over the target seeds, ddof 1, as
+    `seed_noise` takes it), or why there is none."""
     if arm.lr_log2 is None:
         return "not trained (proxy diverged)"
     if arm.target_diverged:
         return "diverged"
-    losses = [v for v in arm.target_losses if v is not None]
-    std = f" +- {np.std(losses):.4f}" if len(losses) > 1 else ""
+    losses = _trained(arm)
+    std = f" +- {np.std(losses, ddof=1):.4f} (sample std of {len(losses)} seeds)" if len(losses) > 1 else ""
     return f"{arm.target_loss:.4f}{std}"
+
+
+def _trained(arm: Arm) -> list[float]:
+    """The target seeds' losses at the transferred LR, those that trained."""
+    return [v for v in arm.target_losses if v is not None]
 
 
 def table(arms: list[Arm], spec: TransferSpec) -> Any:
@@ -113,7 +119,7 @@ def verdict(arms: list[Arm], spec: TransferSpec) -> str:
 def seed_noise(arms: list[Arm]) -> float | None:
     """Two standard errors of the difference of the arms' mean target losses, 2 sqrt(s_a^2 / n_a + s_b^2 / n_b)
     (sample variances over the target seeds): None unless each arm has two or more seeds that trained."""
-    losses = [[v for v in arm.target_losses if v is not None] for arm in arms]
+    losses = [_trained(arm) for arm in arms]
     if any(len(x) < 2 for x in losses):
         return None
     return 2.0 * float(np.sqrt(sum(np.var(x, ddof=1) / len(x) for x in losses)))
