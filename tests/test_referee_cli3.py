@@ -83,3 +83,14 @@ def test_a_refused_prepare_leaves_no_folders_behind(tmp_path, capsys):
         prepare.main(["text", str(tmp_path / "one.txt"), "--out", str(tmp_path / "a" / "b" / "c")])
     assert stop.value.code == 1 and "too small" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["one.txt"]
+
+
+def test_a_run_refused_after_taking_its_dir_leaves_no_folders_behind(tmp_path):
+    """`--run-dir a/b/run` for a run refused once it held its dir (here --init-from a run with no checkpoint yet;
+    also another model's run, a Ctrl-C during the compile) removed run but left a and a/b behind, empty."""
+    (tmp_path / "source" / "checkpoints").mkdir(parents=True)
+    cfg = resolve({**TINY, "steps": 2, "init_from": str(tmp_path / "source"),
+                   "run_dir": str(tmp_path / "a" / "b" / "run")})
+    with pytest.raises(FileNotFoundError, match="no checkpoint yet"):
+        train(cfg)
+    assert [p.name for p in tmp_path.iterdir()] == ["source"]

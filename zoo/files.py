@@ -86,23 +86,35 @@ def check_can_write_in(folder: Path, what: str) -> None:
         raise ValueError(f"{what} cannot be written: {e.strerror or e}") from None
 
 
+def first_missing(folder: Path) -> Path | None:
+    """The outermost folder on the way to `folder` that does not exist yet (`folder` itself or one above it); None
+    when `folder` exists."""
+    top, path = None, folder
+    while not path.exists() and path != path.parent:
+        top, path = path, path.parent
+    return top
+
+
+def remove_empty_folders(folder: Path, top: Path | None) -> None:
+    """`folder` and the folders above it up to `top` (those a refused command made) removed, each while empty."""
+    path = folder
+    while top is not None and path.is_relative_to(top):
+        try:
+            path.rmdir()
+        except OSError:
+            break
+        path = path.parent
+
+
 @contextlib.contextmanager
 def undo_folders_made_on_failure(folder: Path) -> Iterator[None]:
     """Runs the block; if it fails, the folders it made on the way to `folder` (those missing when it began) are
     removed again while empty, so a refused command leaves nothing behind."""
-    top, path = None, folder
-    while not path.exists() and path != path.parent:
-        top, path = path, path.parent
+    top = first_missing(folder)
     try:
         yield
     except BaseException:
-        path = folder
-        while top is not None and path.is_relative_to(top):
-            try:
-                path.rmdir()
-            except OSError:
-                break
-            path = path.parent
+        remove_empty_folders(folder, top)
         raise
 
 

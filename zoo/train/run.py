@@ -16,7 +16,7 @@ from typing import Any
 
 from zoo.config import RunConfig, identity_changes
 from zoo.errors import log_failures_in
-from zoo.files import write_atomic
+from zoo.files import first_missing, remove_empty_folders, write_atomic
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.distributed import barrier, is_main
 from zoo.train.load import check_not_export, read_config_json, stored_config
@@ -32,9 +32,9 @@ def say_on(main: bool) -> Callable[[str], None]:
 
 
 class Run:
-    def __init__(self, path: Path, cfg: RunConfig, lock: RunLock | None, steps: list[int], created: bool = False):
+    def __init__(self, path: Path, cfg: RunConfig, lock: RunLock | None, steps: list[int], made: Path | None = None):
         self.dir, self.cfg, self.lock, self.saved_steps = path, cfg, lock, steps
-        self.created, self.started = created, False  # a dir this process made; the step compiled and fits
+        self.made, self.started = made, False  # the outermost folder this process made for it; the step compiled
         self.main = is_main()
         self.say = say_on(self.main)
 
@@ -44,7 +44,7 @@ class Run:
         directory we can write, when another process holds it, or when it holds checkpoints of a run with other
         settings (a run dir without a checkpoint yet takes any settings)."""
         path = Path(cfg.loop.run_dir or cfg.default_run_dir())
-        created, lock = not path.exists(), None
+        made, lock = first_missing(path), None
         say = say_on(is_main())
         try:
             check_not_export(path)  # before the lock: nothing is written into an export
@@ -68,11 +68,11 @@ class Run:
         except BaseException:
             if lock is not None:
                 lock.release()
-            if created and is_main():
-                shutil.rmtree(path, ignore_errors=True)
+            if is_main():
+                _remove_made(path, made)
             raise
         log_failures_in(path)
-        run = cls(path, cfg, lock, steps, created)
+        run = cls(path, cfg, lock, steps, made)
         if old is not None and not changes and read_config_json(path) is None:
             run.write_config()  # config.json was lost: rebuilt from the checkpoints' copy
         return run
@@ -116,10 +116,19 @@ class Run:
 
     def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> None:
         """A dir this process created for a run refused before it started (the compiled step does not fit, a
-        Ctrl-C during the compile) is removed: a refused command leaves nothing behind."""
-        if kind is not None and self.created and not self.started and self.main:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        Ctrl-C during the compile, --init-from of another model) is removed, with the folders made on the way to it:
+        a refused command leaves nothing behind."""
+        if kind is not None and not self.started and self.main:
+            _remove_made(self.dir, self.made)
         self.close()
+
+
+def _remove_made(path: Path, made: Path | None) -> None:
+    """The run dir `path` and the empty folders above it up to `made`, when this process made them (`made` is
+    None when `path` was there)."""
+    if made is not None:
+        shutil.rmtree(path, ignore_errors=True)
+        remove_empty_folders(path.parent, made)
 
 
 def _check_layout(path: Path) -> None:
