@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -67,13 +68,17 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     check_batch(batch)
     if axis == "depth":
         verdict.check_depths(sizes)
-    heads = head_dim if callable(head_dim) else (lambda _: head_dim)
-    if lr is not None and not 0 < lr < float("inf"):
-        raise ValueError(f"lr must be a positive number, got {lr}")
+    if lr is not None and not _positive_number(lr):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
     optim.OptimConfig(name=optimizer)  # an unknown optimizer is refused before anything runs
     base_width = min(sizes) if axis == "width" else width
     base_depth = base_depth or (depth if axis == "width" else 1)
-    check_apply(init, apply, batch, *((sizes[0], depth) if axis == "width" else (width, sizes[0])))
+    heads = head_dims(head_dim, sizes if axis == "width" else [width])
+    out = check_apply(init, apply, batch, *((sizes[0], depth) if axis == "width" else (width, sizes[0])))
+    if loss is cross_entropy:
+        check_labels(batch["y"], out.shape[-1])
     infer = dict(rules=rules, layout=layout)
     keys = [seed + i for i in range(seeds)]
     measures, kinds, first_tags = {}, set(), None
@@ -122,12 +127,27 @@ def check_sweep(axis: str, sizes: Sequence[Any], *, steps: Any, seeds: Any, tol:
     for key, v in (("steps", steps), ("seeds", seeds)):
         if not _positive_int(v):
             raise ValueError(f"{key} must be a positive integer, got {v!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < float("inf"):
+    if not _positive_number(tol):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
 
 
 def _positive_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+
+
+def _positive_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < v < math.inf
+
+
+def head_dims(head_dim: int | Callable[[int], int] | None, widths: Sequence[int]) -> Callable[[int], int | None]:
+    """width -> the attention head dim (`head_dim` a number, or a function of the width), checked a positive integer
+    at each of `widths`: a head dim of 0 divided by zero in the head-dim slope log(d(n1) / d(n0)) / log(n1 / n0)."""
+    heads = head_dim if callable(head_dim) else (lambda _: head_dim)
+    for w in widths if head_dim is not None else ():
+        if not _positive_int(heads(w)):
+            raise ValueError(f"head_dim must be a positive integer (or a function of the width giving one), got "
+                             f"{heads(w)!r} at width {w}")
+    return heads
 
 
 def check_batch(batch: Mapping[str, Any]) -> None:
@@ -140,9 +160,9 @@ def check_batch(batch: Mapping[str, Any]) -> None:
         raise ValueError(f"batch 'x' {x} and 'y' {y} must have the same leading (batch) size")
 
 
-def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, depth: int) -> None:
+def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, depth: int) -> jax.ShapeDtypeStruct:
     """apply(params, x, width, depth) must return (output, intermediates): intermediates a dict of arrays (nested
-    dicts allowed). Traced abstractly at one size: nothing is computed."""
+    dicts allowed). Traced abstractly at one size: nothing is computed. Returns the output's shape and dtype."""
     params = jax.eval_shape(lambda k: init(k, width, depth), jax.random.key(0))
     out = jax.eval_shape(lambda p, x: apply(p, x, width, depth), params, jnp.asarray(batch["x"]))
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], Mapping)):
@@ -151,6 +171,19 @@ def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, 
         raise TypeError(f"apply must return (output, intermediates), intermediates a dict of arrays; got {got}"
                         + (f" with {type(out[1]).__name__} intermediates" if isinstance(out, tuple) and
                            len(out) == 2 else ""))
+    return out[0]
+
+
+def check_labels(y: Any, classes: int) -> None:
+    """The default loss (softmax cross-entropy) takes integer labels in [0, classes), classes the output's last axis:
+    a label out of range gave a loss with no word (optax reads no logit for it), float labels a dtype error."""
+    y = np.asarray(y)
+    if not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"batch 'y' must hold integer labels for the cross-entropy loss, got {y.dtype} (give "
+                         "coord_check a loss= for other targets)")
+    if y.size and (y.min() < 0 or y.max() >= classes):
+        raise ValueError(f"batch 'y' holds labels from {y.min()} to {y.max()}, but the output has {classes} classes "
+                         f"(its last axis): labels must lie in [0, {classes})")
 
 
 def inner_kinds(tags: Any) -> set[str]:
