@@ -85,6 +85,23 @@ def by_arm(records: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
     return [r for r in records if r["arm"] == arm]
 
 
+def best_spread(summary: report.Summary, axis: str = "depth", sizes: Sequence[int] | None = None
+                ) -> tuple[float | None, str]:
+    """How far the best LR moves over `sizes` (default: all) of a summary, max - min of the best log2 LR in grid steps,
+    when the sweep located it at each: (None, why) where fewer than two sizes are given, every LR diverged at one, or
+    one's best lies on the grid's edge (the loss may fall further beyond it, so a best that stays on the edge
+    measures the grid, not the optimum). An empty why otherwise."""
+    curves = [c for c in summary.curves if sizes is None or getattr(c, axis) in sizes]
+    if len(curves) < 2:
+        return None, f"one {axis} is no spread: the LR cannot move over fewer than two"
+    lost = [getattr(c, axis) for c in curves if c.best is None or c.at_edge]
+    if lost:
+        return None, (f"no located best LR at {axis} {', '.join(map(str, lost))}: every LR diverged or the best is "
+                      "at the grid's edge (widen the grid)")
+    best = [math.log2(c.best_lr) for c in curves]
+    return report.steps_between(max(best), min(best), summary.grid_step), ""
+
+
 def by_size(summary: report.Summary, attr: str, axis: str = "depth") -> dict[int, float | None]:
     """Size (depth or width) -> a curve's `attr` (best_log2_lr, best_loss) over a summary's curves."""
     return {getattr(c, axis): getattr(c, attr) for c in summary.curves}
