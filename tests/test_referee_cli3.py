@@ -94,3 +94,22 @@ def test_a_run_refused_after_taking_its_dir_leaves_no_folders_behind(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint yet"):
         train(cfg)
     assert [p.name for p in tmp_path.iterdir()] == ["source"]
+
+
+def test_a_prepare_never_reads_a_token_directory_as_text(tmp_path):
+    """A token directory written inside its corpus folder (--out corpus/tokens) was read as text by the next prepare
+    of the folder, silently: 1,700 bytes of text became 5,293 byte tokens, or 16,037 characters in a vocabulary of
+    57 instead of 18. An --out inside the source folder, and a corpus holding a token directory, are one line."""
+    from zoo.data.prepare import prepare
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
+    with pytest.raises(ValueError, match="inside the source folder"):
+        prepare("text", str(corpus), str(corpus / "tokens"), "char")
+    assert [p.name for p in corpus.iterdir()] == ["a.txt"]
+    assert prepare("text", str(corpus), str(tmp_path / "tokens"), "char") == {"train": 1530, "val": 170}
+    shutil.move(tmp_path / "tokens", corpus / "tokens")
+    with pytest.raises(ValueError, match="holds a token directory"):
+        prepare("text", str(corpus), str(tmp_path / "again"), "byte")
+    assert not (tmp_path / "again").exists()
