@@ -8,7 +8,6 @@ with width where SP and muP keep vectors constant: this MLP starts them at 0, as
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import equinox as eqx
@@ -20,6 +19,7 @@ import optax
 import zoo.data
 import zoo.param
 from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser, positive
 from zoo.optim import OptimConfig, build
 
 IMAGE, CLASSES = (32, 32, 3), 10
@@ -56,14 +56,14 @@ def apply(params: MLP, x: jax.Array, width: int, depth: int):
 
 
 def main(argv: list[str] | None = None) -> float:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--param", default="mup", help=f"one of {', '.join(zoo.param.names())}")
-    p.add_argument("--width", type=int, default=1024)
-    p.add_argument("--base-width", type=int, default=128, help="the width where the plugin equals SP")
+    p.add_argument("--width", type=positive, default=1024)
+    p.add_argument("--base-width", type=positive, default=128, help="the width where the plugin equals SP")
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3, help="Adam LR, tuned at the base width")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--steps", type=positive, default=300)
+    p.add_argument("--batch-size", type=positive, default=128)
     args = p.parse_args(argv)
 
     model = eqx.filter_jit(init)(jax.random.key(0), args.width, args.depth)  # one program

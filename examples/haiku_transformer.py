@@ -8,8 +8,6 @@ the branch multiplier 1/sqrt(L/L0).
 
 from __future__ import annotations
 
-import argparse
-
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -19,6 +17,7 @@ import optax
 import zoo.data
 import zoo.param
 from zoo.cli.boundary import boundary
+from zoo.cli.flags import Parser, positive
 from zoo.optim import OptimConfig, build
 
 VOCAB, SEQ_LEN, HEAD_DIM = 65, 64, 32
@@ -57,15 +56,15 @@ def apply(params, tokens: jax.Array, width: int, depth: int):
 
 
 def main(argv: list[str] | None = None) -> float:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--param", default="depth_mup", help=f"one of {', '.join(zoo.param.names())}")
-    p.add_argument("--width", type=int, default=256)
-    p.add_argument("--depth", type=int, default=8)
-    p.add_argument("--base-width", type=int, default=128, help="the width where the plugin equals SP")
-    p.add_argument("--base-depth", type=int, default=2, help="the depth where the plugin equals SP")
+    p.add_argument("--width", type=positive, default=256)
+    p.add_argument("--depth", type=positive, default=8)
+    p.add_argument("--base-width", type=positive, default=128, help="the width where the plugin equals SP")
+    p.add_argument("--base-depth", type=positive, default=2, help="the depth where the plugin equals SP")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam LR, tuned at the base size")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--steps", type=positive, default=300)
+    p.add_argument("--batch-size", type=positive, default=32)
     args = p.parse_args(argv)
 
     params = jax.jit(init, static_argnums=(1, 2))(jax.random.key(0), args.width, args.depth)  # one program

@@ -221,3 +221,30 @@ def test_coord_check_refuses_bad_arguments_in_one_line(kwargs, needle):
     with pytest.raises(ValueError) as err:
         coord_check(small_init, small_apply, P.get("mup"), batch, widths=[32, 64], seeds=1, steps=1, **kwargs)
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("name,argv,needle", [
+    ("haiku_mlp", ["--steps", "0"], "error: argument --steps: expected a positive integer, got '0'"),
+    ("linen_mlp", ["--batch-size", "-1"], "error: argument --batch-size: expected a positive integer, got '-1'"),
+    ("equinox_mlp", ["--base-width", "-4"], "error: argument --base-width: expected a positive integer, got '-4'"),
+    ("haiku_transformer", ["--depth", "0"], "error: argument --depth: expected a positive integer, got '0'"),
+    ("haiku_mlp", ["--stepz", "3"], "error: unrecognized arguments: --stepz 3"),
+])
+def test_an_example_given_a_bad_size_says_one_line_before_it_builds_anything(name, argv, needle, capsys):
+    """--steps 0 (or -3) trained nothing, printed nothing and exited 0 (its mean loss of no steps NaN);
+    --base-width -4 ended in "unexpected TypeError: Only non-negative indices are allowed when broadcasting static
+    shapes" (Haiku building the model at width -4); a bad flag printed argparse's usage over several lines. Now
+    zoo's command-line parser: one line, exit status 2."""
+    from test_coord_any import example
+
+    with pytest.raises(SystemExit) as done:
+        example(name).main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.startswith(needle) and err.count("\n") == 1, err
+
+
+def test_infer_tags_from_checks_the_widths_before_building_the_model():
+    """infer_tags_from built the model at base_width=-4 before infer_tags checked it: the model's own error came
+    first (here a ZeroDivisionError; Haiku's a shape TypeError)."""
+    with pytest.raises(ValueError, match="^base_width must be a positive number, got -4$"):
+        P.infer_tags_from(lambda w: 1 / 0, base_width=-4, width=8)

@@ -252,9 +252,9 @@ def infer_tags_from(shapes_at: Callable[[int], Any], *, base_width: int, width: 
     (abstract: jax.eval_shape), which also serves the base width itself, where the plugin is SP and its LR is tuned:
     there no axis changes, so the kinds and fans come from the model at 2 * width read against width, and every width
     multiplier is m = 1. Keyword arguments as infer_tags."""
+    _check_sizes(base_width=base_width, width=width)  # before the model is built at either
     if width != base_width:
         return infer_tags(shapes_at(base_width), shapes_at(width), base_width=base_width, width=width, **kwargs)
-    _check_sizes(width=width)
     tags = infer_tags(shapes_at(2 * width), shapes_at(width), base_width=2 * width, width=width, **kwargs)
     return jax.tree.map(lambda t: dataclasses.replace(t, width_mult=1.0), tags, is_leaf=lambda x: isinstance(x, Tag))
 
