@@ -32,7 +32,9 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
 `rules` maps a regex (re.search on the leaf's path, keys joined by "/") to a role or a tuple of roles:
     stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan. A
                    stack without it is an error naming the rule when the shapes show one (a bias or gain [L, n] and a
-                   kernel [L, a, n] in a module all led by L; given depth=, a module all led by the depth's size)
+                   kernel [L, a, n] in a module all led by L; given depth=, a module all led by the depth's size,
+                   its leaf [L, n] or [L, a, b]: a conv kernel [3, 3, c, n] or a 2-axis kernel, w or embedding is
+                   one layer)
     branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
     in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
