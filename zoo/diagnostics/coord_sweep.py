@@ -29,6 +29,7 @@ from zoo.diagnostics import coord, coord_plot, verdict
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT, choose_lr, linear_change
 from zoo.diagnostics.inputs import random_batch
 from zoo.optim import OptimConfig
+from zoo.param import predict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,3 +177,31 @@ def stream_start_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
             f"RMS, which before the first blocks is mostly branches (a L^-{alpha:g} each), so there the branch "
             f"multiplier L^-{alpha:g} cancels and the depth limit is reached only at L >~ "
             f"{(a / std) ** (1 / alpha):.0f}; check with --model-opt embed_std=1 (a Theta(1) stream start).")
+
+
+def mixed_parts_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
+    """Why hidden and stream changes fall below their prediction in width when it is the slowest of several laws.
+
+    Their change sums one part per kind k of the parameters before the readout, each ~ n^-r_k (zoo.param.predict);
+    the prediction -min_k r_k is the sum's limit, but where a part that shrinks faster (the Mixer's channel weights
+    under NTK, n^-1/2, beside its token mixing's scalar kind, n^0) is still the larger, the measured slope lies
+    between the laws. Freezing the kinds that set the prediction checks the other parts' law alone."""
+    failing = [s for v in result["verdicts"] if v.group in ("hidden", "stream") and not v.matches
+               for s in v.slopes if s == s]
+    if result["axis"] != "width" or result["expected"].unstable or not failing:
+        return None
+    plugin = zoo.param.get(spec.param, **spec.param_opt)
+    kinds, _ = verdict.model_kinds(spec.model, zoo.models.config(spec.model, **result["config"]), plugin)
+    r = {k: v for k, v in predict.feature_exponents(plugin.table_for, spec.optimizer, kinds, plugin.spectral_c,
+                                                      spec.muon_io, plugin.frozen_kinds()).items() if k != "output"}
+    slow = min(r.values(), default=0.0)
+    lead = [k for k in sorted(r) if r[k] == slow]
+    rest = min((v for v in r.values() if v > slow), default=None)
+    if rest is None or not all(-max(r.values()) - spec.tol <= s < -slow for s in failing):
+        return None
+    freeze = ",".join([*plugin.frozen_kinds(), *lead])
+    return (f"hint: the hidden and stream changes sum parts that scale differently: the {' and '.join(lead)}-kind "
+            f"parameters' like n^{0.0 - slow:+.2f} (the prediction, the sum's limit), the others' like n^{-rest:+.2f} "
+            f"or faster, still the larger at these widths, so the slopes ({min(failing):+.2f}..{max(failing):+.2f}) "
+            f"lie between; check the others alone with --param-opt freeze={freeze} (predicted {-rest:+.2f}), or "
+            "at larger widths.")
