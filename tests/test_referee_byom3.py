@@ -28,10 +28,10 @@ def tagged(model, base: int = 40, width: int = 72, **kwargs) -> dict[str, tuple]
 
 def haiku_bn(n: int, nchw: bool = True) -> dict:
     """Haiku conv net with hk.BatchNorm in a module of its own: scale and offset [1, C, 1, 1] (NCHW) or [1, 1, 1, C]
-    (NHWC); hk.LayerNorm over channels NCHW stores [C, 1, 1]."""
+    (NHWC), as Haiku 0.0.17 stores them; hk.GroupNorm NCHW stores [C, 1, 1]."""
     gain = s(1, n, 1, 1) if nchw else s(1, 1, 1, n)
     return {"conv2_d": {"w": s(3, 3, 3, n)}, "batch_norm": {"scale": gain, "offset": gain},
-            "layer_norm": {"scale": s(n, 1, 1), "offset": s(n, 1, 1)}, "linear": {"w": s(n, 10), "b": s(10)}}
+            "group_norm": {"scale": s(n, 1, 1), "offset": s(n, 1, 1)}, "linear": {"w": s(n, 10), "b": s(10)}}
 
 
 @pytest.mark.parametrize("nchw", [True, False])
@@ -41,7 +41,7 @@ def test_haiku_batchnorm_gains_are_vectors_by_their_names(nchw):
     them, wd_mult 1 where a bias has 0), unless a 'vector' rule was given: no weight shares their module. Their names
     say what they are."""
     tags = tagged(lambda n: haiku_bn(n, nchw))
-    for leaf in ("batch_norm/scale", "batch_norm/offset", "layer_norm/scale", "layer_norm/offset"):
+    for leaf in ("batch_norm/scale", "batch_norm/offset", "group_norm/scale", "group_norm/offset"):
         assert tags[leaf] == ("vector", 1, 72), (leaf, tags[leaf])
     assert tags["conv2_d/w"] == ("input", 27, 72) and tags["linear/w"] == ("output", 72, 10)
 
