@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, metrics, run_train
+from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, metrics, run_main_many, run_train
 from PIL import Image
 
 
@@ -32,14 +32,11 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, stream):
     """Kill -9 part-way, rerun the same command: the final params equal those of an uninterrupted run, with the
     data on the device or streamed from the host (grain), which restarts at the restored step."""
     args = [*SMALL, "--param", "mup", "--base-width", "16", "--steps", "60", "--ckpt-every", "10", "--stream", stream]
-    whole = tmp_path / "whole"
-    assert run_train([*args, "--run-dir", str(whole)]).returncode == 0
-
-    cut = tmp_path / "cut"
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
     kill_after_checkpoint(args, cut, 20)
-    resumed = run_train([*args, "--run-dir", str(cut)])
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resumed" in resumed.stderr
+    (code, err), (resumed, resumed_err) = run_main_many([[*args, "--run-dir", str(run)] for run in (whole, cut)])
+    assert code == 0, err
+    assert resumed == 0 and "resumed" in resumed_err, resumed_err
     assert_same_params(final_params(whole), final_params(cut))
     steps = [r["step"] for r in metrics(cut)]
     assert steps == sorted(set(steps)) == list(range(5, 65, 5))  # rows after the restored step were dropped
@@ -63,14 +60,15 @@ def test_init_from_ten_classes_into_five(tmp_path):
     ten, five = _image_folder(tmp_path / "ten", 10), _image_folder(tmp_path / "five", 5)
     base = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size", "10", "--eval-every", "100",
             "--eval-batch-size", "10"]
-    src = tmp_path / "src"
-    assert run_train([*base, "--data", f"imagefolder:{ten}", "--steps", "10", "--run-dir", str(src)]).returncode == 0
-    dst = tmp_path / "dst"
-    proc = run_train([*base, "--data", f"imagefolder:{five}", "--steps", "1", "--lr", "1e-9", "--run-dir", str(dst),
-                      "--init-from", str(src)])
-    assert proc.returncode == 0, proc.stderr
-    assert "re-initialised by the plugin: head/kernel (shape (10, 32) -> (5, 32))" in proc.stderr
-    assert "init-from: loaded 2 of 3 parameter arrays" in proc.stderr
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (code, err), (finetuned, stderr) = run_main_many([  # in order: the finetune reads the finished source run
+        [*base, "--data", f"imagefolder:{ten}", "--steps", "10", "--run-dir", str(src)],
+        [*base, "--data", f"imagefolder:{five}", "--steps", "1", "--lr", "1e-9", "--run-dir", str(dst), "--init-from",
+         str(src)]])
+    assert code == 0, err
+    assert finetuned == 0, stderr
+    assert "re-initialised by the plugin: head/kernel (shape (10, 32) -> (5, 32))" in stderr
+    assert "init-from: loaded 2 of 3 parameter arrays" in stderr
     old, new = final_params(src), final_params(dst)
     assert new["head/kernel"].shape == (5, 32) and old["head/kernel"].shape == (10, 32)
     np.testing.assert_allclose(new["embed/kernel"], old["embed/kernel"], atol=1e-6)
