@@ -4,6 +4,7 @@ before its fix."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 
 import pytest
@@ -113,3 +114,17 @@ def test_a_prepare_never_reads_a_token_directory_as_text(tmp_path):
     with pytest.raises(ValueError, match="holds a token directory"):
         prepare("text", str(corpus), str(tmp_path / "again"), "byte")
     assert not (tmp_path / "again").exists()
+
+
+def test_the_commands_zoo_suggests_quote_their_paths(tmp_path):
+    """The commands zoo prints for the user to run (finetune an export, fork a run, use a token directory) put
+    paths in unquoted: with a space ('my export') the shell split them, and the command named other paths."""
+    from zoo.train.load import check_not_export
+
+    export = tmp_path / "my export"
+    export.mkdir()
+    (export / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError) as refused:
+        check_not_export(export)
+    command = shlex.split(str(refused.value).split("finetune it in a new run dir: ")[1])
+    assert command[2:] == ["--config", str(export / "config.json"), "--init-from", str(export)], command

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from shlex import quote
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, path_arg
@@ -31,4 +32,4 @@ def main(argv: list[str] | None = None) -> None:
     fewer = f" (fewer than the {asked:,} asked: the corpus has no more merges)" if kind == "bpe" and vocab < asked \
         else ""
     print(f"wrote {args.out}: {counts['train']:,} train and {counts['val']:,} val tokens, a vocabulary of {vocab:,}"
-          f"{fewer}; use --data tokens:{args.out}")
+          f"{fewer}; use --data {quote('tokens:' + args.out)}")

@@ -19,6 +19,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 import jax
@@ -103,7 +104,8 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
-         f"(relative, f32); finetune with: python train.py --config {out / 'config.json'} --init-from {out}")
+         f"(relative, f32); finetune with: python train.py --config {quote(str(out / 'config.json'))} "
+         f"--init-from {quote(str(out))}")
     return sp_cfg.to_json()
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 import jax
@@ -112,7 +113,8 @@ def check_not_export(path: Path) -> None:
     KeyError."""
     if (path / EXPORTED).is_file():
         raise ValueError(f"{path} is an export in SP form ({EXPORTED}: parameters only), not a run dir; finetune it "
-                         f"in a new run dir: python train.py --config {path / 'config.json'} --init-from {path}")
+                         f"in a new run dir: python train.py --config {quote(str(path / 'config.json'))} --init-from "
+                         f"{quote(str(path))}")
 
 
 def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, place: Callable | None = None,

@@ -20,6 +20,7 @@ import json
 import signal
 import time
 from collections.abc import Sequence
+from shlex import quote
 from typing import Any
 
 import jax
@@ -218,7 +219,7 @@ def _advice(ckpts: Checkpoints):
         if last is None:
             return "No checkpoint was saved: lower --lr and start again in a new --run-dir."
         return (f"The last good checkpoint is step {last}. To go on with a lower LR, rerun with --fork-from "
-                f"{ckpts.run_dir}:{last} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
+                f"{quote(f'{ckpts.run_dir}:{last}')} --run-dir NEW_DIR --lr LOWER, or start again in a new --run-dir.")
 
     return advice
 

@@ -12,6 +12,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from zoo.config import RunConfig, identity_changes
@@ -61,7 +62,8 @@ class Run:
             if changes and steps:
                 raise ValueError(f"{path} holds a run with other settings ({'; '.join(changes)}): rerun with its "
                                  f"settings to resume it, or continue it under the new ones in a new run dir "
-                                 f"(--fork-from {path} --run-dir {path}-fork), or start over in another --run-dir")
+                                 f"(--fork-from {quote(str(path))} --run-dir {quote(f'{path}-fork')}), or start over "
+                                 "in another --run-dir")
             if changes:
                 say(f"{path} has no checkpoint yet: starting it with these settings ({'; '.join(changes)})")
             barrier("zoo:run-read")  # every process read the dir before any creates its checkpoints/

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 import jax
@@ -153,7 +154,7 @@ def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: st
         if acts and old is not None and old.shape == value.shape and not np.allclose(old, value, rtol=1e-6, atol=0):
             advice = ("finetune it under --param sp with --base-width and --base-depth equal to its sizes (the SP "
                       "form it was exported in)" if export else "keep its parametrization and base sizes, or export "
-                      f"it to SP form (python -m zoo.export {src} --out DIR) and finetune DIR under sp")
+                      f"it to SP form (python -m zoo.export {quote(str(src))} --out DIR) and finetune DIR under sp")
             raise ValueError(f"{flag} {src}: its multiplier {name} is {_show(old)} there and {_show(value)} under this "
                              "run's settings (another --param, --param-opt or base size), so its weights would "
                              f"compute another network; {advice}")
