@@ -128,3 +128,15 @@ def test_the_commands_zoo_suggests_quote_their_paths(tmp_path):
         check_not_export(export)
     command = shlex.split(str(refused.value).split("finetune it in a new run dir: ")[1])
     assert command[2:] == ["--config", str(export / "config.json"), "--init-from", str(export)], command
+
+
+def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):
+    """An --data imagefolder:X.tar.gz that is no archive was 'corrupt or unreadable archive X: file could not be
+    opened successfully:', the line a user sees ending at the colon (tarfile gives the reasons on the next lines)."""
+    from zoo.data.imagefolder import load
+
+    (tmp_path / "junk.tar.gz").write_text("junk\n")
+    with pytest.raises(ValueError) as refused:
+        load(str(tmp_path / "junk.tar.gz"), cache_dir=str(tmp_path / "cache"))
+    line = str(refused.value)
+    assert "\n" not in line and "not a gzip file" in line, line

@@ -110,7 +110,8 @@ def _tar_entries(path: Path) -> list[Entry]:
                     if e is not None:
                         found.append(e)
     except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
-        raise ValueError(f"corrupt or unreadable archive {path}: {err}") from err
+        reason = " ".join(str(err).split())  # tarfile's says why each compression failed, one per line
+        raise ValueError(f"corrupt or unreadable archive {path}: {reason}") from err
     return found
 
 
