@@ -208,12 +208,15 @@ def small_apply(p, x, width, depth):
     (dict(y=jnp.full((8,), 7)), "batch 'y' holds labels from 7 to 7, but the output has 3 classes (its last axis): "
      "labels must lie in [0, 3)"),
     (dict(y=jnp.arange(8) - 1), "labels from -1 to 6"),
+    (dict(y=jnp.zeros((8, 2), int)), "batch 'y' (8, 2) must have the output's shape (8, 3) less its last (class) "
+     "axis"),
 ])
 def test_coord_check_refuses_bad_arguments_in_one_line(kwargs, needle):
     """Before anything is compiled: head_dim=0 (no query rule) divided by zero in the head-dim slope
     (ZeroDivisionError); lr='1e-3' a TypeError "'<' not supported"; seed=0.5 jax's "PRNG key seed must be an
-    integer; got JitTracer"; float labels optax's dtype TypeError; and labels out of [0, classes) ran with no word
-    (optax's cross-entropy: NaN for 7 of 3 classes, and -1 read as class 2)."""
+    integer; got JitTracer"; float labels optax's dtype TypeError, labels (8, 2) for logits (8, 3) its shape error;
+    and labels out of [0, classes) ran with no word (optax's cross-entropy: NaN for 7 of 3 classes, and -1 read as
+    class 2)."""
     from zoo.diagnostics.coord_any import coord_check
 
     y = kwargs.pop("y", jnp.arange(8) % 3)

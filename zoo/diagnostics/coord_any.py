@@ -78,7 +78,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     heads = head_dims(head_dim, sizes if axis == "width" else [width])
     out = check_apply(init, apply, batch, *((sizes[0], depth) if axis == "width" else (width, sizes[0])))
     if loss is cross_entropy:
-        check_labels(batch["y"], out.shape[-1])
+        check_labels(batch["y"], out.shape)
     infer = dict(rules=rules, layout=layout)
     keys = [seed + i for i in range(seeds)]
     measures, kinds, first_tags = {}, set(), None
@@ -174,13 +174,18 @@ def check_apply(init: Init, apply: Apply, batch: Mapping[str, Any], width: int, 
     return out[0]
 
 
-def check_labels(y: Any, classes: int) -> None:
-    """The default loss (softmax cross-entropy) takes integer labels in [0, classes), classes the output's last axis:
-    a label out of range gave a loss with no word (optax reads no logit for it), float labels a dtype error."""
+def check_labels(y: Any, out_shape: tuple[int, ...]) -> None:
+    """The default loss (softmax cross-entropy) takes the logits (B, ..., classes) and integer labels (B, ...) in
+    [0, classes): a label out of range gave a loss with no word (optax reads no logit for it), float labels or
+    labels of another shape an error deep in optax."""
     y = np.asarray(y)
     if not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"batch 'y' must hold integer labels for the cross-entropy loss, got {y.dtype} (give "
                          "coord_check a loss= for other targets)")
+    if len(out_shape) < 1 or y.shape != tuple(out_shape[:-1]):
+        raise ValueError(f"batch 'y' {y.shape} must have the output's shape {tuple(out_shape)} less its last (class) "
+                         "axis for the cross-entropy loss (give coord_check a loss= for other targets)")
+    classes = out_shape[-1]
     if y.size and (y.min() < 0 or y.max() >= classes):
         raise ValueError(f"batch 'y' holds labels from {y.min()} to {y.max()}, but the output has {classes} classes "
                          f"(its last axis): labels must lie in [0, {classes})")
