@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from zoo.papers import lr_sweep, tp4b_adam_width, tp6_depth_transfer
+import numpy as np
+
+from zoo.papers import dhg_phase, lr_sweep, tp4b_adam_width, tp6_depth_transfer
 from zoo.sweeps import report
 
 
@@ -44,3 +46,15 @@ def test_depth_mups_lr_cannot_stay_put_over_one_settled_depth():
     for arm in arms:
         arm["records"] = _records(arm["label"], {(16, 2): grid[1], (16, 8): grid[1], (16, 16): grid[1]}, grid)
     assert tp6_depth_transfer.checks({"setting": s2, "arms": arms})[0].passed
+
+
+def test_dhg_phase_fails_a_grid_that_compared_nothing():
+    """dhg-phase passed both checks on a grid where every point sits on the critical line (|chi* - 1| <= 0.05) and
+    the analytic line crosses no column: agreement read 100% of no points, and all() of no gaps was True."""
+    grid = np.full((2, 2), 1.01)
+    panels = [{"variant": v, "activation": "tanh", "chi_star": grid.tolist(), "chi": grid.tolist(),
+               "chi_at_depth": grid.tolist(), "line": [None, None]} for v in dhg_phase.VARIANTS]
+    n = {"setting": {"depth": 6, "width": 16, "sigma_w": [1.0, 1.1], "sigma_b": [0.0, 0.5]}, "panels": panels}
+    checks = dhg_phase.checks(n)
+    assert len(checks) == 4 and not any(c.passed for c in checks)
+    assert all("nothing was compared" in c.why_not for c in checks)

@@ -62,11 +62,11 @@ def _chi_at(block: theory.Block, sigma_w: float, sigma_b: float, depth: int) -> 
 
 def agreement(p: dict, key: str = "chi_star") -> float:
     """The share of grid points off the line (|theory - 1| > BAND) whose measured phase (chi_hat < 1 or > 1)
-    is theory's."""
+    is theory's; NaN when no grid point is off the line (nothing to agree with, which the check fails)."""
     th = np.asarray(p[key], float)
     chi = np.asarray(p["chi"], float)
     off = np.abs(th - 1) > BAND
-    return float(np.mean(np.sign(chi[off] - 1) == np.sign(th[off] - 1))) if off.any() else 1.0
+    return float(np.mean(np.sign(chi[off] - 1) == np.sign(th[off] - 1))) if off.any() else float("nan")
 
 
 def crossings(chi: np.ndarray, sigma_w: list[float]) -> np.ndarray:
@@ -113,6 +113,8 @@ def checks(n: Numbers) -> list[Check]:
         out.append(Check(f"{variant}: the measured phase (ordered chi < 1, chaotic chi > 1) is theory's",
                          f"agreement with chi* at >= {AGREE:.0%} of the grid points with |chi* - 1| > {BAND}",
                          ", ".join(f"{a} {v:.0%}" for a, v in agree.items()), all(v >= AGREE for v in agree.values()),
+                         f"no grid point lies off the line by more than {BAND}: nothing was compared (widen the grid)"
+                         if any(np.isnan(v) for v in agree.values()) else
                          f"at L = {s['depth']} the stack has not reached chi*: against the infinite-width chi at "
                          "block L the agreement is " + ", ".join(f"{a} {v:.0%}" for a, v in at_depth.items())))
         gaps = {p["activation"]: line_gap(p, s["sigma_w"]) for p in panels}
@@ -121,7 +123,9 @@ def checks(n: Numbers) -> list[Check]:
                          f"|measured - analytic| <= {LINE} in sigma_w at every sigma_b where the analytic line is "
                          "inside the grid", ", ".join(f"{a} {'no line in the grid' if g is None else f'{g:.3f}'}"
                                                       for a, g in gaps.items()),
-                         all(g <= LINE for g in judged.values()),
+                         bool(judged) and all(g <= LINE for g in judged.values()),
+                         "the analytic line lies inside the sigma_w grid for no activation: nothing was compared "
+                         "(widen the grid)" if not judged else
                          f"finite depth and width. Against the infinite-width chi at the measured block L = "
                          f"{s['depth']} (where the stack is, not where it tends) the largest gaps are " +
                          ", ".join(f"{p['activation']} " + ("n/a" if line_gap(p, s["sigma_w"], "chi_at_depth") is None
