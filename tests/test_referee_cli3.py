@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from zoo.config import resolve
+from zoo.train.hooks import Hook
 from zoo.train.loop import train
 
 TINY = {"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
@@ -19,20 +20,23 @@ TINY = {"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teache
 def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     """A run's summary keeps the best eval over the whole run, also when it was stopped and resumed: the best was
     kept in memory only, so a run resumed from step 6 of 12 (evals every 3 at lr 0.3, where the eval loss climbs
-    5.36, 5.47, 6.80, 7.29) reported a best loss of 6.80 where the uninterrupted run's is 5.36."""
+    5.36, 5.47, 6.80, 7.29) reported a best loss of 6.80 where the uninterrupted run's is 5.36. And what a run-start
+    hook adds to the summary (the `critical` plugin's report) was missing from a resumed run's."""
     def cfg(run):
         return resolve({**TINY, "steps": 12, "eval_every": 3, "ckpt_every": 3, "keep": 4, "lr": 0.3,
                         "run_dir": str(run)})
 
-    whole = train(cfg(tmp_path / "whole"))
+    report = [Hook("report", lambda loop, step: loop.evals.extra.update(report={"at": step}), at_start=True)]
+    whole = train(cfg(tmp_path / "whole"), report)
     shutil.copytree(tmp_path / "whole", tmp_path / "resumed")  # as if stopped after saving step 6
     for step in (12, 9):
         shutil.rmtree(tmp_path / "resumed" / "checkpoints" / str(step))
     (tmp_path / "resumed" / "summary.json").unlink()
-    resumed = train(cfg(tmp_path / "resumed"))
+    resumed = train(cfg(tmp_path / "resumed"), report)
     assert whole["best_eval"]["loss"] < whole["final_eval"]["loss"]  # the best is an eval before step 6
     assert resumed["best_eval"] == whole["best_eval"]
     assert resumed["final_eval"] == whole["final_eval"]
+    assert resumed["report"] == whole["report"] == {"at": 0}
 
 
 def test_an_empty_criticality_out_is_a_bad_command_line(tmp_path, monkeypatch, capsys):

@@ -74,6 +74,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
                             [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)])
+                loop.evals.extra.update(meta.get("summary_extra", {}))  # a resumed run's run-start report
                 summary = loop.run(start)
         run.finish(summary)
         speed = f"; {summary['ms_per_step']:.1f} ms/step" if "ms_per_step" in summary else ""
@@ -163,7 +164,7 @@ class Loop:
                                    f"state. {self.guard.advice()}")
         self.guard.check(step + 1, self.compiled.loss_at(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
-                "first_loss": self.guard.first_loss, **tokenizer_meta(self.s.data)}
+                "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra, **tokenizer_meta(self.s.data)}
 
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
         cfg = self.s.cfg
@@ -177,7 +178,7 @@ class Loop:
 class Evals:
     """Eval results: each logged; the last, and the best so far (lowest loss and bpc, highest accuracy) over the
     whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included; `extra` holds what
-    hooks add to the summary (a run-start report)."""
+    hooks add to the summary (a run-start report), saved with each checkpoint for a resumed run's summary."""
 
     def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = ()):
         self.logger, self.step = logger, -1
