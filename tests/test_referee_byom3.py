@@ -251,3 +251,20 @@ def test_infer_tags_from_checks_the_widths_before_building_the_model():
     first (here a ZeroDivisionError; Haiku's a shape TypeError)."""
     with pytest.raises(ValueError, match="^base_width must be a positive number, got -4$"):
         P.infer_tags_from(lambda w: 1 / 0, base_width=-4, width=8)
+
+
+def test_the_stack_rule_named_for_an_unmarked_stack_leaves_a_readout_of_as_many_classes_out():
+    """An Equinox model whose vmapped blocks (Linear weight [3, n, n], biases and LayerNorm [3, n]) are as many as its
+    classes (readout weight [3, n], out_in): the refusal named rules={'^(blocks/lin/bias|...|head/weight)$':
+    'stacked'}, which marks the readout a stack of 3 vectors [n] (its fan-in n read as a fan-out: vector, not
+    output). The rule now spans the stack's module only, '^blocks/', and tags the readout output, fan-in n."""
+    def model(n):
+        return {"embed": {"weight": s(n, 5), "bias": s(n)}, "head": {"weight": s(3, n), "bias": s(3)},
+                "blocks": {"lin": {"weight": s(3, n, n), "bias": s(3, n)}, "ln": {"weight": s(3, n), "bias": s(3, n)}}}
+
+    with pytest.raises(ValueError) as err:
+        tagged(model, 40, 88, layout="out_in")
+    assert "a stack of 3 layers? Its axis would be read as a fan; add rules={'^blocks/': 'stacked'}" in str(err.value)
+    tags = tagged(model, 40, 88, layout="out_in", rules={"^blocks/": "stacked"})
+    assert tags["head/weight"] == ("output", 88, 3) and tags["blocks/lin/weight"] == ("hidden", 88, 88)
+    assert tags["blocks/ln/weight"] == tags["blocks/lin/bias"] == ("vector", 1, 88)

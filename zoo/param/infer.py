@@ -162,8 +162,10 @@ def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: se
         size = lead[vector]
         for kernel in (n for n in sorted(lead) if n != vector and lead[n] == size and _stacked_matrix(*shapes[n])):
             module = _common_module([vector, kernel])
-            if all(lead.get(n) == size for n in shapes if not module or n.startswith(module + "/")):
-                rule = _stack_rule(sorted(n for n in suspects if lead[n] == size))
+            if _all_lead(module, size, lead, shapes):
+                while module and _all_lead(_parent(module), size, lead, shapes):
+                    module = _parent(module)  # the whole stack: its blocks' every module, not a readout [L, n] beside
+                rule = _stack_rule([n for n in suspects if _inside(n, module)])
                 raise ValueError(f"parameters {vector!r} {shapes[vector][1]} and {kernel!r} {shapes[kernel][1]} both "
                                  f"lead with an axis of size {size} that does not change with width: a stack of "
                                  f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
@@ -183,6 +185,15 @@ def _may_stack_layers(name: str, shape: tuple) -> bool:
     shows its stack) nor a 2-axis leaf named as a Flax or Haiku weight (kernel, w, embedding: a Dense from L
     features, an L-row table; a stacked weight has 3+ axes)."""
     return len(shape) <= 3 and not (len(shape) == 2 and name.rpartition("/")[2] in WEIGHT_NAMES)
+
+
+def _inside(name: str, module: str) -> bool:
+    return not module or name.startswith(module + "/")
+
+
+def _all_lead(module: str, size: int, lead: Mapping[str, int], shapes: Mapping[str, Any]) -> bool:
+    """Whether every leaf of `module` ('' the tree's top) leads with a fixed axis of `size`."""
+    return all(lead.get(n) == size for n in shapes if _inside(n, module))
 
 
 def _common_module(names: Sequence[str]) -> str:
