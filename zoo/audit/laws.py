@@ -10,7 +10,8 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
     init_rms          m^-(a+b)                  effective weight: multiplier times parameter
     update_rms        m^-(a+c) r^-gamma         entrywise family: Adam's first step is lr sign(g)
     spectral_step     m^-(a+c_muon) r^-gamma    spectral family: effective update per unit of Muon's Newton-Schulz
-                                                output (whose singular values are about 1: the update's ||.||*)
+                                                output (whose singular values are about 1: the update's ||.||*);
+                                                c_muon = c - k/2, k the kind's width axes (c under sp's global LR)
     step_size         m^-(a+c-d) r^(alpha-gamma)   sgd family: effective update per unit of raw gradient
     wd_shrink         m^0 r^0                   decoupled weight decay (TP IVb 2.10.1)
     eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps |g| / sqrt(v) (Rem 2.2.6)
@@ -42,6 +43,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from zoo.param import families
 from zoo.param.base import Parametrization
 from zoo.param.families import MATRIX_KINDS
 from zoo.param.tags import Tag
@@ -116,7 +118,7 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
         ce = c - d + faithful_d(plugin, tag) if facts.family == "sgd" else c
         return -(a + ce) * log_m - gamma * log_r
     if quantity in ("update_spectral", "spectral_step"):
-        return -(a + float(plugin.lr_exponent(tag, "spectral"))) * log_m - gamma * log_r
+        return -(a + spectral_c(plugin, c, tag.kind)) * log_m - gamma * log_r
     if quantity == "step_size":
         return -(a + c - d) * log_m + (alpha - gamma) * log_r
     if quantity == "wd_shrink":
@@ -128,6 +130,14 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     if quantity == "clip_factor":
         return 0.0
     raise ValueError(f"unknown quantity {quantity!r}; quantities are {', '.join(QUANTITIES)}")
+
+
+def spectral_c(plugin: Parametrization, c: float, kind: str) -> float:
+    """The Muon LR exponent theory gives a kind of adam exponent c (spectral_optimizers.md section 2): the spectral
+    map c - k/2 (zoo.param.families.spectral_exponent), or c itself under a plugin stated as one global LR (sp); from
+    the table, never from the plugin's lr_exponent, which is what the optimizer builder realizes."""
+    rules = getattr(plugin, "plugin", None) or plugin
+    return c if rules.global_lr else families.spectral_exponent(c, kind)
 
 
 def depth_exponents(plugin: Parametrization) -> tuple[Any, Any]:

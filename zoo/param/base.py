@@ -111,7 +111,7 @@ class Parametrization:
         under every family for a global-LR plugin."""
         c = self.abcd(tag)[2]
         if family == "spectral" and not self.global_lr:
-            return c - families.WIDTH_AXES[tag.kind] / 2
+            return families.spectral_exponent(c, tag.kind)
         if family not in families.FAMILIES:
             raise ValueError(f"unknown optimizer family {family!r}; families are {', '.join(families.FAMILIES)}")
         return c

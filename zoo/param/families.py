@@ -22,6 +22,12 @@ WIDTH_AXES = {"input": 1, "hidden": 2, "output": 1, "vector": 1, "scalar": 0}
 MATRIX_KINDS = ("input", "hidden", "output")
 
 
+def spectral_exponent(c: float, kind: str) -> float:
+    """The Muon LR exponent that gives a parameter of `kind` the ||dW||_* scaling of an entrywise LR exponent c:
+    c - k/2, k its width axes (module docstring)."""
+    return c - WIDTH_AXES[kind] / 2
+
+
 def family(optimizer: str, kind: str, muon_io: bool = False) -> str:
     """The family of a parameter of `kind` under `optimizer`: Muon takes the hidden matrices (and with muon_io the
     input and output layers too); vectors and scalars keep the entrywise rule."""

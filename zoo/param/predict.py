@@ -69,7 +69,7 @@ def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Itera
     trained = {*kinds, "output"} - set(frozen)
     for kind in sorted(trained, key=lambda k: k == "scalar"):  # scalar last: it reads the others' r
         a, c = float(abcd(kind)[0]), float(abcd(kind)[2])
-        muon_c = spectral_c(kind) if spectral_c else c - families.WIDTH_AXES[kind] / 2
+        muon_c = spectral_c(kind) if spectral_c else families.spectral_exponent(c, kind)
         aligned = min((v for k, v in r.items() if k != "output"), default=0.0)
         ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io), muon_c, aligned)
         r[kind] = ce + a - (1.0 if kind in ("hidden", "output") else 0.0)
