@@ -268,3 +268,21 @@ def test_the_stack_rule_named_for_an_unmarked_stack_leaves_a_readout_of_as_many_
     tags = tagged(model, 40, 88, layout="out_in", rules={"^blocks/": "stacked"})
     assert tags["head/weight"] == ("output", 88, 3) and tags["blocks/lin/weight"] == ("hidden", 88, 88)
     assert tags["blocks/ln/weight"] == tags["blocks/lin/bias"] == ("vector", 1, 88)
+
+
+def test_an_equinox_stack_of_one_layer_names_the_stacked_rule():
+    """eqx.filter_vmap over one block (depth 1, out_in): its Linear weight [1, n, n] fits no layer (both width axes
+    in the fan-in) and the line said to add 'out_axes=2' (which reads it as fan-out [1, n], fan-in n: wrong); its
+    LayerNorm weight [1, n] would read as an output layer of fan-in n. The line now names the blocks' module as a
+    stack, and that rule tags them all (the readout Linear(n, 1) weight [1, n] stays output)."""
+    def model(n):
+        return {"embed": {"weight": s(n, 5), "bias": s(n)}, "head": {"weight": s(1, n), "bias": s(1)},
+                "blocks": {"lin": {"weight": s(1, n, n), "bias": s(1, n)}, "ln": {"weight": s(1, n), "bias": s(1, n)}}}
+
+    needle = (r"^parameter 'blocks/lin/weight' \(\(1, 24, 24\) -> \(1, 60, 60\)\) fits no layer \(out_in\) .* a stack "
+              r"of 1 layer\? add rules=\{'\^blocks/': 'stacked'\}$")
+    with pytest.raises(ValueError, match=needle):
+        tagged(model, 24, 60, layout="out_in", depth=1, base_depth=1)
+    tags = tagged(model, 24, 60, layout="out_in", rules={"^blocks/": "stacked"})
+    assert tags["blocks/lin/weight"] == ("hidden", 60, 60) and tags["blocks/ln/weight"] == ("vector", 1, 60)
+    assert tags["head/weight"] == ("output", 60, 1)

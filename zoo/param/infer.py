@@ -34,7 +34,7 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
                    stack without it is an error naming the rule when the shapes show one (a bias or gain [L, n] and a
                    kernel [L, a, n] in a module all led by L; given depth=, a module all led by the depth's size,
                    its leaf [L, n] or [L, a, b]: a conv kernel [3, 3, c, n] or a 2-axis kernel, w or embedding is
-                   one layer)
+                   one layer; a stack of 1 whose kernel fits no layer but without its axis, [1, n, n] under out_in)
     branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
     in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
@@ -163,13 +163,12 @@ def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: se
         for kernel in (n for n in sorted(lead) if n != vector and lead[n] == size and _stacked_matrix(*shapes[n])):
             module = _common_module([vector, kernel])
             if _all_lead(module, size, lead, shapes):
-                while module and _all_lead(_parent(module), size, lead, shapes):
-                    module = _parent(module)  # the whole stack: its blocks' every module, not a readout [L, n] beside
-                rule = _stack_rule([n for n in suspects if _inside(n, module)])
+                rule = _stack_rule([n for n in suspects if _inside(n, _stack_module(module, size, lead, shapes))])
                 raise ValueError(f"parameters {vector!r} {shapes[vector][1]} and {kernel!r} {shapes[kernel][1]} both "
                                  f"lead with an axis of size {size} that does not change with width: a stack of "
                                  f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
                                  f"(if they are no stack, their kinds, e.g. {_exact(vector)!r}: 'input')")
+    _check_stack_of_one(shapes, unruled, layout)
     for name in (n for n in suspects if lead[n] == depth and _may_stack_layers(n, shapes[n][1])):
         if all(lead.get(n) == depth for n in shapes if _parent(n) == _parent(name)):
             base_shape, shape = shapes[name]
@@ -177,6 +176,31 @@ def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: se
             one = f"; if it is one layer, its kind: rules={{{_exact(name)!r}: {kind!r}}}" if kind else ""
             raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
                              f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}}{one}")
+
+
+def _check_stack_of_one(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], layout: str) -> None:
+    """Refuse a stack of one layer no rule marks 'stacked' where its axis of size 1 shows: a kernel that fits no
+    layer ([1, n, n] under out_in: both width axes in the fan-in) but would without its leading fixed axis. Its line
+    said 'out_axes=2'; it names the stack's module (the widest above it whose leaves all lead with 1), whose gains
+    [1, n] (an Equinox LayerNorm weight reads as an output layer of fan-in n under out_in) need the rule too."""
+    ones = {n: 1 for n, (b, x) in shapes.items() if len(x) == len(b) >= 2 and x[0] == b[0] == 1}
+    for name in sorted(n for n in ones if n in unruled):
+        base_shape, shape = shapes[name]
+        grows = [b != n for b, n in zip(base_shape, shape, strict=True)]
+        if fans_and_kind(shape, grows, layout)[2] is None and fans_and_kind(shape[1:], grows[1:], layout)[2]:
+            module = _stack_module(_parent(name), 1, ones, shapes)
+            rule = _stack_rule([n for n in ones if n in unruled and _inside(n, module)]) if _all_lead(
+                module, 1, ones, shapes) else _exact(name)
+            raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) fits no layer ({layout}) but would without "
+                             f"its leading axis of size 1: a stack of 1 layer? add rules={{{rule!r}: 'stacked'}}")
+
+
+def _stack_module(module: str, size: int, lead: Mapping[str, int], shapes: Mapping[str, Any]) -> str:
+    """The widest module above `module` (itself included) whose every leaf leads with `size`: a stack's blocks' every
+    module, not a readout [L classes, n] beside them; `module` itself where its leaves do not all lead with it."""
+    while module and _all_lead(_parent(module), size, lead, shapes):
+        module = _parent(module)
+    return module
 
 
 def _may_stack_layers(name: str, shape: tuple) -> bool:
