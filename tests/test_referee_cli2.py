@@ -154,8 +154,9 @@ def test_the_default_ntk_input_does_not_move_with_the_seed_count():
 
 def test_a_run_shorter_than_its_recipes_warmup_says_so():
     """`--model gpt --steps 3` keeps the recipe's warmup of 100 (check_warmup lets it through): the LR ended at 3/100
-    of --lr and the cosine decay never began, with nothing said. Now the run says it in one line; a run that
-    outlasts its warmup (warmup = steps reaches the peak) says nothing."""
+    of --lr and the cosine decay never began, with nothing said. Now the run says it in one line; so does a cosine
+    run whose warmup takes all of it (warmup = steps reaches the peak on the last step, no step decays), and a run
+    with a step after its warmup says nothing."""
     from types import SimpleNamespace
 
     from zoo.config import resolve
@@ -164,8 +165,11 @@ def test_a_run_shorter_than_its_recipes_warmup_says_so():
     cfg = resolve({"model": "gpt", "steps": 3})
     note = _warmup_note(SimpleNamespace(cfg=cfg, steps=3))
     assert note == ("note: the warmup of 100 steps is longer than this run's 3: the LR ends at 0.03 of --lr 0.001, "
-                    "and the cosine decay never starts; give --warmup 3 or less to reach it")
-    assert _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 100}), steps=100)) is None
+                    "and the cosine decay never starts; give --warmup 2 or less to decay")
+    whole = _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 100}), steps=100))
+    assert whole == ("note: the warmup of 100 steps takes the whole run: the LR reaches --lr 0.001 on its last step, "
+                     "and the cosine decay never starts (--min-lr-ratio 0.1 unused); give --warmup 99 or less to decay")
+    assert _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 101}), steps=101)) is None
     flat = resolve({"model": "mlp_resnet", "warmup": 8, "epochs": 1})  # the horizon is known once the data loads
     assert "LR ends at 0.5 of --lr" in _warmup_note(SimpleNamespace(cfg=flat, steps=4))
     assert "decay" not in _warmup_note(SimpleNamespace(cfg=flat, steps=4))  # mlp_resnet's schedule is constant

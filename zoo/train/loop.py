@@ -234,15 +234,21 @@ def _describe(s: Setup, state: Any, run: Run) -> str:
 
 
 def _warmup_note(s: Setup) -> str | None:
-    """A line when the run is shorter than its warmup W, which zoo.config.check_warmup lets through (the recipe's,
-    set for its own length, under a shorter --steps; a horizon given in --epochs): zoo.optim's factor (t + 1) / W
-    ends at steps / W, and a schedule's decay never starts."""
-    warmup, steps = s.cfg.optim.warmup, s.steps
-    if warmup <= steps:
+    """A line when the warmup W leaves the run no step of its schedule's decay: W > steps, which
+    zoo.config.check_warmup lets through (the recipe's, set for its own length, under a shorter --steps; a horizon
+    given in --epochs): zoo.optim's factor (t + 1) / W ends at steps / W; and, under a cosine or linear schedule,
+    W = steps, which reaches the peak on the last step and so never decays to --min-lr-ratio."""
+    warmup, steps, schedule = s.cfg.optim.warmup, s.steps, s.cfg.optim.schedule
+    decays = schedule != "constant" and steps > 1
+    if warmup < steps or (warmup == steps and not decays):
         return None
-    decay = "" if s.cfg.optim.schedule == "constant" else f", and the {s.cfg.optim.schedule} decay never starts"
+    decay = f", and the {schedule} decay never starts" if schedule != "constant" else ""
+    advice = f"give --warmup {steps - 1} or less to decay" if decays else f"give --warmup {steps} or less to reach it"
+    if warmup == steps:
+        return (f"note: the warmup of {warmup} steps takes the whole run: the LR reaches --lr {s.cfg.optim.lr:g} on "
+                f"its last step{decay} (--min-lr-ratio {s.cfg.optim.min_lr_ratio:g} unused); {advice}")
     return (f"note: the warmup of {warmup} steps is longer than this run's {steps}: the LR ends at "
-            f"{steps / warmup:.3g} of --lr {s.cfg.optim.lr:g}{decay}; give --warmup {steps} or less to reach it")
+            f"{steps / warmup:.3g} of --lr {s.cfg.optim.lr:g}{decay}; {advice}")
 
 
 def _best(summary: dict[str, Any]) -> str:
