@@ -144,3 +144,15 @@ def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):
         load(str(tmp_path / "junk.tar.gz"), cache_dir=str(tmp_path / "cache"))
     line = str(refused.value)
     assert "\n" not in line and "not a gzip file" in line, line
+
+
+@pytest.mark.parametrize("tool, flag", [("zoo.cli.coord_check", "--out"), ("zoo.cli.audit", "--json")])
+def test_an_empty_output_path_is_refused_by_every_tool(tool, flag, capsys):
+    """coord_check's --out and the audit's --json took '' (an unset shell variable) as the current folder, where the
+    other tools refuse it in one line: they now take the same path_arg."""
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(tool).parser().parse_args([flag, ""])
+    assert exit_.value.code == 2
+    assert f"argument {flag}: must not be empty" in capsys.readouterr().err

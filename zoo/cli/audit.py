@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, finite, ints, positive, seed, settings
+from zoo.cli.flags import Parser, add_settings, finite, ints, path_arg, positive, seed, settings
 from zoo.config import FLAT
 from zoo.files import check_writable
 
@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
                    "batch size)")
     g.add_argument("--tol", type=finite, default=0.1, help="allowed |measured slope - theory's| (default: 0.1)")
     g.add_argument("--seed", type=seed, default=0, help="init seed (default: 0)")
-    g.add_argument("--json", default="runs/audit/audit.json", help="where the JSON goes (default: "
+    g.add_argument("--json", type=path_arg, default="runs/audit/audit.json", help="where the JSON goes (default: "
                    "runs/audit/audit.json)")
     add_settings(p, RUN_FLAGS)
     return p

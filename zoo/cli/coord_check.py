@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, ints, kv, positive, seed_count
+from zoo.cli.flags import Parser, finite, ints, kv, path_arg, positive, seed_count
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
 
@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     a("--seeds", type=seed_count, default=3, help="initializations (geometric mean)")
     a("--batch", type=positive, default=16, help="examples in the one training batch")
     a("--tol", type=finite, default=0.15, help="allowed |slope - expected|")
-    a("--out", default="runs/coord_check", help="output directory")
+    a("--out", type=path_arg, default="runs/coord_check", help="output directory")
     return p
 
 
