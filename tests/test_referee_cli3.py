@@ -156,3 +156,20 @@ def test_an_empty_output_path_is_refused_by_every_tool(tool, flag, capsys):
         importlib.import_module(tool).parser().parse_args([flag, ""])
     assert exit_.value.code == 2
     assert f"argument {flag}: must not be empty" in capsys.readouterr().err
+
+
+def test_a_text_runs_bits_are_named_by_what_its_tokens_are(tmp_path):
+    """A text run's eval reported loss / ln 2 as 'bpc' whatever its tokens: bits per character only for a char
+    tokenizer; a byte-level run's are bits per byte, and a BPE run's bits per token (several characters each)."""
+    import math
+
+    from zoo.train.compiled import BITS
+
+    (tmp_path / "a.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 20)
+    cfg = resolve({"model": "gpt", "width": 64, "depth": 1, "data": f"text:{tmp_path / 'a.txt'}", "byte_level": True,
+                   "seq_len": 16, "batch_size": 4, "eval_batch_size": 4, "steps": 2, "warmup": 0, "eval_every": 2,
+                   "run_dir": str(tmp_path / "run")})
+    best = train(cfg)["best_eval"]
+    assert set(best) == {"loss", "accuracy", "bits_per_byte"}, best
+    assert best["bits_per_byte"] == pytest.approx(best["loss"] / math.log(2), rel=1e-6)
+    assert BITS == {"char": "bpc", "byte": "bits_per_byte", "bpe": "bits_per_token"}

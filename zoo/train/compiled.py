@@ -18,6 +18,10 @@ from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
 from zoo.train.step import on_leaves
 
+# A text run's eval loss in bits (loss / ln 2), named by what its tokens are: bits per character for a char
+# tokenizer, per byte for a byte-level one, per token for BPE (whose tokens span several characters).
+BITS = {"char": "bpc", "byte": "bits_per_byte", "bpe": "bits_per_token"}
+
 
 def _flash(s: Setup) -> bool:
     return s.cfg.loop.precision == "bf16" and jax.default_backend() == "gpu"
@@ -75,7 +79,8 @@ class Compiled:
                              in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated)
         self._loss = jax.jit(lambda st, args: prog.eval_step(st, batches.batch(args)),
                              in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
-        self.batches, self.text = batches, s.data.kind == "text"
+        self.batches = batches
+        self.bits = BITS[s.data.tokenizer.meta()["kind"]] if s.data.kind == "text" else None
 
     def flatten(self, state: Any) -> list[Any]:
         return self.treedef.flatten_up_to(state)
@@ -94,6 +99,6 @@ class Compiled:
                 totals[k] = totals.get(k, 0.0) + float(v)
         count = totals.pop("count")
         out = {k: v / count for k, v in totals.items()}
-        if self.text:
-            out["bpc"] = out["loss"] / math.log(2)
+        if self.bits:
+            out[self.bits] = out["loss"] / math.log(2)
         return out

@@ -31,7 +31,7 @@ from zoo.config import RunConfig
 from zoo.errors import TrainingDiverged
 from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activations
+from zoo.train.compiled import BITS, Compiled, abstract_batch, check_fits, kept_activations
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
 from zoo.train.input import check_workers, open_input
@@ -176,7 +176,7 @@ class Loop:
 
 
 class Evals:
-    """Eval results: each logged; the last, and the best so far (lowest loss and bpc, highest accuracy) over the
+    """Eval results: each logged; the last, and the best so far (lowest loss and bits, highest accuracy) over the
     whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included; `extra` holds what
     hooks add to the summary (a run-start report), saved with each checkpoint for a resumed run's summary."""
 
@@ -199,7 +199,7 @@ class Evals:
         self.last = {**self.last, **metrics} if step == self.step else dict(metrics)
         self.step = step
         for k, v in metrics.items():
-            if k in ("loss", "bpc", "accuracy") and (k not in self.best or
+            if k in ("loss", *BITS.values(), "accuracy") and (k not in self.best or
                                                       (v > self.best[k] if k == "accuracy" else v < self.best[k])):
                 self.best[k] = v
 
