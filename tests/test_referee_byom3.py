@@ -286,3 +286,24 @@ def test_an_equinox_stack_of_one_layer_names_the_stacked_rule():
     tags = tagged(model, 24, 60, layout="out_in", rules={"^blocks/": "stacked"})
     assert tags["blocks/lin/weight"] == ("hidden", 60, 60) and tags["blocks/ln/weight"] == ("vector", 1, 60)
     assert tags["head/weight"] == ("output", 60, 1)
+
+
+def test_an_attentions_value_module_keeps_its_name():
+    """zoo.tree.key_path dropped every path part named "value" (meant for nnx's and orbax's leaf key), so Flax
+    attention's `value` module lost its name: 'attn/value/kernel' read 'attn/kernel', the README's rule
+    r"/(query|key|value)/": "out_axes=2" missed it, and at width 72 with 4 heads its kernel [72, 4, 18] read hidden
+    with fan-in 288 and fan-out 18 (80 and 80 at width 80 are right) and its bias [4, 18] as an input layer."""
+    from flax import nnx
+
+    class Net(nnx.Module):
+        def __init__(self, n: int):
+            self.attn = nnx.MultiHeadAttention(num_heads=4, in_features=n, decode=False, rngs=nnx.Rngs(0))
+
+    def params(n: int):
+        return nnx.state(nnx.eval_shape(lambda: Net(n)), nnx.Param)
+
+    tags = kinds(P.infer_tags(params(40), params(72), base_width=40, width=72,
+                              rules={r"/(query|key|value)/": "out_axes=2"}))
+    for role in ("query", "key", "value"):
+        assert tags[f"attn/{role}/kernel/.value"] == ("hidden", 72, 72), tags
+        assert tags[f"attn/{role}/bias/.value"][0] == "vector", tags

@@ -8,9 +8,10 @@ from typing import Any
 
 def key_path(path: Sequence[Any]) -> str:
     """A pytree key path as "block_0/mlp/w" (dict keys, attribute names, indices; nnx's and orbax's "value" leaf
-    keys dropped), the name a parameter goes by in checkpoints, rules and exports."""
+    key dropped, a module named "value", an attention's, kept), the name a parameter goes by in checkpoints, rules
+    and exports."""
     parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
-    return "/".join(p for p in parts if p != "value")
+    return "/".join(parts[:-1] if parts[-1:] == ["value"] else parts)
 
 
 def fill_by_name(target: Any, values: dict[str, Any]) -> tuple[Any, list[str]]:
