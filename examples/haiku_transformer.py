@@ -17,7 +17,7 @@ import optax
 import zoo.data
 import zoo.param
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, positive
+from zoo.cli.flags import Parser, positive, positive_finite
 from zoo.optim import OptimConfig, build
 
 VOCAB, SEQ_LEN, HEAD_DIM = 65, 64, 32
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--depth", type=positive, default=8)
     p.add_argument("--base-width", type=positive, default=128, help="the width where the plugin equals SP")
     p.add_argument("--base-depth", type=positive, default=2, help="the depth where the plugin equals SP")
-    p.add_argument("--lr", type=float, default=3e-3, help="Adam LR, tuned at the base size")
+    p.add_argument("--lr", type=positive_finite, default=3e-3, help="Adam LR, tuned at the base size")
     p.add_argument("--steps", type=positive, default=300)
     p.add_argument("--batch-size", type=positive, default=32)
     args = p.parse_args(argv)

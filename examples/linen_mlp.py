@@ -15,7 +15,7 @@ import optax
 import zoo.data
 import zoo.param
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, positive
+from zoo.cli.flags import Parser, positive, positive_finite
 from zoo.optim import OptimConfig, build
 
 IMAGE, CLASSES = (32, 32, 3), 10
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> float:
     p.add_argument("--param", default="mup", help=f"one of {', '.join(zoo.param.names())}")
     p.add_argument("--width", type=positive, default=1024)
     p.add_argument("--base-width", type=positive, default=128, help="the width where the plugin equals SP")
-    p.add_argument("--depth", type=int, default=2)
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam LR, tuned at the base width")
+    p.add_argument("--depth", type=positive, default=2)
+    p.add_argument("--lr", type=positive_finite, default=1e-3, help="Adam LR, tuned at the base width")
     p.add_argument("--steps", type=positive, default=300)
     p.add_argument("--batch-size", type=positive, default=128)
     args = p.parse_args(argv)

@@ -232,6 +232,9 @@ def test_coord_check_refuses_bad_arguments_in_one_line(kwargs, needle):
     ("equinox_mlp", ["--base-width", "-4"], "error: argument --base-width: expected a positive integer, got '-4'"),
     ("haiku_transformer", ["--depth", "0"], "error: argument --depth: expected a positive integer, got '0'"),
     ("haiku_mlp", ["--stepz", "3"], "error: unrecognized arguments: --stepz 3"),
+    ("equinox_mlp", ["--depth", "-1"], "error: argument --depth: expected a positive integer, got '-1'"),
+    ("linen_mlp", ["--lr", "nan"], "error: argument --lr: expected a finite number, got 'nan'"),
+    ("haiku_mlp", ["--lr=-1e-3"], "error: argument --lr: expected a positive number, got '-1e-3'"),
 ])
 def test_an_example_given_a_bad_size_says_one_line_before_it_builds_anything(name, argv, needle, capsys):
     """--steps 0 (or -3) trained nothing, printed nothing and exited 0 (its mean loss of no steps NaN);

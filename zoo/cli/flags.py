@@ -48,6 +48,14 @@ def finite(text: str) -> float:
     return value
 
 
+def positive_finite(text: str) -> float:
+    """A finite number above 0 (a learning rate)."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def path_arg(text: str) -> str:
     """A path that is not empty (an empty one, an unset shell variable, would read as the current folder) and is
     UTF-8 (orbax's C++ code takes no other)."""
