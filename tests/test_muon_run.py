@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, run_train
+from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, run_main_many
 from test_export import exported_model
 
 from zoo.diagnostics.inputs import random_inputs
@@ -26,10 +26,10 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path):
     """Kill -9 part-way, rerun the same command: the final params equal an uninterrupted run's bit for bit."""
     args = [*MUON, "--steps", "40", "--ckpt-every", "10"]
     whole, cut = tmp_path / "whole", tmp_path / "cut"
-    assert run_train([*args, "--run-dir", str(whole)]).returncode == 0
     kill_after_checkpoint(args, cut, 10)
-    resumed = run_train([*args, "--run-dir", str(cut)])
-    assert resumed.returncode == 0 and "resumed" in resumed.stderr, resumed.stderr
+    (code, err), (resumed, resumed_err) = run_main_many([[*args, "--run-dir", str(run)] for run in (whole, cut)])
+    assert code == 0, err
+    assert resumed == 0 and "resumed" in resumed_err, resumed_err
     assert_same_params(final_params(whole), final_params(cut))
 
 
@@ -38,9 +38,11 @@ def test_a_muon_run_forks_and_exports_with_its_logits(tmp_path):
     """A Muon run forked into another LR continues from its state; the fork, exported to SP form (every multiplier
     folded into its weights), gives the run's logits (f32, rtol 1e-5 normwise)."""
     first, fork, out = tmp_path / "first", tmp_path / "fork", tmp_path / "out"
-    assert run_train([*MUON, "--steps", "10", "--ckpt-every", "10", "--run-dir", str(first)]).returncode == 0
-    proc = run_train([*MUON, "--steps", "20", "--lr", "3e-3", "--fork-from", str(first), "--run-dir", str(fork)])
-    assert proc.returncode == 0 and f"forked {first} at step 10" in proc.stderr, proc.stderr
+    (code, err), (forked, fork_err) = run_main_many([  # in order: the fork reads the finished first run
+        [*MUON, "--steps", "10", "--ckpt-every", "10", "--run-dir", str(first)],
+        [*MUON, "--steps", "20", "--lr", "3e-3", "--fork-from", str(first), "--run-dir", str(fork)]])
+    assert code == 0, err
+    assert forked == 0 and f"forked {first} at step 10" in fork_err, fork_err
     export(fork, out, echo=lambda _: None)
     run, loaded = setup(read_config(fork)), final_params(fork)
     key = jax.random.key(0)
