@@ -110,3 +110,21 @@ def test_mixer_under_ntk_says_which_parts_set_the_prediction():
 ])
 def test_no_mixture_hint_where_the_parts_do_not_explain_it(spec, slopes, unstable):
     assert mixed_parts_hint(spec, mixer_result(slopes, unstable)) is None
+
+
+@pytest.mark.parametrize("shape", [(48, 96), (192, 384), (96, 10), (3, 3, 8, 16)])
+def test_adafactor_factors_every_matrix_at_every_width(shape):
+    """optax factors Adafactor's second moment only where two axes have 128 entries or more: a kernel changed its
+    rule as the width crossed 128, and muP's coordinate check under Adafactor (mlp_resnet, tanh, widths 48, 96,
+    192) failed with stream slopes +0.12..+0.16 against 0 (with every matrix factored: -0.01..+0.02). Each
+    parameter of two or more axes now keeps a row and a column moment over its two largest axes, none a full one;
+    a vector keeps a full one."""
+    import jax.numpy as jnp
+
+    from zoo.optim import OptimConfig, entrywise_transform
+
+    state = entrywise_transform(OptimConfig(name="adafactor")).init({"w": jnp.zeros(shape), "b": jnp.zeros(7)})[0]
+    total, (rows, cols) = int(np.prod(shape)), sorted(shape)[-2:]  # each moment drops one of the two axes
+    assert {state.v_row["w"].size, state.v_col["w"].size} == {total // rows, total // cols}
+    assert state.v["w"].size == 1
+    assert state.v["b"].shape == (7,)
