@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from cli_utils import NOISE, SMALL, assert_same_params, final_params, metrics, one_clean_line, run_train
+from cli_utils import NOISE, SMALL, assert_same_params, final_params, metrics, one_clean_line, run_main_many, run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_state")]
 ARGS = [*SMALL, "--param", "mup", "--base-width", "16", "--steps", "40", "--ckpt-every", "10", "--keep", "4",
@@ -70,14 +70,13 @@ def test_changed_settings_are_refused_then_the_same_settings_resume_exactly(base
 def test_fork_continues_the_full_state_under_new_settings(base30, whole40, tmp_path):
     """A fork with the same settings equals the uninterrupted run (params, moments, step, RNG and data position all
     carried); a fork with a new LR records it and its origin in its config and starts at the forked step."""
-    same = tmp_path / "same"
-    proc = run_train([*ARGS, "--fork-from", f"{base30}:20", "--run-dir", str(same)])
-    assert proc.returncode == 0, proc.stderr
-    assert f"forked {base30} at step 20" in proc.stderr
+    same, lower = tmp_path / "same", tmp_path / "lower"
+    (code, err), (lowered, lower_err) = run_main_many([
+        [*ARGS, "--fork-from", f"{base30}:20", "--run-dir", str(same)],
+        [*ARGS, "--steps", "35", "--lr", "3e-4", "--fork-from", str(base30), "--run-dir", str(lower)]])
+    assert code == 0 and f"forked {base30} at step 20" in err, err
     assert_same_params(final_params(same), whole40)
-    lower = tmp_path / "lower"
-    proc = run_train([*ARGS, "--steps", "35", "--lr", "3e-4", "--fork-from", str(base30), "--run-dir", str(lower)])
-    assert proc.returncode == 0, proc.stderr
+    assert lowered == 0, lower_err
     config = json.loads((lower / "config.json").read_text())
     assert config["optim"]["lr"] == 3e-4 and config["loop"]["fork_from"] == str(base30)
     assert [r["step"] for r in metrics(lower)] == [35]  # forked at the source's newest step, 30
