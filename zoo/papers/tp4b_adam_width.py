@@ -201,9 +201,9 @@ def result(n: Numbers) -> str:
     parts = []
     for part in ("image", "text"):
         for arm in ARMS:
-            best, score = _best(n, part, arm)
+            best, summary = _best(n, part, arm)
             parts.append(f"{n['setting'][part]['data']} {arm}: best log2 LR {page.sizes(best, 'n=')} (transfer "
-                         f"score {score} grid steps)")
+                         f"score {summary.transfer_score} grid steps)")
     for source, by_plugin in n["coord"].items():
         parts.append(f"{source} inputs: output-change slopes at t = 1..{n['setting']['coord']['steps']}: " +
                      ", ".join(f"{label} " + " ".join(f"{v:+.2f}" for v in res["slopes"]["output"])
