@@ -29,7 +29,7 @@ NAME = "tp6-diversity"
 FULL = {"data": "cifar10", "width": 128, "depths": [256, 512], "base_depth": 8, "log2_lrs": [-4, -2, 0],
         "times": [100, 500, 1000], "batch_size": 64, "inputs": 256, "lam": 0.5,
         "eps": [1 / 256, 2 / 256, 4 / 256, 8 / 256, 16 / 256]}
-QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [16], "base_depth": 2, "log2_lrs": [-6, -4],
+QUICK = {"data": "synthetic:teacher", "width": 16, "depths": [16, 32], "base_depth": 2, "log2_lrs": [-6, -4],
          "times": [2, 4], "batch_size": 16, "inputs": 32, "lam": 0.5, "eps": [1 / 16, 2 / 16, 4 / 16]}
 ARMS = {"Depth-muP (1/2, 1/2)": {"alpha": 0.5, "gamma": 0.5, "branch_mult": 2.0},
         "ODE (1, 0)": {"alpha": 1.0, "gamma": 0.0, "branch_mult": 2.0**-0.5}}
