@@ -173,3 +173,21 @@ def test_a_text_runs_bits_are_named_by_what_its_tokens_are(tmp_path):
     assert set(best) == {"loss", "accuracy", "bits_per_byte"}, best
     assert best["bits_per_byte"] == pytest.approx(best["loss"] / math.log(2), rel=1e-6)
     assert BITS == {"char": "bpc", "byte": "bits_per_byte", "bpe": "bits_per_token"}
+
+
+def test_init_from_a_run_on_text_tokenized_otherwise_says_so():
+    """--init-from a char run on another corpus with a vocabulary of the same size loaded its embedding rows by shape
+    without a word, each row now standing for another character; a line now says so. The same text, an image set
+    (no tokenizer) and a checkpoint from before tokenizers were recorded say nothing."""
+    from types import SimpleNamespace
+
+    from zoo.data.tokenizer import CharTokenizer, describe
+    from zoo.train.load import other_tokens_note
+
+    abc, xyz = (SimpleNamespace(tokenizer=CharTokenizer.fit([text])) for text in ("abca", "xyzx"))
+    note = other_tokens_note({"tokenizer": describe(abc.tokenizer)}, xyz, "src")
+    assert note == ("note: --init-from src trained on text tokenized otherwise (a char vocabulary of 3 tokens; this "
+                    "run's: char, 3): its token rows of the same shape are loaded and stand for other tokens here")
+    assert other_tokens_note({"tokenizer": describe(abc.tokenizer)}, abc, "src") is None
+    assert other_tokens_note({"tokenizer": describe(abc.tokenizer)}, SimpleNamespace(tokenizer=None), "src") is None
+    assert other_tokens_note({}, xyz, "src") is None

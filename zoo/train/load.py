@@ -159,6 +159,18 @@ def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[
     return check
 
 
+def other_tokens_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> str | None:
+    """A line where --init-from's source trained on text tokenized otherwise than this run's (another corpus, its
+    vocabulary's ids not this one's): its embedding and readout rows of a vocabulary of the same size load by shape
+    and stand for other tokens here, which finetuning may intend (a new corpus) but should not meet silently."""
+    saved, now = meta.get("tokenizer"), tokenizer_meta(data).get("tokenizer")
+    if not isinstance(saved, dict) or now is None or saved == now:
+        return None
+    return (f"note: --init-from {run_dir} trained on text tokenized otherwise (a {saved.get('kind')} vocabulary of "
+            f"{saved.get('vocab_size')} tokens; this run's: {now['kind']}, {now['vocab_size']}): its token rows of "
+            "the same shape are loaded and stand for other tokens here")
+
+
 def read_params(run_dir: str | Path, step: int | None = None, report: Callable[[str], None] = print
                 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """A run's parameters by name (`key_path`) at `step` (default: its newest good checkpoint), and that

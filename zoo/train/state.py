@@ -18,7 +18,7 @@ from flax import nnx
 import zoo.models
 import zoo.param
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.load import by_name, load_run, parse_run_spec, read_config, read_state, same_tokenizer
+from zoo.train.load import by_name, load_run, other_tokens_note, parse_run_spec, read_config, read_state, same_tokenizer
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
 from zoo.train.step import RUN_ONCE
@@ -200,4 +200,6 @@ def init_from(state: State, s: Setup, report: Report) -> State:
            f"from {run_dir} step {meta.get('step')}" +
            (f"; re-initialised by the plugin: {', '.join(f.replace('missing', 'new') for f in fresh)}" if fresh
             else ""))
+    if (note := other_tokens_note(meta, s.data, run_dir)) is not None:
+        report(note)
     return {**state, "params": params}
