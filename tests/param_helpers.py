@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import zoo.models as M
+import zoo.param as P
 from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.train.step import Program, build_program
@@ -50,3 +52,15 @@ def leaves(params: Any) -> dict[str, Any]:
     """Path string -> nnx.Variable for every parameter."""
     flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=lambda x: hasattr(x, "get_metadata"))[0]
     return {jax.tree_util.keystr(path): v for path, v in flat}
+
+
+def s(*shape: int) -> jax.ShapeDtypeStruct:
+    """A float32 leaf of `shape`, for infer_tags on shapes alone."""
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def kinds(tags: Any) -> dict[str, tuple]:
+    """infer_tags' answer as path -> (kind, fan_in, fan_out)."""
+    flat = jax.tree_util.tree_flatten_with_path(tags, is_leaf=lambda t: isinstance(t, P.Tag))[0]
+    return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p): (t.kind, t.fan_in, t.fan_out)
+            for p, t in flat}

@@ -8,18 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+from param_helpers import kinds, s
 
 import zoo.param as P
-
-
-def s(*shape: int) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(shape, jnp.float32)
-
-
-def kinds(tags) -> dict[str, tuple]:
-    flat = jax.tree_util.tree_flatten_with_path(tags, is_leaf=lambda t: isinstance(t, P.Tag))[0]
-    return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p): (t.kind, t.fan_in, t.fan_out)
-            for p, t in flat}
 
 
 def tagged(model, base: int = 40, width: int = 72, **kwargs) -> dict[str, tuple]:
