@@ -21,7 +21,7 @@ def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     """A run's summary keeps the best eval over the whole run, also when it was stopped and resumed: the best was
     kept in memory only, so a run resumed from step 6 of 12 (evals every 3 at lr 0.3, where the eval loss climbs
     5.36, 5.47, 6.80, 7.29) reported a best loss of 6.80 where the uninterrupted run's is 5.36. And what a run-start
-    hook adds to the summary (the `critical` plugin's report) was missing from a resumed run's."""
+    hook adds to the summary (the `critical` plugin's report) was missing from a resumed run's, and a fork's."""
     def cfg(run):
         return resolve({**TINY, "steps": 12, "eval_every": 3, "ckpt_every": 3, "keep": 4, "lr": 0.3,
                         "run_dir": str(run)})
@@ -37,6 +37,9 @@ def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     assert resumed["best_eval"] == whole["best_eval"]
     assert resumed["final_eval"] == whole["final_eval"]
     assert resumed["report"] == whole["report"] == {"at": 0}
+    fork = train(resolve({**TINY, "steps": 12, "eval_every": 3, "lr": 0.3, "run_dir": str(tmp_path / "fork"),
+                          "fork_from": f"{tmp_path / 'whole'}:6"}), report)
+    assert fork["report"] == {"at": 0}  # a fork starts at its source's step: its run-start report is the source's
 
 
 def test_an_empty_criticality_out_is_a_bad_command_line(tmp_path, monkeypatch, capsys):

@@ -81,7 +81,9 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
 
 def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State, int, dict]:
     """The full state of another run (params, optimizer moments, step, RNG, data position), continued under this
-    run's settings: its peak LR is this run's --lr, and optimizer state the new optimizer lacks starts fresh."""
+    run's settings: its peak LR is this run's --lr, and optimizer state the new optimizer lacks starts fresh. The
+    metadata kept: the source's first loss (the divergence guard's reference) and its run-start report (a fork
+    starts at the source's step, after the at-start hooks' step 0)."""
     src_dir, step = parse_run_spec(s.cfg.loop.fork_from)
     src_cfg = read_config(src_dir)
     same_data = src_cfg.data == s.cfg.data
@@ -97,7 +99,7 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
         report(f"fork: {name} started fresh (the new optimizer keeps state the old one did not)")
     state = {**fresh, "params": old["params"], "opt": opt, "step": old["step"], "key": old["key"]}
     report(f"forked {src_dir} at step {src.step} into {s.cfg.loop.run_dir}")
-    return state, int(src.step), {k: v for k, v in src.meta.items() if k == "first_loss"}
+    return state, int(src.step), {k: v for k, v in src.meta.items() if k in ("first_loss", "summary_extra")}
 
 
 def _same_params(new: Any, old: Any, src: Path) -> None:
