@@ -194,3 +194,20 @@ def test_init_from_a_run_on_text_tokenized_otherwise_says_so():
     assert other_tokens_note({"tokenizer": describe(abc.tokenizer)}, abc, "src") is None
     assert other_tokens_note({"tokenizer": describe(abc.tokenizer)}, SimpleNamespace(tokenizer=None), "src") is None
     assert other_tokens_note({}, xyz, "src") is None
+
+
+def test_a_resume_on_a_train_split_of_another_size_says_so():
+    """Images or classes added to a folder (or text appended) since a run saved: the resume drew its batches as a
+    permutation of the new size, other examples than an uninterrupted run's, without a word. The checkpoint records
+    the train split's size, and a resume on another size says so in one line; the same size, and checkpoints from
+    before the size was recorded, say nothing."""
+    from types import SimpleNamespace
+
+    from zoo.train.load import changed_data_note
+
+    data = SimpleNamespace(size=lambda split: {"train": 120}[split])
+    assert changed_data_note({"train_examples": 100, "step": 6}, data, "run") == (
+        "note: the train split has 120 examples now and had 100 when run saved step 6: the data changed, and the "
+        "batches from here differ from an uninterrupted run's")
+    assert changed_data_note({"train_examples": 120, "step": 6}, data, "run") is None
+    assert changed_data_note({"step": 6}, data, "run") is None

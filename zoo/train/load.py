@@ -159,6 +159,18 @@ def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[
     return check
 
 
+def changed_data_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> str | None:
+    """A line where a resumed run's train split no longer has the size it had when the checkpoint was saved
+    (images or classes added to a folder, text appended): the batches from here on are drawn from other examples
+    than an uninterrupted run's (zoo.data.view.batch_indices permutes the split's size). A note, not a refusal: data
+    grown on purpose may be meant."""
+    then, now = meta.get("train_examples"), data.size("train")
+    if then is None or then == now:
+        return None
+    return (f"note: the train split has {now} examples now and had {then} when {run_dir} saved step "
+            f"{meta.get('step')}: the data changed, and the batches from here differ from an uninterrupted run's")
+
+
 def other_tokens_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> str | None:
     """A line where --init-from's source trained on text tokenized otherwise than this run's (another corpus, its
     vocabulary's ids not this one's): its embedding and readout rows of a vocabulary of the same size load by shape

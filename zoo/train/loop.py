@@ -164,7 +164,8 @@ class Loop:
                                    f"state. {self.guard.advice()}")
         self.guard.check(step + 1, self.compiled.loss_at(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
-                "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra, **tokenizer_meta(self.s.data)}
+                "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra,
+                "train_examples": self.s.data.size("train"), **tokenizer_meta(self.s.data)}
 
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
         cfg = self.s.cfg

@@ -18,7 +18,16 @@ from flax import nnx
 import zoo.models
 import zoo.param
 from zoo.train.checkpoint import Checkpoints
-from zoo.train.load import by_name, load_run, other_tokens_note, parse_run_spec, read_config, read_state, same_tokenizer
+from zoo.train.load import (
+    by_name,
+    changed_data_note,
+    load_run,
+    other_tokens_note,
+    parse_run_spec,
+    read_config,
+    read_state,
+    same_tokenizer,
+)
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
 from zoo.train.step import RUN_ONCE
@@ -69,6 +78,8 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
     if found is not None:
         state, meta, step = found
         report(f"resumed {ckpts.run_dir} from step {step}")
+        if (note := changed_data_note(meta, s.data, ckpts.run_dir)) is not None:
+            report(note)
         return state, step, meta
     key = jax.random.PRNGKey(s.cfg.loop.seed)
     state = jax.jit(s.program.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
