@@ -211,3 +211,19 @@ def test_a_resume_on_a_train_split_of_another_size_says_so():
         "batches from here differ from an uninterrupted run's")
     assert changed_data_note({"train_examples": 120, "step": 6}, data, "run") is None
     assert changed_data_note({"step": 6}, data, "run") is None
+
+
+def test_cache_dir_off_decodes_each_time_and_writes_nothing(tmp_path, monkeypatch):
+    """`--cache-dir off` turns the sweep's compile cache off, but train.py's (the decoded image sets') made a folder
+    named 'off' in the current folder and cached there. 'off' now means no cache for both."""
+    from PIL import Image
+
+    from zoo.data.imagefolder import load
+
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4), (200 if cls == "a" else 10, 0, 0)).save(tmp_path / "set" / split / cls / "0.png")
+    monkeypatch.chdir(tmp_path)
+    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
+    assert data.size("train") == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["set"]

@@ -12,6 +12,7 @@ import numpy as np
 from zoo.files import atomic
 
 VERSION = "1"
+OFF = "off"
 
 
 def cache_root(cache_dir: str | None = None) -> Path:
@@ -19,8 +20,11 @@ def cache_root(cache_dir: str | None = None) -> Path:
     return Path(cache_dir or os.environ.get("ZOO_CACHE") or Path.home() / ".cache" / "zoo")
 
 
-def cache_path(kind: str, fingerprint: str, cache_dir: str | None = None) -> Path:
-    """Where the arrays of a source with this fingerprint (path, size, mtime, ...) are cached."""
+def cache_path(kind: str, fingerprint: str, cache_dir: str | None = None) -> Path | None:
+    """Where the arrays of a source with this fingerprint (path, size, mtime, ...) are cached; None under
+    cache_dir 'off' (decoded each time, as 'off' turns off the sweep's compile cache)."""
+    if cache_dir == OFF:
+        return None
     digest = hashlib.sha256(f"{VERSION}|{fingerprint}".encode()).hexdigest()[:20]
     return cache_root(cache_dir) / f"{kind}-{digest}.npz"
 
@@ -30,8 +34,10 @@ def file_fingerprint(path: Path) -> str:
     return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
 
 
-def load(path: Path) -> dict[str, np.ndarray] | None:
-    """The cached arrays, or None when absent or unreadable (then the caller decodes again)."""
+def load(path: Path | None) -> dict[str, np.ndarray] | None:
+    """The cached arrays, or None when absent, unreadable or not cached (then the caller decodes again)."""
+    if path is None:
+        return None
     try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
@@ -39,8 +45,11 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
         return None
 
 
-def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write atomically (readers never see a partial file), with the permissions the umask gives."""
+def save(path: Path | None, arrays: dict[str, np.ndarray]) -> None:
+    """Write atomically (readers never see a partial file), with the permissions the umask gives; nothing where
+    the cache is off."""
+    if path is None:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic(path, "wb") as f:
         np.savez(f, **arrays)

@@ -14,7 +14,7 @@ class DataConfig:
                         "installed package registers", flag="data")
     data_dir: str | None = setting(None, "data dir for tfds and the bundled files", identity=False,
                                    shown="tfds's own; the bundled data/ folder")
-    cache_dir: str | None = setting(None, "where decoded image sets are cached", identity=False,
+    cache_dir: str | None = setting(None, "where decoded image sets are cached (off: decode each time)", identity=False,
                                     shown="$ZOO_CACHE or ~/.cache/zoo")
     stream: bool | None = setting(None, "stream batches from the host through grain instead of holding the set on "
                                   "the devices", identity=False, shown="by decoded size: over 1 GiB streams")
