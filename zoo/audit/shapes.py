@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from zoo.param.infer import fans_and_kind
+from zoo.param.fans import fans_and_kind
 from zoo.param.tags import Tag
 
 

@@ -62,6 +62,8 @@ from typing import Any
 
 import jax
 
+from zoo.param.fans import fans_and_kind
+from zoo.param.stacks import check_unmarked_stack, exact, parent
 from zoo.param.tags import KINDS, LAYOUTS, Tag
 from zoo.tree import key_path
 
@@ -70,7 +72,6 @@ NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it 
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
-WEIGHT_NAMES = ("kernel", "w", "embedding", "embeddings")  # Flax and Haiku (Equinox's "weight" is also a gain's)
 GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
 
 
@@ -104,7 +105,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
-    _check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth, layout)
+    check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth, layout)
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
@@ -115,127 +116,6 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
     """The union of the roles of every rule whose regex matches the leaf's path."""
     return set().union(*(given for regex, given in compiled.values() if regex.search(name)))
-
-
-def _parent(name: str) -> str:
-    return name.rpartition("/")[0]
-
-
-def _leads_stack(base_shape: tuple, shape: tuple) -> bool:
-    """Whether the leaf could be a stack of layers by its shapes: at least 2 axes, the leading one fixed in width and
-    longer than 1 (an axis of size 1 changes no fan: a stack of one layer reads as that layer, and a cls token
-    [1, 1, n] or a position table [1, seq, n] is no stack)."""
-    return len(shape) == len(base_shape) >= 2 and shape[0] == base_shape[0] > 1  # other ranks: _tag's error
-
-
-def _stacked_vector(base_shape: tuple, shape: tuple) -> bool:
-    """[L, n] (or [L, n, 1, 1]): a fixed leading axis, then one width axis and axes of size 1: the shape of a stacked
-    bias or norm gain, which unmarked reads as an input layer of fan-in L."""
-    rest = list(zip(base_shape[1:], shape[1:], strict=True))
-    return (_leads_stack(base_shape, shape) and sum(b != n for b, n in rest) == 1
-            and all(b != n or n == 1 for b, n in rest))
-
-
-def _stacked_matrix(base_shape: tuple, shape: tuple) -> bool:
-    """[L, a, n] or more axes, with a width axis after the fixed leading one: the shape of a stacked kernel."""
-    return len(shape) >= 3 and any(b != n for b, n in zip(base_shape[1:], shape[1:], strict=True))
-
-
-def _check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], depth: int | None,
-                          layout: str) -> None:
-    """Refuse a stack of layers (nn.scan, hk.layer_stack, a vmapped Equinox module) no rule marks 'stacked': its
-    leading axis L would be read as a fan (a stacked kernel [L, n, n] as hidden with fan-in L * n, its bias [L, n] as
-    an input layer of fan-in L), which changes every init and LR exponent silently. Shapes alone cannot tell [L, n, n]
-    from a conv kernel [k, n, n], nor [L, n] from an embedding [vocab, n]; a stack has both a stacked bias or gain
-    [L, n] and a kernel [L, a, n] (3+ axes, one growing), and every leaf of the module holding them both leads with L
-    (a conv's bias [n] does not, nor a model's other layers beside an embedding [L, n]). Given the depth, a leaf of
-    the depth's size that may stack layers (_may_stack_layers) is refused when every leaf of its module leads with
-    it (a bias-free stacked kernel [L, n, n], which a bias-free conv kernel [k, n, n] at depth k also is: the line
-    names both rules, 'stacked' and the kind its shapes give); not a conv kernel [3, 3, n, n] at depth 3, beside its
-    bias [n] or bias-free, nor a readout [classes, n] beside its bias [classes].
-    `shapes`: (base shape, shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are
-    suspects, but their kernel may have a rule (a 'stacked' rule on the kernels alone left the biases [L, n] read as
-    input layers of fan-in L)."""
-    lead = {name: shapes[name][1][0] for name in shapes if _leads_stack(*shapes[name])}
-    suspects = sorted(n for n in lead if n in unruled)
-    for vector in (n for n in suspects if _stacked_vector(*shapes[n])):
-        size = lead[vector]
-        for kernel in (n for n in sorted(lead) if n != vector and lead[n] == size and _stacked_matrix(*shapes[n])):
-            module = _common_module([vector, kernel])
-            if _all_lead(module, size, lead, shapes):
-                rule = _stack_rule([n for n in suspects if _inside(n, _stack_module(module, size, lead, shapes))])
-                raise ValueError(f"parameters {vector!r} {shapes[vector][1]} and {kernel!r} {shapes[kernel][1]} both "
-                                 f"lead with an axis of size {size} that does not change with width: a stack of "
-                                 f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
-                                 f"(if they are no stack, their kinds, e.g. {_exact(vector)!r}: 'input')")
-    _check_stack_of_one(shapes, unruled, layout)
-    for name in (n for n in suspects if lead[n] == depth and _may_stack_layers(n, shapes[n][1])):
-        if all(lead.get(n) == depth for n in shapes if _parent(n) == _parent(name)):
-            base_shape, shape = shapes[name]
-            kind = fans_and_kind(shape, [b != n for b, n in zip(base_shape, shape, strict=True)], layout)[2]
-            one = f"; if it is one layer, its kind: rules={{{_exact(name)!r}: {kind!r}}}" if kind else ""
-            raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
-                             f"stack of layers? add rules={{{_exact(name)!r}: 'stacked'}}{one}")
-
-
-def _check_stack_of_one(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], layout: str) -> None:
-    """Refuse a stack of one layer no rule marks 'stacked' where its axis of size 1 shows: a kernel that fits no
-    layer ([1, n, n] under out_in: both width axes in the fan-in) but would without its leading fixed axis. Its line
-    said 'out_axes=2'; it names the stack's module (the widest above it whose leaves all lead with 1), whose gains
-    [1, n] (an Equinox LayerNorm weight reads as an output layer of fan-in n under out_in) need the rule too."""
-    ones = {n: 1 for n, (b, x) in shapes.items() if len(x) == len(b) >= 2 and x[0] == b[0] == 1}
-    for name in sorted(n for n in ones if n in unruled):
-        base_shape, shape = shapes[name]
-        grows = [b != n for b, n in zip(base_shape, shape, strict=True)]
-        if fans_and_kind(shape, grows, layout)[2] is None and fans_and_kind(shape[1:], grows[1:], layout)[2]:
-            module = _stack_module(_parent(name), 1, ones, shapes)
-            rule = _stack_rule([n for n in ones if n in unruled and _inside(n, module)]) if _all_lead(
-                module, 1, ones, shapes) else _exact(name)
-            raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) fits no layer ({layout}) but would without "
-                             f"its leading axis of size 1: a stack of 1 layer? add rules={{{rule!r}: 'stacked'}}")
-
-
-def _stack_module(module: str, size: int, lead: Mapping[str, int], shapes: Mapping[str, Any]) -> str:
-    """The widest module above `module` (itself included) whose every leaf leads with `size`: a stack's blocks' every
-    module, not a readout [L classes, n] beside them; `module` itself where its leaves do not all lead with it."""
-    while module and _all_lead(_parent(module), size, lead, shapes):
-        module = _parent(module)
-    return module
-
-
-def _may_stack_layers(name: str, shape: tuple) -> bool:
-    """Whether a leaf led by a fixed axis may be a stack of layers by its rank and name: a stack of Dense kernels
-    [L, a, b] or of biases and gains [L, n], not a conv kernel [k, k, c, n] (4+ axes; a stacked conv's bias [L, n]
-    shows its stack) nor a 2-axis leaf named as a Flax or Haiku weight (kernel, w, embedding: a Dense from L
-    features, an L-row table; a stacked weight has 3+ axes)."""
-    return len(shape) <= 3 and not (len(shape) == 2 and name.rpartition("/")[2] in WEIGHT_NAMES)
-
-
-def _inside(name: str, module: str) -> bool:
-    return not module or name.startswith(module + "/")
-
-
-def _all_lead(module: str, size: int, lead: Mapping[str, int], shapes: Mapping[str, Any]) -> bool:
-    """Whether every leaf of `module` ('' the tree's top) leads with a fixed axis of `size`."""
-    return all(lead.get(n) == size for n in shapes if _inside(n, module))
-
-
-def _common_module(names: Sequence[str]) -> str:
-    """The module path (whole segments) above all the leaves `names`; '' for the tree's top."""
-    common = []
-    for segments in zip(*(name.split("/")[:-1] for name in names), strict=False):
-        if len(set(segments)) > 1:
-            break
-        common.append(segments[0])
-    return "/".join(common)
-
-
-def _stack_rule(members: Sequence[str]) -> str:
-    """A regex for the leaves of a stack: the module above them all, or their exact paths at the tree's top."""
-    module = _common_module(members)
-    if module:
-        return "^" + re.escape(module) + "/"
-    return "^(" + "|".join(re.escape(name) for name in members) + ")$"
 
 
 def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mapping[str, int],
@@ -251,7 +131,7 @@ def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mappi
     readout to one output [n, 1] is no bias. A weight of fan-in 1 beside a 1-D bias (a Linear from 1 feature), a cls
     token [1, 1, n] and unnamed leaves at the top of the tree stay input, as do leaves with a kind rule (not in
     `ranks`)."""
-    weights = {(_parent(n), t.fan_out) for n, t in zip(names, tags, strict=True) if t is not None and t.fan_in > 1}
+    weights = {(parent(n), t.fan_out) for n, t in zip(names, tags, strict=True) if t is not None and t.fan_in > 1}
 
     def size(name: str, t: Tag) -> int | None:
         """The fan-out of a leaf read as an input layer of fan-in 1, the fan-in of one read as an output layer whose
@@ -266,7 +146,7 @@ def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mappi
         if c is None:
             return False
         named = name.rpartition("/")[2] in GAIN_NAMES
-        return named or (bool(_parent(name)) and (_parent(name), c) in weights
+        return named or (bool(parent(name)) and (parent(name), c) in weights
                          and (t.kind == "input" or ranks[name] >= 3))
 
     return [dataclasses.replace(t, kind="vector", fan_in=1, fan_out=size(n, t)) if n in ranks and bias(n, t) else t
@@ -278,9 +158,9 @@ def _readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | 
     params/head/kernel and params/head/bias, layers/3/weight and layers/3/bias), as zoo's own heads tag it: it acts
     after the width contraction, so it is no parameter before the readout (zoo.param.predict, the audit's d*: its
     gradient does not sum over the width). Leaves at the top of the tree have no module to share: a 'readout' rule."""
-    heads = {_parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
+    heads = {parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
     return [dataclasses.replace(t, role="readout_bias")
-            if t is not None and t.kind == "scalar" and not t.role and _parent(n) in heads else t
+            if t is not None and t.kind == "scalar" and not t.role and parent(n) in heads else t
             for n, t in zip(names, tags, strict=True)]
 
 
@@ -359,18 +239,18 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
         a = odd[0]
         guess = fans_and_kind(shape, grows, layout, out_axes)[2] or "hidden"
         raise ValueError(f"parameter {name!r}: axis {a} changes from {base_shape[a]} to {shape[a]}, not by the width "
-                         f"ratio {m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{_exact(name)!r}: "
+                         f"ratio {m:g}; no kind has that. Give its kind with a rule, e.g. rules={{{exact(name)!r}: "
                          f"{guess!r}}}")
     fan_in, fan_out, kind = fans_and_kind(shape, grows, layout, out_axes)
     if kind is None and not ruled and sum(grows) == 2:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}): its two width axes are not one in the fan-in "
                          f"and one in the fan-out ({out_axes} fan-out axes, {layout}), as a hidden matrix's are. A "
                          "kernel whose fan-out spans several axes (Flax DenseGeneral, attention query/key/value "
-                         f"[n, heads, head_dim]) needs rules={{{_exact(name)!r}: 'out_axes=2'}}; else give its kind")
+                         f"[n, heads, head_dim]) needs rules={{{exact(name)!r}: 'out_axes=2'}}; else give its kind")
     if kind is None and not ruled:
         raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has {sum(grows)} width axes; no kind has "
                          "more than 2 (1 where all axes are fan-out). Give its kind with a rule, e.g. "
-                         f"rules={{{_exact(name)!r}: 'hidden'}}")
+                         f"rules={{{exact(name)!r}: 'hidden'}}")
     if ruled:
         seen, kind = kind, _ruled_kind(name, base_shape, shape, kind, given.pop() if given else None,
                                        (fan_in, fan_out, layout))
@@ -421,31 +301,3 @@ def tied_readout(embedding: Tag) -> Tag:
         raise ValueError(f"a tied readout shares an input table (kind input), got a {embedding.kind} parameter")
     return dataclasses.replace(embedding, kind="output", fan_in=embedding.fan_out, fan_out=embedding.fan_in,
                                role="readout")
-
-
-def fans_and_kind(shape: tuple, grows: list[bool], layout: str, out_axes: int = 1
-                  ) -> tuple[int, int, str | None]:
-    """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says: fan_out the
-    product of its `out_axes` fan-out axes (the last ones under in_out, the first under out_in), fan_in of the rest;
-    with one width axis, input when it is a fan-out axis, output when a fan-in one; with two, hidden when one is
-    each."""
-    if not shape:
-        return 1, 1, "scalar"
-    k = sum(grows)
-    if len(shape) <= out_axes:
-        return 1, math.prod(shape), {0: "scalar", 1: "vector"}.get(k)
-    outs = range(len(shape) - out_axes, len(shape)) if layout == "in_out" else range(out_axes)
-    fan_out = math.prod(shape[a] for a in outs)
-    fan_in = math.prod(shape) // fan_out
-    grows_out = sum(grows[a] for a in outs)
-    if k == 0:
-        return fan_in, fan_out, "scalar"
-    if k == 2:
-        return fan_in, fan_out, "hidden" if grows_out == 1 else None
-    if k == 1:
-        return fan_in, fan_out, "input" if grows_out else "output"
-    return fan_in, fan_out, None
-
-
-def _exact(name: str) -> str:
-    return "^" + re.escape(name) + "$"

@@ -1,0 +1,29 @@
+"""A leaf's fans and kind from which of its axes grow with width (design.md section 2: the kinds by width axes)."""
+
+from __future__ import annotations
+
+import math
+
+
+def fans_and_kind(shape: tuple, grows: list[bool], layout: str, out_axes: int = 1
+                  ) -> tuple[int, int, str | None]:
+    """(fan_in, fan_out, kind or None when no kind fits) of a leaf whose axes grow as `grows` says: fan_out the
+    product of its `out_axes` fan-out axes (the last ones under in_out, the first under out_in), fan_in of the rest;
+    with one width axis, input when it is a fan-out axis, output when a fan-in one; with two, hidden when one is
+    each."""
+    if not shape:
+        return 1, 1, "scalar"
+    k = sum(grows)
+    if len(shape) <= out_axes:
+        return 1, math.prod(shape), {0: "scalar", 1: "vector"}.get(k)
+    outs = range(len(shape) - out_axes, len(shape)) if layout == "in_out" else range(out_axes)
+    fan_out = math.prod(shape[a] for a in outs)
+    fan_in = math.prod(shape) // fan_out
+    grows_out = sum(grows[a] for a in outs)
+    if k == 0:
+        return fan_in, fan_out, "scalar"
+    if k == 2:
+        return fan_in, fan_out, "hidden" if grows_out == 1 else None
+    if k == 1:
+        return fan_in, fan_out, "input" if grows_out else "output"
+    return fan_in, fan_out, None
