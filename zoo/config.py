@@ -24,6 +24,7 @@ import yaml
 from zoo.data.config import DataConfig
 from zoo.optim import USED_BY, OptimConfig, default_eps
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, flag_name, setting
+from zoo.train.mesh import given_axes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +96,7 @@ class LoopConfig:
             raise ValueError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
         if self.init_from and self.fork_from:
             raise ValueError("--init-from and --fork-from exclude each other: finetune from params, or fork a state")
+        given_axes(self.mesh)  # its form; whether it fits the devices is known once they are (zoo.train.mesh.parse)
 
 
 PARTS: dict[str, type] = {"model": ModelPart, "param": ParamPart, "optim": OptimConfig, "data": DataConfig,

@@ -4,6 +4,7 @@ diagnostics the flags ask for as hooks."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import yaml
@@ -11,6 +12,7 @@ import yaml
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, add_settings, finite, settings
 from zoo.config import FLAT, RunConfig, read_file, resolve
+from zoo.train import distributed
 
 MULTI_HOST = ("coordinator", "num_processes", "process_id", "timeout_s")
 
@@ -46,15 +48,29 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return resolve(settings(args, FLAT), read_file(args.config) if args.config else None)
 
 
+def check_mesh_fits(cfg: RunConfig, args: argparse.Namespace) -> None:
+    """Refuse a --mesh whose sizes data x fsdp x tensor cannot equal the device count here, as training would (its
+    form is checked with the config). A process that joins a multi-host run (--coordinator, or
+    JAX_COORDINATOR_ADDRESS) knows the run's devices only once joined, so its mesh is checked then."""
+    if cfg.loop.mesh is None or args.coordinator or os.environ.get(distributed.ENV["coordinator"]):
+        return
+    import jax
+
+    from zoo.train import backend, mesh
+
+    backend.check()
+    mesh.parse(cfg.loop.mesh, jax.device_count())
+
+
 @boundary(joins=True, interrupted="interrupted (Ctrl-C) before training started; nothing was saved")
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
     if args.print_config:
+        check_mesh_fits(cfg, args)
         sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
         return
     from zoo.diagnostics.hooks import diagnostics_hooks
-    from zoo.train import distributed
     from zoo.train.loop import train
 
     distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST})

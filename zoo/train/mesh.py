@@ -30,8 +30,9 @@ RULES = {"heads": "tensor", "mlp": "tensor", "embed": "fsdp", "vocab": "fsdp"}
 BATCH = ("data", "fsdp")
 
 
-def parse(spec: str | None, n_devices: int) -> dict[str, int]:
-    """'data=4,tensor=2' -> {data: 4, fsdp: 1, tensor: 2}; axes left out are 1, and data takes what is left."""
+def given_axes(spec: str | None) -> dict[str, int]:
+    """'tensor=2,data=4' -> {tensor: 2, data: 4}: the axes a --mesh names, each once, with positive integer sizes
+    (what is checked before any device is known: the resolved config, --print-config)."""
     sizes: dict[str, int] = {}
     for part in (spec or "").split(","):
         if not part.strip():
@@ -48,6 +49,12 @@ def parse(spec: str | None, n_devices: int) -> dict[str, int]:
             raise ValueError(f"--mesh: {part!r} needs an integer size (e.g. fsdp=8)") from None
         if sizes[name] < 1:
             raise ValueError(f"--mesh: axis {name} must have a positive size, got {sizes[name]}")
+    return sizes
+
+
+def parse(spec: str | None, n_devices: int) -> dict[str, int]:
+    """'data=4,tensor=2' -> {data: 4, fsdp: 1, tensor: 2}; axes left out are 1, and data takes what is left."""
+    sizes = given_axes(spec)
     given = math.prod(sizes.values())
     if "data" not in sizes and n_devices % given == 0:
         sizes["data"] = n_devices // given
