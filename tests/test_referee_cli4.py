@@ -38,3 +38,54 @@ def test_a_config_file_with_a_bad_mesh_is_refused(tmp_path, capsys):
     file.write_text("loop: {mesh: 'fsdp=two'}\n")
     argv = ["--print-config", "--config", str(file)]
     assert "'fsdp=two' needs an integer size" in one_line_error(train_cli.main, argv, capsys)
+
+
+def test_two_prepares_into_one_out_are_locked_against_each_other(tmp_path):
+    """Two `prepare` runs writing into one --out at once interleaved their train.bin, val.bin and meta.json (each
+    removes the other's partial files when it starts). --out is now locked while written, with the lock run dirs
+    and sweeps take: the second is refused in one line naming the first, and writes nothing; the lock left by an
+    earlier prepare is no obstacle."""
+    from zoo.data.prepare import prepare
+    from zoo.errors import RunLocked
+    from zoo.train.lock import claim
+
+    (tmp_path / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
+    out = tmp_path / "tokens"
+    with claim(out, what="prepare", flag="--out"):  # a prepare writing `out` now
+        (out / "train.bin").write_bytes(b"first")
+        with pytest.raises(RunLocked, match=r"tokens is in use by another prepare \(pid \d+ .*pass another --out"):
+            prepare("text", str(tmp_path / "a.txt"), str(out), "char")
+        assert sorted(p.name for p in out.iterdir()) == [".lock", "train.bin"]
+        assert (out / "train.bin").read_bytes() == b"first"
+    assert prepare("text", str(tmp_path / "a.txt"), str(out), "char") == {"train": 1530, "val": 170}
+    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train.bin", "val.bin"]  # no lock left in it
+    with pytest.raises(ValueError, match="already holds a token directory"):
+        prepare("text", str(tmp_path / "a.txt"), str(out), "byte")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "one.txt").write_text("a")
+    with pytest.raises(ValueError, match="too small"):
+        prepare("text", str(tmp_path / "one.txt"), str(tmp_path / "empty"), "char")
+    assert list((tmp_path / "empty").iterdir()) == []  # a refused prepare leaves a folder that was there as it was
+
+
+def test_a_lock_removed_by_its_owner_is_taken_on_the_file_now_there(tmp_path, monkeypatch):
+    """A prepare removes its lock file as it finishes; a process that opened that file just before and locks it
+    just after would hold a lock on a removed file, which excludes no one (a third process locks a new .lock).
+    The lock is then taken again on the file at the path."""
+    import fcntl
+    import os
+
+    from zoo.train import lock
+
+    flock, calls = fcntl.flock, []
+
+    def owner_removes_it_first(fd: int, op: int) -> None:
+        if not calls:
+            (tmp_path / ".lock").unlink()  # the owner finished between our open and our lock
+        calls.append(op)
+        flock(fd, op)
+
+    monkeypatch.setattr(lock.fcntl, "flock", owner_removes_it_first)
+    with lock.claim(tmp_path, what="prepare", flag="--out") as held:
+        assert os.path.samestat(os.fstat(held.fd), os.stat(tmp_path / ".lock"))
+    assert calls.count(fcntl.LOCK_EX | fcntl.LOCK_NB) == 2  # taken on the removed file, then on the new one

@@ -13,8 +13,10 @@ SIZE tokens on the corpus and stores it in DIR (tokenizer.model), so sampling de
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
 from zoo.files import undo_folders_made_on_failure
+from zoo.train.lock import LOCK, claim
 
 CHUNK = 1 << 22  # characters read (and encoded) at a time
 WRITTEN = ("train.bin", "val.bin", "all.bin.partial", tokens.META, BPE_MODEL)  # what a prepare writes
@@ -195,39 +198,57 @@ def _save(tokenizer: Tokenizer, out: Path) -> None:
 
 def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = None) -> dict[str, int]:
     """Writes the token directory `out`; returns its token counts per split. A tokenizer, source or --out that
-    cannot work is refused before anything is written."""
+    cannot work is refused before anything is written. `out` is locked while it is written (zoo.train.lock, as run
+    dirs are): a second prepare into it at the same time is refused in one line, not interleaved with the first."""
     parse(spec)  # a bad tokenizer fails before any work
     target = Path(out).expanduser()
-    if (target / tokens.META).exists():
-        raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"--out {target} is a file, not a directory")
-    if target.is_dir() and (other := sorted(p.name for p in target.iterdir() if p.name not in WRITTEN)):
-        raise ValueError(f"--out {target} holds other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''})"
-                         "; pass a new or empty folder")
+    check_out(target)
     if kind == "text":
         files = text_files(Path(source).expanduser())
         check_corpus(Path(source).expanduser(), target, files)
         if not any(p.stat().st_size for p in files):
             raise ValueError(f"{source} is empty: there is no text to tokenize")
+        tokenize = functools.partial(prepare_text, Path(source).expanduser(), files, target, spec)
     else:
-        sources, eval_split, feature = tfds_text(source, data_dir)
+        tokenize = functools.partial(prepare_tfds, source, *tfds_text(source, data_dir), target, spec)
     created = not target.exists()
-    with undo_folders_made_on_failure(target.parent):  # nor the folders made on the way to it
-        target.mkdir(parents=True, exist_ok=True)
+    with undo_folders_made_on_failure(target.parent), claim(target, _say, what="prepare", flag="--out"):
         try:
+            check_out(target)  # again, now that no other prepare can write it: one may have finished meanwhile
+            return write(target, created, tokenize)
+        finally:  # a token directory holds its files only (RunLock takes a lock removed by its owner again)
+            (target / LOCK).unlink(missing_ok=True)
+
+
+def write(target: Path, created: bool, tokenize: Callable[[], dict[str, int]]) -> dict[str, int]:
+    """`tokenize()`: the token files written in `target`, whose lock is held; their counts. A refused or interrupted
+    prepare leaves no `target` it `created` behind, nor its files in one that was there."""
+    try:
+        for name in WRITTEN:
+            (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+        return tokenize()
+    except BaseException:
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
             for name in WRITTEN:
-                (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
-            if kind == "text":
-                return prepare_text(Path(source).expanduser(), files, target, spec)
-            return prepare_tfds(source, sources, eval_split, feature, target, spec)
-        except BaseException:
-            if created:  # a refused or interrupted prepare leaves no --out behind, nor its files in one that was there
-                shutil.rmtree(target, ignore_errors=True)
-            else:
-                for name in WRITTEN:
-                    (target / name).unlink(missing_ok=True)
-            raise
+                (target / name).unlink(missing_ok=True)
+        raise
+
+
+def check_out(target: Path) -> None:
+    """--out is a new folder, an empty one, or one an interrupted prepare left (its files and lock only)."""
+    if (target / tokens.META).exists():
+        raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"--out {target} is a file, not a directory")
+    if target.is_dir() and (other := sorted(p.name for p in target.iterdir() if p.name not in (*WRITTEN, LOCK))):
+        raise ValueError(f"--out {target} holds other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''})"
+                         "; pass a new or empty folder")
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from zoo.errors import RunLocked
 
+LOCK = ".lock"  # the lock file's name in the directory it locks
+
 
 class RunLock:
     """Held from construction until `release()` (or the end of a `with` block).
@@ -25,29 +27,35 @@ class RunLock:
 
     def __init__(self, run_dir: Path, report: Callable[[str], None] = print, *, what: str = "run",
                  flag: str = "--run-dir"):
-        self.path = run_dir / ".lock"
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = self._owner()
-            os.close(self.fd)
-            holder = f"{owner.get('what', what)} (pid {owner.get('pid', '?')} on host {owner.get('host', '?')})"
-            raise RunLocked(f"{run_dir} is in use by another {holder}; wait for it to finish or pass another "
-                            f"{flag}") from None
-        owner = self._owner()
+        self.path = run_dir / LOCK
+        self.fd = self._take(run_dir, what, flag)
+        owner = _owner(self.fd)
         if owner:
             report(f"took over the lock of {run_dir} from pid {owner.get('pid')} on host {owner.get('host')}, "
                    "which is gone")
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what}).encode(), 0)
 
-    def _owner(self) -> dict:
-        try:
-            owner = json.loads(os.pread(self.fd, 4096, 0) or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-            return {}
-        return owner if isinstance(owner, dict) else {}
+    def _take(self, run_dir: Path, what: str, flag: str) -> int:
+        """The lock file opened and locked. An owner may remove the file as it releases the lock (a prepare leaves
+        no lock in its token directory): a lock then taken on the removed file would exclude no one, so it is taken
+        again on the file now at the path."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = _owner(fd)
+                os.close(fd)
+                holder = f"{owner.get('what', what)} (pid {owner.get('pid', '?')} on host {owner.get('host', '?')})"
+                raise RunLocked(f"{run_dir} is in use by another {holder}; wait for it to finish or pass another "
+                                f"{flag}") from None
+            try:
+                if os.path.samestat(os.fstat(fd), os.stat(self.path)):
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
 
     def release(self) -> None:
         if self.fd is not None:
@@ -61,6 +69,15 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _owner(fd: int) -> dict:
+    """The owner a lock file names ({} when it names none)."""
+    try:
+        owner = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
 
 
 def claim(directory: Path, report: Callable[[str], None] = print, *, what: str = "run", flag: str = "--run-dir"
