@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from zoo.models.layers import Dense, LayerNorm, ModelConfig, Stack, scales
-from zoo.models.transformer import MixerBlock, patchify
+from zoo.models.transformer import MixerBlock, patch_count, patchify
 from zoo.param.base import Parametrization
 
 
@@ -48,7 +48,7 @@ class Mixer(nnx.Module):
         self.cfg = cfg
         top, body, _ = scales(cfg, plugin)
         h, w, c = cfg.in_shape
-        tokens = (h // cfg.patch) * (w // cfg.patch)
+        tokens = patch_count(h, w, cfg.patch)
         self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
                            role="patch_embed")
         self.stack = Stack(lambda r: MixerBlock(cfg.width, tokens, cfg.token_dim, cfg.mlp_ratio * cfg.width,

@@ -47,11 +47,19 @@ def attention_heads(width: int, base_width: int, head_dim: int, scale_heads: boo
     return Heads(num, width // num, base_width // num)
 
 
+def patch_count(height: int, width: int, patch: int) -> int:
+    """The number of p x p patches an H x W image is cut into, (H/p)(W/p); a ValueError unless p divides both (an
+    image smaller than a patch has none: the Mixer's token-mixing layers would have fan-in 0)."""
+    if height % patch or width % patch:
+        raise ValueError(f"image size {height}x{width} is not a multiple of the patch size {patch} (--model-opt "
+                         "patch=P with P dividing both sides)")
+    return (height // patch) * (width // patch)
+
+
 def patchify(x: jax.Array, patch: int) -> jax.Array:
     """(B, H, W, C) images -> (B, H/p * W/p, p*p*C) patches in raster order."""
     b, h, w, c = x.shape
-    if h % patch or w % patch:
-        raise ValueError(f"image size {h}x{w} is not a multiple of the patch size {patch}")
+    patch_count(h, w, patch)
     x = x.reshape(b, h // patch, patch, w // patch, patch, c).transpose(0, 1, 3, 2, 4, 5)
     return x.reshape(b, (h // patch) * (w // patch), patch * patch * c)
 

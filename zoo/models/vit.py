@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from zoo.models.layers import Dense, LayerNorm, ModelConfig, Stack, scales
-from zoo.models.transformer import Block, Embed, attention_heads, patchify
+from zoo.models.transformer import Block, Embed, attention_heads, patch_count, patchify
 from zoo.param.base import Parametrization
 
 
@@ -53,7 +53,7 @@ class ViT(nnx.Module):
         top, body, base_width = scales(cfg, plugin)
         heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
         h, w, c = cfg.in_shape
-        tokens = (h // cfg.patch) * (w // cfg.patch)
+        tokens = patch_count(h, w, cfg.patch)
         self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
                            role="patch_embed")
         self.cls = Embed(1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="cls_token")
