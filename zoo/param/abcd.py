@@ -13,14 +13,15 @@ from zoo.param.tags import KINDS
 
 
 def _exponents(value) -> tuple:
-    """a,b,c,d from "a,b,c,d" or a list; plain numbers must be finite (traced values pass as they are)."""
+    """a,b,c,d from "a,b,c,d" or a list; plain numbers must be finite, and true/false is no number (YAML reads `true`
+    as 1); traced values pass as they are."""
     if isinstance(value, str):
         try:
             value = [float(v) for v in value.split(",")]
         except ValueError:
             value = [value]
-    if isinstance(value, dict) or len(value) != 4 or any(
-            isinstance(v, (int, float, str)) and not (isinstance(v, (int, float)) and math.isfinite(v))
+    if isinstance(value, dict) or not hasattr(value, "__len__") or len(value) != 4 or any(
+            isinstance(v, (bool, int, float, str)) and (isinstance(v, (bool, str)) or not math.isfinite(v))
             for v in value):
         raise ValueError(f"abcd exponents need four numbers a,b,c,d (finite), got {value!r}")
     return tuple(value)
@@ -57,10 +58,18 @@ class ABCD(Parametrization):
 
 
 def _load(path: str) -> dict:
+    """The mapping kind -> [a, b, c, d] of a JSON or YAML file, read as config files are (zoo.config.YamlLoader: a key
+    given twice is refused, 1e-3 is a number); a file that does not parse is one line naming it."""
     import yaml
 
+    from zoo.config import YamlLoader
+
     with open(path) as f:
-        data = yaml.safe_load(f)
+        try:
+            data = yaml.load(f, YamlLoader)
+        except (ValueError, yaml.YAMLError) as e:  # a key given twice, bad syntax, a file that is not UTF-8
+            raise ValueError(f"abcd exponents file {path} cannot be read as YAML or JSON: "
+                             f"{str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping kind -> [a, b, c, d]")
     return data
