@@ -1,26 +1,27 @@
-"""Benchmark: an LR sweep as ONE program against the same members run one after another.
+"""Benchmark: an LR sweep as ONE program, and over worker processes, against the same members one after another.
 
 The sweep's program splits the members over the devices (on a CPU one per core, as `python -m zoo.sweep` does) and
-vmaps them in groups (zoo.sweeps.engine.default_group); the sequential members run on one device, as train.py runs
-them (measured: as fast in this process as in one with a single device).
+vmaps them in groups (zoo.sweeps.engine.default_group); the worker processes (`python -m zoo.sweep --processes`,
+zoo.sweeps.processes) train the same blocks of members in the same groups, each process pinned to its own cores
+with one device; the sequential members run on one device, as train.py runs them (measured: as fast in this process
+as in one with a single device).
 
     python bench/sweep.py                       # 16 LRs, MLP-ResNet width 256 depth 16, CIFAR-10, 200 steps
     python bench/sweep.py --steps 20 --rounds 3                  # the default member, reduced for a CPU
     python bench/sweep.py --width 64 --depth 4 --steps 100 --batch-size 32 --synthetic --write docs/bench_sweep_cpu.md
 
-Both paths run the same jitted loop over `Program.train_step` (zoo.sweeps.engine), in the same process, on the
-same batches, in compiled loops of --chunk steps (as `python -m zoo.sweep --chunk`), the whole sweep --rounds times
-in turn (so machine load falls on both alike). Compile time is reported apart from steady-state time; the speedup
-is the median over the rounds of the steady-state ratio.
-"""
+Every path runs the same jitted loop over `Program.train_step` (zoo.sweeps.engine) on the same batches, in compiled
+loops of --chunk steps (as `python -m zoo.sweep --chunk`), the whole sweep --rounds times in turn (so machine load
+falls on all alike). Compile time is reported apart from steady-state time; the speedup is the median over the
+rounds of the steady-state ratio."""
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import contextlib
+import functools
 import os
 import platform
-import queue
 import statistics
 import sys
 from pathlib import Path
@@ -35,30 +36,35 @@ import zoo.param
 from zoo.optim import OptimConfig
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.grid import members
+from zoo.sweeps.processes import MemberPool, check_processes, train_members, usable_core_ids
 from zoo.train import backend
 from zoo.train.step import build_program
 
 backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
 
 
-def interleaved(vm: MemberTrainer, one: MemberTrainer, lrs: np.ndarray, seeds: np.ndarray, steps: int,
-                rounds: int) -> tuple[list[float], list[float], np.ndarray, np.ndarray]:
-    """Both paths train every member all `steps` steps from fresh states, `rounds` times, taking turns (the program,
-    then the members one by one), so machine load falls on both alike. Returns each round's steady-state seconds
-    (compile and init excluded) of each path and the first round's per-step losses [steps, members] of each."""
-    vm_s, seq_s = [], []
+def interleaved(vm: MemberTrainer, one: MemberTrainer, pool: MemberPool | None, make: Any, lrs: np.ndarray,
+                seeds: np.ndarray, steps: int, rounds: int) -> dict[str, Any]:
+    """The paths train every member all `steps` steps from fresh states, `rounds` times, taking turns (the program,
+    the worker processes, then the members one by one), so machine load falls on all alike. Returns each path's
+    steady-state seconds per round (compile excluded; init included) and first round's per-step losses
+    [steps, members], and the processes' compile seconds."""
+    out: dict[str, Any] = {"program": [], "processes": [], "sequential": []}
     for r in range(rounds):
-        states = vm.init(lrs, seeds)
-        before = vm.run_s
-        vm_losses = vm.train(states, steps)[1]
-        vm_s.append(vm.run_s - before)
+        program = train_members(vm, lrs, seeds, steps, evaluate=False)
+        out["program"].append(program.run_s)
+        if pool is not None:
+            result = pool.run(make, lrs, seeds, steps, evaluate=False)
+            out["processes"].append(result.run_s)
+            if r == 0:
+                out["processes_compile_s"], out["processes_losses"] = result.compile_s, result.losses
         singles = [one.init(lrs[k:k + 1], seeds[k:k + 1]) for k in range(len(lrs))]
         before = one.run_s
         seq_losses = np.stack([one.train(state, steps)[1] for state in singles], 1)
-        seq_s.append(one.run_s - before)
+        out["sequential"].append(one.run_s - before)
         if r == 0:
-            first = vm_losses, seq_losses
-    return vm_s, seq_s, *first
+            out["program_losses"], out["sequential_losses"] = program.losses, seq_losses
+    return out
 
 
 def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarray]:
@@ -73,51 +79,19 @@ def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarr
     return name, prog, data, lrs, seeds
 
 
-def pinned_processes(args: argparse.Namespace, cores: list[int], vmapped: bool) -> float:
-    """Steady-state seconds of the members split over one process per core, each pinned to its core with one
-    device, members dealt out in turn, all starting together after their compiles: one after another
-    (vmapped=False: the sequential step's own speed times whatever the cores add when each runs a process of its
-    own, no device or thread pool shared) or as the sweep's vmapped groups (vmapped=True: what a sweep split over
-    processes instead of devices would reach)."""
-    ctx = multiprocessing.get_context("spawn")
-    start, results = ctx.Barrier(len(cores)), ctx.Queue()
-    procs = [ctx.Process(target=pinned_member_runs, args=(args, core, i, len(cores), start, results, vmapped))
-             for i, core in enumerate(cores)]
-    for proc in procs:
-        proc.start()
-    seconds = []
-    while len(seconds) < len(procs):
-        try:
-            seconds.append(results.get(timeout=1.0))
-        except queue.Empty:
-            if any(proc.exitcode not in (None, 0) for proc in procs):
-                for proc in procs:
-                    proc.terminate()
-                raise SystemExit("error: a pinned process of --ceiling failed (its traceback is above)") from None
-    for proc in procs:
-        proc.join()
-    return max(seconds)
+def worker_trainer(args: argparse.Namespace) -> MemberTrainer:
+    """A worker process's trainer: the program's, on the worker's one device."""
+    _, prog, data, _, _ = setup(args)
+    return MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
 
 
-def pinned_member_runs(args: argparse.Namespace, core: int, index: int, count: int, start: Any, results: Any,
-                       vmapped: bool) -> None:
-    os.sched_setaffinity(0, {core})
-    jax.config.update("jax_num_cpu_devices", 1)  # importing this module asked for one device per core
-    _, prog, data, lrs, seeds = setup(args)
-    mine, warm = np.arange(index, len(lrs), count), min(args.chunk, args.steps)
-    if vmapped:
-        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
-        trainer.train(trainer.init(lrs[mine], seeds[mine]), warm, 0)  # compiled and run before the clock starts
-        states = [trainer.init(lrs[mine], seeds[mine])]
-    else:
-        trainer = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False)
-        trainer.train(trainer.init(lrs[:1], seeds[:1]), warm, 0)  # the same (it donates its state)
-        states = [trainer.init(lrs[k:k + 1], seeds[k:k + 1]) for k in mine]
-    start.wait()
-    before = trainer.run_s
-    for state in states:
-        trainer.train(state, args.steps, 0)
-    results.put(trainer.run_s - before)
+def max_rel_diff(losses: np.ndarray, reference: np.ndarray) -> float:
+    """The largest relative difference of per-step losses over the members that train (final loss <= initial) in
+    the reference: the paths sum in different orders, and members whose loss blows up are chaotic and amplify
+    that."""
+    rel = np.abs(losses - reference) / np.abs(reference)
+    trains = np.all(np.isfinite(rel), axis=0) & (reference[-1] <= reference[0])
+    return float(rel[:, trains].max()) if trains.any() else float("nan")
 
 
 def machine() -> str:
@@ -146,95 +120,101 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--synthetic", action="store_true", help="synthetic images instead of the bundled CIFAR-10")
     p.add_argument("--data", help="any zoo data source, e.g. synthetic:teacher (16 inputs: a member too small to fill "
                    "a core)")
-    p.add_argument("--rounds", type=int, default=5, help="times the two paths train the whole sweep, in turn")
+    p.add_argument("--rounds", type=int, default=5, help="times the paths train the whole sweep, in turn")
     p.add_argument("--chunk", type=int, default=100, help="train steps per compiled loop (python -m zoo.sweep's "
                    "default)")
     p.add_argument("--group", type=int, help="members vmapped together on a device (default: the engine's choice)")
-    p.add_argument("--ceiling", action="store_true", help="also time the members split over processes pinned one "
-                   "to a core (Linux), one after another and as the sweep's groups: what splitting alone reaches")
+    p.add_argument("--processes", type=int, help="worker processes of the processes path (python -m zoo.sweep "
+                   "--processes; default: one per usable core on a CPU; 1 leaves the path out)")
     p.add_argument("--write", help="also write the numbers as markdown to this file")
     args = p.parse_args(argv)
-    if min(args.lrs, args.width, args.depth, args.steps, args.batch_size, args.rounds, args.chunk) < 1:
-        print("error: --lrs, --width, --depth, --steps, --batch-size, --rounds and --chunk must be positive",
-              file=sys.stderr)
+    if min(args.lrs, args.width, args.depth, args.steps, args.batch_size, args.rounds, args.chunk,
+           args.processes or 1) < 1:
+        print("error: --lrs, --width, --depth, --steps, --batch-size, --rounds, --chunk and --processes must be "
+              "positive", file=sys.stderr)
         raise SystemExit(1)
-    if args.ceiling and not hasattr(os, "sched_setaffinity"):
-        print("error: --ceiling pins processes to cores, which this platform cannot (Linux only)", file=sys.stderr)
-        raise SystemExit(1)
+    if args.processes is None:
+        args.processes = len(usable_core_ids()) if jax.default_backend() == "cpu" else 1
+    try:
+        check_processes(args.processes)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
 
     name, prog, data, lrs, seeds = setup(args)
     vm = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
     one = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False)
-    vm_rounds, seq_rounds, vm_losses, seq_losses = interleaved(vm, one, lrs, seeds, args.steps, args.rounds)
-    vm_steady, seq_steady = statistics.median(vm_rounds), statistics.median(seq_rounds)
-    # The two paths sum in different orders; members whose loss blows up are chaotic and amplify that, so the
-    # agreement is measured on the members that train (final loss <= initial loss).
-    rel = np.abs(vm_losses - seq_losses) / np.abs(seq_losses)
-    trains = np.all(np.isfinite(rel), axis=0) & (seq_losses[-1] <= seq_losses[0])
-    max_rel = float(rel[:, trains].max()) if trains.any() else float("nan")
-
-    ratios = [b / a for a, b in zip(vm_rounds, seq_rounds, strict=True)]
-    ratio = statistics.median(ratios)
-    total_ratio = (seq_steady + one.compile_s) / (vm_steady + vm.compile_s)
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(MemberPool(args.processes)) if args.processes > 1 else None
+        timed = interleaved(vm, one, pool, functools.partial(worker_trainer, args), lrs, seeds, args.steps,
+                            args.rounds)
+    seq_steady = statistics.median(timed["sequential"])
+    paths = [("one program", "program", vm.compile_s)]
+    if pool is not None:
+        paths.append((f"{args.processes} processes", "processes", timed["processes_compile_s"]))
+    rows = []
+    for label, key, compile_s in paths:
+        ratios = [b / a for a, b in zip(timed[key], timed["sequential"], strict=True)]
+        steady = statistics.median(timed[key])
+        rows.append({"label": label, "steady": steady, "compile_s": compile_s, "ratio": statistics.median(ratios),
+                     "low": min(ratios), "high": max(ratios),
+                     "total_ratio": (seq_steady + one.compile_s) / (steady + compile_s),
+                     "max_rel": max_rel_diff(timed[f"{key}_losses"], timed["sequential_losses"])})
+    parts = "; ".join(f"{r['label']} {r['steady']:.2f} s + compile {r['compile_s']:.1f} s: {r['ratio']:.2f}x "
+                      f"steady state (rounds {r['low']:.2f}-{r['high']:.2f}x; {r['total_ratio']:.2f}x with compile; "
+                      f"max rel. loss diff {r['max_rel']:.1e})" for r in rows)
     line = (f"sweep bench: {args.lrs} LRs, mlp_resnet w{args.width} d{args.depth}, {name}, {args.steps} steps, "
-            f"batch {args.batch_size}: one program ({jax.device_count()} devices, groups of {vm.group_size}) "
-            f"{vm_steady:.2f} s + compile {vm.compile_s:.1f} s, sequential "
-            f"{seq_steady:.2f} s + compile {one.compile_s:.1f} s; speedup {ratio:.2f}x steady state (rounds "
-            f"{min(ratios):.2f}-{max(ratios):.2f}x; {total_ratio:.2f}x with compile); max rel. loss diff {max_rel:.1e} "
-            f"over the {int(trains.sum())} members that train; {jax.devices()[0].platform}")
-    if args.ceiling:
-        cores = sorted(os.sched_getaffinity(0))
-        line += (f"; split over {len(cores)} processes pinned one to a core (nothing shared between the cores), "
-                 f"the sequential members {seq_steady / pinned_processes(args, cores, False):.2f}x, the sweep's "
-                 f"groups {seq_steady / pinned_processes(args, cores, True):.2f}x")
+            f"batch {args.batch_size}, groups of {vm.group_size}; sequential {seq_steady:.2f} s + compile "
+            f"{one.compile_s:.1f} s; {parts}; {jax.devices()[0].platform}")
     print(line)
     if args.write:
-        write(Path(args.write), args, name, vm, one, vm_steady, seq_steady, ratio, total_ratio, max_rel, line)
+        write(Path(args.write), args, name, rows, one, seq_steady, line, vm.group_size)
 
 
-def write(path: Path, args, name, vm, one, vm_steady, seq_steady, ratio, total_ratio, max_rel, line) -> None:
+def write(path: Path, args: argparse.Namespace, name: str, rows: list[dict[str, Any]], one: MemberTrainer,
+          seq_steady: float, line: str, group: int) -> None:
     n = args.lrs * args.steps
-    rows = [(f"one program ({args.lrs} members over {jax.device_count()} devices, groups of {vm.group_size})",
-             vm.compile_s, vm_steady),
-            (f"sequential ({args.lrs} runs of the same step)", one.compile_s, seq_steady)]
-    table = "\n".join(f"| {label} | {c:.1f} | {s:.2f} | {n / s:.1f} |" for label, c, s in rows)
+    labels = {"one program": f"one program ({args.lrs} members over {jax.device_count()} devices, groups of {group})",
+              f"{args.processes} processes": f"{args.processes} worker processes, one device each, groups of {group} "
+              "(`python -m zoo.sweep --processes`)"}
+    table = "\n".join(f"| {labels[r['label']]} | {r['compile_s']:.1f} | {r['steady']:.2f} | {n / r['steady']:.1f} | "
+                      f"**{r['ratio']:.2f}x** ({r['total_ratio']:.2f}x) | {r['max_rel']:.1e} |" for r in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     platform = jax.devices()[0].platform
-    note = ("On a CPU each core is a device (zoo.train.backend.cpu_cores_as_devices) and the members are split over\n"
-            "them, vmapped in groups of as many members as half of a core's share of the last-level cache holds the\n"
-            "train states of (weights, gradients, optimizer moments); bigger ones train one at a time per core. How\n"
-            "much the split can give depends on how much of the other cores a lone member's step already uses:\n"
-            "`--ceiling` times the members split over processes pinned one to a core. The >= 6x target is for a\n"
-            "GPU, where one member leaves the device mostly idle."
-            if platform == "cpu" else "Target on a GPU: >= 6x.")
+    note = ("On a CPU the one program makes each core a device (zoo.train.backend.cpu_cores_as_devices) and splits\n"
+            "the members over them; the devices of one process share its XLA:CPU thread pool. The processes path\n"
+            "(zoo.sweeps.processes) deals the same blocks of members to worker processes pinned each to its own\n"
+            "cores, which share nothing. Both vmap a device's members in groups of as many as half of a core's share\n"
+            "of the last-level cache holds the train states of. The >= 6x target is for a GPU, where one member\n"
+            "leaves the device mostly idle." if platform == "cpu" else "Target on a GPU: >= 6x.")
     path.write_text(f"""# Sweep benchmark ({platform.upper()})
 
 `python bench/sweep.py --width {args.width} --depth {args.depth} --batch-size {args.batch_size} --steps {args.steps}
 --rounds {args.rounds} --chunk {args.chunk} --data {name} --write {path}`
 
 {args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param} with base depth
-{args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Both paths run the
-same jitted loop over `Program.train_step` (chunks of {args.chunk} steps) in one process on the same batches, the
-whole sweep {args.rounds} times in turn; compile time (XLA, ahead of time) is apart from steady state (the train steps
-only, the median over the rounds).
+{args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Every path runs the
+same jitted loop over `Program.train_step` (chunks of {args.chunk} steps) on the same batches, the whole sweep
+{args.rounds} times in turn; compile time (XLA, ahead of time) is apart from steady state (init and the train steps,
+the median over the rounds).
 
 Machine: {machine()}.
 
-| path | compile s | steady-state s | member-steps / s |
-|---|---|---|---|
+| path | compile s | steady-state s | member-steps / s | speedup (with compile) | max rel. loss diff |
+|---|---|---|---|---|---|
+| sequential ({args.lrs} runs of the same step, one device) | {one.compile_s:.1f} | {seq_steady:.2f} | \
+{n / seq_steady:.1f} | 1x | 0 |
 {table}
 
-Speedup of the vmapped sweep: **{ratio:.2f}x** in steady state (median over the rounds), {total_ratio:.2f}x
-including compile. Largest relative difference between the two paths' per-step losses, over the members whose loss
-did not blow up:
-{max_rel:.1e}: vmapped groups reassociate the sums, which members at LRs past the best amplify chaotically (with
-groups of one member the two paths are bit-identical).
+Speedup: the median over the rounds of the sequential members' steady-state seconds over the path's. The loss
+difference is the largest relative one per step against the sequential members, over the members whose loss did not
+blow up: groups of more than one member reassociate the sums, which members at LRs past the best amplify
+chaotically (with groups of one the program and the sequential members are bit-identical).
 
 {note}
 
 Summary line: `{line}`
 """)
-
 
 if __name__ == "__main__":
     main()

@@ -48,6 +48,8 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
     a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
     a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
     a("--chunk", type=positive, default=100, help="train steps per compiled scan")
+    a("--processes", type=positive, default=1, help="split each shape's members over this many worker processes, "
+      "each pinned to its own CPU cores (at most one per core; default 1: one program over every core's device)")
     a("--cache-dir", type=path_arg, default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
 
 
@@ -133,5 +135,5 @@ def build_spec(args: argparse.Namespace):
     widths = parse_ints(args.widths, "--widths") if args.widths else []
     depths = parse_ints(args.depths, "--depths") if args.depths else []
     return SweepSpec(run=run, lrs=parse_lrs(args.lrs), out=Path(args.out), widths=widths, depths=depths,
-                     seeds=args.seeds, chunk=args.chunk)
+                     seeds=args.seeds, chunk=args.chunk, processes=args.processes)
 

@@ -56,7 +56,7 @@ def build_spec(args: argparse.Namespace):
     check = None if args.check_target is None else parse_lrs(args.check_target) if args.check_target else []
     return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
                         compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
-                        metric=args.metric, chunk=args.chunk)
+                        metric=args.metric, chunk=args.chunk, processes=args.processes)
 
 
 def comparison(given: str | None, param: str) -> str | None:

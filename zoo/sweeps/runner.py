@@ -5,6 +5,7 @@ finished members skipped on a rerun."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -21,6 +22,7 @@ from zoo.config import RunConfig
 from zoo.sweeps import results
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, members, valid_lrs
+from zoo.sweeps.processes import MemberPool, check_processes, train_members, workers
 from zoo.train import memory
 from zoo.train.compiled import abstract_batch
 from zoo.train.setup import setup
@@ -42,13 +44,15 @@ class SweepSpec:
     depths: list[int] = dataclasses.field(default_factory=list)
     seeds: int = 1
     chunk: int = 100
+    processes: int = 1
 
     def __post_init__(self) -> None:
-        """Refuse a grid that cannot run: an LR that is not positive and finite, a size, seed count or chunk
-        below 1, a seed beyond int32; the LRs kept distinct and sorted (a repeated one trained a member twice)."""
+        """Refuse a grid that cannot run: an LR that is not positive and finite, a size, seed count, chunk or
+        process count below 1, a seed beyond int32; the LRs kept distinct and sorted (a repeated one trained a member
+        twice)."""
         self.lrs = valid_lrs(self.lrs)
         for what, values in (("a width", self.widths), ("a depth", self.depths), ("the seed count", [self.seeds]),
-                             ("the chunk", [self.chunk])):
+                             ("the chunk", [self.chunk]), ("the process count", [self.processes])):
             check_positive(what, values)
         check_seeds(self.run.loop.seed, self.seeds)
 
@@ -97,7 +101,8 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
     if data is None:
         data = load_data(run)
     settings = spec.settings(check_shapes(spec, data))
-    with results.open_dir(spec.out, echo):
+    check_processes(spec.processes)
+    with results.open_dir(spec.out, echo), workers(spec.processes) as pool:
         results.check_settings(spec.out, settings, echo)
         finished = results.done(results.read(spec.out))
         lr_all, seed_all = members(spec.lrs, spec.seeds)
@@ -109,7 +114,7 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
             if not todo:
                 echo(f"width={width} depth={depth}: done, skipped")
                 continue
-            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk)
+            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk, pool)
             results.append(spec.out, records)
             r = records[0]
             echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
@@ -132,29 +137,40 @@ def check_shapes(spec: SweepSpec, data: Any) -> int:
     return steps[0]
 
 
-def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100
-              ) -> list[dict[str, Any]]:
-    """Train the members (lrs[i], seeds[i]) of one shape as one program; one record per member."""
+def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100,
+              pool: MemberPool | None = None) -> list[dict[str, Any]]:
+    """Train the members (lrs[i], seeds[i]) of one shape as one program over the devices, or split over a pool's
+    worker processes (zoo.sweeps.processes); one record per member."""
     s = setup(cfg, data)
-    trainer = MemberTrainer(s.program, data, cfg.loop.batch_size, eval_batch_size=cfg.loop.eval_batch_size,
-                            chunk=chunk, data_seed=cfg.loop.seed)
     t0 = time.perf_counter()
-    states = trainer.init(lrs, seeds)
-    states, losses = trainer.train(states, s.steps)
-    evals = trainer.evaluate(states)
+    if pool is not None:
+        result = pool.run(functools.partial(shape_trainer, cfg, chunk), lrs, seeds, s.steps)
+    else:
+        result = train_members(shape_trainer(cfg, chunk, data, s.program), lrs, seeds, s.steps)
     wall = time.perf_counter() - t0
     bound = math.log(data.num_classes)
     records = []
     for i in range(len(lrs)):
-        train_loss, diverged = summarize(losses[:, i], bound)
-        diverged = diverged or not np.isfinite(evals["loss"][i])
+        train_loss, diverged = summarize(result.losses[:, i], bound)
+        diverged = diverged or not np.isfinite(result.evals["loss"][i])
         records.append({"width": s.cfg.model.width, "depth": s.cfg.model.depth, "lr": float(lrs[i]),
                         "log2_lr": math.log2(lrs[i]),
                         "seed": int(seeds[i]), "steps": s.steps, "train_loss": train_loss,
-                        "eval_loss": float(evals["loss"][i]), "eval_accuracy": float(evals["accuracy"][i]),
-                        "diverged": bool(diverged), "members": len(lrs), "compile_s": round(trainer.compile_s, 3),
-                        "run_s": round(trainer.run_s, 3), "wall_s": round(wall, 3)})
+                        "eval_loss": float(result.evals["loss"][i]),
+                        "eval_accuracy": float(result.evals["accuracy"][i]), "diverged": bool(diverged),
+                        "members": len(lrs), "compile_s": round(result.compile_s, 3),
+                        "run_s": round(result.run_s, 3), "wall_s": round(wall, 3)})
     return records
+
+
+def shape_trainer(cfg: RunConfig, chunk: int, data: Any = None, program: Any = None) -> MemberTrainer:
+    """The vmapped trainer of one shape's members (a worker process builds its own: data and program None)."""
+    if data is None:
+        data = load_data(cfg)
+    if program is None:
+        program = setup(cfg, data).program
+    return MemberTrainer(program, data, cfg.loop.batch_size, eval_batch_size=cfg.loop.eval_batch_size, chunk=chunk,
+                         data_seed=cfg.loop.seed)
 
 
 def summarize(losses: np.ndarray, chance: float) -> tuple[float, bool]:

@@ -48,16 +48,19 @@ class TransferSpec:
     check: list[float] | None = None
     metric: str = "train_loss"
     chunk: int = 100
+    processes: int = 1
 
     def __post_init__(self) -> None:
         """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
-        size in width and in depth, and bigger in one), sizes, seeds or a chunk below 1, a seed beyond int32, an LR
-        that is not positive and finite, a comparison that is the parametrization under test (one arm would run
-        under a report set up to compare two, both writing OUT/<param>); the LRs kept distinct and sorted."""
+        size in width and in depth, and bigger in one), sizes, seeds, a chunk or a process count below 1, a seed
+        beyond int32, an LR that is not positive and finite, a comparison that is the parametrization under test (one
+        arm would run under a report set up to compare two, both writing OUT/<param>); the LRs kept distinct and
+        sorted."""
         (pw, pd), (tw, td) = self.proxy, self.target
         for what, v in (("the proxy width", pw), ("the proxy depth", pd), ("the target width", tw),
                         ("the target depth", td), ("the seed count", self.seeds),
-                        ("the target seed count", self.target_seeds), ("the chunk", self.chunk)):
+                        ("the target seed count", self.target_seeds), ("the chunk", self.chunk),
+                        ("the process count", self.processes)):
             check_positive(what, [v])
         check_seeds(self.run.loop.seed, self.seeds)
         check_seeds(self.run.loop.seed, self.target_seeds, "--target-seeds")
@@ -161,7 +164,7 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
     (pw, pd), (tw, td) = spec.proxy, spec.target
     seeds = range(seed, seed + spec.seeds)
     proxy_spec = SweepSpec(run=run, lrs=spec.lrs, out=out / "proxy", widths=[pw], depths=[pd], seeds=spec.seeds,
-                           chunk=spec.chunk)
+                           chunk=spec.chunk, processes=spec.processes)
     proxy_records = select(run_sweep(proxy_spec, lambda s: echo(f"[{name} proxy] {s}"), data),
                            spec.proxy, spec.lrs, seeds)
     proxy = report.summarize(proxy_records, spec.metric)
@@ -178,7 +181,7 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
         target_lrs = sorted({**by_key, lr_key(lr): lr}.values())
     target_seeds = range(seed, seed + spec.target_seeds)
     target_spec = SweepSpec(run=run, lrs=target_lrs, out=out / "target", widths=[tw], depths=[td],
-                            seeds=spec.target_seeds, chunk=spec.chunk)
+                            seeds=spec.target_seeds, chunk=spec.chunk, processes=spec.processes)
     target_records = select(run_sweep(target_spec, lambda s: echo(f"[{name} target] {s}"), data),
                             spec.target, target_lrs, target_seeds)
     target = report.summarize(target_records, spec.metric)  # first: it checks the records hold what is read here
