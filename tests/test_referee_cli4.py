@@ -89,3 +89,30 @@ def test_a_lock_removed_by_its_owner_is_taken_on_the_file_now_there(tmp_path, mo
     with lock.claim(tmp_path, what="prepare", flag="--out") as held:
         assert os.path.samestat(os.fstat(held.fd), os.stat(tmp_path / ".lock"))
     assert calls.count(fcntl.LOCK_EX | fcntl.LOCK_NB) == 2  # taken on the removed file, then on the new one
+
+
+def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
+    """A 16-bit grayscale PNG (PIL's mode I;16, common for scans and microscopy) was decoded as RGB through PIL's
+    convert, which clips at 255: levels 0, 4369, ..., 65535 all came out 255 but the zeros, silently. It decodes
+    now as grayscale scaled by 255 / 65535 (0, 17, ..., 255), and 32-bit pixels, whose range is unknown, are one
+    line."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from zoo.data.imagefolder import _decode_one, load
+
+    levels = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4369)
+    for split in ("train", "test"):
+        for k, cls in enumerate(("a", "b")):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.fromarray(levels if k else levels[::-1]).save(tmp_path / "set" / split / cls / "0.png")
+    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
+    x = data.splits["train"]["x"]
+    assert x.shape == (2, 4, 4, 1) and x.dtype == np.uint8
+    np.testing.assert_array_equal(x[1, ..., 0], np.arange(16).reshape(4, 4) * 17)
+    tiff = io.BytesIO()
+    Image.fromarray(levels.astype(np.int32)).save(tiff, format="TIFF")
+    with pytest.raises(ValueError, match="32-bit integer pixels .* convert it to 8 or 16 bits"):
+        _decode_one("wide.tif", tiff.getvalue())

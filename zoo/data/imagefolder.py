@@ -30,6 +30,7 @@ EVAL_SPLITS = ("test", "val", "validation")
 CHUNK = 2048
 PARALLEL_MIN = 4096
 SMALLER = "use a smaller --image-size"
+DECODED = 2  # how images decode, in the cache's key: 2 scales 16-bit grayscale images (1 clipped them to 255)
 
 # (split, class, name for messages, file path or bytes)
 Entry = tuple[str, str, str, str | bytes]
@@ -60,8 +61,7 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
                              "folder to stream it")
         entries = None
         fingerprint = cache.file_fingerprint(src)
-    if image_size is not None:
-        fingerprint += f"|image_size={image_size}"
+    fingerprint += f"|decoded={DECODED}" + (f"|image_size={image_size}" if image_size is not None else "")
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
     arrays = cache.load(where)
     if arrays is None:
@@ -121,6 +121,7 @@ def _decode_one(name: str, payload: str | bytes, mode: str | None = None, image_
     "RGB"), and resized and center-cropped to `image_size` x `image_size` when given."""
     try:
         with Image.open(payload if isinstance(payload, str) else io.BytesIO(payload)) as im:
+            im = _eight_bits(im, name)
             mode = mode or ("L" if im.mode == "L" else "RGB")
             if im.mode != mode:
                 im = im.convert(mode)
@@ -130,6 +131,18 @@ def _decode_one(name: str, payload: str | bytes, mode: str | None = None, image_
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
         raise ValueError(f"cannot decode image {name}: {err}") from err  # a bomb: more pixels than PIL will open
     return arr[..., None] if arr.ndim == 2 else arr
+
+
+def _eight_bits(im: Image.Image, name: str) -> Image.Image:
+    """`im` with 8 bits a channel. A 16-bit grayscale image (PNG, TIFF: PIL's mode I;16) is scaled by
+    255 / 65535 = 1 / 257 and rounded (PIL's convert clips every value above 255: a 16-bit image came out white
+    but for its zeros); 32-bit integer or float pixels (modes I and F), whose range is not known, are refused."""
+    if im.mode.startswith("I;16"):
+        return Image.fromarray(np.round(np.asarray(im, np.float32) / 257).astype(np.uint8))
+    if im.mode in ("I", "F"):
+        raise ValueError(f"image {name} has 32-bit {'float' if im.mode == 'F' else 'integer'} pixels (PIL mode "
+                         f"{im.mode}), whose range is not known; convert it to 8 or 16 bits a channel")
+    return im
 
 
 def _set_mode(first: Entry) -> str:
