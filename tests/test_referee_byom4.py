@@ -7,9 +7,11 @@ from __future__ import annotations
 import jax
 import pytest
 from flax import nnx
+from param_helpers import kinds, s
 
 import zoo.models as M
 import zoo.param as P
+from zoo.tree import key_path
 
 
 @pytest.mark.parametrize("name", ["mixer", "vit"])
@@ -33,3 +35,57 @@ def test_an_image_of_one_patch_builds_and_runs(name):
         {"head_dim": 3} if name == "vit" else {"token_dim": 1}))
     logits, _ = M.create(name, cfg, P.get("mup"), nnx.Rngs(0))(jax.numpy.ones((2, 3, 3, 2)))
     assert logits.shape == (2, 1) and bool(jax.numpy.isfinite(logits).all())
+
+
+def zoo_tags(name: str, depth: int, **options) -> dict[str, tuple]:
+    """infer_tags on a zoo model (widths 8 -> 16, depth over base depth 1) against the tags the model gave: path ->
+    (inferred (kind, fan-in, fan-out), own)."""
+    def params(width):
+        cfg = M.config(name, width=width, base_width=8, depth=depth, base_depth=1, **options)
+        return nnx.state(nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0))), nnx.Param)
+
+    wide = params(16)
+    own = {key_path(p): v.get_metadata()["tag"] for p, v in jax.tree_util.tree_flatten_with_path(
+        wide, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]}
+    rules = {"^stack/blocks/": ("stacked", "branch"), "/table$": "in_out"}
+    tags = P.infer_tags(params(8), wide, base_width=8, width=16, rules=rules, depth=depth, base_depth=1,
+                        layout="out_in")
+    inferred = {key_path(p): t for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
+    return {path: ((inferred[path].kind, inferred[path].fan_in, inferred[path].fan_out), (t.kind, t.fan_in, t.fan_out))
+            for path, t in own.items()}
+
+
+@pytest.mark.parametrize("name,depth,options,table", [
+    ("gpt", 3, dict(vocab_size=3, seq_len=8, head_dim=4), "wte/table"),
+    ("gpt", 3, dict(vocab_size=8, seq_len=3, head_dim=4), "wpe/table"),
+    ("gpt", 2, dict(vocab_size=2, seq_len=1, head_dim=4, tie_embeddings=True), "wte/table"),
+    ("vit", 5, dict(in_shape=(4, 4, 3), patch=2, head_dim=4, num_classes=16), "pos/table"),
+])
+def test_a_zoo_table_with_as_many_rows_as_blocks_is_read_as_the_table_it_is(name, depth, options, table):
+    """A zoo model read by infer_tags (its own tags the referee): at a depth equal to the vocabulary (3), the context
+    (3) or a ViT's tokens + 1 (5), its table [rows, n] was refused as a possible stack of layers ('its leading axis
+    has the depth's size'), the line offering the kind 'output', which its own 'in_out' rule contradicts. A 2-axis
+    leaf named table is one layer, as kernel, w and embedding are: every leaf's kind and fans are the model's own."""
+    tags = zoo_tags(name, depth, **options)
+    assert tags[table][0] == ("input", tags[table][1][1], 16)
+    for path, (inferred, own) in tags.items():
+        assert inferred == own, path
+
+
+def equinox_embedding(n: int) -> dict:
+    """Equinox's Embedding(3, n) weight [3, n] (in_out, as every table) before a Linear(n, 10), out_in."""
+    return {"emb": {"weight": s(3, n)}, "head": {"weight": s(10, n), "bias": s(10)}}
+
+
+def test_the_kind_a_stack_line_offers_is_read_in_the_leafs_own_layout():
+    """At depth 3 Equinox's embedding weight [3, n] (name 'weight': a gain's too) may stack 3 layers, and the line
+    names both rules; but the kind it offered for one layer was read in infer_tags' layout (out_in: 'output', fan-in
+    n) though a rule gave the leaf in_out, and taking it was refused as a kind the shapes contradict. It offers
+    'input' now, which tags the table."""
+    layout = {"^emb/": "in_out"}
+    with pytest.raises(ValueError, match=r"its kind: rules=\{'\^emb/weight\$': 'input'\}"):
+        P.infer_tags(equinox_embedding(8), equinox_embedding(24), base_width=8, width=24, rules=layout,
+                     layout="out_in", depth=3, base_depth=1)
+    tags = kinds(P.infer_tags(equinox_embedding(8), equinox_embedding(24), base_width=8, width=24, layout="out_in",
+                              rules={**layout, r"^emb/weight$": "input"}, depth=3, base_depth=1))
+    assert tags["emb/weight"] == ("input", 3, 24) and tags["head/weight"] == ("output", 24, 10)

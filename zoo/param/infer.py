@@ -33,8 +33,9 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
     stacked        the leading axis stacks layers (nnx.vmap, hk.layer_stack, nn.scan): not part of any fan. A
                    stack without it is an error naming the rule when the shapes show one (a bias or gain [L, n] and a
                    kernel [L, a, n] in a module all led by L; given depth=, a module all led by the depth's size,
-                   its leaf [L, n] or [L, a, b]: a conv kernel [3, 3, c, n] or a 2-axis kernel, w or embedding is
-                   one layer; a stack of 1 whose kernel fits no layer but without its axis, [1, n, n] under out_in)
+                   its leaf [L, n] or [L, a, b]: a conv kernel [3, 3, c, n] or a 2-axis kernel, w, embedding or
+                   table is one layer; a stack of 1 whose kernel fits no layer but without its axis, [1, n, n]
+                   under out_in)
     branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
     in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
@@ -105,7 +106,8 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
-    check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth, layout)
+    check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth,
+                         {n: _layout_of(roles[n], layout) for n in shapes})
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
@@ -226,7 +228,7 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
         raise ValueError(f"parameter {name!r} matches rules with conflicting roles "
                          f"{sorted(given | named | layouts | outs)}")
     ruled = bool(given) or readout
-    layout = layouts.pop() if layouts else layout
+    layout = _layout_of(roles, layout)
     out_axes = int(OUT_AXES.fullmatch(outs.pop()).group(1)) if outs else 1
     if "stacked" in roles:
         if not shape or shape[0] != base_shape[0]:
@@ -264,6 +266,11 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                depth=depth if branch else 1, base_depth=base_depth if branch else 1,
                role="readout_bias" if role == "readout" and kind == "scalar" else role, layout=layout,
                out_axes=out_axes)
+
+
+def _layout_of(roles: set[str], layout: str) -> str:
+    """A leaf's layout: its rule's (the first by name where rules conflict, which _tag refuses), else `layout`."""
+    return min(roles & set(LAYOUTS), default=layout)
 
 
 def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, given: str | None,

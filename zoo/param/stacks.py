@@ -10,7 +10,8 @@ from typing import Any
 
 from zoo.param.fans import fans_and_kind
 
-WEIGHT_NAMES = ("kernel", "w", "embedding", "embeddings")  # Flax and Haiku (Equinox's "weight" is also a gain's)
+# weights' names in Flax, Haiku and zoo's Embed (table); Equinox's "weight" is also a gain's
+WEIGHT_NAMES = ("kernel", "w", "embedding", "embeddings", "table")
 
 
 def parent(name: str) -> str:
@@ -39,7 +40,7 @@ def _stacked_matrix(base_shape: tuple, shape: tuple) -> bool:
 
 
 def check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], depth: int | None,
-                          layout: str) -> None:
+                          layouts: Mapping[str, str]) -> None:
     """Refuse a stack of layers (nn.scan, hk.layer_stack, a vmapped Equinox module) no rule marks 'stacked': its
     leading axis L would be read as a fan (a stacked kernel [L, n, n] as hidden with fan-in L * n, its bias [L, n] as
     an input layer of fan-in L), which changes every init and LR exponent silently. Shapes alone cannot tell [L, n, n]
@@ -52,7 +53,8 @@ def check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set
     bias [n] or bias-free, nor a readout [classes, n] beside its bias [classes].
     `shapes`: (base shape, shape) of every leaf; only the `unruled` ones (no kind, 'stacked' or 'readout' rule) are
     suspects, but their kernel may have a rule (a 'stacked' rule on the kernels alone left the biases [L, n] read as
-    input layers of fan-in L)."""
+    input layers of fan-in L). `layouts`: each leaf's layout (its rule's, else infer_tags' `layout`), which the kind a
+    line suggests is read under."""
     lead = {name: shapes[name][1][0] for name in shapes if _leads_stack(*shapes[name])}
     suspects = sorted(n for n in lead if n in unruled)
     for vector in (n for n in suspects if _stacked_vector(*shapes[n])):
@@ -65,17 +67,18 @@ def check_unmarked_stack(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set
                                  f"lead with an axis of size {size} that does not change with width: a stack of "
                                  f"{size} layers? Its axis would be read as a fan; add rules={{{rule!r}: 'stacked'}} "
                                  f"(if they are no stack, their kinds, e.g. {exact(vector)!r}: 'input')")
-    _check_stack_of_one(shapes, unruled, layout)
+    _check_stack_of_one(shapes, unruled, layouts)
     for name in (n for n in suspects if lead[n] == depth and _may_stack_layers(n, shapes[n][1])):
         if all(lead.get(n) == depth for n in shapes if parent(n) == parent(name)):
             base_shape, shape = shapes[name]
-            kind = fans_and_kind(shape, [b != n for b, n in zip(base_shape, shape, strict=True)], layout)[2]
+            kind = fans_and_kind(shape, [b != n for b, n in zip(base_shape, shape, strict=True)], layouts[name])[2]
             one = f"; if it is one layer, its kind: rules={{{exact(name)!r}: {kind!r}}}" if kind else ""
             raise ValueError(f"parameter {name!r} {shape}: its leading axis has the depth's size {depth}; is it a "
                              f"stack of layers? add rules={{{exact(name)!r}: 'stacked'}}{one}")
 
 
-def _check_stack_of_one(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str], layout: str) -> None:
+def _check_stack_of_one(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[str],
+                        layouts: Mapping[str, str]) -> None:
     """Refuse a stack of one layer no rule marks 'stacked' where its axis of size 1 shows: a kernel that fits no
     layer ([1, n, n] under out_in: both width axes in the fan-in) but would without its leading fixed axis. Its line
     said 'out_axes=2'; it names the stack's module (the widest above it whose leaves all lead with 1), whose gains
@@ -84,6 +87,7 @@ def _check_stack_of_one(shapes: Mapping[str, tuple[tuple, tuple]], unruled: set[
     for name in sorted(n for n in ones if n in unruled):
         base_shape, shape = shapes[name]
         grows = [b != n for b, n in zip(base_shape, shape, strict=True)]
+        layout = layouts[name]
         if fans_and_kind(shape, grows, layout)[2] is None and fans_and_kind(shape[1:], grows[1:], layout)[2]:
             module = _stack_module(parent(name), 1, ones, shapes)
             rule = _stack_rule([n for n in ones if n in unruled and _inside(n, module)]) if _all_lead(
@@ -103,8 +107,8 @@ def _stack_module(module: str, size: int, lead: Mapping[str, int], shapes: Mappi
 def _may_stack_layers(name: str, shape: tuple) -> bool:
     """Whether a leaf led by a fixed axis may be a stack of layers by its rank and name: a stack of Dense kernels
     [L, a, b] or of biases and gains [L, n], not a conv kernel [k, k, c, n] (4+ axes; a stacked conv's bias [L, n]
-    shows its stack) nor a 2-axis leaf named as a Flax or Haiku weight (kernel, w, embedding: a Dense from L
-    features, an L-row table; a stacked weight has 3+ axes)."""
+    shows its stack) nor a 2-axis leaf named as a Flax, Haiku or zoo weight (kernel, w, embedding, table: a Dense from
+    L features, an L-row table; a stacked weight has 3+ axes)."""
     return len(shape) <= 3 and not (len(shape) == 2 and name.rpartition("/")[2] in WEIGHT_NAMES)
 
 
