@@ -3,9 +3,16 @@ without the fix it names."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import zoo.param as P
+from zoo import optim
+from zoo.audit import ZooRun, audit
+from zoo.optim import OptimConfig
+
+MLP = {"in_shape": (8,), "num_classes": 4}
 
 
 @pytest.mark.parametrize("text, message", [
@@ -28,3 +35,25 @@ def test_an_abcd_file_reads_exponents_as_numbers(tmp_path):
     plugin = P.get("abcd", file=str(path))
     assert plugin.table_for("hidden") == (0, 0.5, 1.0, 1) and plugin.table_for("output") == (1, 0, 0, 1)
     assert plugin.table_for("input") == (0, 0, 0, 0)  # not given: SP's
+
+
+def _unfreezes_input(cfg, plugin, params, horizon):
+    """zoo's chain built as if the plugin froze the output layer only: LR and decay on the input layer."""
+    return optim.build(cfg, dataclasses.replace(plugin, freeze="output"), params, horizon)
+
+
+def test_the_audit_fails_a_frozen_kind_that_moves():
+    """depth_mup with freeze=input,output (TP VI's experiments train only the blocks) under AdamW with decay, MLP-ResNet
+    at widths 24 and 48, under a chain that ignores the input's freeze: it moves the input layer by lr (update RMS
+    0.01) and decays it, and the audit passed it (its laws were the unfrozen ones: update m^0, shrink m^0, both met).
+    Now a frozen kind's law is that it does not move: the input layer fails alone, the still readout passes."""
+    plugin = P.get("depth_mup", freeze="input,output")
+    run = ZooRun("mlp_resnet", plugin, OptimConfig("adamw", lr=1e-2, weight_decay=0.1), MLP, batch_size=8,
+                 chain=_unfreezes_input)
+    result = audit(run, (24, 48), depth=3)
+    assert result.failures() == ["width embed/kernel: frozen: the plugin freezes it, yet it moves (update RMS or decay "
+                                 "shrink up to 0.01)"]
+    params = result.axes[0].params
+    assert [c.passed for c in params["head/kernel"].checks if c.quantity == "frozen"] == [True]
+    assert params["stack/blocks/w1/kernel"].passed  # trained: its own laws, no frozen check
+    assert all(c.quantity != "frozen" for c in params["stack/blocks/w1/kernel"].checks)

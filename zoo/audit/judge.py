@@ -71,6 +71,15 @@ def check(quantity: str, xs: Sequence[float], values: Sequence[float | None], lo
                  else "")
 
 
+def frozen_check(numbers: Sequence[dict[str, float]]) -> Check:
+    """A parameter the plugin freezes keeps its init: its step's gradient-driven update and its decay shrink are 0 at
+    every size (their RMS below NO_DECAY); a frozen parameter that moves fails, whatever its slope."""
+    moves = [max(abs(n.get("update_rms", 0.0)), abs(n.get("wd_shrink", 0.0))) for n in numbers]
+    passed = all(m < NO_DECAY for m in moves)
+    return Check("frozen", moves, None, None, passed, "frozen" if passed else
+                 f"the plugin freezes it, yet it moves (update RMS or decay shrink up to {max(moves):.3g})")
+
+
 def null_directions(grad_rms: dict[str, float]) -> set[str]:
     """Parameters whose gradient is rounding noise next to the largest one (NULL_GRADIENT)."""
     top = max(grad_rms.values(), default=0.0)
@@ -78,10 +87,13 @@ def null_directions(grad_rms: dict[str, float]) -> set[str]:
 
 
 def failures(checks: Sequence[Check]) -> list[str]:
-    """The quantities that failed, with their slopes."""
+    """The quantities that failed, with their slopes (a check of no slope, as the tag's kind or a frozen parameter's
+    stillness, with its note)."""
     out = []
     for c in checks:
-        if c.passed is False:
+        if c.passed is False and c.measured is None and c.expected is None and c.note:
+            out.append(f"{c.quantity}: {c.note}")
+        elif c.passed is False:
             got = "n/a" if c.measured is None else f"{c.measured:+.2f}"
             want = "n/a" if c.expected is None else f"{c.expected:+.2f}"
             out.append(f"{c.quantity} slope {got}, theory {want}" + (f" ({c.note})" if c.note else ""))

@@ -15,6 +15,8 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
     step_size         m^-(a+c-d) r^(alpha-gamma)   sgd family: effective update per unit of raw gradient
     wd_shrink         m^0 r^0                   decoupled weight decay (TP IVb 2.10.1)
     eps_scale         m^-d r^-alpha             Adam's epsilon in raw-gradient units, eps |g| / sqrt(v) (Rem 2.2.6)
+    frozen            0                         a kind the plugin's `freeze` lists: no update and no decay at any size
+                                                (in place of the update's and the shrink's laws)
 
     (step_size and eps_scale are read from the chain's first update of a tiny multiple of the gradient, which
     global-norm clipping never touches: the clip factor depends on the gradient's size, not on a rule)
@@ -56,6 +58,9 @@ FOLD_POWER = {"init_rms": 1, "init_spectral": 1, "update_rms": 1, "update_spectr
 QUANTITIES = ("multiplier", "init_rms", "init_spectral", "update_rms", "update_spectral", "spectral_step",
               "step_size", "wd_shrink", "eps_scale", "eps_ratio", "clip_factor")
 ADAM_EPSILON = ("adam", "adamw", "muon")  # optimizers whose entrywise part divides by sqrt(v) + eps
+# the quantities of a parameter's move: a frozen one (the plugin's `freeze`) has no law for them but that it does not
+# move (zoo.audit.judge.frozen_check)
+MOVES = ("update_rms", "update_spectral", "spectral_step", "step_size", "wd_shrink")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +143,12 @@ def spectral_c(plugin: Parametrization, c: float, kind: str) -> float:
     the table, never from the plugin's lr_exponent, which is what the optimizer builder realizes."""
     rules = getattr(plugin, "plugin", None) or plugin
     return c if rules.global_lr else families.spectral_exponent(c, kind)
+
+
+def frozen(plugin: Parametrization, kind: str) -> bool:
+    """Whether the plugin's stated `freeze` list holds parameters of `kind` (a multiplier-free form: its plugin's)."""
+    rules = getattr(plugin, "plugin", None) or plugin
+    return kind in rules.frozen_kinds()
 
 
 def depth_exponents(plugin: Parametrization) -> tuple[Any, Any]:

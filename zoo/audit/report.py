@@ -35,7 +35,8 @@ def row(path: str, p: ParamResult) -> list[str]:
     if "branch" in by_name:
         kind += " [red](branch?)[/red]"
     family = f"[red]{p.family} ({by_name['family'].note})[/red]" if "family" in by_name else p.family
-    cells = [cell(by_name.get(UPDATE.get(p.family) if name is None else name)) for _, name in COLUMNS]
+    update = "frozen" if "frozen" in by_name else UPDATE.get(p.family)
+    cells = [cell(by_name.get(update if name is None else name)) for _, name in COLUMNS]
     return [path, kind, family, *cells, "PASS" if p.passed else "[red]FAIL[/red]"]
 
 

@@ -149,7 +149,10 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
         facts = [laws.Facts(s.tags[path], kind, family, in_branch, s.folds.get(path, 0.0)) for s in sizes]
         realized = {f for s in sizes for f in ("spectral", "adam") if s.numbers.get(path, {}).get("in_" + f)}
         checks = [c for c in (structure_check(axis, tag, kind, in_branch), family_check(family, realized)) if c]
-        for q in laws.QUANTITIES:
+        still = laws.frozen(sizes[-1].plugin, kind)
+        if still:
+            checks.append(judge.frozen_check([s.numbers.get(path, {}) for s in sizes]))
+        for q in (q for q in laws.QUANTITIES if not (still and q in laws.MOVES)):
             logs = [laws.log_law(q, s.plugin, f) for s, f in zip(sizes, facts, strict=True)] \
                 if laws.has_law(q, facts[-1], run.optim.name) else None
             values = [value(q, s.numbers.get(path, {}), run.optim.eps, path in null) for s, null in zip(
