@@ -6,6 +6,9 @@ import importlib
 import json
 import operator
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -85,3 +88,36 @@ def test_bench_times_the_processes_path(tmp_path, capsys, monkeypatch):
     rows = [r for r in report.read_text().splitlines() if r.startswith("| 2 worker processes")]
     assert len(rows) == 1
     assert float(rows[0].split("|")[-2]) < 1e-3  # max rel. loss diff against the sequential members
+
+
+PARENT = """
+import functools, time
+import numpy as np
+from zoo.sweeps.processes import MemberPool
+with MemberPool(2) as pool:
+    print(*[proc.pid for proc, _ in pool._workers], flush=True)
+    pool.run(functools.partial(time.sleep, 120), np.ones(2), np.zeros(2), 1)
+"""
+
+
+@pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
+def test_workers_end_with_a_killed_parent():
+    """A parent killed (SIGKILL) while its workers train: they end within seconds, not after their members."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    pids = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(pids) == 2
+    time.sleep(1.0)  # the workers are inside the job
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(running(pid) for pid in pids):
+        time.sleep(0.1)
+    assert not any(running(pid) for pid in pids)
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an ended worker of a killed parent is reaped by init)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

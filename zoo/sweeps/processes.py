@@ -19,6 +19,8 @@ import dataclasses
 import multiprocessing
 import os
 import pickle
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -86,7 +88,8 @@ class MemberPool:
         settings = {name: getattr(jax.config, name) for name in INHERITED}
         for cores in np.array_split(np.asarray(usable_core_ids()), self.processes):
             here, there = ctx.Pipe()
-            proc = ctx.Process(target=serve, args=(there, [int(c) for c in cores], settings), daemon=True)
+            proc = ctx.Process(target=serve, args=(there, [int(c) for c in cores], settings, os.getpid()),
+                               daemon=True)
             proc.start()
             there.close()
             self._workers.append((proc, here))
@@ -141,11 +144,12 @@ class MemberPool:
         return payload
 
 
-def serve(conn: Any, cores: list[int], settings: dict[str, Any]) -> None:
+def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) -> None:
     """A worker's loop: pinned to `cores`, one CPU device, the parent's JAX settings; answers each
-    (recipe, lrs, seeds, steps, evaluate) until told to stop (None) or the parent is gone."""
+    (recipe, lrs, seeds, steps, evaluate) until told to stop (None) or the parent (pid) is gone."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
+    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
     jax.config.update("jax_num_cpu_devices", 1)
     for name, value in settings.items():
         jax.config.update(name, value)
@@ -158,13 +162,26 @@ def serve(conn: Any, cores: list[int], settings: dict[str, Any]) -> None:
         if job is None:
             return
         try:
-            conn.send(("ok", train(trainers, *job)))
+            answer = ("ok", train(trainers, *job))
         except KeyboardInterrupt:
             return
         except (ZooError, ValueError) as e:
-            conn.send(("expected", str(e)))
+            answer = ("expected", str(e))
         except Exception:  # noqa: BLE001 -- the parent raises it with this traceback
-            conn.send(("crash", traceback.format_exc()))
+            answer = ("crash", traceback.format_exc())
+        try:
+            conn.send(answer)
+        except OSError:  # the parent is gone
+            return
+
+
+def exit_with_parent(parent: int) -> None:
+    """End this worker when the process that started it (pid `parent`) is gone, killed without a chance to stop its
+    pool (the worker is then handed to another parent, perhaps before it got here), not after the members it was
+    training."""
+    while os.getppid() == parent:
+        time.sleep(POLL_S)
+    os._exit(1)
 
 
 def train(trainers: dict[bytes, Any], recipe: bytes, lrs: np.ndarray, seeds: np.ndarray, steps: int,
