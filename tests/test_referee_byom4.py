@@ -89,3 +89,15 @@ def test_the_kind_a_stack_line_offers_is_read_in_the_leafs_own_layout():
     tags = kinds(P.infer_tags(equinox_embedding(8), equinox_embedding(24), base_width=8, width=24, layout="out_in",
                               rules={**layout, r"^emb/weight$": "input"}, depth=3, base_depth=1))
     assert tags["emb/weight"] == ("input", 3, 24) and tags["head/weight"] == ("output", 24, 10)
+
+
+@pytest.mark.parametrize("name", ["gpt", "vit"])
+def test_a_fixed_head_count_of_zero_heads_says_why(name):
+    """scale_heads=false takes base_width // head_dim heads: at width 32 with the default head_dim 64 that is 0, and
+    the line read 'width 32 and base width 32 must be multiples of the head count 0', though both are multiples of
+    anything that could be meant. It now says the base width has no head of 64 and names num_heads."""
+    cfg = M.config(name, width=32, depth=1, scale_heads=False)
+    with pytest.raises(ValueError, match="base width 32 has no head of 64: give --model-opt num_heads=H"):
+        nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0)))
+    heads = M.config(name, width=32, depth=1, scale_heads=False, num_heads=2)
+    nnx.eval_shape(lambda: M.create(name, heads, P.get("mup"), nnx.Rngs(0)))

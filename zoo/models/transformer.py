@@ -42,7 +42,10 @@ def attention_heads(width: int, base_width: int, head_dim: int, scale_heads: boo
                              "--model-opt scale_heads=false to grow the head dim instead")
         return Heads(width // head_dim, head_dim, head_dim)
     num = num_heads or base_width // head_dim
-    if num < 1 or width % num or base_width % num:
+    if num < 1:
+        raise ValueError(f"a fixed head count is base width / head_dim by default, and base width {base_width} has no "
+                         f"head of {head_dim}: give --model-opt num_heads=H or a head_dim of at most {base_width}")
+    if width % num or base_width % num:
         raise ValueError(f"width {width} and base width {base_width} must be multiples of the head count {num}")
     return Heads(num, width // num, base_width // num)
 
