@@ -116,3 +116,23 @@ def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
     Image.fromarray(levels.astype(np.int32)).save(tiff, format="TIFF")
     with pytest.raises(ValueError, match="32-bit integer pixels .* convert it to 8 or 16 bits"):
         _decode_one("wide.tif", tiff.getvalue())
+
+
+def test_a_run_whose_logits_are_zero_exports(tmp_path):
+    """A run under zero_init with its output frozen (TP VI's depth runs freeze the readout) has logits 0: the fold
+    keeps them 0 exactly, but the check divided by their norm, 0 / 0 = nan, and refused the export ('differ from
+    the run's by nan'). An --out that is a file is named as one (it read 'not an empty directory')."""
+    from zoo.config import resolve
+    from zoo.export import export
+    from zoo.train.loop import train
+
+    run = tmp_path / "run"
+    train(resolve({"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+                   "eval_batch_size": 16, "steps": 2, "param": "mup",
+                   "param_opt": {"zero_init": True, "freeze": "output"}, "run_dir": str(run)}))
+    lines: list[str] = []
+    export(run, tmp_path / "sp", echo=lines.append)
+    assert "logits agree to 0 (relative, f32)" in lines[0] and (tmp_path / "sp" / "model.safetensors").is_file()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="file is a file, not a directory"):
+        export(run, tmp_path / "file")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -48,7 +49,9 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     run_dir, out = Path(run_dir), Path(out)
     if out.is_symlink():  # the export goes where the link points (the link itself cannot be replaced by a folder)
         out = out.resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a directory; choose another")
+    if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
     check_outside(run_dir, out)
     with undo_folders_made_on_failure(out.parent):
@@ -81,8 +84,7 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
         graphdef, _, rest = nnx.split(target(), nnx.Param, ...)
         return nnx.merge(native_graphdef, native_state)(x)[0], nnx.merge(graphdef, sp_params, rest)(x)[0]
 
-    want, got = both_logits(native_state, sp_params, random_inputs(f32, 4, jax.random.key(0)))
-    err = float(np.linalg.norm(np.asarray(got - want)) / np.linalg.norm(np.asarray(want)))
+    err = relative_error(*both_logits(native_state, sp_params, random_inputs(f32, 4, jax.random.key(0))))
     if not err <= CHECK_RTOL:
         raise ValueError(f"the folded network's logits differ from the run's by {err:.2g} (relative): not exported")
 
@@ -107,6 +109,13 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
          f"(relative, f32); finetune with: python train.py --config {quote(str(out / 'config.json'))} "
          f"--init-from {quote(str(out))}")
     return sp_cfg.to_json()
+
+
+def relative_error(want: jax.Array, got: jax.Array) -> float:
+    """|got - want| / |want| (Frobenius norms); 0 where both are 0: a run whose readout is 0 (zero_init with the
+    output frozen) has logits 0, which the fold keeps exactly (0 / 0 read as nan, and the export was refused)."""
+    diff, scale = (float(np.linalg.norm(np.asarray(a, np.float64))) for a in (got - want, want))
+    return diff / scale if scale > 0 else 0.0 if diff == 0 else math.inf
 
 
 def remove_stale_temporaries(out: Path) -> None:
