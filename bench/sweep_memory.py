@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"one train.py run, width {max(widths)}: {single:.2f} GB")
         for k in counts:
             gb = max_rss_gb([sys.executable, "-m", "zoo.sweep", *shape, "--widths", args.widths, "--lrs", lr_list(k),
-                             "--out", f"{tmp}/sweep{k}", "--cache-dir", "off"])
+                             "--out", f"{tmp}/sweep{k}", "--compile-cache", "off"])
             rows.append((k, gb))
             print(f"sweep, widths {args.widths}, {k} members: {gb:.2f} GB ({gb / single:.2f}x the train.py run)")
     if args.write:

@@ -178,7 +178,7 @@ def test_different_run_in_same_dir_is_refused(small_run):
     ["zoo.sweep", "--out", "", "--lrs", "1e-3"], ["zoo.transfer", "--out", " ", "--lrs", "1e-3"],
     ["zoo.export", "RUN", "--out", ""], ["zoo.export", "", "--out", "OUT"], ["zoo.sample", ""],
     ["zoo.papers", "run", "dhg-apjn", "--quick", "--out", ""], ["zoo.data.prepare", "text", "", "--out", "OUT"],
-    ["zoo.sweep", "--out", "OUT", "--lrs", "1e-3", "--cache-dir", ""], ["zoo.export", "RUN", "--out", "x\udcff"]])
+    ["zoo.sweep", "--out", "OUT", "--lrs", "1e-3", "--compile-cache", ""], ["zoo.export", "RUN", "--out", "x\udcff"]])
 def test_an_empty_path_is_refused_not_read_as_the_current_folder(argv, capsys, tmp_path, monkeypatch):
     """An empty --out or run dir (an unset shell variable) is a bad command line: it used to write a sweep, a
     transfer or a claim into whatever folder the shell was in, and prepare tokenized that folder. So is a path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--cache-dir", "off",
+TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--compile-cache", "off",
         "--lrs", "1e-3"]
 
 
@@ -251,20 +251,20 @@ def test_a_sweep_given_an_lr_twice_trains_it_once(tmp_path):
 
 
 @pytest.mark.parametrize("tool", ["sweep", "transfer"])
-def test_a_cache_dir_that_cannot_be_made_names_the_flag(tmp_path, capsys, tool):
-    """--cache-dir FILE and --cache-dir FILE/sub: 'error: File exists: FILE' and 'error: Not a directory: FILE/sub',
-    naming no flag; now the line names --cache-dir, before --out is made."""
+def test_a_compile_cache_that_cannot_be_made_names_the_flag(tmp_path, capsys, tool):
+    """--compile-cache FILE and --compile-cache FILE/sub: 'error: File exists: FILE' and 'error: Not a directory:
+    FILE/sub', naming no flag; now the line names --compile-cache, before --out is made."""
     import importlib
 
     main = importlib.import_module(f"zoo.cli.{tool}").main
     (tmp_path / "afile").write_text("x")
     sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
                                                                         "--depth", "2"]
-    argv = [a for a in TINY if a not in ("--cache-dir", "off")] + sizes
+    argv = [a for a in TINY if a not in ("--compile-cache", "off")] + sizes
     for cache, why in (("afile", f"{tmp_path / 'afile'} is a file, not a folder"), ("afile/sub", "Not a directory")):
-        line = one_line_error(main, [*argv, "--cache-dir", str(tmp_path / cache), "--out", str(tmp_path / "o")],
+        line = one_line_error(main, [*argv, "--compile-cache", str(tmp_path / cache), "--out", str(tmp_path / "o")],
                               capsys)
-        assert f"--cache-dir {tmp_path / cache} cannot be written: {why}" in line, line
+        assert f"--compile-cache {tmp_path / cache} cannot be written: {why}" in line, line
     assert not (tmp_path / "o").exists()
 
 

@@ -7,7 +7,7 @@ import pytest
 from zoo.cli import sweep
 
 BASE = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--depths", "2", "--steps", "6",
-        "--batch-size", "16", "--chunk", "4", "--cache-dir", "off"]
+        "--batch-size", "16", "--chunk", "4", "--compile-cache", "off"]
 
 
 def run(argv, capsys):
@@ -56,9 +56,27 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     assert "no sweep in" in error(["--out", out, "--report-only"], capsys)
     assert "has no option" in error([*BASE, "--out", out, "--lrs", "1e-3", "--model-opt", "bogus=1"], capsys)
     gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--depths", "1", "--steps", "2", "--batch-size", "4",
-           "--seq-len", "16", "--lrs", "1e-3", "--cache-dir", "off", "--out", out]
+           "--seq-len", "16", "--lrs", "1e-3", "--compile-cache", "off", "--out", out]
     assert "width 20 is not a multiple of head_dim 8" in error([*gpt, "--widths", "16,20"], capsys)
     assert not (tmp_path / "x").exists()  # refused before width 16 trained
     for seeds in (["--seed", str(2**31)], ["--seed", str(2**31 - 1), "--seeds", "2"], ["--seeds", str(10**20)]):
         assert "a sweep's seeds must be at most 2^31 - 1" in error([*BASE, "--out", out, "--lrs", "1e-3", *seeds],
                                                                     capsys)
+
+
+def test_sweep_cache_dir_is_the_decoded_data_cache_as_in_train_py(tmp_path, capsys):
+    """--cache-dir names where decoded image sets go, as train.py's does; JAX's compile cache is --compile-cache
+    (the sweep's --cache-dir was the compile cache, the same flag meaning another folder in train.py)."""
+    from PIL import Image
+
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            for i in range(4):
+                Image.new("RGB", (4, 4), (60 * i, 200 if cls == "a" else 10, 0)).save(
+                    tmp_path / "set" / split / cls / f"{i}.png")
+    run(["--model", "mlp_resnet", "--param", "mup", "--data", f"imagefolder:{tmp_path / 'set'}", "--depths", "1",
+         "--widths", "8", "--steps", "2", "--batch-size", "4", "--lrs", "1e-3", "--cache-dir", str(tmp_path / "data"),
+         "--compile-cache", str(tmp_path / "jax"), "--out", str(tmp_path / "s")], capsys)
+    assert [p.name.split("-")[0] for p in (tmp_path / "data").iterdir()] == ["imagefolder"]
+    assert (tmp_path / "jax").is_dir() and not list((tmp_path / "jax").glob("imagefolder-*"))

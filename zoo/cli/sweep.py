@@ -16,13 +16,13 @@ from zoo.sweeps.grid import parse_ints, parse_lrs
 
 # The settings every member shares, from the schema (as train.py has them); sizes and the LR are the sweep's own,
 # and the run dir, checkpoints, sources and the mesh have no meaning for a sweep.
-NOT_SWEPT = ("width", "depth", "base_width", "base_depth", "lr", "cache_dir", "run_dir", "init_from", "fork_from",
+NOT_SWEPT = ("width", "depth", "base_width", "base_depth", "lr", "run_dir", "init_from", "fork_from",
              "eval_every", "ckpt_every", "log_every", "keep", "max_loss_ratio", "diversity", "mesh", "remat",
              "grad_accum", "epochs", "stream", "workers")
 RUN_FLAGS = tuple(name for name in FLAT if name not in NOT_SWEPT)
 
 
-def default_cache_dir() -> str:
+def default_compile_cache() -> str:
     return str(Path(os.environ.get("ZOO_CACHE", "~/.cache/zoo")).expanduser() / "jax")
 
 
@@ -42,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def add_lr_flags(p: argparse.ArgumentParser) -> None:
-    """The flags of an LR sweep (zoo.sweep and zoo.transfer): the grid, seeds, metric, chunk, compile cache."""
+    """The flags of an LR sweep (zoo.sweep and zoo.transfer): the grid, seeds, metric, chunk, worker processes,
+    compile cache."""
     a = p.add_argument
     a("--lrs", help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
     a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
@@ -50,7 +51,8 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
     a("--chunk", type=positive, default=100, help="train steps per compiled scan")
     a("--processes", type=positive, default=1, help="split each shape's members over this many worker processes, "
       "each pinned to its own CPU cores (at most one per core; default 1: one program over every core's device)")
-    a("--cache-dir", type=path_arg, default=default_cache_dir(), help="JAX persistent compile cache ('off' disables)")
+    a("--compile-cache", type=path_arg, default=default_compile_cache(), help="JAX's persistent compile cache ('off' "
+      "disables; --cache-dir is where decoded image sets go, as in train.py)")
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -111,14 +113,14 @@ def check_lr_flags(args: argparse.Namespace) -> None:
 
 
 def use_compile_cache(args: argparse.Namespace) -> None:
-    """JAX's persistent compile cache in --cache-dir, unless it is 'off'; a folder that cannot be made or written is
-    one line naming the flag (it was 'File exists: PATH')."""
-    if args.cache_dir != "off":
+    """JAX's persistent compile cache in --compile-cache, unless it is 'off'; a folder that cannot be made or written
+    is one line naming the flag (it was 'File exists: PATH')."""
+    if args.compile_cache != "off":
         from zoo.files import check_can_write_in
         from zoo.sweeps.runner import enable_compile_cache
 
-        check_can_write_in(Path(args.cache_dir).expanduser(), f"--cache-dir {args.cache_dir}")
-        enable_compile_cache(args.cache_dir)
+        check_can_write_in(Path(args.compile_cache).expanduser(), f"--compile-cache {args.compile_cache}")
+        enable_compile_cache(args.compile_cache)
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
