@@ -11,6 +11,7 @@ import zoo.param as P
 from zoo import optim
 from zoo.audit import ZooRun, audit
 from zoo.optim import OptimConfig
+from zoo.param.tags import Tag
 
 MLP = {"in_shape": (8,), "num_classes": 4}
 
@@ -57,3 +58,17 @@ def test_the_audit_fails_a_frozen_kind_that_moves():
     assert [c.passed for c in params["head/kernel"].checks if c.quantity == "frozen"] == [True]
     assert params["stack/blocks/w1/kernel"].passed  # trained: its own laws, no frozen check
     assert all(c.quantity != "frozen" for c in params["stack/blocks/w1/kernel"].checks)
+
+
+@pytest.mark.parametrize("name", ["sp", "ntk", "mup", "mean_field", "depth_mup", "completep", "ntk_mup", "abcd",
+                                  "critical"])
+def test_zero_init_starts_readouts_and_queries_at_zero_under_every_plugin(name):
+    """zero_init starts readouts and attention queries at 0 (TP-V) under every plugin; critical's own init (sigma_w /
+    sqrt(fan_in) on every hidden matrix) skipped it for the queries: a GPT under critical with zero_init=true drew its
+    query kernel at sigma_w / sqrt(fan_in) (0.16 at width 40) while its readout was 0."""
+    opts = {"sigma_w": 1.0, "sigma_b": 0.0, "mu": 1.0} if name == "critical" else {}
+    plugin, plain = P.get(name, zero_init=True, **opts), P.get(name, **opts)
+    query, key, readout = (Tag("hidden", 40, 40, width_mult=2.5, role="query"),
+                           Tag("hidden", 40, 40, width_mult=2.5, role="key"), Tag("output", 40, 7, width_mult=2.5))
+    assert plugin.init_std(query, 0.25) == plugin.init_std(readout, 0.25) == 0.0
+    assert plugin.init_std(key, 0.25) == plain.init_std(key, 0.25) > 0.0  # the rest keeps its init

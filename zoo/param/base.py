@@ -100,9 +100,13 @@ class Parametrization:
 
     def init_std(self, tag: Tag, std0: float) -> Any:
         """Init std init_mult * std0 * m^-b, or 0 for readouts and queries under zero_init."""
-        if self.zero_init and (tag.kind == "output" or tag.role == "query"):
+        if self.zeroed(tag):
             return 0.0
         return self.init_mult * std0 * tag.width_mult ** -self.abcd(tag)[1]
+
+    def zeroed(self, tag: Tag) -> bool:
+        """Whether zero_init starts this parameter at 0: output-kind weights and attention queries (TP-V)."""
+        return bool(self.zero_init) and (tag.kind == "output" or tag.role == "query")
 
     def lr_exponent(self, tag: Tag, family: str = "adam") -> Any:
         """The width exponent c of the LR multiplier m^-c under an optimizer family (zoo.param.families): the table's

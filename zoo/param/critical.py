@@ -56,6 +56,10 @@ class Critical(Parametrization):
                 check_option(option, value)
 
     def init_std(self, tag: Tag, std0: float) -> Any:
+        """sigma_w / sqrt(fan_in) on hidden and scalar-kind weights, sigma_b on residual-branch biases, SP's init
+        elsewhere; 0 for readouts and queries under zero_init, as in every plugin."""
+        if self.zeroed(tag):
+            return 0.0
         weight = tag.kind == "hidden" or (tag.kind == "scalar" and not tag.role.endswith("_bias"))
         if weight:
             return _given(self.sigma_w, "sigma_w") * tag.fan_in**-0.5
