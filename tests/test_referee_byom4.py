@@ -101,3 +101,15 @@ def test_a_fixed_head_count_of_zero_heads_says_why(name):
         nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0)))
     heads = M.config(name, width=32, depth=1, scale_heads=False, num_heads=2)
     nnx.eval_shape(lambda: M.create(name, heads, P.get("mup"), nnx.Rngs(0)))
+
+
+@pytest.mark.parametrize("leaf", [(None, 0), (0, None), (0,)])
+def test_a_leaf_with_an_axis_of_size_0_is_one_line_naming_it(leaf):
+    """A Linear to 0 features [n, 0] died in ZeroDivisionError (its fan-in, size // fan-out); a table of 0 rows [0, n]
+    was tagged input of fan-in 0 and died in rescale_init (init std 0 ** -1/2). Both, and a bias [0], hold no entry to
+    scale: one line naming the leaf."""
+    def model(n):
+        return {"empty": {"w": s(*(n if a is None else a for a in leaf))}, "h": {"w": s(n, n)}}
+
+    with pytest.raises(ValueError, match=r"parameter 'empty/w' .* has an axis of size 0"):
+        P.infer_tags(model(8), model(16), base_width=8, width=16)

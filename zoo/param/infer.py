@@ -106,6 +106,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         like = f"paths look like {names[0]!r}" if names else "the tree has no parameters"
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
+    _refuse_empty(shapes)
     check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth,
                          {n: _layout_of(roles[n], layout) for n in shapes})
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
@@ -113,6 +114,15 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
              if not roles[name] & set(KINDS)}
     return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks, shapes)))
+
+
+def _refuse_empty(shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
+    """A leaf with an axis of size 0 (a Linear to 0 features, a table of 0 rows) has no entry to scale, and its fans
+    would be 0: fan-in (size / fan-out) divided by zero, a base fan-in 0 an init std 0^-1/2. One line naming it."""
+    for name, (base_shape, shape) in shapes.items():
+        if 0 in base_shape or 0 in shape:
+            raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has an axis of size 0: it holds no "
+                             "entry to scale; leave it out of the parameters (or give that axis a size)")
 
 
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
