@@ -113,3 +113,14 @@ def test_a_leaf_with_an_axis_of_size_0_is_one_line_naming_it(leaf):
 
     with pytest.raises(ValueError, match=r"parameter 'empty/w' .* has an axis of size 0"):
         P.infer_tags(model(8), model(16), base_width=8, width=16)
+
+
+@pytest.mark.parametrize("name", ["gpt", "vit"])
+def test_a_head_count_given_where_heads_grow_with_width_is_refused(name):
+    """num_heads=4 at width 384 (head_dim 64) under the default scale_heads=true built 6 heads without a word: the
+    head count followed width / head_dim and num_heads was read only under scale_heads=false. Now one line names
+    both options."""
+    cfg = M.config(name, width=384, depth=1, num_heads=4)
+    with pytest.raises(ValueError, match=r"num_heads=4 fixes the head count, but scale_heads=true grows it \(width / "
+                                         r"head_dim = 6 heads\)"):
+        nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0)))
