@@ -8,6 +8,8 @@ the branch multiplier 1/sqrt(L/L0).
 
 from __future__ import annotations
 
+import argparse
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -55,12 +57,20 @@ def apply(params, tokens: jax.Array, width: int, depth: int):
     return hk.without_apply_rng(hk.transform(lambda t: forward(t, width, depth))).apply(params, tokens)
 
 
+def whole_heads(text: str) -> int:
+    """A width made of whole heads of HEAD_DIM (each size the model is built at: the width and the base width)."""
+    width = positive(text)
+    if width % HEAD_DIM:
+        raise argparse.ArgumentTypeError(f"expected a multiple of the head dim {HEAD_DIM}, got {text!r}")
+    return width
+
+
 def main(argv: list[str] | None = None) -> float:
     p = Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--param", default="depth_mup", help=f"one of {', '.join(zoo.param.names())}")
-    p.add_argument("--width", type=positive, default=256)
+    p.add_argument("--width", type=whole_heads, default=256)
     p.add_argument("--depth", type=positive, default=8)
-    p.add_argument("--base-width", type=positive, default=128, help="the width where the plugin equals SP")
+    p.add_argument("--base-width", type=whole_heads, default=128, help="the width where the plugin equals SP")
     p.add_argument("--base-depth", type=positive, default=2, help="the depth where the plugin equals SP")
     p.add_argument("--lr", type=positive_finite, default=3e-3, help="Adam LR, tuned at the base size")
     p.add_argument("--steps", type=positive, default=300)

@@ -124,3 +124,18 @@ def test_a_head_count_given_where_heads_grow_with_width_is_refused(name):
     with pytest.raises(ValueError, match=r"num_heads=4 fixes the head count, but scale_heads=true grows it \(width / "
                                          r"head_dim = 6 heads\)"):
         nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0)))
+
+
+@pytest.mark.parametrize("argv,flag", [(["--width", "100"], "--width"), (["--base-width", "48"], "--base-width"),
+                                       (["--width", "16", "--base-width", "32"], "--width")])
+def test_the_haiku_transformer_example_refuses_a_width_of_partial_heads_in_one_line(argv, flag, capsys):
+    """The example cuts the width into heads of 32: --width 100 (3 heads and 4 left over), --base-width 48 or
+    --width 16 ended in 'unexpected TypeError: cannot reshape array of shape (1, 64, 100) into shape
+    (1, 64, 3, 32)' with a traceback file. Now the flag is refused: one line, exit status 2."""
+    from test_coord_any import example
+
+    with pytest.raises(SystemExit) as done:
+        example("haiku_transformer").main([*argv, "--steps", "1"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: argument {flag}: expected a multiple of the head dim 32, got"), err
