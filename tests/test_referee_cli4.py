@@ -136,3 +136,16 @@ def test_a_run_whose_logits_are_zero_exports(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="file is a file, not a directory"):
         export(run, tmp_path / "file")
+
+
+def test_an_empty_config_or_fork_run_dir_is_refused(tmp_path, capsys, monkeypatch):
+    """`train.py --config ""` (an unset shell variable) trained with no config file at all, silently, into the
+    default run dir; `--fork-from :3` (the same, before a step) looked for the run in the current folder. Both are
+    one line now, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(train_cli.main, ["--config", "", "--steps", "1"], capsys)
+    assert "argument --config: must not be empty" in line
+    tiny = ["--width", "8", "--depth", "1", "--data", "synthetic:teacher", "--batch-size", "8", "--steps", "5"]
+    line = one_line_error(train_cli.main, [*tiny, "--fork-from", ":3", "--run-dir", "fork"], capsys)
+    assert line == "error: --fork-from :3 names no run dir before its step; give RUN_DIR:3"
+    assert list(tmp_path.iterdir()) == []

@@ -10,7 +10,7 @@ import sys
 import yaml
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, finite, settings
+from zoo.cli.flags import Parser, add_settings, finite, path_arg, settings
 from zoo.config import FLAT, RunConfig, read_file, resolve
 from zoo.train import distributed
 
@@ -24,8 +24,8 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="train.py", description="Train a zoo model under a parametrization plugin. Flags override "
                "--config, which overrides the model's recipe. Rerunning the same command in the same run dir "
                "resumes; a rerun whose settings differ is refused (use --fork-from in a new run dir).")
-    p.add_argument("--config", help="YAML or JSON file of settings (flat, keys as the flags with _ or -, or nested "
-                   "by part: model, param, optim, data, loop), e.g. configs/run.yaml")
+    p.add_argument("--config", type=path_arg, help="YAML or JSON file of settings (flat, keys as the flags with _ or "
+                   "-, or nested by part: model, param, optim, data, loop), e.g. configs/run.yaml")
     p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
     add_settings(p, FLAT)
     for action in p._actions:  # the registries' names in the help of --model and --param

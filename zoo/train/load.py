@@ -43,6 +43,8 @@ def parse_run_spec(spec: str, flag: str = "--fork-from") -> tuple[Path, int | No
     head, sep, tail = spec.rpartition(":")
     if not sep or Path(spec).is_dir():
         return Path(spec), None
+    if digits(tail) and not head.strip():  # ':3' (an unset shell variable before it) read the current folder
+        raise ValueError(f"{flag} {spec} names no run dir before its step; give RUN_DIR:{tail}")
     if digits(tail):
         return Path(head), int(tail)
     if Path(head).is_dir():
