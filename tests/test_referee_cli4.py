@@ -149,3 +149,16 @@ def test_an_empty_config_or_fork_run_dir_is_refused(tmp_path, capsys, monkeypatc
     line = one_line_error(train_cli.main, [*tiny, "--fork-from", ":3", "--run-dir", "fork"], capsys)
     assert line == "error: --fork-from :3 names no run dir before its step; give RUN_DIR:3"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_prepare_refuses_a_data_dir_a_text_source_does_not_read(tmp_path, capsys):
+    """`prepare text FILE --data-dir D` wrote the token directory and ignored --data-dir (tfds's data dir) without
+    a word, as train.py refuses a setting the run does not read; now a bad command line (exit 2), nothing written."""
+    from zoo.cli import prepare
+
+    (tmp_path / "a.txt").write_text("hello world\n" * 20)
+    with pytest.raises(SystemExit) as stop:
+        prepare.main(["text", str(tmp_path / "a.txt"), "--out", str(tmp_path / "t"), "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and "--data-dir" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]

@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> None:
                    "default: char)")
     p.add_argument("--data-dir", type=path_arg, help="the tfds data dir")
     args = p.parse_args(argv)
+    if args.kind == "text" and args.data_dir is not None:  # was ignored without a word
+        p.error("--data-dir is where tfds keeps its sets; a text source does not read it: leave it out")
     from zoo.data.prepare import prepare
     from zoo.data.tokenizer import parse
     from zoo.data.tokens import read_meta
