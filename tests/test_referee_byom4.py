@@ -140,3 +140,29 @@ def test_the_haiku_transformer_example_refuses_a_width_of_partial_heads_in_one_l
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"error: argument {flag}: expected a multiple of the head dim 32, got"), err
+
+
+def deconvs(n: int, stored_out_in: bool = True) -> dict:
+    """Transposed convs 2x2 from 3 channels to n, n to n and n to 3 with biases: Haiku's ConvTranspose stores w
+    [kh, kw, out, in]; swapped, [kh, kw, in, out] (Flax's ConvTranspose)."""
+    def w(i, o):
+        return s(2, 2, o, i) if stored_out_in else s(2, 2, i, o)
+
+    return {"up": {"w": w(3, n), "b": s(n)}, "mid": {"w": w(n, n), "b": s(n)}, "down": {"w": w(n, 3), "b": s(3)}}
+
+
+def test_a_kernel_stored_out_then_in_is_refused_by_its_bias():
+    """Haiku's ConvTranspose w [2, 2, out, in] read in_out as [..., in, out]: from 3 channels to n [2, 2, n, 3] was
+    tagged output of fan-in 4n (a readout's init x m^-1/2 and Adam LR x m^-1 under muP at m = 3, for an input layer)
+    and from n to 3 channels input of fan-in 12, without a word. Its bias [out] shows the fan-out is axis 2: one line
+    naming the leaf and what to give. The same kernels given [..., in, out] are tagged as the layers they are; n to n
+    reads alike either way and is not refused."""
+    with pytest.raises(ValueError, match=r"parameter 'down/w' \(2, 2, 3, 24\) reads as fan-out 24 \(in_out\), but its "
+                                         r"bias 'down/b' has 3 entries, as its axis 2"):
+        P.infer_tags(deconvs(8), deconvs(24), base_width=8, width=24)
+    tags = kinds(P.infer_tags(deconvs(8, False), deconvs(24, False), base_width=8, width=24))
+    assert tags["up/w"] == ("input", 12, 24) and tags["mid/w"] == ("hidden", 96, 24)
+    assert tags["down/w"] == ("output", 96, 3) and tags["down/b"] == ("scalar", 1, 3)
+    hidden = {"mid": deconvs(8)["mid"]}
+    assert kinds(P.infer_tags(hidden, {"mid": deconvs(24)["mid"]}, base_width=8, width=24))["mid/w"] == (
+        "hidden", 96, 24)

@@ -111,6 +111,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
                          {n: _layout_of(roles[n], layout) for n in shapes})
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
+    _check_bias_sizes(names, tags, shapes)
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
              if not roles[name] & set(KINDS)}
     return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks, shapes)))
@@ -123,6 +124,27 @@ def _refuse_empty(shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
         if 0 in base_shape or 0 in shape:
             raise ValueError(f"parameter {name!r} ({base_shape} -> {shape}) has an axis of size 0: it holds no "
                              "entry to scale; leave it out of the parameters (or give that axis a size)")
+
+
+def _check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
+    """A layer's bias [C] has its weight's fan-out C. Where a module's only weight is a kernel of 3+ axes read in_out
+    whose last axis is not C but whose next to last is, beside its bias [C] (named b or bias), it is stored
+    [..., out, in], which no layout reads: Haiku's ConvTranspose (Flax's with transpose_kernel=True), read from 3
+    channels to n [2, 2, n, 3] as an output layer of fan-in 4n (a readout's init and LR) and from n to 3 channels as
+    an input layer. One line naming it."""
+    tagged = {n: t for n, t in zip(names, tags, strict=True) if t is not None}
+    for bias in (n for n in tagged if n.rpartition("/")[2] in ("b", "bias") and len(shapes[n][1]) == 1):
+        size = shapes[bias][1][0]
+        weights = [n for n in tagged if parent(n) == parent(bias) and len(shapes[n][1]) >= 2]
+        if len(weights) != 1 or tagged[weights[0]].layout != "in_out":
+            continue
+        weight = weights[0]
+        shape = shapes[weight][1]
+        if len(shape) >= 3 and shape[-1] != size == shape[-2]:
+            raise ValueError(f"parameter {weight!r} {shape} reads as fan-out {shape[-1]} (in_out), but its bias "
+                             f"{bias!r} has {size} entries, as its axis {len(shape) - 2}: a kernel stored "
+                             "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True), which no "
+                             "layout reads; give infer_tags its shape with the last two axes swapped, [..., in, out]")
 
 
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
