@@ -3,6 +3,8 @@ tests do not use: each was accepted silently, misreported or ended in a tracebac
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from zoo.cli import train as train_cli
@@ -162,3 +164,25 @@ def test_prepare_refuses_a_data_dir_a_text_source_does_not_read(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and len(err.splitlines()) == 1 and "--data-dir" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+def test_a_run_refused_by_the_lock_leaves_the_holders_new_dir_alone(tmp_path, monkeypatch):
+    """Two runs started at once into one new --run-dir: the second found the dir missing, then found it locked by
+    the first, and, as a refused run removes the dir it 'made', deleted the first's run dir (its lock with it)
+    while the first trained on. A run refused by the lock now removes nothing."""
+    from zoo.config import resolve
+    from zoo.errors import RunLocked
+    from zoo.train import lock, run
+
+    path = tmp_path / "new" / "run"
+    held = []
+
+    def first_takes_it(directory, *args, **kwargs):  # the first run claims the dir between our look and our claim
+        held.append(lock.claim(directory))
+        return lock.claim(directory, *args, **kwargs)
+
+    monkeypatch.setattr(run, "claim", first_takes_it)
+    with pytest.raises(RunLocked, match="is in use by another run"):
+        run.Run.open(resolve({"model": "mlp_resnet", "run_dir": str(path)}))
+    assert (path / ".lock").is_file() and os.path.samestat(os.fstat(held[0].fd), os.stat(path / ".lock"))
+    held[0].release()

@@ -16,7 +16,7 @@ from shlex import quote
 from typing import Any
 
 from zoo.config import RunConfig, identity_changes
-from zoo.errors import log_failures_in
+from zoo.errors import RunLocked, log_failures_in
 from zoo.files import first_missing, remove_empty_folders, write_atomic
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.distributed import barrier, is_main
@@ -67,11 +67,11 @@ class Run:
             if changes:
                 say(f"{path} has no checkpoint yet: starting it with these settings ({'; '.join(changes)})")
             barrier("zoo:run-read")  # every process read the dir before any creates its checkpoints/
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            if is_main():
+        except BaseException as e:
+            if is_main() and not isinstance(e, RunLocked):  # a locked dir is its holder's, however new it is
                 _remove_made(path, made)
+            if lock is not None:
+                lock.release()  # after the removal: no other process takes the dir before it is gone
             raise
         log_failures_in(path)
         run = cls(path, cfg, lock, steps, made)
