@@ -72,3 +72,18 @@ def test_zero_init_starts_readouts_and_queries_at_zero_under_every_plugin(name):
                            Tag("hidden", 40, 40, width_mult=2.5, role="key"), Tag("output", 40, 7, width_mult=2.5))
     assert plugin.init_std(query, 0.25) == plugin.init_std(readout, 0.25) == 0.0
     assert plugin.init_std(key, 0.25) == plain.init_std(key, 0.25) > 0.0  # the rest keeps its init
+
+
+def test_the_audit_measures_the_multipliers_of_a_zero_init_run():
+    """muP allows a zero readout (zero_init, TP-V). The audit reads each multiplier's power from Euler's relation at
+    the init, 0/0 at a zero readout, and a zero readout zeroes every other parameter's derivative too: mean_field with
+    zero_init at widths 24 and 48 read its readout's m^-1 and its hidden matrices' m^-1/2 as m^0 and failed both
+    (readout: multiplier and update +0.00 against -1; hidden: multiplier +0.00 against -0.50, effective init -0.03
+    against -0.50). The powers are now read where zero leaves are drawn at their SP scale."""
+    run = ZooRun("mlp_resnet", P.get("mean_field", zero_init=True), OptimConfig("adam", lr=1e-2), MLP, batch_size=8)
+    result = audit(run, (24, 48), depth=2)
+    assert result.passed, result.failures()
+    params = result.axes[0].params
+    slopes = [params[p].checks[0].measured for p in ("head/kernel", "stack/blocks/w1/kernel")]
+    assert params["head/kernel"].checks[0].quantity == "multiplier"
+    assert slopes == pytest.approx([-1.0, -0.5], abs=1e-4)

@@ -41,6 +41,7 @@ from optax.contrib._muon import MuonState
 from zoo.audit import measure
 from zoo.optim import OptimConfig, Route
 from zoo.param.families import MATRIX_KINDS
+from zoo.param.tags import Tag
 from zoo.train import memory
 from zoo.train.mesh import MeshPlan
 from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
@@ -128,7 +129,8 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
             if path in v:
                 out[path]["sqrt_v_rms"] = measure.rms(jnp.sqrt(v[path] / (1.0 - cfg.b2)))
                 out[path]["small_sqrt_v_rms"] = measure.rms(jnp.sqrt(v_small[path] / (1.0 - cfg.b2))) / TINY
-        for path, p in powers(logits, st["params"], st["rest"], b["x"], mults).items():
+        at = nonzero(st["params"], tags, jax.random.fold_in(key, 2))
+        for path, p in powers(logits, at, st["rest"], b["x"], mults).items():
             out[path]["power"] = p
         for path in tied:
             out[path] = {"power": measure.output_power(lambda c: logits(st["params"], c, b["x"]), st["rest"],
@@ -165,6 +167,23 @@ def powers(logits: Callable, params: Any, rest: Any, x: jax.Array, mults: dict[s
     tw, tc = one_hots(params, chosen), one_hots(rest, [mults[p] for p in chosen])
     p = jax.vmap(lambda a, b: measure.multiplier_power(f, params, rest, a, b))(tw, tc)
     return {path: p[i] for i, path in enumerate(chosen)}
+
+
+def nonzero(params: Any, tags: dict[str, Tag], key: jax.Array) -> Any:
+    """`params` with each tagged leaf that is 0 everywhere (a zero_init readout or query) drawn from N(0, 1/fan_in):
+    where a multiplier c enters as f = g(c^p w), Euler's relation gives its power p at every w, but reads 0/0 at
+    w = 0, and a zero readout or query zeroes the other parameters' directional derivatives as well (a correct muP run
+    with zero_init read its readout's m^-1 as m^0 and failed)."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    keys = jax.random.split(key, len(flat))
+
+    def one(path: Any, w: jax.Array, k: jax.Array) -> jax.Array:
+        tag = tags.get(key_path(path))
+        if tag is None:
+            return w
+        return jnp.where(jnp.any(w != 0), w, jax.random.normal(k, w.shape, w.dtype) * tag.fan_in**-0.5)
+
+    return jax.tree_util.tree_unflatten(treedef, [one(p, w, k) for (p, w), k in zip(flat, keys, strict=True)])
 
 
 def one_hot(tree: Any, name: str) -> Any:
