@@ -166,3 +166,23 @@ def test_a_kernel_stored_out_then_in_is_refused_by_its_bias():
     hidden = {"mid": deconvs(8)["mid"]}
     assert kinds(P.infer_tags(hidden, {"mid": deconvs(24)["mid"]}, base_width=8, width=24))["mid/w"] == (
         "hidden", 96, 24)
+
+
+@pytest.mark.parametrize("name", ["mlp_resnet", "mixer", "vit", "gpt"])
+@pytest.mark.parametrize("dtype", ["float17", "int32"])
+def test_a_compute_dtype_no_model_computes_in_is_refused_in_one_line(name, dtype):
+    """--model-opt dtype=float17 ended in 'unexpected TypeError: data type 'float17' not understood' at the first
+    call, dtype=int32 in 'scan body function carry input and carry output must have equal types' (the MLP-ResNet
+    casts its input to the compute dtype, a LayerNorm returns floats), each with a traceback file. The config refuses
+    them, naming the floating types."""
+    with pytest.raises(ValueError, match=f"model option dtype must be one of float32, bfloat16, float16, got "
+                                         f"'{dtype}'"):
+        M.config(name, dtype=dtype)
+
+
+def test_float16_computes():
+    """float16, the third compute type, runs: finite logits of an MLP-ResNet at depth 1 and odd width 7."""
+    cfg = M.config("mlp_resnet", width=7, depth=1, in_shape=(3,), num_classes=2, dtype="float16", pre_ln=True)
+    logits = nnx.jit(lambda model, x: model(x)[0])(M.create("mlp_resnet", cfg, P.get("mup"), nnx.Rngs(0)),
+                                                   jax.numpy.ones((2, 3)))
+    assert logits.dtype == jax.numpy.float16 and bool(jax.numpy.isfinite(logits).all())

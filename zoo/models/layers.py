@@ -15,6 +15,8 @@ from flax import nnx
 from zoo.param.base import Parametrization
 from zoo.param.tags import Kind, Tag
 
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")  # the floating types a model may compute in
+
 
 @dataclasses.dataclass
 class ModelConfig:
@@ -27,7 +29,7 @@ class ModelConfig:
     base_depth: int | None = None  # None: the depth itself
     scan: bool = True  # scan the blocks (compile time flat in depth) or unroll them
     remat: bool = False  # recompute each block in the backward pass (less activation memory)
-    dtype: str = "float32"  # compute dtype; parameters stay float32
+    dtype: str = "float32"  # compute dtype (one of COMPUTE_DTYPES); parameters stay float32
 
     # options checked on construction (a ValueError naming the option): sizes (ints, or each int of a shape) >= 1,
     # None allowed; rates in [0, 1); scales >= 0. Each model adds its own.
@@ -40,6 +42,8 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and min(value if isinstance(value, tuple) else (value,), default=1) < 1:
                 raise ValueError(f"model option {name} must be at least 1, got {value}")
+        if self.dtype not in COMPUTE_DTYPES:  # 'float17' failed in the first call, 'int32' in a scan's carry types
+            raise ValueError(f"model option dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {self.dtype!r}")
         ranges = ((self.rates, lambda v: 0 <= v < 1, "in [0, 1)"), (self.scales, lambda v: v >= 0, ">= 0"))
         for names, ok, bound in ranges:
             for name in names:
