@@ -4,6 +4,7 @@ tests do not use: each was accepted silently, misreported or ended in a tracebac
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -120,18 +121,26 @@ def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
         _decode_one("wide.tif", tiff.getvalue())
 
 
-def test_a_run_whose_logits_are_zero_exports(tmp_path):
-    """A run under zero_init with its output frozen (TP VI's depth runs freeze the readout) has logits 0: the fold
-    keeps them 0 exactly, but the check divided by their norm, 0 / 0 = nan, and refused the export ('differ from
-    the run's by nan'). An --out that is a file is named as one (it read 'not an empty directory')."""
+@pytest.fixture(scope="module")
+def zero_run(tmp_path_factory) -> Path:
+    """A tiny run whose logits are 0: muP's zero_init with the output frozen (TP VI's depth runs freeze it)."""
     from zoo.config import resolve
-    from zoo.export import export
     from zoo.train.loop import train
 
-    run = tmp_path / "run"
+    run = tmp_path_factory.mktemp("zero") / "run"
     train(resolve({"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
                    "eval_batch_size": 16, "steps": 2, "param": "mup",
                    "param_opt": {"zero_init": True, "freeze": "output"}, "run_dir": str(run)}))
+    return run
+
+
+def test_a_run_whose_logits_are_zero_exports(zero_run, tmp_path):
+    """A run under zero_init with its output frozen has logits 0: the fold keeps them 0 exactly, but the check
+    divided by their norm, 0 / 0 = nan, and refused the export ('differ from the run's by nan'). An --out that is
+    a file is named as one (it read 'not an empty directory')."""
+    from zoo.export import export
+
+    run = zero_run
     lines: list[str] = []
     export(run, tmp_path / "sp", echo=lines.append)
     assert "logits agree to 0 (relative, f32)" in lines[0] and (tmp_path / "sp" / "model.safetensors").is_file()
@@ -186,3 +195,45 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_dir_alone(tmp_path, mo
         run.Run.open(resolve({"model": "mlp_resnet", "run_dir": str(path)}))
     assert (path / ".lock").is_file() and os.path.samestat(os.fstat(held[0].fd), os.stat(path / ".lock"))
     held[0].release()
+
+
+SIGTERMED = """
+import os, signal, sys
+from zoo.data import prepare
+from zoo.errors import Stopped
+from zoo.export import export, sp_form
+
+def terminated(real):
+    def call(*args):
+        out = real(*args)  # its files half-written
+        os.kill(os.getpid(), signal.SIGTERM)
+        return out
+    return call
+
+tmp = sys.argv[1]
+prepare.encode_to = terminated(prepare.encode_to)
+sp_form.save_safetensors = terminated(sp_form.save_safetensors)
+for write, args in ((prepare.prepare, ("text", tmp + "/a.txt", tmp + "/new/tokens", "char")),
+                    (export, (sys.argv[2], tmp + "/new/export"))):
+    try:
+        write(*args)
+    except Stopped as stop:  # the boundary exits 128 + its signal
+        print(stop.signum)
+"""
+
+
+def test_sigterm_during_a_prepare_or_an_export_leaves_nothing_half_written(zero_run, tmp_path):
+    """SIGTERM (a job scheduler's stop) during a prepare or an export ended the process at once, as Python does by
+    default: the prepare's --out stayed behind with a half-written all.bin.partial (and the folders made for it),
+    the export's temporary folder beside --out. Both now stop as after Ctrl-C, cleaning up (the boundary then exits
+    143, 128 + SIGTERM)."""
+    import subprocess
+    import sys
+
+    from cli_utils import ROOT, child_env
+
+    (tmp_path / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
+    proc = subprocess.run([sys.executable, "-c", SIGTERMED, str(tmp_path), str(zero_run)], cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split()[-2:] == ["15", "15"], proc.stdout + proc.stderr
+    assert not (tmp_path / "new").exists()

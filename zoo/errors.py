@@ -7,11 +7,14 @@ SIGTERM (128 + signal), both after a checkpoint was saved when there was a state
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import re
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 class ZooError(Exception):
@@ -75,6 +78,21 @@ class Stopped(Exception):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+@contextlib.contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """In the block, SIGTERM raises Stopped (as Ctrl-C raises KeyboardInterrupt), so a command's clean-up runs (a
+    prepare's or an export's half-written files removed) and the boundary exits 143; Python's default ends the
+    process at once, leaving them. Main thread only, as every signal handler."""
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def one_line(e: BaseException) -> str:

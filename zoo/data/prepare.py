@@ -28,6 +28,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
+from zoo.errors import sigterm_stops
 from zoo.files import undo_folders_made_on_failure
 from zoo.train.lock import LOCK, claim
 
@@ -212,7 +213,8 @@ def prepare(kind: str, source: str, out: str, spec: str, data_dir: str | None = 
     else:
         tokenize = functools.partial(prepare_tfds, source, *tfds_text(source, data_dir), target, spec)
     created = not target.exists()
-    with undo_folders_made_on_failure(target.parent), claim(target, _say, what="prepare", flag="--out"):
+    with sigterm_stops(), undo_folders_made_on_failure(target.parent), \
+            claim(target, _say, what="prepare", flag="--out"):
         try:
             check_out(target)  # again, now that no other prepare can write it: one may have finished meanwhile
             return write(target, created, tokenize)

@@ -31,6 +31,7 @@ import zoo.models
 import zoo.param
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
+from zoo.errors import sigterm_stops
 from zoo.export.fold import folded_params
 from zoo.files import check_can_write_in, undo_folders_made_on_failure
 from zoo.models.transformer import attention_heads
@@ -54,7 +55,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
     check_outside(run_dir, out)
-    with undo_folders_made_on_failure(out.parent):
+    with sigterm_stops(), undo_folders_made_on_failure(out.parent):
         check_can_write_in(out.parent, f"--out {out}")  # before the work, not after it
         return write_export(run_dir, out, step, echo)
 
