@@ -1,8 +1,8 @@
 """Image folders (root/split/class/image) from a directory or a tar archive, decoded once with PIL and cached.
 
 Every image is decoded in one mode (that of the first training image: grayscale, else RGB; a 16-bit grayscale image
-scaled to 8 bits) and, with `image_size`,
-resized and center-cropped to N x N (`zoo.data.resize`), so folders whose images vary in size work."""
+scaled to 8 bits) and, with `image_size`, resized and center-cropped to N x N (`zoo.data.resize`), so folders whose
+images vary in size work."""
 
 from __future__ import annotations
 
