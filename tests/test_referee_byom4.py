@@ -4,6 +4,8 @@ do not use."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import pytest
 from flax import nnx
@@ -186,3 +188,15 @@ def test_float16_computes():
     logits = nnx.jit(lambda model, x: model(x)[0])(M.create("mlp_resnet", cfg, P.get("mup"), nnx.Rngs(0)),
                                                    jax.numpy.ones((2, 3)))
     assert logits.dtype == jax.numpy.float16 and bool(jax.numpy.isfinite(logits).all())
+
+
+@pytest.mark.parametrize("name", ["mixer", "vit"])
+@pytest.mark.parametrize("in_shape", [(4, 4), (4, 4, 1, 1)])
+def test_an_image_model_given_no_image_shape_says_so(name, in_shape):
+    """The Mixer and ViT cut (H, W, C) images into patches; in_shape (4, 4) or (4, 4, 1, 1) said 'not enough values
+    to unpack (expected 3, got 2)' or 'too many values to unpack (expected 3)'. Now the line names in_shape."""
+    cfg = M.config(name, width=8, depth=1, in_shape=in_shape, patch=2, num_classes=2, **(
+        {"head_dim": 4} if name == "vit" else {}))
+    with pytest.raises(ValueError, match=rf"in_shape must be an image's \(height, width, channels\), got "
+                                         rf"{re.escape(str(in_shape))}"):
+        nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0)))

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from zoo.models.layers import Dense, LayerNorm, ModelConfig, Stack, scales
-from zoo.models.transformer import MixerBlock, patch_count, patchify
+from zoo.models.transformer import MixerBlock, image_patches, patchify
 from zoo.param.base import Parametrization
 
 
@@ -47,9 +47,8 @@ class Mixer(nnx.Module):
     def __init__(self, cfg: MixerConfig, plugin: Parametrization, rngs: nnx.Rngs):
         self.cfg = cfg
         top, body, _ = scales(cfg, plugin)
-        h, w, c = cfg.in_shape
-        tokens = patch_count(h, w, cfg.patch)
-        self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
+        tokens, patch_dim = image_patches(cfg.in_shape, cfg.patch)
+        self.embed = Dense(patch_dim, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
                            role="patch_embed")
         self.stack = Stack(lambda r: MixerBlock(cfg.width, tokens, cfg.token_dim, cfg.mlp_ratio * cfg.width,
                                                 scale=body, rngs=r, bias=cfg.bias),

@@ -62,6 +62,14 @@ def patch_count(height: int, width: int, patch: int) -> int:
     return (height // patch) * (width // patch)
 
 
+def image_patches(in_shape: tuple[int, ...], patch: int) -> tuple[int, int]:
+    """(tokens, patch dim p*p*C) of (H, W, C) images cut into p x p patches; a ValueError for another input rank."""
+    if len(in_shape) != 3:
+        raise ValueError(f"in_shape must be an image's (height, width, channels), got {in_shape}")
+    h, w, c = in_shape
+    return patch_count(h, w, patch), patch * patch * c
+
+
 def patchify(x: jax.Array, patch: int) -> jax.Array:
     """(B, H, W, C) images -> (B, H/p * W/p, p*p*C) patches in raster order."""
     b, h, w, c = x.shape

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from zoo.models.layers import Dense, LayerNorm, ModelConfig, Stack, scales
-from zoo.models.transformer import Block, Embed, attention_heads, patch_count, patchify
+from zoo.models.transformer import Block, Embed, attention_heads, image_patches, patchify
 from zoo.param.base import Parametrization
 
 
@@ -52,9 +52,8 @@ class ViT(nnx.Module):
         self.cfg = cfg
         top, body, base_width = scales(cfg, plugin)
         heads = attention_heads(cfg.width, base_width, cfg.head_dim, cfg.scale_heads, cfg.num_heads)
-        h, w, c = cfg.in_shape
-        tokens = patch_count(h, w, cfg.patch)
-        self.embed = Dense(cfg.patch**2 * c, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
+        tokens, patch_dim = image_patches(cfg.in_shape, cfg.patch)
+        self.embed = Dense(patch_dim, cfg.width, kind="input", scale=top, rngs=rngs, bias=cfg.bias,
                            role="patch_embed")
         self.cls = Embed(1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="cls_token")
         self.pos = Embed(tokens + 1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
