@@ -29,6 +29,13 @@ def test_an_abcd_file_that_is_no_table_is_one_line(tmp_path, text, message):
         P.get("abcd", file=str(path))
 
 
+def test_an_empty_abcd_file_path_is_refused():
+    """file= with an empty path (an unset shell variable, --param-opt file=$RULES) was skipped: the run trained under
+    SP's table (no muP rule on any kind) without a word."""
+    with pytest.raises(ValueError, match="names no file"):
+        P.get("abcd", file="")
+
+
 def test_an_abcd_file_reads_exponents_as_numbers(tmp_path):
     """1e0 is a number, as in config files (YAML 1.1's safe_load read it as the string '1e0' and refused the row)."""
     path = tmp_path / "rules.json"

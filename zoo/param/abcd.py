@@ -40,6 +40,8 @@ class ABCD(Parametrization):
 
     def __post_init__(self):
         given = {}
+        if self.file is not None and not str(self.file).strip():  # an unset shell variable: not SP's table silently
+            raise ValueError("abcd: file= names no file (an empty path); give a JSON or YAML file of kind -> a,b,c,d")
         if self.file:
             given.update(_load(self.file))
         given.update({k: getattr(self, k) for k in KINDS if getattr(self, k) is not None})
