@@ -48,7 +48,9 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
     input, hidden, output, vector, scalar: the kind itself, where the shapes leave it open (an axis growing by
                    another ratio, [n, heads, head_dim] without out_axes) or to call a fan-out width axis input
                    rather than vector; a kind the shapes contradict is an error (a rule's regex matching too much)
-A leaf whose kind the shapes leave open, or that fits no kind, is one ValueError naming it and the rule to add.
+A leaf whose kind the shapes leave open, or that fits no kind, is one ValueError naming it and the rule to add; so
+is a leaf with an axis of size 0 (no entry to scale) and a kernel stored [..., out, in], which no layout reads (Haiku's
+ConvTranspose: its bias [out] has the size of its next to last axis).
 Leaves that are not arrays (an Equinox module's functions) are not parameters: their tag is None.
 """
 
