@@ -237,3 +237,24 @@ def test_sigterm_during_a_prepare_or_an_export_leaves_nothing_half_written(zero_
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.split()[-2:] == ["15", "15"], proc.stdout + proc.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_a_data_read_with_another_tokenizer_is_not_called_a_changed_text():
+    """A fork or resume of a char run with --byte-level (or on a token directory of another tokenizer) was refused
+    as 'its byte vocabulary of 256 tokens (the run's had 18) gives other ids; the text changed since the run:
+    restore it', though the text had not changed: how it is read had. The line now names both tokenizers; an
+    edited text keeps its line."""
+    from types import SimpleNamespace
+
+    from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
+    from zoo.train.load import same_tokenizer, tokenizer_meta
+
+    char = SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world"]))
+    saved = tokenizer_meta(char)
+    with pytest.raises(ValueError) as refused:
+        same_tokenizer(SimpleNamespace(tokenizer=ByteTokenizer()), "text:a.txt", "run")(saved)
+    assert str(refused.value) == ("--data text:a.txt gives byte tokens (a vocabulary of 256), but run trained on char "
+                                  "tokens (a vocabulary of 8): read the data as the run did, or train a new run on it")
+    with pytest.raises(ValueError, match="the text changed since the run"):
+        same_tokenizer(SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world!"])), "text:a.txt", "run")(saved)
+    same_tokenizer(char, "text:a.txt", "run")(saved)  # the same tokens pass

@@ -153,6 +153,11 @@ def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[
         if saved is None or now is None or saved == now:
             return
         was = saved.get("vocab_size") if isinstance(saved, dict) else None
+        kind = saved.get("kind") if isinstance(saved, dict) else None
+        if kind is not None and kind != now["kind"]:  # not the text: how it is read (--byte-level, another token dir)
+            raise ValueError(f"--data {name} gives {now['kind']} tokens (a vocabulary of {now['vocab_size']}), but "
+                             f"{run_dir} trained on {kind} tokens (a vocabulary of {was}): read the data as the run "
+                             "did, or train a new run on it")
         count = "as many as the run's" if was == now["vocab_size"] else f"the run's had {was}"
         raise ValueError(f"--data {name} does not tokenize as when {run_dir} trained on it: its {now['kind']} "
                          f"vocabulary of {now['vocab_size']} tokens ({count}) gives other ids; the text changed "
