@@ -258,3 +258,22 @@ def test_a_data_read_with_another_tokenizer_is_not_called_a_changed_text():
     with pytest.raises(ValueError, match="the text changed since the run"):
         same_tokenizer(SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world!"])), "text:a.txt", "run")(saved)
     same_tokenizer(char, "text:a.txt", "run")(saved)  # the same tokens pass
+
+
+def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch):
+    """`--cache-dir FILE` decoded the whole image set, then failed as 'File exists: FILE' (and an unwritable one as
+    'No such file or directory'): the line did not say it was the cache, nor how to choose another. It is now
+    checked before anything is decoded, named, with --cache-dir DIR or off as the way out."""
+    from PIL import Image
+
+    from zoo.data import imagefolder
+
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(imagefolder, "_decode", lambda *a: pytest.fail("decoded before the cache was checked"))
+    with pytest.raises(ValueError, match=r"the decoded-data cache .*file \(--cache-dir DIR, or off\) cannot be "
+                                         r"written: .*file is a file, not a folder"):
+        imagefolder.load(str(tmp_path / "set"), cache_dir=str(tmp_path / "file"), stream=False)

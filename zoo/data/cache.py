@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.files import atomic
+from zoo.files import atomic, check_can_write_in
 
 VERSION = "1"
 OFF = "off"
@@ -43,6 +43,13 @@ def load(path: Path | None) -> dict[str, np.ndarray] | None:
             return {k: f[k] for k in f.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return None
+
+
+def check_writable(path: Path | None) -> None:
+    """Before any decoding: the cache's folder can be written (made if needed); one line naming it and how to
+    choose another. A --cache-dir that is a file read 'File exists: X' once the whole set was decoded."""
+    if path is not None:
+        check_can_write_in(path.parent, f"the decoded-data cache {path.parent} (--cache-dir DIR, or off)")
 
 
 def save(path: Path | None, arrays: dict[str, np.ndarray]) -> None:

@@ -66,6 +66,7 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
     arrays = cache.load(where)
     if arrays is None:
+        cache.check_writable(where)
         arrays = _decode(src, entries if entries is not None else _tar_entries(src), image_size)
         cache.save(where, arrays)
     return _dataset(src, arrays)
