@@ -86,11 +86,13 @@ def test_the_audit_measures_the_multipliers_of_a_zero_init_run():
     the init, 0/0 at a zero readout, and a zero readout zeroes every other parameter's derivative too: mean_field with
     zero_init at widths 24 and 48 read its readout's m^-1 and its hidden matrices' m^-1/2 as m^0 and failed both
     (readout: multiplier and update +0.00 against -1; hidden: multiplier +0.00 against -0.50, effective init -0.03
-    against -0.50). The powers are now read where zero leaves are drawn at their SP scale."""
-    run = ZooRun("mlp_resnet", P.get("mean_field", zero_init=True), OptimConfig("adam", lr=1e-2), MLP, batch_size=8)
+    against -0.50). The powers are now read where zero weight matrices are drawn at their SP scale; the biases beside
+    them keep their zeros (drawn too, the readout's bias read the kernel's multiplier, slope -0.92 against 0)."""
+    run = ZooRun("mlp_resnet", P.get("mean_field", zero_init=True), OptimConfig("adam", lr=1e-2),
+                 {**MLP, "bias": True}, batch_size=8)
     result = audit(run, (24, 48), depth=2)
     assert result.passed, result.failures()
     params = result.axes[0].params
-    slopes = [params[p].checks[0].measured for p in ("head/kernel", "stack/blocks/w1/kernel")]
-    assert params["head/kernel"].checks[0].quantity == "multiplier"
-    assert slopes == pytest.approx([-1.0, -0.5], abs=1e-4)
+    paths = ("head/kernel", "stack/blocks/w1/kernel", "head/bias", "stack/blocks/w1/bias")
+    assert all(params[p].checks[0].quantity == "multiplier" for p in paths)
+    assert [params[p].checks[0].measured for p in paths] == pytest.approx([-1.0, -0.5, 0.0, 0.0], abs=1e-4)

@@ -170,16 +170,17 @@ def powers(logits: Callable, params: Any, rest: Any, x: jax.Array, mults: dict[s
 
 
 def nonzero(params: Any, tags: dict[str, Tag], key: jax.Array) -> Any:
-    """`params` with each tagged leaf that is 0 everywhere (a zero_init readout or query) drawn from N(0, 1/fan_in):
+    """`params` with each weight matrix that is 0 everywhere (a zero_init readout or query) drawn from N(0, 1/fan_in):
     where a multiplier c enters as f = g(c^p w), Euler's relation gives its power p at every w, but reads 0/0 at
     w = 0, and a zero readout or query zeroes the other parameters' directional derivatives as well (a correct muP run
-    with zero_init read its readout's m^-1 as m^0 and failed)."""
+    with zero_init read its readout's m^-1 as m^0 and failed). Biases keep their zeros: a bias beside a kernel's
+    multiplier does not carry it (power 0), which a drawn bias would blur with the kernel's term."""
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     keys = jax.random.split(key, len(flat))
 
     def one(path: Any, w: jax.Array, k: jax.Array) -> jax.Array:
         tag = tags.get(key_path(path))
-        if tag is None:
+        if tag is None or tag.kind not in MATRIX_KINDS:
             return w
         return jnp.where(jnp.any(w != 0), w, jax.random.normal(k, w.shape, w.dtype) * tag.fan_in**-0.5)
 
