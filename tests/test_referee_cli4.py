@@ -277,3 +277,23 @@ def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, m
     with pytest.raises(ValueError, match=r"the decoded-data cache .*file \(--cache-dir DIR, or off\) cannot be "
                                          r"written: .*file is a file, not a folder"):
         imagefolder.load(str(tmp_path / "set"), cache_dir=str(tmp_path / "file"), stream=False)
+
+
+def test_an_eval_class_without_train_images_is_refused(tmp_path):
+    """An image folder whose test split holds a class the train split lacks (a misspelled folder: train/cat,
+    test/Cat) trained with that label never seen and scored its test images wrong whatever the model did,
+    silently (the eval accuracy of such a set: 0.0). Now one line naming the class, before anything is decoded
+    (nothing is cached) or streamed."""
+    from PIL import Image
+
+    from zoo.data.imagefolder import load
+
+    for split, classes in (("train", ("cat", "dog")), ("test", ("Cat", "dog"))):
+        for cls in classes:
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
+    for stream in (False, True):
+        with pytest.raises(ValueError, match=r"the test split of image folder .* has classes the train split lacks "
+                                             r"\(Cat\)"):
+            load(str(tmp_path / "set"), cache_dir=str(tmp_path / "cache"), stream=stream)
+    assert not list((tmp_path / "cache").glob("*.npz"))

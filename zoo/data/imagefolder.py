@@ -202,7 +202,19 @@ def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[
     eval_split = _eval_split(src, sorted(splits))
     trained = sorted({e[1] for e in splits["train"]})
     check_classes(len(trained), "image", f"the train split of image folder {src} (classes: {', '.join(trained)})")
+    _check_eval_classes(src, splits, eval_split)
     return classes, splits, eval_split
+
+
+def _check_eval_classes(src: Path, splits: dict[str, list[Entry]], eval_split: str) -> None:
+    """Every class of the eval split has train images: one it lacks (a misspelled folder, 'Cat' beside 'cat') was
+    a label never trained, whose images counted wrong whatever the model did, silently. Checked before decoding,
+    so a cached set passed it."""
+    unseen = sorted({e[1] for e in splits[eval_split]} - {e[1] for e in splits["train"]})
+    if unseen:
+        raise ValueError(f"the {eval_split} split of image folder {src} has classes the train split lacks "
+                         f"({', '.join(unseen[:3])}{', ...' if len(unseen) > 3 else ''}), whose images no model can "
+                         "classify right; add train images of them, or move them out")
 
 
 def _decode(src: Path, entries: list[Entry], image_size: int | None) -> dict[str, np.ndarray]:
