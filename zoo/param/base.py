@@ -165,8 +165,16 @@ class Parametrization:
         return 1.0
 
     def for_model(self, model_name: str, cfg: Any) -> Parametrization:
-        """This plugin with any model-dependent defaults filled in (called by zoo.models.create)."""
-        del model_name, cfg
+        """This plugin with any model-dependent defaults filled in (called by zoo.models.create); refused where its
+        table puts a forward multiplier m^-a (a != 0) on vector or scalar kinds: zoo's models apply none to biases and
+        norm gains and biases (vector) nor to the readout's bias (scalar), so such a rule would silently not be there
+        (a model zoo does not build takes it through multiplier_free, which folds it into the parameter)."""
+        del cfg
+        for kind in ("vector", "scalar"):
+            a = self.table_for(kind)[0]
+            if isinstance(a, (int, float)) and a != 0:
+                raise ValueError(f"{self.name}: {kind} a = {a:g}, but {model_name}'s biases and norm gains carry no "
+                                 f"forward multiplier, so m^-a would not be applied; give {kind} kinds a = 0")
         return self
 
     def report(self, model_name: str, cfg: Any, **_: Any) -> dict[str, float]:
