@@ -200,8 +200,10 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_dir_alone(tmp_path, mo
 SIGTERMED = """
 import os, signal, sys
 from zoo.data import prepare
+from zoo.config import resolve
 from zoo.errors import Stopped
 from zoo.export import export, sp_form
+from zoo.train import loop
 
 def terminated(real):
     def call(*args):
@@ -213,20 +215,24 @@ def terminated(real):
 tmp = sys.argv[1]
 prepare.encode_to = terminated(prepare.encode_to)
 sp_form.save_safetensors = terminated(sp_form.save_safetensors)
+loop.restore_or_init = terminated(loop.restore_or_init)  # before the compile
+run = resolve({"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+               "steps": 2, "run_dir": tmp + "/new/run"})
 for write, args in ((prepare.prepare, ("text", tmp + "/a.txt", tmp + "/new/tokens", "char")),
-                    (export, (sys.argv[2], tmp + "/new/export"))):
+                    (export, (sys.argv[2], tmp + "/new/export")), (loop.train, (run,))):
     try:
         write(*args)
-    except Stopped as stop:  # the boundary exits 128 + its signal
-        print(stop.signum)
+    except Stopped as stop:  # the boundary says its line and exits 128 + its signal
+        print(stop.signum, stop.line)
 """
 
 
-def test_sigterm_during_a_prepare_or_an_export_leaves_nothing_half_written(zero_run, tmp_path):
-    """SIGTERM (a job scheduler's stop) during a prepare or an export ended the process at once, as Python does by
-    default: the prepare's --out stayed behind with a half-written all.bin.partial (and the folders made for it),
-    the export's temporary folder beside --out. Both now stop as after Ctrl-C, cleaning up (the boundary then exits
-    143, 128 + SIGTERM)."""
+def test_sigterm_during_a_prepare_an_export_or_a_compile_leaves_nothing_half_written(zero_run, tmp_path):
+    """SIGTERM (a job scheduler's stop) during a prepare, an export or a run's compile ended the process at once,
+    as Python does by default: the prepare's --out stayed behind with a half-written all.bin.partial (and the
+    folders made for it), the export's temporary folder beside --out, the run dir made for a run that never
+    trained (its .lock and an empty checkpoints/). All now stop as after Ctrl-C, cleaning up; the boundary says
+    one line and exits 143 (128 + SIGTERM)."""
     import subprocess
     import sys
 
@@ -235,7 +241,11 @@ def test_sigterm_during_a_prepare_or_an_export_leaves_nothing_half_written(zero_
     (tmp_path / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
     proc = subprocess.run([sys.executable, "-c", SIGTERMED, str(tmp_path), str(zero_run)], cwd=ROOT, env=child_env(),
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.split()[-2:] == ["15", "15"], proc.stdout + proc.stderr
+    from zoo.train.loop import BETWEEN_STEPS
+
+    said = proc.stdout.splitlines()[-3:]
+    assert proc.returncode == 0 and said == ["15 stopped by SIGTERM; nothing half-written was left"] * 2 + [
+        f"15 {BETWEEN_STEPS}"], proc.stdout + proc.stderr
     assert not (tmp_path / "new").exists()
 
 

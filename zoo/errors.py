@@ -73,20 +73,22 @@ def out_of_memory(e: BaseException) -> str | None:
 
 
 class Stopped(Exception):
-    """A signal asked the run to stop (after a checkpoint, when there was a state worth saving)."""
+    """A signal asked the run to stop (after a checkpoint, when there was a state worth saving); `line`: what the
+    boundary says as it exits (None: it was said already)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, line: str | None = None):
         super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+        self.signum, self.line = signum, line
 
 
 @contextlib.contextmanager
-def sigterm_stops() -> Iterator[None]:
+def sigterm_stops(line: str = "stopped by SIGTERM; nothing half-written was left") -> Iterator[None]:
     """In the block, SIGTERM raises Stopped (as Ctrl-C raises KeyboardInterrupt), so a command's clean-up runs (a
-    prepare's or an export's half-written files removed) and the boundary exits 143; Python's default ends the
-    process at once, leaving them. Main thread only, as every signal handler."""
+    prepare's or an export's half-written files removed, a run dir made for a run that had not started) and the
+    boundary says `line` and exits 143; Python's default ends the process at once, leaving them. Main thread only,
+    as every signal handler."""
     def stop(signum: int, frame: Any) -> None:
-        raise Stopped(signum)
+        raise Stopped(signum, line)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:

@@ -55,6 +55,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         except SystemExit:
             raise
         except Stopped as e:
+            if e.line is not None:
+                print(e.line, file=sys.stderr)
             _exit(128 + e.signum)
         except KeyboardInterrupt:
             print(interrupted, file=sys.stderr)

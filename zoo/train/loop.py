@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 import zoo.models
 from zoo.config import RunConfig
-from zoo.errors import TrainingDiverged
+from zoo.errors import TrainingDiverged, sigterm_stops
 from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.compiled import BITS, Compiled, abstract_batch, check_fits, kept_activations
@@ -42,6 +42,9 @@ from zoo.train.run import Run, say_on
 from zoo.train.setup import Setup, setup
 from zoo.train.state import abstract_state, check_sources, restore_or_init
 
+# SIGTERM outside the steps (restoring, compiling, writing the summary): no step ran since the last checkpoint
+BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the same command to go on"
+
 
 def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
@@ -53,7 +56,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     check_fits(s, plan, abstract_state(s, plan)[0])
     check_sources(s)
     check_workers(s.cfg.data.workers, s.data, s.cfg.data.name)
-    with Run.open(s.cfg) as run:
+    with sigterm_stops(BETWEEN_STEPS), Run.open(s.cfg) as run:  # the steps' own stop: Loop.run's StopSignals
         if (summary := run.finished_summary()) is not None:
             run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
             return summary
