@@ -307,3 +307,20 @@ def test_an_eval_class_without_train_images_is_refused(tmp_path):
                                              r"\(Cat\)"):
             load(str(tmp_path / "set"), cache_dir=str(tmp_path / "cache"), stream=stream)
     assert not list((tmp_path / "cache").glob("*.npz"))
+
+
+def test_the_default_prompt_outside_the_vocabulary_is_named():
+    """`python -m zoo.sample RUN` with no --prompt, on a run whose characters hold no newline (synthetic:text, a
+    corpus of one line), said 'characters not in the vocabulary: '\\n'', a prompt the user never gave. The line now
+    names the default and asks for a --prompt; a vocabulary with a newline takes the default as before."""
+    from types import SimpleNamespace
+
+    from zoo.data.tokenizer import CharTokenizer
+    from zoo.sample import encode_prompt
+
+    one_line = SimpleNamespace(encode=CharTokenizer.fit(["abc"]).encode)
+    with pytest.raises(ValueError, match="this run's vocabulary has no newline, the default --prompt: give one"):
+        encode_prompt(one_line, None)
+    assert encode_prompt(one_line, "ba").tolist() == [1, 0]
+    lines = SimpleNamespace(encode=CharTokenizer.fit(["a\nb"]).encode)
+    assert encode_prompt(lines, None).tolist() == [0]

@@ -26,6 +26,8 @@ from zoo.data.view import DataView
 from zoo.schema import INT32_MAX
 from zoo.train.load import load_run, read_config
 
+DEFAULT_PROMPT = "\n"
+
 
 def load_gpt(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataView]:
     """The run's GPT with its checkpoint's parameters, and its data set (whose tokenizer encodes and decodes)."""
@@ -89,29 +91,41 @@ def decoded(ids: Iterable[int], decode: Callable[[list[int]], str], hold: int = 
         yield decode(pending)
 
 
-def check_request(tokens: int, temperature: float, prompt: str) -> None:
+def check_request(tokens: int, temperature: float, prompt: str | None) -> None:
     """What can be refused before the run is read."""
     if not 1 <= tokens <= INT32_MAX:
         raise ValueError(f"--tokens must be between 1 and 2^31 - 1 (the draws' counter), got {tokens}")
     if not (math.isfinite(temperature) and temperature >= 0):
         raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
-    if not prompt:
+    if prompt == "":
         raise ValueError("--prompt is empty; give the model at least one character to continue")
 
 
-def continuation(run_dir: str, prompt: str, tokens: int, temperature: float = 1.0, top_k: int | None = None,
+def encode_prompt(data: DataView, prompt: str | None) -> np.ndarray:
+    """The prompt's token ids; None: the default, a newline, which a vocabulary without one cannot encode (a
+    command given no --prompt then read 'characters not in the vocabulary: '\\n'')."""
+    if prompt is not None:
+        return data.encode(prompt)
+    try:
+        return data.encode(DEFAULT_PROMPT)
+    except ValueError:
+        raise ValueError("this run's vocabulary has no newline, the default --prompt: give one with --prompt TEXT "
+                         "in the run's characters") from None
+
+
+def continuation(run_dir: str, prompt: str | None, tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  step: int | None = None, seed: int = 0) -> Iterator[str]:
-    """The decoded continuation of `prompt`, in pieces as they are drawn (the request checked and the run read
-    first)."""
+    """The decoded continuation of `prompt` (None: a newline), in pieces as they are drawn (the request checked and
+    the run read first)."""
     check_request(tokens, temperature, prompt)
     model, data = load_gpt(run_dir, step)
     if top_k is not None and not 1 <= top_k <= data.num_classes:
         raise ValueError(f"--top-k must be between 1 and the vocabulary size {data.num_classes}, got {top_k}")
-    ids = data.encode(prompt)
+    ids = encode_prompt(data, prompt)
     return decoded(itertools.islice(drawn(model, ids, temperature, top_k, seed), tokens), data.decode)
 
 
-def sample(run_dir: str, prompt: str, tokens: int, temperature: float = 1.0, top_k: int | None = None,
+def sample(run_dir: str, prompt: str | None, tokens: int, temperature: float = 1.0, top_k: int | None = None,
            step: int | None = None, seed: int = 0) -> str:
     """The decoded continuation of `prompt`."""
     return "".join(continuation(run_dir, prompt, tokens, temperature, top_k, step, seed))

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
                description="Continue a prompt with a trained GPT run, decoding with its tokenizer.")
     a = p.add_argument
     a("run_dir", type=path_arg, help="a GPT run directory (config.json and checkpoints/)")
-    a("--prompt", default="\n", help="text to continue (default: a newline)")
+    a("--prompt", help="text to continue (default: a newline)")
     a("--tokens", type=positive_int32, default=200, help="how many tokens to generate, printed as they are drawn; "
       "at most 2^31 - 1 (default: 200)")
     a("--temperature", type=finite, default=1.0, help="softmax temperature, >= 0; 0 always takes the most likely "
@@ -25,10 +25,10 @@ def main(argv: list[str] | None = None) -> None:
     a("--step", type=int, help="the checkpoint's step (default: the latest)")
     a("--seed", type=seed, default=0, help="seed of the draws (default: 0)")
     args = p.parse_args(argv)
-    from zoo.sample import continuation
+    from zoo.sample import DEFAULT_PROMPT, continuation
 
     pieces = continuation(args.run_dir, args.prompt, args.tokens, args.temperature, args.top_k, args.step, args.seed)
-    write(args.prompt)
+    write(DEFAULT_PROMPT if args.prompt is None else args.prompt)
     for piece in pieces:
         write(piece)
     write("\n")
