@@ -324,3 +324,18 @@ def test_the_default_prompt_outside_the_vocabulary_is_named():
     assert encode_prompt(one_line, "ba").tolist() == [1, 0]
     lines = SimpleNamespace(encode=CharTokenizer.fit(["a\nb"]).encode)
     assert encode_prompt(lines, None).tolist() == [0]
+
+
+def test_a_prepare_killed_while_writing_its_meta_can_be_rerun(tmp_path):
+    """A prepare SIGKILLed while meta.json was being written (atomically, through .meta.json.XXXX.tmp) left that
+    temporary in --out, and the rerun of the same command was refused: '--out holds other files
+    (.meta.json.k2j8.tmp)'. A prepare's own temporary is now one of the partial files a rerun removes."""
+    from zoo.data.prepare import prepare
+
+    (tmp_path / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
+    out = tmp_path / "tokens"
+    out.mkdir()
+    for name in ("all.bin.partial", ".meta.json.k2j8.tmp", ".lock"):
+        (out / name).write_text("x")
+    assert prepare("text", str(tmp_path / "a.txt"), str(out), "char") == {"train": 1530, "val": 170}
+    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train.bin", "val.bin"]

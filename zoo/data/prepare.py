@@ -226,16 +226,26 @@ def write(target: Path, created: bool, tokenize: Callable[[], dict[str, int]]) -
     """`tokenize()`: the token files written in `target`, whose lock is held; their counts. A refused or interrupted
     prepare leaves no `target` it `created` behind, nor its files in one that was there."""
     try:
-        for name in WRITTEN:
-            (target / name).unlink(missing_ok=True)  # left by an interrupted run (no meta.json yet)
+        _remove_partial(target)  # left by an interrupted run (no meta.json yet)
         return tokenize()
     except BaseException:
         if created:
             shutil.rmtree(target, ignore_errors=True)
         else:
-            for name in WRITTEN:
-                (target / name).unlink(missing_ok=True)
+            _remove_partial(target)
         raise
+
+
+def _partial(name: str) -> bool:
+    """A file of a prepare that did not finish: one it writes, or the temporary meta.json is written through
+    (zoo.files.atomic: .meta.json.XXXX.tmp, left by a kill during that write)."""
+    return name in WRITTEN or (name.startswith(f".{tokens.META}.") and name.endswith(".tmp"))
+
+
+def _remove_partial(target: Path) -> None:
+    for path in target.iterdir():
+        if _partial(path.name):
+            path.unlink(missing_ok=True)
 
 
 def check_out(target: Path) -> None:
@@ -244,7 +254,8 @@ def check_out(target: Path) -> None:
         raise ValueError(f"{target} already holds a token directory; pass another --out or remove it")
     if target.exists() and not target.is_dir():
         raise ValueError(f"--out {target} is a file, not a directory")
-    if target.is_dir() and (other := sorted(p.name for p in target.iterdir() if p.name not in (*WRITTEN, LOCK))):
+    if target.is_dir() and (other := sorted(p.name for p in target.iterdir() if not _partial(p.name) and
+                                            p.name != LOCK)):
         raise ValueError(f"--out {target} holds other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''})"
                          "; pass a new or empty folder")
 
