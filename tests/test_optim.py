@@ -111,3 +111,20 @@ def test_each_optimizer_gets_its_own_epsilon():
 
     np.testing.assert_allclose(update_rms(OptimConfig("adafactor")), 1.0, rtol=1e-3)
     np.testing.assert_allclose(update_rms(OptimConfig("adafactor", eps=1e-8)), 1e-5 / np.sqrt(1e-10 + 1e-8), rtol=1e-3)
+
+
+@pytest.mark.parametrize("plugin", [P.get("mup", freeze="input"), P.multiplier_free(P.get("mup", freeze="input"))])
+def test_a_frozen_kind_adds_nothing_to_the_clipped_norm(plugin):
+    """--clip-norm clips the global norm of the parameters that train: a frozen input layer's gradient, however
+    large, leaves the hidden layer's clipped update as it is with that gradient 0 (it counted, and clipped the hidden
+    update 10x harder with an input gradient of 100 per entry); its own update stays 0. Also in the multiplier-free
+    form, which keeps its plugin's frozen kinds."""
+    from zoo.param.tags import Tag
+
+    tags = {"w": Tag("hidden", 32, 32, width_mult=2.0), "e": Tag("input", 8, 32, width_mult=2.0)}
+    tx = build(OptimConfig("sgd", lr=1.0, clip_norm=0.5), plugin, tags)
+    params = {"w": jnp.zeros((32, 32)), "e": jnp.zeros((8, 32))}
+    grad_w = jax.random.normal(jax.random.key(0), (32, 32))
+    updates = [tx.update({"w": grad_w, "e": jnp.full((8, 32), e)}, tx.init(params), params)[0] for e in (0.0, 100.0)]
+    np.testing.assert_allclose(updates[1]["w"], updates[0]["w"], rtol=1e-6)
+    assert float(jnp.abs(updates[0]["w"]).max()) > 0 and float(jnp.abs(updates[1]["e"]).max()) == 0

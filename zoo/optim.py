@@ -212,13 +212,17 @@ def family_of(cfg: OptimConfig | None, tag: Tag) -> str:
 def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) -> Rules:
     """The plugin's rules for each parameter under the family `cfg`'s optimizer puts it in (the LR multiplier is
     the family's, times Muon's base-shape constant on spectral leaves; the pre-scale and the weight decay are the
-    same for every family)."""
+    same for every family). A frozen kind's gradient is scaled by 0, so it adds nothing to the global norm that
+    --clip-norm clips, as a parameter that does not train adds nothing in PyTorch."""
     def lr_mult(tag: Tag) -> Any:
         family = family_of(cfg, tag)
         mult = plugin.lr_mult(tag, family)
         return mult * spectral_constant(cfg, tag) if family == "spectral" else mult
 
-    return Rules(per_param(params, plugin.grad_scale), per_param(params, lr_mult), per_param(params, plugin.wd_mult))
+    def grad_scale(tag: Tag) -> Any:
+        return 0.0 if plugin.frozen(tag) else plugin.grad_scale(tag)
+
+    return Rules(per_param(params, grad_scale), per_param(params, lr_mult), per_param(params, plugin.wd_mult))
 
 
 def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:

@@ -95,6 +95,9 @@ class MultiplierFree(Parametrization):
     def lr_mult(self, tag: Tag, family: str = "adam") -> Any:
         return self.plugin.lr_mult(tag, family) * self.folded(tag)
 
+    def frozen_kinds(self) -> tuple[str, ...]:
+        return self.plugin.frozen_kinds()
+
     def grad_scale(self, tag: Tag) -> Any:
         return self.plugin.grad_scale(tag) * self.folded(tag)
 
