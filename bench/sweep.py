@@ -47,7 +47,7 @@ def interleaved(vm: MemberTrainer, one: MemberTrainer, pool: MemberPool | None, 
                 seeds: np.ndarray, steps: int, rounds: int) -> dict[str, Any]:
     """The paths train every member all `steps` steps from fresh states, `rounds` times, taking turns (the program,
     the worker processes, then the members one by one), so machine load falls on all alike. Returns each path's
-    steady-state seconds per round (compile excluded; init included) and first round's per-step losses
+    steady-state seconds per round (the train steps: compile and init excluded) and first round's per-step losses
     [steps, members], and the processes' compile seconds."""
     out: dict[str, Any] = {"program": [], "processes": [], "sequential": []}
     for r in range(rounds):
@@ -195,8 +195,8 @@ def write(path: Path, args: argparse.Namespace, name: str, rows: list[dict[str, 
 {args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param} with base depth
 {args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Every path runs the
 same jitted loop over `Program.train_step` (chunks of {args.chunk} steps) on the same batches, the whole sweep
-{args.rounds} times in turn; compile time (XLA, ahead of time) is apart from steady state (init and the train steps,
-the median over the rounds).
+{args.rounds} times in turn; compile time (XLA, ahead of time) is apart from steady state (the train steps, the
+median over the rounds).
 
 Machine: {machine()}.
 

@@ -38,12 +38,13 @@ POLL_S = 0.5  # how often a waiting parent looks whether a worker died
 
 @dataclasses.dataclass
 class Result:
-    """losses [steps, members]; evals {metric: [members]} (empty when not asked); the slowest worker's compile and
-    run seconds (the workers run side by side)."""
+    """losses [steps, members]; evals {metric: [members]} (empty when not asked); the seconds spent compiling, running
+    the init and running the train steps and eval, the slowest worker's of each (the workers run side by side)."""
 
     losses: np.ndarray
     evals: dict[str, np.ndarray]
     compile_s: float
+    init_s: float
     run_s: float
 
 
@@ -120,8 +121,8 @@ class MemberPool:
             conn.send((recipe, np.asarray(lrs)[block], np.asarray(seeds)[block], steps, evaluate))
         parts = [Result(**self._receive(proc, conn)) for (proc, conn), _ in zip(self._workers, blocks, strict=False)]
         evals = {k: np.concatenate([p.evals[k] for p in parts]) for k in parts[0].evals}
-        return Result(np.concatenate([p.losses for p in parts], axis=1), evals, max(p.compile_s for p in parts),
-                      max(p.run_s for p in parts))
+        return Result(np.concatenate([p.losses for p in parts], axis=1), evals,
+                      *(max(getattr(p, f) for p in parts) for f in ("compile_s", "init_s", "run_s")))
 
     @staticmethod
     def _receive(proc: Any, conn: Any) -> dict[str, Any]:
@@ -195,9 +196,10 @@ def train(trainers: dict[bytes, Any], recipe: bytes, lrs: np.ndarray, seeds: np.
 
 def train_members(trainer: Any, lrs: np.ndarray, seeds: np.ndarray, steps: int, *, evaluate: bool = True) -> Result:
     """The members (lrs[i], seeds[i]) from fresh states through `steps` train steps of a `MemberTrainer`, and an
-    eval when asked; the compile and run seconds this took."""
-    compile_s, run_s = trainer.compile_s, trainer.run_s
+    eval when asked; the seconds this took."""
+    compile_s, start = trainer.compile_s, trainer.run_s
     states = trainer.init(lrs, seeds)
+    init_s = trainer.run_s - start
     states, losses = trainer.train(states, steps)
     evals = trainer.evaluate(states) if evaluate else {}
-    return Result(losses, evals, trainer.compile_s - compile_s, trainer.run_s - run_s)
+    return Result(losses, evals, trainer.compile_s - compile_s, init_s, trainer.run_s - start - init_s)

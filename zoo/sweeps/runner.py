@@ -159,7 +159,7 @@ def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chu
                         "eval_loss": float(result.evals["loss"][i]),
                         "eval_accuracy": float(result.evals["accuracy"][i]), "diverged": bool(diverged),
                         "members": len(lrs), "compile_s": round(result.compile_s, 3),
-                        "run_s": round(result.run_s, 3), "wall_s": round(wall, 3)})
+                        "run_s": round(result.init_s + result.run_s, 3), "wall_s": round(wall, 3)})
     return records
 
 
