@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, ints, kv, path_arg, positive, seed_count
+from zoo.cli.flags import KeyValues, Parser, finite, ints, kv, path_arg, positive, seed_count
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
 
@@ -31,8 +31,8 @@ def parser() -> argparse.ArgumentParser:
     a = p.add_argument
     a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
     a("--param", default="mup", help=f"parametrization plugin: {', '.join(zoo.param.names())}")
-    a("--param-opt", action="append", type=kv, default=[], metavar="K=V", help="plugin option (e.g. alpha=1)")
-    a("--model-opt", action="append", type=kv, default=[], metavar="K=V", help="model option (e.g. activation=abs)")
+    a("--param-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="plugin option (e.g. alpha=1)")
+    a("--model-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="model option (e.g. activation=abs)")
     a("--widths", type=ints, default=None, help="widths of the width sweep (default: 128,256,512,1024 unless "
       "--depths alone is given)")
     a("--depth", type=positive, default=None, help="depth of the width sweep (default: the model's)")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, kv, path_arg, positive, seed_count
+from zoo.cli.flags import KeyValues, Parser, kv, path_arg, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 
 MAX_POINTS = 1024  # per grid axis and of --probes, as --seeds: a diagram measures points^2 x seeds networks
@@ -82,8 +82,8 @@ def parser() -> argparse.ArgumentParser:
     a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
     a("--width", type=positive, default=256, help="model width")
     a("--depth", type=positive, default=30, help="number of blocks L")
-    a("--model-opt", action="append", type=kv, default=[], metavar="K=V", help="model option (e.g. pre_ln=true)")
-    a("--param-opt", action="append", type=kv, default=[], metavar="K=V",
+    a("--model-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="model option (e.g. pre_ln=true)")
+    a("--param-opt", action=KeyValues, type=kv, default=[], metavar="K=V",
       help="option of the critical plugin: sigma_w, sigma_b, mu (default: the model's critical point)")
     a("--seeds", type=seed_count, default=8, help="initializations averaged")
     a("--batch", type=positive, default=8, help="random inputs per initialization")

@@ -37,6 +37,20 @@ def kv(text: str) -> tuple[str, str]:
     return k.strip().replace("-", "_"), v.strip()
 
 
+class KeyValues(argparse.Action):
+    """A repeatable K=V flag (type `kv`) collected as a list of pairs; a key given twice is a bad command line
+    (the last one silently won, where a config file refuses a repeated key)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        pairs = list(getattr(namespace, self.dest, None) or [])
+        key, value = values
+        earlier = [v for k, v in pairs if k == key]
+        if earlier:
+            parser.error(f"{option_string} {key} given twice ({key}={earlier[0]} and {key}={value}): give it once")
+        setattr(namespace, self.dest, [*pairs, values])
+
+
 def finite(text: str) -> float:
     """A finite number (nan and inf are refused)."""
     try:
@@ -147,7 +161,7 @@ def add_settings(p: argparse.ArgumentParser, names: Iterable[str], defaults: boo
         kwargs: dict[str, Any] = {"help": help_text.replace("%", "%%"), "metavar": f.metadata["metavar"],
                                   "default": None}
         if base is dict:
-            group.add_argument(flag, action="append", type=kv, **kwargs)
+            group.add_argument(flag, action=KeyValues, type=kv, **kwargs)
         elif base is bool:
             group.add_argument(flag, nargs="?", const=True, type=_typed(name), **{**kwargs, "metavar": "true|false"})
         else:
