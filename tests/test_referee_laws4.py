@@ -111,3 +111,29 @@ def test_a_multiplier_zoos_models_do_not_apply_is_refused(kind):
     with pytest.raises(ValueError, match=f"{kind} a = 0.5, but mlp_resnet's biases and norm gains carry no"):
         M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0.5,0,0,1"}), nnx.Rngs(0))
     M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0,0.5,0,1"}), nnx.Rngs(0))  # a = 0: built
+
+
+def test_a_run_records_an_abcd_files_exponents_not_its_path(tmp_path):
+    """A run under `--param-opt file=rules.yaml` recorded the path: the same command after the file was edited
+    resumed the run under other rules without a word, and its config.json no longer said which. The config now holds
+    the file's exponents (the flags' kinds winning, as they do over the file) and no path: the edited file is other
+    settings, refused in one line, and the run's own config rebuilds it with the file gone."""
+    import json
+
+    from cli_utils import SMALL, run_train
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("hidden: [0, 0.5, 1, 1]\noutput: [0, 1, 1, 1]\n")
+    run = tmp_path / "run"
+    args = [*SMALL, "--param", "abcd", "--param-opt", f"file={rules}", "--param-opt", "input=0,0,0,1", "--steps", "2",
+            "--run-dir", str(run)]
+    done = run_train(args)
+    assert done.returncode == 0, done.stderr
+    options = json.loads((run / "config.json").read_text())["param"]["options"]
+    assert options == {"input": [0, 0, 0, 1], "hidden": [0, 0.5, 1, 1], "output": [0, 1, 1, 1]}
+    rules.write_text("hidden: [0, 0, 1, 1]\noutput: [0, 1, 1, 1]\n")
+    edited = run_train(args)
+    assert edited.returncode == 1 and "holds a run with other settings (param_opt" in edited.stderr, edited.stderr
+    rules.unlink()
+    again = run_train(["--config", str(run / "config.json"), "--run-dir", str(run)])
+    assert again.returncode == 0, again.stderr

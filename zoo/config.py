@@ -291,9 +291,9 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     cfg = RunConfig.from_flat(values)
     check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
     check_warmup(cfg, flags, file_values, recipe)
-    zoo.param.get(cfg.param.name, **cfg.param.options)
+    recorded = zoo.param.get(cfg.param.name, **cfg.param.options).recorded_options(cfg.param.options)
     zoo.models.config(cfg.model.name, **cfg.model.options)
-    return cfg
+    return cfg if recorded == cfg.param.options else cfg.replace(param_opt=recorded)
 
 
 def file_eps_is_a_default(file_values: dict[str, Any], flags: dict[str, Any], recipe: dict[str, Any]) -> bool:

@@ -50,6 +50,14 @@ class ABCD(Parametrization):
                 raise ValueError(f"unknown kind {kind!r} in abcd exponents; kinds are {', '.join(KINDS)}")
             object.__setattr__(self, kind, _exponents(value))
 
+    def recorded_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """A file's exponents in place of its path: a resume or fork trains under the rules the run started with,
+        and one whose file was edited or removed meanwhile is no other run, silently."""
+        if not options.get("file"):
+            return options
+        kept = {k: v for k, v in options.items() if k != "file" and k not in KINDS}
+        return {**kept, **{k: list(getattr(self, k)) for k in KINDS if getattr(self, k) is not None}}
+
     def abcd(self, tag):
         given = getattr(self, tag.kind)
         return given if given is not None else SP_TABLE[tag.kind]

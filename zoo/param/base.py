@@ -144,6 +144,11 @@ class Parametrization:
             return 0.0
         return 1.0
 
+    def recorded_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The options a run records in its config (given `options`, those this plugin was built from): the ones
+        that rebuild this plugin whatever happens to any file they named."""
+        return options
+
     def frozen(self, tag: Tag) -> bool:
         """Whether the parameter's kind is in the `freeze` list (it keeps its init)."""
         return tag.kind in self.frozen_kinds()
