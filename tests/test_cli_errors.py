@@ -45,6 +45,8 @@ def _cases(tmp, small_run):
          "--param-opt init_mult given twice (init_mult=1 and init_mult=2): give it once"),
         (["--model-opt", "activation=relu", "--model-opt", "activation=tanh"],
          "--model-opt activation given twice (activation=relu and activation=tanh): give it once"),
+        (["--model-opt", "activation=nope", "--print-config"], "unknown activation 'nope'; choose from relu"),
+        (["--param-opt", "freeze=bogus", "--print-config"], "freeze: unknown kind bogus; kinds are input"),
         (["--data", "mnist-ish"], "mnist-ish"),
         (["--data", "imagefolder:/nonexistent/dir"], "/nonexistent/dir"),
         (["--config", "/nonexistent.yaml"], "/nonexistent.yaml"),

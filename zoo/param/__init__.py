@@ -62,14 +62,16 @@ def options(name: str) -> list[str]:
 
 def get(name: str, **opts: Any) -> Parametrization:
     """An instance of plugin `name` (a registered name or module:Class). String option values (from a command line)
-    are converted to the option's type; numbers must be finite."""
+    are converted to the option's type; numbers must be finite; freeze= names known kinds."""
     cls = PLUGINS.get(name)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(opts) - set(fields))
     if unknown:
         raise ValueError(f"plugin {name!r} has no option {', '.join(map(repr, unknown))}; "
                          f"its options are {', '.join(fields)}")
-    return cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
+    plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
+    plugin.frozen_kinds()  # an unknown kind in freeze= is refused here, not when the optimizer is built
+    return plugin
 
 
 def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
