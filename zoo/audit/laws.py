@@ -146,9 +146,9 @@ def spectral_c(plugin: Parametrization, c: float, kind: str) -> float:
 
 
 def frozen(plugin: Parametrization, kind: str) -> bool:
-    """Whether the plugin's stated `freeze` list holds parameters of `kind` (a multiplier-free form: its plugin's)."""
-    rules = getattr(plugin, "plugin", None) or plugin
-    return kind in rules.frozen_kinds()
+    """Whether the plugin's stated `freeze` list holds parameters of `kind` (a multiplier-free form keeps its
+    plugin's)."""
+    return kind in plugin.frozen_kinds()
 
 
 def depth_exponents(plugin: Parametrization) -> tuple[Any, Any]:

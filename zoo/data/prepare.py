@@ -238,7 +238,7 @@ def write(target: Path, created: bool, tokenize: Callable[[], dict[str, int]]) -
 
 def _partial(name: str) -> bool:
     """A file of a prepare that did not finish: one it writes, or the temporary meta.json is written through
-    (zoo.files.atomic: .meta.json.XXXX.tmp, left by a kill during that write)."""
+    (zoo.files.atomic: .meta.json.<random>.tmp, left by a kill during that write)."""
     return name in WRITTEN or (name.startswith(f".{tokens.META}.") and name.endswith(".tmp"))
 
 

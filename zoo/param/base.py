@@ -172,7 +172,7 @@ class Parametrization:
     def for_model(self, model_name: str, cfg: Any) -> Parametrization:
         """This plugin with any model-dependent defaults filled in (called by zoo.models.create); refused where its
         table puts a forward multiplier m^-a (a != 0) on vector or scalar kinds: zoo's models apply none to biases and
-        norm gains and biases (vector) nor to the readout's bias (scalar), so such a rule would silently not be there
+        norm gains (vector) nor to the readout's bias (scalar), so such a rule would silently not be there
         (a model zoo does not build takes it through multiplier_free, which folds it into the parameter)."""
         del cfg
         for kind in ("vector", "scalar"):
