@@ -7,6 +7,7 @@
 # used). Summaries (best eval, ms/step) land in OUT_DIR/<part>/summary.json, logs in OUT_DIR/<part>.log; record
 # the numbers, with the GPU's name, in docs/results.md.
 set -euo pipefail
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # bench/*.py import zoo from the checkout: a bare machine has no install
 out=${1:-${OUT:-runs/gpu}}
 shift || true
 parts=${*:-gpt gpt2 image-steps vit mixer step sweep}
