@@ -84,17 +84,38 @@ def from_text(where: str, text: str, hint: Any) -> Any:
             value = {"true": True, "1": True, "yes": True, "on": True,
                      "false": False, "0": False, "no": False, "off": False}[text.lower()]
         elif base is int:
-            value = int(text)
+            value = to_int(text)
         elif base is float:
-            value = float(text)
+            value = to_float(text)
         elif base is tuple:
-            value = tuple(int(v) for v in text.split(","))
+            value = tuple(to_int(v) for v in text.split(","))
         else:
             value = text
     except (KeyError, ValueError):
         what = "integers a,b,c" if base is tuple else TYPE_NAMES.get(base, base.__name__)
         raise ValueError(f"{where} must be {what}, got {text!r}") from None
     return check_type(where, value, hint)
+
+
+def typed_number(text: str) -> bool:
+    """Whether `text` is written as a user types a number: ASCII, without underscores. Python's int() and float()
+    also read any Unicode digit ('١' (Arabic-Indic one) and '１' (full-width) are 1) and '1_0' as 10, which no user
+    means as a setting."""
+    return text.isascii() and "_" not in text
+
+
+def to_int(text: str) -> int:
+    """An integer in ASCII digits with an optional sign (int() on `typed_number` text); ValueError otherwise."""
+    if not typed_number(text):
+        raise ValueError(f"not an ASCII integer: {text!r}")
+    return int(text)
+
+
+def to_float(text: str) -> float:
+    """A number in ASCII (digits, sign, point, exponent; float() on `typed_number` text); ValueError otherwise."""
+    if not typed_number(text):
+        raise ValueError(f"not an ASCII number: {text!r}")
+    return float(text)
 
 
 def digits(text: str) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import KeyValues, Parser, kv, path_arg, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
+from zoo.schema import to_float, to_int
 
 MAX_POINTS = 1024  # per grid axis and of --probes, as --seeds: a diagram measures points^2 x seeds networks
 
@@ -39,7 +40,7 @@ def _probe_count(text: str) -> int:
 
 
 def _finite_bound(text: str) -> float:
-    value = float(text)
+    value = to_float(text)
     if not math.isfinite(value):
         raise ValueError
     return value
@@ -52,7 +53,7 @@ def _grid(text: str) -> tuple[str, list[float]]:
     if name not in AXES or len(parts) != 3:
         raise argparse.ArgumentTypeError(f"expected NAME=lo:hi:n with NAME in {', '.join(AXES)}, got {text!r}")
     try:
-        lo, hi, n = _finite_bound(parts[0]), _finite_bound(parts[1]), int(parts[2])
+        lo, hi, n = _finite_bound(parts[0]), _finite_bound(parts[1]), to_int(parts[2])
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad grid {text!r}: lo and hi are numbers, n an integer") from None
     if not 2 <= n <= MAX_POINTS:

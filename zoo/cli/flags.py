@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
-from zoo.schema import INT32_MAX, MAX_SEEDS, SEED, base_type, from_text, utf8
+from zoo.schema import INT32_MAX, MAX_SEEDS, SEED, base_type, from_text, to_float, to_int, typed_number, utf8
 
 
 class Parser(argparse.ArgumentParser):
@@ -54,7 +54,7 @@ class KeyValues(argparse.Action):
 def finite(text: str) -> float:
     """A finite number (nan and inf are refused)."""
     try:
-        value = float(text)
+        value = to_float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
@@ -82,12 +82,31 @@ def path_arg(text: str) -> str:
 
 def positive(text: str) -> int:
     try:
-        value = int(text)
+        value = to_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def step(text: str) -> int:
+    """A checkpoint's step: an integer >= 0."""
+    try:
+        value = to_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a step (an integer >= 0), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a step (an integer >= 0), got {text!r}")
+    return value
+
+
+def integer(text: str) -> int:
+    """An integer (its range is checked where it is used)."""
+    try:
+        return to_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
 def positive_int32(text: str) -> int:
@@ -112,7 +131,7 @@ def seed_count(text: str) -> int:
 def seed(text: str) -> int:
     """A seed: an integer in [0, 2^63) (JAX reads a seed as a signed 64-bit integer)."""
     try:
-        value = int(text)
+        value = to_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
     if not SEED[0](value):
@@ -120,10 +139,18 @@ def seed(text: str) -> int:
     return value
 
 
+def numbers_text(text: str) -> str:
+    """Text of numbers that a reader parses later (a sweep's comma lists and LR ranges, `2^-9`), refused here where
+    it is not written as a user types numbers (zoo.schema.typed_number: '١' and '1_0' read as 1 and 10)."""
+    if not typed_number(text):
+        raise argparse.ArgumentTypeError(f"expected numbers in ASCII digits, got {text!r}")
+    return text
+
+
 def ints(text: str) -> list[int]:
     """A comma list of positive integers."""
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [to_int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values or min(values) < 1:

@@ -7,7 +7,7 @@ import signal
 import sys
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, path_arg, positive, positive_int32, seed
+from zoo.cli.flags import Parser, finite, path_arg, positive, positive_int32, seed, step
 
 
 @boundary
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     a("--temperature", type=finite, default=1.0, help="softmax temperature, >= 0; 0 always takes the most likely "
       "token (default: 1)")
     a("--top-k", type=positive, help="draw only among the K most likely tokens (default: all)")
-    a("--step", type=int, help="the checkpoint's step (default: the latest)")
+    a("--step", type=step, help="the checkpoint's step (default: the latest)")
     a("--seed", type=seed, default=0, help="seed of the draws (default: 0)")
     args = p.parse_args(argv)
     from zoo.sample import DEFAULT_PROMPT, continuation

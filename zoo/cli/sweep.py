@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, path_arg, positive, settings
+from zoo.cli.flags import Parser, add_settings, numbers_text, path_arg, positive, settings
 from zoo.config import FLAT, RunConfig, resolve
 from zoo.sweeps import report
 from zoo.sweeps.grid import parse_ints, parse_lrs
@@ -33,8 +33,8 @@ def parser() -> argparse.ArgumentParser:
         "and the transfer score (grid steps the best LR moves across sizes).")
     a = p.add_argument
     a("--out", type=path_arg, required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
-    a("--widths", "--width", help="comma list of widths (default: the model's width)")
-    a("--depths", "--depth", help="comma list of depths (default: the model's depth)")
+    a("--widths", "--width", type=numbers_text, help="comma list of widths (default: the model's width)")
+    a("--depths", "--depth", type=numbers_text, help="comma list of depths (default: the model's depth)")
     a("--report-only", action="store_true", help="re-render the report from --out without training")
     add_lr_flags(p)
     add_run_flags(p)
@@ -45,7 +45,8 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
     """The flags of an LR sweep (zoo.sweep and zoo.transfer): the grid, seeds, metric, chunk, worker processes,
     compile cache."""
     a = p.add_argument
-    a("--lrs", help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
+    a("--lrs", type=numbers_text,
+      help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
     a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
     a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
     a("--chunk", type=positive, default=100, help="train steps per compiled scan")

@@ -10,7 +10,7 @@ import sys
 import yaml
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, finite, path_arg, settings
+from zoo.cli.flags import Parser, add_settings, finite, integer, path_arg, settings
 from zoo.config import FLAT, RunConfig, read_file, resolve
 from zoo.train import distributed
 
@@ -36,8 +36,8 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("multi-host (or JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID, "
                              "ZOO_COORDINATOR_TIMEOUT)")
     g.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordinator")
-    g.add_argument("--num-processes", type=int, help="number of processes (hosts)")
-    g.add_argument("--process-id", type=int, help="this process's index, 0 .. num-processes - 1")
+    g.add_argument("--num-processes", type=integer, help="number of processes (hosts)")
+    g.add_argument("--process-id", type=integer, help="this process's index, 0 .. num-processes - 1")
     g.add_argument("--coordinator-timeout", dest="timeout_s", type=finite, metavar="SECONDS",
                    help="give up when not every process has reached the coordinator after this long (default: 300)")
     return p

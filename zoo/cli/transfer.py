@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, path_arg, positive
+from zoo.cli.flags import Parser, numbers_text, path_arg, positive
 from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config, use_compile_cache
 from zoo.sweeps.grid import parse_lrs
 
@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     a("--compare", help="parametrization tuned the same way for comparison ('none': no comparison; default: sp, "
       "none when --param is sp)")
     a("--target-seeds", type=positive, default=1, help="seeds of the target run (its loss: mean +- std)")
-    a("--check-target", nargs="?", const="", metavar="LRS",
+    a("--check-target", nargs="?", const="", type=numbers_text, metavar="LRS",
       help="also sweep LRs at the target: the transferred LR +- 2 proxy grid steps, or the LRs given")
     add_lr_flags(p)
     add_run_flags(p)
