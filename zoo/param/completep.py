@@ -1,7 +1,8 @@
 """CompleteP (Dey et al. 2025): muP in width with alpha = 1, gamma = 0.
 
-Branch multiplier a * L0/L; branch parameters keep their Adam LR (gamma = 1 - alpha = 0) while Adam's
-epsilon shrinks like (L0/L)^alpha with the branch gradients.
+Branch multiplier a * (L0/L)^alpha; branch parameters' Adam LR * (L/L0)^(alpha - 1), i.e. gamma = 1 - alpha (the
+paper's family, alpha in [1/2, 1]: alpha = 1 keeps the LR, alpha = 1/2 is Depth-muP's (L0/L)^(1/2)), while Adam's
+epsilon shrinks like (L0/L)^alpha with the branch gradients. A gamma given explicitly is kept.
 """
 
 import dataclasses
@@ -14,4 +15,9 @@ from zoo.param.mup import MuP
 class CompleteP(MuP):
     name = "completep"
     alpha: Any = 1.0
-    gamma: Any = 0.0
+    gamma: Any = None  # None: 1 - alpha
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.gamma is None:
+            object.__setattr__(self, "gamma", 1.0 - self.alpha)
