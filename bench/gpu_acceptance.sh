@@ -30,8 +30,10 @@ for part in $parts; do
     vit) python train.py --model vit --param sp --precision bf16 --run-dir "$out/vit" 2>&1 | tee "$out/vit.log" ;;
     mixer) python train.py --model mixer --param sp --precision bf16 --run-dir "$out/mixer" 2>&1 \
              | tee "$out/mixer.log" ;;
-    # zoo's GPT step against a plain-JAX GPT of the same math, nanoGPT config, bf16.
-    step) python bench/gpt_step.py 2>&1 | tee "$out/step.log" ;;
+    # zoo's GPT step against a plain-JAX GPT of the same math and PyTorch's nanoGPT block (eager and compiled), bf16,
+    # at nanoGPT's char config and GPT-2 124M.
+    step) { python bench/gpt_step.py --torch && python bench/gpt_step.py --size gpt2 --torch --iters 20; } 2>&1 \
+            | tee "$out/step.log" ;;
     # (d) 16 LRs as one vmapped program against 16 sequential runs of the same step. Target: >= 6x.
     sweep) python bench/sweep.py --write "$out/bench_sweep_gpu.md" 2>&1 | tee "$out/sweep.log" ;;
     *) echo "unknown part $part (gpt gpt2 image-steps vit mixer step sweep)" >&2; exit 2 ;;

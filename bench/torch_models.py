@@ -91,7 +91,7 @@ class GPT(nn.Module):
         self.ln, self.head = nn.LayerNorm(width, eps=1e-6), nn.Linear(width, vocab, bias=False)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))
