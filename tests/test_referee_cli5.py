@@ -11,6 +11,12 @@ from zoo.cli import sweep as sweep_cli
 from zoo.cli import train as train_cli
 
 
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    """Each command runs in a fresh folder: what a refused one might have written goes nowhere else."""
+    monkeypatch.chdir(tmp_path)
+
+
 def one_line_error(main, argv, capsys) -> str:
     """The one line a CLI refused `argv` with (exit status 1 or 2, no traceback)."""
     with pytest.raises(SystemExit) as stop:
@@ -60,3 +66,45 @@ def test_other_numeric_flags_refuse_non_ascii_digits(main, argv, capsys):
         main(argv)
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and "\n" not in err and f"argument {argv[-2]}" in err, err
+
+
+@pytest.mark.parametrize("argv, both", [
+    (["--model-opt", "dtype=bfloat16", "--precision", "f32"], ("dtype=bfloat16", "--precision f32")),
+    (["--model-opt", "dtype=bfloat16"], ("dtype=bfloat16", "--precision f32")),
+    (["--model-opt", "dtype=float32", "--precision", "bf16"], ("dtype=float32", "--precision bf16")),
+    (["--model", "gpt", "--model-opt", "dtype=float16", "--precision", "bf16"], ("dtype=float16", "--precision bf16")),
+    (["--remat", "block", "--model-opt", "remat=false"], ("remat=false", "--remat block")),
+])
+def test_a_model_dtype_or_remat_that_contradicts_the_loop_flags_is_refused(argv, both, capsys):
+    """`--model-opt dtype=bfloat16 --precision f32` trained in bf16 (the option won over the flag, and the run
+    recorded f32): the flags set these options, and an option that says otherwise is refused naming both."""
+    line = one_line_error(train_cli.main, ["--print-config", *argv], capsys)
+    assert all(part in line for part in both), line
+
+
+def test_the_same_contradiction_is_refused_by_the_sweep_and_the_audit(capsys):
+    from zoo.cli import audit as audit_cli
+
+    for main, argv in ((sweep_cli.main, ["--out", "x", "--lrs", "1e-3"]), (audit_cli.main, [])):
+        line = one_line_error(main, [*argv, "--model-opt", "dtype=bfloat16", "--precision", "f32"], capsys)
+        assert "--model-opt dtype=bfloat16 contradicts --precision f32" in line, line
+
+
+def test_model_options_that_agree_with_the_loop_flags_are_taken(capsys):
+    train_cli.main(["--print-config", "--model-opt", "dtype=bfloat16", "--precision", "bf16", "--remat", "block",
+                    "--model-opt", "remat=true"])
+    out = capsys.readouterr().out
+    assert "precision: bf16" in out and "remat: block" in out
+
+
+def test_the_program_computes_in_the_precision_the_run_records():
+    """What setup gives the model: --precision bf16's dtype, as config.json records it."""
+    from zoo.config import resolve
+    from zoo.train.setup import _model_overrides
+
+    class Data:
+        in_shape, num_classes, seq_len = (8,), 4, None
+
+    cfg = resolve({"precision": "bf16", "remat": "block", "width": 8, "depth": 1})
+    over = _model_overrides(cfg, Data())
+    assert over["dtype"] == "bfloat16" and over["remat"] is True

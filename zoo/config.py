@@ -98,6 +98,16 @@ class LoopConfig:
             raise ValueError("--init-from and --fork-from exclude each other: finetune from params, or fork a state")
         given_axes(self.mesh)  # its form; whether it fits the devices is known once they are (zoo.train.mesh.parse)
 
+    @property
+    def compute_dtype(self) -> str:
+        """The model's compute dtype (its option `dtype`) that --precision sets."""
+        return "bfloat16" if self.precision == "bf16" else "float32"
+
+    def model_facts(self) -> dict[str, tuple[str, Any]]:
+        """The model options the loop's flags set: option -> (the flag as given, the option's value)."""
+        return {"dtype": (f"--precision {self.precision}", self.compute_dtype),
+                "remat": (f"--remat {self.remat}", self.remat == "block")}
+
 
 PARTS: dict[str, type] = {"model": ModelPart, "param": ParamPart, "optim": OptimConfig, "data": DataConfig,
                           "loop": LoopConfig}
@@ -292,8 +302,21 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
     check_warmup(cfg, flags, file_values, recipe)
     recorded = zoo.param.get(cfg.param.name, **cfg.param.options).recorded_options(cfg.param.options)
-    zoo.models.config(cfg.model.name, **cfg.model.options)
+    check_model_facts(cfg)
     return cfg if recorded == cfg.param.options else cfg.replace(param_opt=recorded)
+
+
+def check_model_facts(cfg: RunConfig) -> None:
+    """Refuse a model option that a loop flag sets (LoopConfig.model_facts) where the two differ: `--model-opt
+    dtype=bfloat16 --precision f32` computed in bf16 without a word (the option won, while the run recorded f32). A
+    run's precision and remat are its flags'; an option that agrees with them is taken."""
+    import zoo.models
+
+    options = zoo.models.options(cfg.model.name, cfg.model.options)  # typed; an unknown option is refused here
+    for name, (flag, value) in cfg.loop.model_facts().items():
+        if name in options and options[name] != value:
+            raise ValueError(f"--model-opt {name}={_word(options[name])} contradicts {flag} (which sets {name}="
+                             f"{_word(value)}): leave out --model-opt {name}, {flag.split()[0]} sets it")
 
 
 def file_eps_is_a_default(file_values: dict[str, Any], flags: dict[str, Any], recipe: dict[str, Any]) -> bool:
@@ -338,6 +361,11 @@ def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
     before = flatten(old, "the stored config", strict=False)
     now = json.loads(json.dumps(new.identity()))  # as config.json holds them (tuples as lists)
     return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if k in before and before[k] != v]
+
+
+def _word(v: Any) -> str:
+    """A model option's value as a command line gives it (false, not False)."""
+    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def _show(v: Any) -> str:

@@ -86,8 +86,7 @@ def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
              "base_depth": m.base_depth or default.depth}
     out = {k: v for k, v in given.items() if v is not None}
     facts = {"in_shape": tuple(data.in_shape), "num_classes": data.num_classes, "vocab_size": data.num_classes,
-             "seq_len": data.seq_len, "dtype": "bfloat16" if cfg.loop.precision == "bf16" else "float32",
-             "remat": cfg.loop.remat == "block"}
+             "seq_len": data.seq_len, **{k: v for k, (_, v) in cfg.loop.model_facts().items()}}
     out.update({k: v for k, v in facts.items() if k in fields and v is not None})
     options = zoo.models.options(m.name, m.options)  # typed: --model-opt width=32 is the int 32, not "32"
     for k, v in options.items():
