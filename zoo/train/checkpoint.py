@@ -15,6 +15,8 @@
   audit) never creates, cleans up, moves or deletes anything, so it cannot hurt a run that is still training.
 - The metadata names the layout of the Dense kernels (`KERNELS`); a checkpoint from before they were stored (out, in)
   is one line (CheckpointFormat) before any array is read: a square kernel would otherwise load transposed.
+- Its folder's name is the step orbax reads it as; the metadata records the step it was saved at, and a checkpoint
+  whose two differ (a folder copied under another step) is refused as one that does not read.
 - A save that finds too little disk space, or fails for lack of it, is one line (DiskFull); the checkpoints
   already written stay intact and the run resumes from them when space returns.
 """
@@ -127,6 +129,7 @@ class Checkpoints:
         caller's test of the metadata (its data's tokenizer), which raises before any array is read."""
         where = self.dir / str(step)
         meta = self.meta(step)  # read first: a layout mismatch is refused before any array is
+        _same_step(where, step, meta)
         if check is not None:
             check(meta)
         saved = meta.get("checksums")
@@ -227,6 +230,17 @@ class Checkpoints:
             self.wait()
         finally:
             self.manager.close()
+
+
+def _same_step(where: Path, step: int, meta: dict[str, Any]) -> None:
+    """A checkpoint's folder names its step, and orbax records no other (its _CHECKPOINT_METADATA holds times and
+    handlers): a folder copied or renamed under another step (checkpoints/200 as checkpoints/300) resumed at 300 with
+    step 200's state, data position and optimizer count. zoo's metadata records the step the state was saved at;
+    a folder whose name differs is refused (CheckpointError: a resume goes on from an older checkpoint)."""
+    recorded = meta.get("step")
+    if recorded is not None and recorded != step:
+        raise CheckpointError(f"checkpoint {where} holds the state of step {recorded} (its metadata says so), not of "
+                              f"step {step}: a checkpoint copied or renamed; name its folder {recorded}, or remove it")
 
 
 @contextlib.contextmanager
