@@ -21,26 +21,27 @@ N0, HEADS0, HEAD_DIM = 64, 4, 16  # base width n0 = heads0 * head_dim; the head 
 QKV = {r"^q/": "out_axes=2"}
 
 
-def attention(width: int, head_dim: int = HEAD_DIM) -> dict:
-    """Abstract Flax MultiHeadDotProductAttention-like params: query [n, heads, d] (+ bias [heads, d]), out [heads,
-    d, n] (+ bias [n]), with heads = width / head_dim."""
+def attention(width: int, head_dim: int = HEAD_DIM, bias: bool = True) -> dict:
+    """Abstract Flax MultiHeadDotProductAttention-like params: query [n, heads, d] (+ bias [heads, d], which shows
+    the kernel's two fan-out axes), out [heads, d, n] (+ bias [n]), with heads = width / head_dim."""
     heads, s = width // head_dim, lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)
-    return {"q": {"kernel": s(width, heads, head_dim), "bias": s(heads, head_dim)},
+    return {"q": {"kernel": s(width, heads, head_dim), **({"bias": s(heads, head_dim)} if bias else {})},
             "out": {"kernel": s(heads, head_dim, width), "bias": s(width)}}
 
 
-def tags_at(width: int, rules: dict | None = None, head_dim: int = HEAD_DIM, base_head_dim: int = HEAD_DIM) -> dict:
-    return P.infer_tags(attention(N0, base_head_dim), attention(width, head_dim), base_width=N0, width=width,
-                        rules=rules)
+def tags_at(width: int, rules: dict | None = None, head_dim: int = HEAD_DIM, base_head_dim: int = HEAD_DIM,
+            bias: bool = True) -> dict:
+    return P.infer_tags(attention(N0, base_head_dim, bias), attention(width, head_dim, bias), base_width=N0,
+                        width=width, rules=rules)
 
 
 def fans(tag) -> tuple:
     return tag.kind, tag.fan_in, tag.fan_out, tag.out_axes
 
 
-def init_rms(width: int, rules: dict) -> float:
+def init_rms(width: int, rules: dict, bias: bool = True) -> float:
     """The RMS of the query kernel drawn with muP's std from its tag (std0 = base fan_in^-1/2, zoo's tagged_param)."""
-    tag = tags_at(width, rules)["q"]["kernel"]
+    tag = tags_at(width, rules, bias=bias)["q"]["kernel"]
     return float(jnp.sqrt(jnp.mean(jnp.square(tagged_param(jax.random.key(0), P.get("mup"), tag,
                                                                (width, width // HEAD_DIM, HEAD_DIM))[...]))))
 
@@ -65,18 +66,21 @@ def test_the_rule_gives_the_true_fans_and_the_m_minus_half_init():
 
 
 def test_without_the_rule_a_growing_head_count_is_an_error_and_a_kind_rule_keeps_the_old_reading():
-    """Unruled, [n, heads, d] with a growing head count has both width axes in the fan-in (no kind): one line naming
-    out_axes=2. A kind rule keeps the last-axis reading, fan_in n * heads = 4096 and fan_out 16 at n = 256, whose
-    init RMS falls like m^-1 (the bug). A growing head dim at a fixed head count reads as before (documented)."""
+    """Unruled and without a bias (none shows its fan-out axes), [n, heads, d] with a growing head count has both
+    width axes in the fan-in (no kind): one line naming out_axes=2. A kind rule keeps the last-axis reading, fan_in
+    n * heads = 4096 and fan_out 16 at n = 256, whose init RMS falls like m^-1 (the bug). A growing head dim at a fixed
+    head count reads as before (documented). With its bias [heads, d] the kernel needs no rule."""
     with pytest.raises(ValueError) as err:
-        tags_at(256)
+        tags_at(256, bias=False)
     assert "'^q/kernel$': 'out_axes=2'" in str(err.value) and "\n" not in str(err.value), str(err.value)
     old = {r"^q/kernel$": "hidden"}
-    assert fans(tags_at(256, old)["q"]["kernel"]) == ("hidden", 4096, 16, 1)
-    slope = math.log(init_rms(1024, old) / init_rms(256, old)) / math.log(4)
+    assert fans(tags_at(256, old, bias=False)["q"]["kernel"]) == ("hidden", 4096, 16, 1)
+    slope = math.log(init_rms(1024, old, False) / init_rms(256, old, False)) / math.log(4)
     assert abs(slope + 1.0) < 0.01, slope
-    fixed_heads = tags_at(256, head_dim=64)["q"]["kernel"]  # [256, 4, 64] over [64, 4, 16]
+    fixed_heads = tags_at(256, head_dim=64, bias=False)["q"]["kernel"]  # [256, 4, 64] over [64, 4, 16]
     assert fans(fixed_heads) == ("hidden", 1024, 64, 1)
+    assert fans(tags_at(256)["q"]["kernel"]) == fans(tags_at(256, head_dim=64)["q"]["kernel"]) == \
+        ("hidden", 256, 256, 2)
     assert fans(tags_at(256, QKV, head_dim=64)["q"]["kernel"]) == ("hidden", 256, 256, 2)
 
 

@@ -247,7 +247,8 @@ class Route:
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
         """Muon's (reduction, output) axes: the k = out_axes fan-out axes (the last k for in_out, the first k after
-        the stacked axes for out_in) and the fewest axes next to them whose sizes multiply to the fan-in; axes before
+        the stacked axes for out_in, the k before the last for spatial_out_in) and the fewest axes next to them (the
+        last and those before the fan-out for spatial_out_in) whose sizes multiply to the fan-in; axes before
         them are stacked layers, orthogonalised one by one. Muon sees the matrix [fan_in, prod(fan-out axes)]; the
         output axis is an int when k = 1, a tuple otherwise."""
         k = self.out_axes
@@ -257,6 +258,10 @@ class Route:
                 break
             if self.layout == "out_in" and math.prod(shape[len(shape) - j:]) == self.fan_in:
                 reduction, output = tuple(range(-j, 0)), tuple(range(-k - j, -j))
+                break
+            if self.layout == "spatial_out_in" and shape[-1] * math.prod(
+                    shape[len(shape) - k - j:len(shape) - k - 1]) == self.fan_in:  # [..., out, in]: j axes in
+                reduction, output = (*range(-k - j, -k - 1), -1), tuple(range(-k - 1, -1))
                 break
         else:
             raise ValueError(f"no axes of a parameter of shape {shape} multiply to its fan-in {self.fan_in} "

@@ -20,13 +20,14 @@ def core_shape(shape: tuple[int, ...], tag: Tag) -> tuple[int, ...]:
     return shape
 
 
-def kind_from_shapes(small: tuple[int, ...], large: tuple[int, ...], layout: str) -> str | None:
-    """The kind of a parameter whose core shape is `small` at one width and `large` at a larger one; None when no
+def kind_from_shapes(small: tuple[int, ...], large: tuple[int, ...], layout: str, out_axes: int = 1) -> str | None:
+    """The kind of a parameter whose core shape is `small` at one width and `large` at a larger one, its fan-out
+    over `out_axes` axes placed by `layout` (the tag's: a bias [heads, head_dim] of 2 is all fan-out); None when no
     kind fits (more than two width axes, or axes that change in a way no kind has)."""
     if len(small) != len(large):
         return None
     grows = [a != b for a, b in zip(small, large, strict=True)]
-    return fans_and_kind(large, grows, layout)[2]
+    return fans_and_kind(large, grows, layout, out_axes)[2]
 
 
 def kinds(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], tags: Mapping[str, Tag]) -> dict[str, str]:
@@ -38,7 +39,7 @@ def kinds(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]], tags: M
             out[path] = tag.kind
             continue
         small, large = (core_shape(s, tag) for s in shapes[path])
-        out[path] = kind_from_shapes(small, large, tag.layout) or tag.kind
+        out[path] = kind_from_shapes(small, large, tag.layout, tag.out_axes) or tag.kind
     return out
 
 

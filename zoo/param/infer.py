@@ -20,8 +20,10 @@ from its output kernel [heads, head_dim, n] (fan_in heads * head_dim, fan_out n)
 fan_in n * heads and fan_out head_dim: a fan-in init std 1/sqrt(fan_in) off by sqrt(heads), which shrinks like
 m^-1, not m^-1/2, when the head count grows with width; Muon's constant sqrt(max(fan_in0, fan_out0)) growing with the
 head count; Muon orthogonalising [n * heads, head_dim]. When the head count is a width axis the shapes show it (both
-width axes in the fan-in: no kind) and the leaf is an error naming the rule; at a growing head dim they cannot. So
-for Flax attention:
+width axes in the fan-in: no kind) and the leaf is an error naming the rule; at a growing head dim they cannot. A
+bias of k >= 2 axes shows it (DenseGeneral's [heads, head_dim] is the end of its kernel), and so do Flax's attention
+module names (query/kernel, key/kernel, value/kernel of 3 axes, biased or not): there the k is taken without a rule.
+Elsewhere, for such a kernel without a bias:
 
     rules={r"/(query|key|value)/": "out_axes=2"}   # its bias [heads, head_dim] is then all fan-out: a vector
 
@@ -38,8 +40,10 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
                    under out_in)
     branch         the leaf sits in a residual branch (Depth-muP's depth rules; needs depth and base_depth)
     branch_output  the matrix (and its bias) that ends a branch: the branch multiplier folds into it
-    in_out, out_in the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
-                   [vocab, width] in_out)
+    in_out, out_in, spatial_out_in
+                   the leaf's layout where it differs from `layout` (zoo's own models: Dense kernels out_in, tables
+                   [vocab, width] in_out; a kernel [..., out, in]: spatial_out_in, which the kernels of Haiku's
+                   ConvTranspose modules get without a rule by their module's name, conv2_d_transpose/w)
     out_axes=k     the fan-out spans k axes (default 1): multi-head query/key/value kernels [n, heads, head_dim]
     query          the attention query (and its bias): the attention-logit scale folds into it
     readout        the output layer (and its bias): its weight is output kind, its bias (no width axis) scalar with
@@ -49,8 +53,8 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
                    another ratio, [n, heads, head_dim] without out_axes) or to call a fan-out width axis input
                    rather than vector; a kind the shapes contradict is an error (a rule's regex matching too much)
 A leaf whose kind the shapes leave open, or that fits no kind, is one ValueError naming it and the rule to add; so
-is a leaf with an axis of size 0 (no entry to scale) and a kernel stored [..., out, in], which no layout reads (Haiku's
-ConvTranspose: its bias [out] has the size of its next to last axis).
+is a leaf with an axis of size 0 (no entry to scale) and a kernel read in_out whose bias [out] has the size of its
+next to last axis: stored [..., out, in] (a renamed Haiku ConvTranspose), which needs the layout 'spatial_out_in'.
 Leaves that are not arrays (an Equinox module's functions) are not parameters: their tag is None.
 """
 
@@ -76,6 +80,10 @@ ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrid
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
 GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
+# the kernel of Haiku's Conv1DTranspose, Conv2DTranspose, Conv3DTranspose and ConvNDTranspose by their default module
+# names (a second one in a transform is conv2_d_transpose_1): stored [..., out, in]
+FLAX_QKV = re.compile(r"(^|/)(query|key|value)/kernel$")  # Flax's attention: [n, heads, head_dim] (2 fan-out axes)
+HAIKU_TRANSPOSED = re.compile(r"(^|/)conv(\d_d|_nd)_transpose(_\d+)?/w$")
 
 
 def is_array(x: Any) -> bool:
@@ -109,8 +117,10 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
         raise ValueError(f"rule {unused[0]!r} matches no parameter; {like}")
     shapes = {name: (tuple(base_flat[name].shape), tuple(x.shape)) for name, x in arrays.items()}
     _refuse_empty(shapes)
+    for name, k in _inferred_out_axes(shapes, roles, layout).items():
+        roles[name].add(f"out_axes={k}")
     check_unmarked_stack(shapes, {n for n in shapes if not roles[n] & UNSTACKED_BY}, depth,
-                         {n: _layout_of(roles[n], layout) for n in shapes})
+                         {n: _layout_of(n, roles[n], layout) for n in shapes})
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
     _check_bias_sizes(names, tags, shapes)
@@ -128,12 +138,39 @@ def _refuse_empty(shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
                              "entry to scale; leave it out of the parameters (or give that axis a size)")
 
 
+def _inferred_out_axes(shapes: Mapping[str, tuple[tuple, tuple]], roles: Mapping[str, set[str]],
+                       layout: str) -> dict[str, int]:
+    """The fan-out axes a bias or a Flax name shows, where no rule gives out_axes. A bias (named b or bias) of
+    k >= 2 axes beside its module's one weight of more axes whose fan-out end (the last k in_out, the first k out_in,
+    a stack axis aside) has its shape: a kernel of k fan-out axes and its bias all fan-out, as Flax's DenseGeneral
+    and attention query/key/value kernels [n, heads, head_dim] with their bias [heads, head_dim] (Linen and NNX's
+    LinearGeneral). A 3-axis kernel of a module named query, key or value read in_out (Flax's attention, Linen and
+    NNX, with use_bias=False too): 2 fan-out axes [n, heads, head_dim]. Read with one fan-out axis, such a kernel's
+    fan-in is n * heads (an init std off by sqrt(heads); Muon orthogonalising [n * heads, head_dim]) and its bias
+    an input layer of fan-in heads. Name -> k."""
+    def core(name: str) -> tuple:
+        return shapes[name][1][1:] if "stacked" in roles[name] else shapes[name][1]
+
+    out = {n: 2 for n in shapes if FLAX_QKV.search(n) and len(core(n)) == 3
+           and _layout_of(n, roles[n], layout) == "in_out"}
+    for bias in (n for n in shapes if n.rpartition("/")[2] in ("b", "bias") and len(core(n)) >= 2):
+        k = len(core(bias))
+        weights = [n for n in shapes if parent(n) == parent(bias) and len(core(n)) > k]
+        if len(weights) != 1:
+            continue
+        weight, given = weights[0], _layout_of(weights[0], roles[weights[0]], layout)
+        ends = {"in_out": core(weight)[-k:], "out_in": core(weight)[:k]}
+        if ends.get(given) == core(bias):
+            out[weight] = out[bias] = k
+    return {n: k for n, k in out.items() if not any(OUT_AXES.fullmatch(r) for r in roles[n])}
+
+
 def _check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
     """A layer's bias [C] has its weight's fan-out C. Where a module's only weight is a kernel of 3+ axes read in_out
     whose last axis is not C but whose next to last is, beside its bias [C] (named b or bias), it is stored
-    [..., out, in], which no layout reads: Haiku's ConvTranspose (Flax's with transpose_kernel=True), read from 3
-    channels to n [2, 2, n, 3] as an output layer of fan-in 4n (a readout's init and LR) and from n to 3 channels as
-    an input layer. One line naming it."""
+    [..., out, in], which needs the layout spatial_out_in: Haiku's ConvTranspose in a module not named as Haiku names
+    it (Flax's with transpose_kernel=True), read from 3 channels to n [2, 2, n, 3] as an output layer of fan-in 4n (a
+    readout's init and LR) and from n to 3 channels as an input layer. One line naming it and the rule."""
     tagged = {n: t for n, t in zip(names, tags, strict=True) if t is not None}
     for bias in (n for n in tagged if n.rpartition("/")[2] in ("b", "bias") and len(shapes[n][1]) == 1):
         size = shapes[bias][1][0]
@@ -145,8 +182,8 @@ def _check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mapp
         if len(shape) >= 3 and shape[-1] != size == shape[-2]:
             raise ValueError(f"parameter {weight!r} {shape} reads as fan-out {shape[-1]} (in_out), but its bias "
                              f"{bias!r} has {size} entries, as its axis {len(shape) - 2}: a kernel stored "
-                             "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True), which no "
-                             "layout reads; give infer_tags its shape with the last two axes swapped, [..., in, out]")
+                             "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True); give its "
+                             f"layout: rules={{{exact(weight)!r}: 'spatial_out_in'}}")
 
 
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
@@ -262,7 +299,7 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
         raise ValueError(f"parameter {name!r} matches rules with conflicting roles "
                          f"{sorted(given | named | layouts | outs)}")
     ruled = bool(given) or readout
-    layout = _layout_of(roles, layout)
+    layout = _layout_of(name, roles, layout)
     out_axes = int(OUT_AXES.fullmatch(outs.pop()).group(1)) if outs else 1
     if "stacked" in roles:
         if not shape or shape[0] != base_shape[0]:
@@ -302,9 +339,11 @@ def _tag(name: str, base_shape: tuple, shape: tuple, roles: set[str], m: float, 
                out_axes=out_axes)
 
 
-def _layout_of(roles: set[str], layout: str) -> str:
-    """A leaf's layout: its rule's (the first by name where rules conflict, which _tag refuses), else `layout`."""
-    return min(roles & set(LAYOUTS), default=layout)
+def _layout_of(name: str, roles: set[str], layout: str) -> str:
+    """A leaf's layout: its rule's (the first by name where rules conflict, which _tag refuses), else spatial_out_in
+    for the kernel of a Haiku ConvTranspose by its module's name (HAIKU_TRANSPOSED: w [kh, kw, out, in], which no
+    shape tells from [kh, kw, in, out] without a bias), else `layout`."""
+    return min(roles & set(LAYOUTS), default="spatial_out_in" if HAIKU_TRANSPOSED.search(name) else layout)
 
 
 def _ruled_kind(name: str, base_shape: tuple, shape: tuple, seen: str | None, given: str | None,

@@ -7,7 +7,7 @@ from typing import Literal
 
 Kind = Literal["input", "hidden", "output", "vector", "scalar"]
 KINDS: tuple[str, ...] = ("input", "hidden", "output", "vector", "scalar")
-LAYOUTS: tuple[str, ...] = ("in_out", "out_in")
+LAYOUTS: tuple[str, ...] = ("in_out", "out_in", "spatial_out_in")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,10 +20,12 @@ class Tag:
     branch: the parameter sits inside a residual branch of a stack of `depth` blocks (base `base_depth`).
     role: a finer name some plugins act on ("query", "readout", ...).
     layout: where the fans sit in the array, after any leading stacked-layer axes: "in_out" (the fan-out is the last
-      axis and the fan-in the product of the others: Flax, Haiku, zoo's embedding tables) or "out_in" (the first is
-      the fan-out: zoo's Dense kernels, Equinox, PyTorch); Muon orthogonalises over these axes, one matrix per
-      stacked layer.
-    out_axes: how many axes the fan-out spans, k: the last k under in_out, the first k under out_in. 1 but for
+      axis and the fan-in the product of the others: Flax, Haiku, zoo's embedding tables), "out_in" (the first is
+      the fan-out: zoo's Dense kernels, Equinox, PyTorch) or "spatial_out_in" (the next to last is the fan-out, the
+      last and the leading ones the fan-in: Haiku's ConvTranspose w [kh, kw, out, in]); Muon orthogonalises over
+      these axes, one matrix per stacked layer.
+    out_axes: how many axes the fan-out spans, k: the last k under in_out, the first k under out_in, the k before
+      the last under spatial_out_in (zoo.param.fans.fan_out_axes). 1 but for
       kernels with several output axes, which shapes cannot tell from a fan-in over several axes: a Flax DenseGeneral
       or attention query/key/value kernel [n, heads, head_dim] has fan_in n and fan_out heads * head_dim (k = 2),
       its output kernel [heads, head_dim, n] fan_in heads * head_dim and fan_out n (k = 1).
