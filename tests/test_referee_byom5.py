@@ -18,6 +18,8 @@ import zoo.param as P
 from zoo import optim
 from zoo.audit import AnyRun, audit
 from zoo.optim import OptimConfig, Route
+from zoo.param import families
+from zoo.param.tags import Tag
 from zoo.tree import key_path
 
 
@@ -198,3 +200,42 @@ def test_the_audit_measures_mup_laws_on_a_model_of_both():
     for name, slope in (("params/up/conv2_d_transpose_1/w", 0.0), (attention + "query/kernel", -0.5)):
         step = {c.quantity: c for c in params[name].checks}["spectral_step"]
         assert abs(step.expected - slope) < 1e-9 and abs(step.measured - slope) < 0.05, (name, step.measured)
+
+
+def scalar_law(plugin: str, quantity: str, optimizer: str, m: float) -> float:
+    """The audit's log-law of a token-mixing scalar [8, 8] (the Mixer's, no width axis) at width ratio m."""
+    from zoo.audit import laws
+
+    tag = Tag("scalar", 8, 8, width_mult=m)
+    p = P.get(plugin)
+    aligned = laws.aligned_exponent(p, tag, optimizer, False, {"input", "hidden", "vector", "scalar", "output"})
+    return laws.log_law(quantity, p, laws.Facts(tag, "scalar", families.family(optimizer, "scalar", False), False,
+                                                aligned=aligned))
+
+
+def scalar_gradient_rms(width: int) -> float:
+    """RMS over 64 draws of d loss / d s for f = n^-1/2 V^T (s relu(W x)) under NTK's table (V, W ~ N(0, 1), W's
+    n^0 multiplier over 8 inputs), loss <f, delta> for a fixed delta over 3 outputs: the sum over the width of the
+    backprop n^-1/2 V delta times features."""
+    kw, kv, kx = jax.random.split(jax.random.key(width), 3)
+    w = jax.random.normal(kw, (64, 8, width)) / np.sqrt(8)
+    v = jax.random.normal(kv, (64, width, 3))
+    x = jax.random.normal(kx, (64, 8))
+    delta = jnp.array([1.0, -0.5, 0.25])
+    grads = jax.vmap(jax.grad(lambda s, w, v, x: (s * jax.nn.relu(x @ w)) @ v @ delta / np.sqrt(width)),
+                     (None, 0, 0, 0))(1.0, w, v, x)
+    return float(jnp.sqrt(jnp.mean(grads**2)))
+
+
+def test_a_scalars_gradient_law_under_ntk_is_m0():
+    """The audit reported NTK's scalar gradient (SGD's update_rms, Adam's eps_ratio) as m^+1/2: its d* took the
+    coherent sum over the width (a + a_out + b_out - 1 = -1/2), but NTK's readout stays at its random init, so the sum
+    is a central-limit one, d* = 0 (zoo.param.predict's max(1/2, 1 - r), r = 1/2). Measured at widths 256 and 4096:
+    slope 0 within 0.1. The law now says 0 there; muP's (a coherent sum, r = 0) stays 0."""
+    slope = np.log(scalar_gradient_rms(4096) / scalar_gradient_rms(256)) / np.log(16)
+    assert abs(slope) < 0.1, slope
+    for plugin, optimizer, quantity in (("ntk", "sgd", "update_rms"), ("ntk", "adam", "eps_ratio"),
+                                        ("mup", "sgd", "update_rms"), ("mup", "adam", "eps_ratio")):
+        law = (scalar_law(plugin, quantity, optimizer, 16.0) - scalar_law(plugin, quantity, optimizer, 1.0)) / \
+            np.log(16)
+        assert abs(law) < 1e-9, (plugin, quantity, law)

@@ -34,18 +34,22 @@ audit checks. With m = n / n0, r = L / L0 (r = 1 outside residual branches) and 
                                                 singular value, which lands anywhere in about [0.7, 1.2]
 
 d* is the faithful pre-scale (TP IVb Lemma 2.8.11): the gradient of a parameter before the readout has entries
-m^-(a + a_out + b_out) (one power of m more for a scalar summed over the width), the readout's m^-a_out, the readout's
-bias m^0.
+m^-(a + a_out + b_out), the readout's m^-a_out, the readout's bias m^0. A scalar's sums over the width the backprop
+m^-(a_out + b_out) times features: coherently (m^1) only over their part aligned with the readout, m^-r (r the
+smallest feature exponent of the other kinds, TP IVb Def 2.8.5), the rest a central-limit sum (m^1/2), so
+d* = a + a_out + b_out - max(1/2, 1 - r) (zoo.param.predict's: muP 1, as a coherent sum; NTK, whose features move
+like m^-1/2, 1/2: its readout stays at its random init and the sum is the logits' own CLT sum, m^0). A sum of n
+entries is at most m^1 times one: an unstable plugin's r < 0 (sp's under Adam) counts as 0, a coherent sum.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from zoo.param import families
+from zoo.param import families, predict
 from zoo.param.base import Parametrization
 from zoo.param.families import MATRIX_KINDS
 from zoo.param.tags import Tag
@@ -73,6 +77,7 @@ class Facts:
     family: str
     branch: bool
     fold: float = 0.0  # log of multipliers folded into the parameter beyond m^-a (multiplier-free forms)
+    aligned: float = 0.0  # r of the features a scalar's gradient sums over (aligned_exponent)
 
 
 def judged(quantity: str, facts: Facts, optimizer: str) -> bool:
@@ -120,7 +125,7 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     if quantity == "init_spectral":
         return -(a + b) * log_m + math.log(math.sqrt(tag.fan_in) + math.sqrt(tag.fan_out))
     if quantity == "update_rms":
-        ce = c - d + faithful_d(plugin, tag) if facts.family == "sgd" else c
+        ce = c - d + faithful_d(plugin, tag, facts.aligned) if facts.family == "sgd" else c
         return -(a + ce) * log_m - gamma * log_r
     if quantity in ("update_spectral", "spectral_step"):
         return -(a + spectral_c(plugin, c, tag.kind)) * log_m - gamma * log_r
@@ -131,7 +136,7 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
     if quantity == "eps_scale":
         return -d * log_m - alpha * log_r
     if quantity == "eps_ratio":
-        return (faithful_d(plugin, tag) - d) * log_m
+        return (faithful_d(plugin, tag, facts.aligned) - d) * log_m
     if quantity == "clip_factor":
         return 0.0
     raise ValueError(f"unknown quantity {quantity!r}; quantities are {', '.join(QUANTITIES)}")
@@ -177,13 +182,28 @@ def free_multiplier_law(plugin: Parametrization, rule: Mapping[str, Any]) -> flo
     raise ValueError(f"unknown multiplier rule {kind!r}; rules are branch, attention, tied")
 
 
-def faithful_d(plugin: Parametrization, tag: Tag) -> float:
-    """d* of TP IVb Lemma 2.8.11: minus the width exponent of the gradient's entries."""
+def faithful_d(plugin: Parametrization, tag: Tag, aligned: float = 0.0) -> float:
+    """d* of TP IVb Lemma 2.8.11: minus the width exponent of the gradient's entries; a scalar's with `aligned` the
+    feature exponent r of its sum's coherent part (module docstring; 0, a coherent sum, where not given; r < 0 as
+    0)."""
     a = float(plugin.abcd(tag)[0])
     out = plugin.abcd(dataclasses.replace(tag, kind="output"))
     a_out, b_out = float(out[0]), float(out[1])
     if tag.kind == "output":
         return a_out
     if tag.kind == "scalar":
-        return 0.0 if tag.role.startswith("readout") else a + a_out + b_out - 1.0
+        return 0.0 if tag.role.startswith("readout") else a + a_out + b_out - min(1.0, max(0.5, 1.0 - aligned))
     return a + a_out + b_out
+
+
+def aligned_exponent(plugin: Parametrization, tag: Tag, optimizer: str, muon_io: bool,
+                     kinds: Collection[str]) -> float:
+    """r (TP IVb Def 2.8.5) of the features a scalar's gradient sums over: the smallest over the model's `kinds`
+    that train, but the readout and the scalars (zoo.param.predict.feature_exponents, from the stated table and
+    Muon exponents); 0 where none trains."""
+    def abcd(kind: str) -> tuple:
+        return plugin.abcd(dataclasses.replace(tag, kind=kind, role=""))
+
+    r = predict.feature_exponents(abcd, optimizer, kinds, lambda k: spectral_c(plugin, float(abcd(k)[2]), k),
+                                  muon_io, plugin.frozen_kinds())
+    return min((v for k, v in r.items() if k not in ("output", "scalar")), default=0.0)

@@ -140,13 +140,16 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
     tags)."""
     out = {}
     nulls = [judge.null_directions({p: n.get("grad_rms", 0.0) for p, n in s.numbers.items()}) for s in sizes]
+    present = {kinds.get(p, t.kind) for p, t in sizes[-1].tags.items()}
     for path, tag in sizes[-1].tags.items():
         if any(path not in s.tags for s in sizes):
             continue
         kind = kinds.get(path, tag.kind)
         in_branch = tag.branch if branch is None else branch[path]
         family = families.family(run.optim.name, kind, run.optim.muon_io)
-        facts = [laws.Facts(s.tags[path], kind, family, in_branch, s.folds.get(path, 0.0)) for s in sizes]
+        facts = [laws.Facts(s.tags[path], kind, family, in_branch, s.folds.get(path, 0.0), laws.aligned_exponent(
+            s.plugin, s.tags[path], run.optim.name, run.optim.muon_io, present) if kind == "scalar" else 0.0)
+                 for s in sizes]
         realized = {f for s in sizes for f in ("spectral", "adam") if s.numbers.get(path, {}).get("in_" + f)}
         checks = [c for c in (structure_check(axis, tag, kind, in_branch), family_check(family, realized)) if c]
         still = laws.frozen(sizes[-1].plugin, kind)
