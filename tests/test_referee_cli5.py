@@ -154,3 +154,81 @@ def test_a_checkpoint_renamed_alone_is_one_line(tmp_path):
     with Checkpoints(run) as ckpts, pytest.raises(CheckpointError, match="no checkpoint in .* can be read"):
         ckpts.restore_latest(report=lambda line: None)
     assert (run / "checkpoints" / "5").is_dir()  # nothing moved when none reads
+
+
+TINY_GPT = ["--model", "gpt", "--width", "16", "--depth", "1", "--model-opt", "head_dim=8", "--seq-len", "8",
+            "--batch-size", "4", "--steps", "2", "--ckpt-every", "2", "--eval-every", "100"]
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory):
+    """A tiny GPT trained on a text file (char tokens), and the file; the run dir is copied before it is changed."""
+    from cli_utils import run_train
+
+    root = tmp_path_factory.mktemp("gpt")
+    corpus = root / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 40)
+    proc = run_train([*TINY_GPT, "--data", f"text:{corpus}", "--run-dir", str(root / "run")])
+    assert proc.returncode == 0, proc.stderr
+    return root / "run", corpus
+
+
+def _moved_away(corpus, tmp_path):
+    """The run's data gone from where it trained (as on another machine): the corpus moved into tmp_path."""
+    import shutil
+
+    shutil.copy(corpus, tmp_path / "kept.txt")
+    corpus.unlink()
+
+
+def _without_data_record(run, tmp_path):
+    """A copy of `run` as a zoo before the data was recorded saved it: its checkpoints' metadata has no "data"."""
+    import json
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    for meta in old.glob("checkpoints/*/meta/metadata"):
+        values = json.loads(meta.read_text())
+        del values["data"]
+        meta.write_text(json.dumps(values))
+    return old
+
+
+def test_sample_and_export_need_no_data_files(gpt_run, tmp_path):
+    """`zoo.sample RUN` and `zoo.export RUN` loaded the run's data set to know its vocabulary, shapes and tokenizer:
+    a run dir copied to a machine without the text file could be neither sampled nor exported. The checkpoints now
+    record what they need (shapes and the whole tokenizer), and the same text comes out without the file."""
+    from zoo import sample
+    from zoo.export import export
+
+    run, corpus = gpt_run
+    before = sample.sample(str(run), "the ", 12, seed=3)
+    _moved_away(corpus, tmp_path)
+    try:
+        assert sample.sample(str(run), "the ", 12, seed=3) == before
+        cfg = export(run, tmp_path / "exp", echo=lambda line: None)
+        assert cfg["param"]["name"] == "sp" and (tmp_path / "exp" / "model.safetensors").is_file()
+        old = _without_data_record(run, tmp_path)
+        with pytest.raises(FileNotFoundError, match="did not record its data in its checkpoints, and --data text:"):
+            sample.sample(str(old), "the ", 4)  # an older run dir without its data: one line
+    finally:
+        (tmp_path / "kept.txt").rename(corpus)
+    assert sample.sample(str(old), "the ", 12, seed=3) == before  # an older run dir with its data still reads
+
+
+def test_a_malformed_data_record_is_one_line(gpt_run, tmp_path):
+    import json
+    import shutil
+
+    from zoo import sample
+    from zoo.errors import CheckpointError
+
+    run = tmp_path / "run"
+    shutil.copytree(gpt_run[0], run)
+    meta = next(run.glob("checkpoints/*/meta/metadata"))
+    values = json.loads(meta.read_text())
+    values["data"]["tokenizer"] = {"kind": "char", "chars": 7}
+    meta.write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match="its record of the run's data is malformed"):
+        sample.sample(str(run), "the ", 4)

@@ -1,4 +1,6 @@
 """Reading a run that may still be training: its config and its state at a step, never writing to it.
+Its data is what its checkpoints record of it (`data_card`: shapes and tokenizer, no examples), so a run dir read
+elsewhere needs no data files.
 
 One way for every reader (--fork-from, --init-from, export, sampling, the audit): `load_run(run_dir, step)` gives
 the run's config, its setup (data, model config, plugin, program) and its verified state; `read_params` gives its
@@ -8,6 +10,8 @@ checkpoint.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 from collections.abc import Callable
@@ -18,13 +22,17 @@ from typing import Any
 import jax
 import numpy as np
 
+import zoo.data
 from zoo.config import RunConfig
-from zoo.data.tokenizer import describe
-from zoo.errors import CheckpointError
+from zoo.data.dataset import Dataset
+from zoo.data.tokenizer import BPETokenizer, describe, from_meta
+from zoo.errors import CheckpointError, one_line
 from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.setup import Setup, setup
 from zoo.tree import key_path
+
+BPE_BYTES = "model_base64"  # a data card's BPE tokenizer: its sentencepiece model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,19 +135,74 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
     path = Path(run_dir)
     cfg = read_config(path)
     check_not_export(path)
-    s = setup(cfg, data)
-    abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
-    target = place(abstract) if place is not None else None
     if not (path / "checkpoints").is_dir():
         raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
     with Checkpoints(path, read_only=True) as ckpts:
+        s = setup(cfg, data if data is not None else run_data(ckpts, cfg, step))
+        abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
+        target = place(abstract) if place is not None else None
         state, meta, step = ckpts.restore_at(step, target, report, same_tokenizer(s.data, cfg.data.name, path))
     return LoadedRun(path, cfg, s, state, step, meta)
 
 
 def tokenizer_meta(data: Any) -> dict[str, Any]:
-    """What a checkpoint records of its run's data: the tokenizer of a text set (zoo.data.tokenizer.describe)."""
-    return {"tokenizer": describe(data.tokenizer)} if data.tokenizer is not None else {}
+    """What a checkpoint records of its run's data: the tokenizer of a text set (zoo.data.tokenizer.describe), and
+    the set's card (`data_card`), from which the readers that need no examples (sampling, export, the audit, a fork's
+    source) rebuild the data where its files are not: a run dir copied to another machine."""
+    card = {"data": data_card(data)}
+    return {**card, "tokenizer": describe(data.tokenizer)} if data.tokenizer is not None else card
+
+
+def data_card(data: Any) -> dict[str, Any]:
+    """A data set without its examples: kind, classes (a vocabulary's size), input shape, eval split, text window and
+    the whole tokenizer (its meta; a BPE's sentencepiece model in base64)."""
+    card = {"kind": data.kind, "num_classes": int(data.num_classes), "in_shape": [int(n) for n in data.in_shape],
+            "eval_split": data.eval_split, "seq_len": data.seq_len}
+    if data.tokenizer is not None:
+        extra = {BPE_BYTES: base64.b64encode(data.tokenizer.model).decode()} \
+            if isinstance(data.tokenizer, BPETokenizer) else {}
+        card["tokenizer"] = {**data.tokenizer.meta(), **extra}
+    return card
+
+
+class RecordedData(Dataset):
+    """A run's data as its checkpoint recorded it (`data_card`): shapes and tokenizer, no examples."""
+
+    def reader(self, split: str) -> Any:
+        raise ValueError(f"the run's data was read from its checkpoint's record, which holds no examples (split "
+                         f"{split!r} was asked for); read the run where its --data is")
+
+
+def from_card(card: dict[str, Any], where: Path) -> Dataset:
+    """The data set of a `data_card` (no splits: it reads no examples); CheckpointError where it is malformed."""
+    try:
+        meta = card.get("tokenizer")
+        tokenizer = None if meta is None else BPETokenizer(base64.b64decode(meta[BPE_BYTES], validate=True)) \
+            if meta.get("kind") == "bpe" else from_meta(meta, where)
+        return RecordedData(card["kind"], {}, card["num_classes"], tuple(card["in_shape"]), card["eval_split"],
+                       card["seq_len"], tokenizer)
+    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as e:
+        raise CheckpointError(f"checkpoint {where}: its record of the run's data is malformed "
+                              f"({one_line(e)})") from None
+
+
+def run_data(ckpts: Checkpoints, cfg: RunConfig, step: int | None) -> Any:
+    """The run's data as its checkpoint `step` (default: the newest that reads) recorded it, else, for checkpoints
+    of a zoo that did not record it, loaded from --data; one line where that cannot be loaded here."""
+    steps = ckpts.steps()
+    for at in ([step] if step in steps else []) + [s for s in steps if s != step]:
+        try:
+            card = ckpts.meta(at).get("data")
+        except CheckpointError:
+            continue
+        if isinstance(card, dict):
+            return from_card(card, ckpts.dir / str(at))
+    try:
+        return zoo.data.load(cfg.data)
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"{ckpts.run_dir} was saved by a zoo that did not record its data in its checkpoints, "
+                                f"and --data {cfg.data.name} cannot be read here ({one_line(e)}): read the run where "
+                                "its data is") from None
 
 
 def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, Any]], None]:
