@@ -147,13 +147,16 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
 
 
 def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
-    """Why only shrinking output changes fail at small widths, when that is what the result shows."""
+    """Why only shrinking output changes fail at small widths, when that is what the result shows: a stable plugin, the
+    output the only failing group, its slopes within 1/2 below the expected one (the n^-1/2 term's most)."""
     output = [v for v in result["verdicts"] if v.group == "output" and not v.matches]
-    if result["axis"] == "width" and output and all(-0.5 < s < 0 for s in output[0].slopes if s == s) and \
+    only = failed_groups(result) == ["output"] and not result["expected"].unstable
+    if result["axis"] == "width" and only and output and \
+            all(v.expected - 0.5 < s < v.expected for v in output for s in v.slopes if s == s) and \
             not spec.param_opt.get("zero_init"):
         return ("hint: only shrinking output changes fail. A random readout V0 adds V0 . dh / n to the logits' "
-                "change, a term that shrinks like n^-1/2 and tilts the slope below 0 at small widths; check with "
-                "--param-opt zero_init=true (muP allows a zero readout) or at larger widths.")
+                "change, a term that shrinks like n^-1/2 and tilts the slope below its prediction at small widths; "
+                "check with --param-opt zero_init=true (muP allows a zero readout) or at larger widths.")
     return None
 
 
