@@ -232,3 +232,52 @@ def test_a_malformed_data_record_is_one_line(gpt_run, tmp_path):
     meta.write_text(json.dumps(values))
     with pytest.raises(CheckpointError, match="its record of the run's data is malformed"):
         sample.sample(str(run), "the ", 4)
+
+
+def test_a_config_json_of_another_run_is_refused_before_its_checkpoints_are_read(tmp_path):
+    """A run dir whose config.json came from another run (another model): sampling or exporting it named the other
+    run's data set ('model mlp_resnet needs image data; synthetic is a text set'), and resuming it called its
+    checkpoints unreadable and moved them to corrupt/. Its checkpoints record their config: the two are compared."""
+    import json
+
+    import jax.numpy as jnp
+
+    from zoo.config import RunConfig
+    from zoo.train.checkpoint import Checkpoints
+    from zoo.train.load import check_same_run, load_run
+    from zoo.train.run import Run
+
+    run = tmp_path / "run"
+    gpt = RunConfig.from_flat({"model": "gpt", "width": 16, "depth": 1, "steps": 2, "run_dir": str(run)})
+    with Checkpoints(run) as ckpts:
+        ckpts.save(2, {"step": jnp.int32(2)}, {"step": 2, "config": gpt.to_json()})
+    (run / "config.json").write_text(json.dumps(gpt.to_json()))
+    check_same_run(run)  # its own config.json: taken
+    mlp = gpt.replace(model="mlp_resnet", width=32, depth=2)
+    (run / "config.json").write_text(json.dumps(mlp.to_json()))
+    for read in (lambda: load_run(run), lambda: Run.open(mlp)):
+        with pytest.raises(ValueError, match=r'is not the config its checkpoints were saved under \(model "gpt" -> '
+                                             r'"mlp_resnet"; width 16 -> 32; depth 1 -> 2\)'):
+            read()
+    assert (run / "checkpoints" / "2").is_dir() and not (run / "corrupt").exists()  # nothing moved
+
+
+@pytest.mark.parametrize("text, want", [
+    ("steps: 010\n", 10),  # YAML 1.1: octal 8, where --steps 010 is 10
+    ("steps: +12\n", 12), ("lr: 1e-3\n", 1e-3), ("lr: +.5\n", 0.5), ("lr: 3.\n", 3.0),
+    ("steps: 1:30\n", "'1:30'"),  # YAML 1.1: base 60, 90
+    ("width: 0x40\n", "'0x40'"), ("width: 0b101\n", "'0b101'"), ("steps: 1_000\n", "'1_000'"),
+    ("lr: 1_0.5\n", "'1_0.5'"),
+])
+def test_config_file_numbers_read_as_typed_on_the_command_line(text, want, tmp_path, capsys):
+    """A YAML config file read `steps: 010` as 8 and `steps: 1:30` as 90 (YAML 1.1's octal and base 60), `width:
+    0x40` as 64 and `1_000` as 1000: numbers in a file now read as the same text on the command line does, and the
+    other forms are refused in one line."""
+    from zoo.config import read_file
+
+    (tmp_path / "run.yaml").write_text(text)
+    if isinstance(want, str):
+        line = one_line_error(train_cli.main, ["--print-config", "--config", str(tmp_path / "run.yaml")], capsys)
+        assert f"must be an integer, got {want}" in line or f"must be a number, got {want}" in line, line
+    else:
+        assert list(read_file(str(tmp_path / "run.yaml")).values()) == [want]

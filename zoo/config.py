@@ -201,8 +201,8 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
 
 
 class YamlLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading a number with an exponent and no dot (`lr: 1e-3`) as a float, as YAML 1.2,
-    JSON and the command line do (YAML 1.1 makes it the string '1e-3'), and refusing aliases (`*name`): nine
+    """PyYAML's safe loader, reading numbers as YAML 1.2, JSON and the command line do (`_numbers_as_typed`: `lr:
+    1e-3` is a float, which YAML 1.1 made the string '1e-3'; `steps: 010` is ten), and refusing aliases (`*name`): nine
     nested lists of ten aliases are 10^9 values, which the checks of the options would walk for hours."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -237,9 +237,22 @@ def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-YamlLoader.add_implicit_resolver("tag:yaml.org,2002:float",
-                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+def _numbers_as_typed(loader: type[yaml.SafeLoader]) -> None:
+    """Numbers in a YAML file read as on the command line and in JSON: decimal integers (`[-+]?[0-9]+`) and decimal
+    floats with an optional exponent. YAML 1.1 read `steps: 010` as 8 (octal; --steps 010 is 10), `steps: 1:30` as 90
+    (base 60), `width: 0x40` and `0b101` in other bases and `1_000` as 1000; those are strings now, which the
+    settings refuse in one line."""
+    ints, floats = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+    loader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (ints, floats)]
+                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    loader.add_implicit_resolver(ints, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+    loader.add_implicit_resolver(floats, re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
+                                                    r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
                                  list("-+0123456789."))
+    loader.add_constructor(ints, lambda self, node: int(self.construct_scalar(node)))  # 010 is ten, not octal
+
+
+_numbers_as_typed(YamlLoader)
 
 
 def read_file(path: str) -> dict[str, Any]:

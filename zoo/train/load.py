@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 import zoo.data
-from zoo.config import RunConfig
+from zoo.config import RunConfig, identity_changes
 from zoo.data.dataset import Dataset
 from zoo.data.tokenizer import BPETokenizer, describe, from_meta
 from zoo.errors import CheckpointError, one_line
@@ -138,7 +138,9 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
     if not (path / "checkpoints").is_dir():
         raise FileNotFoundError(f"{run_dir}: no checkpoints/ folder there (is it a run dir?)")
     with Checkpoints(path, read_only=True) as ckpts:
-        s = setup(cfg, data if data is not None else run_data(ckpts, cfg, step))
+        recorded, where = recorded_meta(ckpts, step)
+        same_run(path, cfg, recorded)
+        s = setup(cfg, data if data is not None else run_data(recorded, where, cfg, path))
         abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
         target = place(abstract) if place is not None else None
         state, meta, step = ckpts.restore_at(step, target, report, same_tokenizer(s.data, cfg.data.name, path))
@@ -186,23 +188,52 @@ def from_card(card: dict[str, Any], where: Path) -> Dataset:
                               f"({one_line(e)})") from None
 
 
-def run_data(ckpts: Checkpoints, cfg: RunConfig, step: int | None) -> Any:
-    """The run's data as its checkpoint `step` (default: the newest that reads) recorded it, else, for checkpoints
-    of a zoo that did not record it, loaded from --data; one line where that cannot be loaded here."""
+def recorded_meta(ckpts: Checkpoints, step: int | None) -> tuple[dict[str, Any], Path]:
+    """The metadata of checkpoint `step`, else of the newest checkpoint whose metadata reads (a run's checkpoints
+    record one config and one data set), and its folder; {} where none reads."""
     steps = ckpts.steps()
     for at in ([step] if step in steps else []) + [s for s in steps if s != step]:
         try:
-            card = ckpts.meta(at).get("data")
+            return ckpts.meta(at), ckpts.dir / str(at)
         except CheckpointError:
             continue
-        if isinstance(card, dict):
-            return from_card(card, ckpts.dir / str(at))
+    return {}, ckpts.dir
+
+
+def run_data(meta: dict[str, Any], where: Path, cfg: RunConfig, run_dir: Path) -> Any:
+    """The run's data as a checkpoint's metadata `meta` (of folder `where`) recorded it, else, for checkpoints of a
+    zoo that did not record it, loaded from --data; one line where that cannot be loaded here."""
+    card = meta.get("data")
+    if isinstance(card, dict):
+        return from_card(card, where)
     try:
         return zoo.data.load(cfg.data)
     except (OSError, ValueError) as e:
-        raise FileNotFoundError(f"{ckpts.run_dir} was saved by a zoo that did not record its data in its checkpoints, "
-                                f"and --data {cfg.data.name} cannot be read here ({one_line(e)}): read the run where "
-                                "its data is") from None
+        raise FileNotFoundError(f"{run_dir} was saved by a zoo that did not record its data in its checkpoints, and "
+                                f"--data {cfg.data.name} cannot be read here ({one_line(e)}): read the run where its "
+                                "data is") from None
+
+
+def check_same_run(run_dir: Path) -> None:
+    """The run dir's config.json, where it has one and checkpoints, is their config (`same_run`): a resume under
+    another run's config.json called their checkpoints unreadable and moved them to corrupt/."""
+    values = read_config_json(run_dir)
+    if values is None or not (run_dir / "checkpoints").is_dir():
+        return
+    with Checkpoints(run_dir, read_only=True) as ckpts:
+        same_run(run_dir, RunConfig.from_json(values, str(run_dir / "config.json")), recorded_meta(ckpts, None)[0])
+
+
+def same_run(run_dir: Path, cfg: RunConfig, meta: dict[str, Any]) -> None:
+    """The run dir's config (config.json) is the one its checkpoints were saved under: a config.json copied from
+    another run (another model, plugin or data) was read over checkpoints it does not describe, and refused only
+    where their shapes happened to differ, naming the wrong data set or model."""
+    saved = meta.get("config")
+    changes = identity_changes(saved, cfg) if isinstance(saved, dict) else []
+    if changes:
+        raise ValueError(f"{run_dir / 'config.json'} is not the config its checkpoints were saved under "
+                         f"({'; '.join(changes[:3])}): it was replaced or edited; restore it, or remove it to read "
+                         "the checkpoints' own")
 
 
 def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, Any]], None]:

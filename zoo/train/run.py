@@ -20,7 +20,7 @@ from zoo.errors import RunLocked, log_failures_in
 from zoo.files import first_missing, remove_empty_folders, write_atomic
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.distributed import barrier, is_main
-from zoo.train.load import check_not_export, read_config_json, stored_config
+from zoo.train.load import check_not_export, check_same_run, read_config_json, stored_config
 from zoo.train.lock import RunLock, claim
 from zoo.train.logger import console, plot_curves, trim_metrics
 
@@ -52,6 +52,7 @@ class Run:
             if is_main():
                 lock = claim(path, say)
             _check_layout(path)
+            check_same_run(path)
             steps = _saved_steps(path)
             old = stored_config(path)
             strays = [name for name in RUN_FILES if (path / name).exists()]
