@@ -281,3 +281,11 @@ def test_config_file_numbers_read_as_typed_on_the_command_line(text, want, tmp_p
         assert f"must be an integer, got {want}" in line or f"must be a number, got {want}" in line, line
     else:
         assert list(read_file(str(tmp_path / "run.yaml")).values()) == [want]
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line_for_a_text_tokenizer(gpt_run, capsys):
+    """`zoo.sample RUN --prompt $'a\\xff'` (argv bytes that are not UTF-8, held as surrogate escapes): a char run said
+    "'utf-32-le' codec can't encode character '\\udcff'", a BPE run failed with sentencepiece's 'Unable to cast'
+    (an unexpected error). A byte-level run reads those bytes; the others refuse the prompt in one line."""
+    line = one_line_error(sample_cli.main, [str(gpt_run[0]), "--prompt", "a\udcff", "--tokens", "2"], capsys)
+    assert "--prompt 'a\\udcff' holds bytes that are not UTF-8 text, which this run's char tokenizer" in line, line

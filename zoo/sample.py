@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from zoo.data.tokenizer import ByteTokenizer
 from zoo.data.view import DataView
-from zoo.schema import INT32_MAX
+from zoo.schema import INT32_MAX, utf8
 from zoo.train.load import load_run, read_config
 
 DEFAULT_PROMPT = "\n"
@@ -103,8 +104,13 @@ def check_request(tokens: int, temperature: float, prompt: str | None) -> None:
 
 def encode_prompt(data: DataView, prompt: str | None) -> np.ndarray:
     """The prompt's token ids; None: the default, a newline, which a vocabulary without one cannot encode (a
-    command given no --prompt then read 'characters not in the vocabulary: '\\n'')."""
+    command given no --prompt then read 'characters not in the vocabulary: '\\n''). A prompt of bytes that are not
+    UTF-8 (a command-line argument holds them as surrogate escapes) is read by a byte-level run as those bytes and
+    refused by the others, whose tokenizers take text (a BPE failed with sentencepiece's 'Unable to cast')."""
     if prompt is not None:
+        if not utf8(prompt) and not isinstance(data.tokenizer, ByteTokenizer):
+            raise ValueError(f"--prompt {prompt!r} holds bytes that are not UTF-8 text, which this run's "
+                             f"{data.tokenizer.meta()['kind']} tokenizer cannot read; give UTF-8 text")
         return data.encode(prompt)
     try:
         return data.encode(DEFAULT_PROMPT)
