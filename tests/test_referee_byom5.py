@@ -239,3 +239,14 @@ def test_a_scalars_gradient_law_under_ntk_is_m0():
         law = (scalar_law(plugin, quantity, optimizer, 16.0) - scalar_law(plugin, quantity, optimizer, 1.0)) / \
             np.log(16)
         assert abs(law) < 1e-9, (plugin, quantity, law)
+
+
+@pytest.mark.parametrize("size,base,want", [(1, 1, [1, 2]), (1, None, [1, 2]), (2, 2, [1, 2]), (6, 6, [3, 6]),
+                                            (5, 3, [3, 5])])
+def test_a_run_at_size_1_is_audited_at_1_and_2(size, base, want):
+    """A run dir of depth_mup at depth 1 = its base depth was audited at depths [max(1, 1 // 2), 1] = [1, 1] and
+    refused ('an audit needs at least two different positive depths, got [1, 1]'), depths the user never gave; a
+    size with no half is measured at it and twice it."""
+    from zoo.audit.rundir import around
+
+    assert around(size, base) == want

@@ -2,8 +2,8 @@
 model's recipe, then the flags), or a run directory as it ran (zoo.train.load.load_run): its model (with its data's
 input shape, classes and sequence length), plugin, optimizer, mesh, gradient accumulation, precision and batch
 size; and the sizes to measure at. A run dir is measured at its base width and its width (half its width when it
-runs at its base), and in depth likewise when its plugin scales with depth; its saved optimizer state says which
-family each parameter really got."""
+runs at its base; 1 and 2 at 1), and in depth likewise when its plugin scales with depth; its saved optimizer state
+says which family each parameter really got."""
 
 from __future__ import annotations
 
@@ -67,9 +67,12 @@ def zoo_run(cfg: RunConfig, model_opt: dict[str, Any], batch_size: int, horizon:
 
 
 def around(size: int, base: int | None) -> list[int]:
-    """The base size and the size, or half the size and the size when they are equal."""
+    """The base size and the size, or half the size and the size when they are equal (1 and 2 at size 1, which has
+    no half: a Depth-muP run at depth 1 = its base depth was audited at depths [1, 1] and refused)."""
     base = base or size
-    return sorted({base, size}) if base != size else [max(1, size // 2), size]
+    if base != size:
+        return sorted({base, size})
+    return [size // 2, size] if size > 1 else [1, 2]
 
 
 def saved_families(opt: Any, tags: dict[str, Tag], cfg: RunConfig) -> list[str]:
