@@ -289,3 +289,14 @@ def test_a_prompt_that_is_not_utf8_is_one_line_for_a_text_tokenizer(gpt_run, cap
     (an unexpected error). A byte-level run reads those bytes; the others refuse the prompt in one line."""
     line = one_line_error(sample_cli.main, [str(gpt_run[0]), "--prompt", "a\udcff", "--tokens", "2"], capsys)
     assert "--prompt 'a\\udcff' holds bytes that are not UTF-8 text, which this run's char tokenizer" in line, line
+
+
+def test_a_run_dir_under_the_home_folder_in_a_config_file(tmp_path, monkeypatch, capsys):
+    """`run_dir: ~/runs/a` in a config file (or a quoted '~/runs/a') trained into ./~/runs/a, where the data paths
+    of the same file read ~ as the home folder: every path setting and path flag reads it so."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "run.yaml").write_text("run_dir: ~/runs/a\ninit_from: ~/runs/b\n")
+    train_cli.main(["--print-config", "--config", "~/../run.yaml"])
+    out = capsys.readouterr().out
+    assert f"run_dir: {tmp_path}/home/runs/a" in out and f"init_from: {tmp_path}/home/runs/b" in out, out

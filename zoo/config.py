@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import typing
 from collections.abc import Hashable
@@ -92,6 +93,9 @@ class LoopConfig:
 
     def __post_init__(self):
         check_settings(self)
+        for name in ("run_dir", "init_from", "fork_from"):  # `run_dir: ~/runs/a` in a file made ./~/runs/a
+            if getattr(self, name):
+                object.__setattr__(self, name, os.path.expanduser(getattr(self, name)))
         if self.batch_size % self.grad_accum:
             raise ValueError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")
         if self.init_from and self.fork_from:

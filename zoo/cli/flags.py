@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
@@ -72,12 +73,13 @@ def positive_finite(text: str) -> float:
 
 def path_arg(text: str) -> str:
     """A path that is not empty (an empty one, an unset shell variable, would read as the current folder) and is
-    UTF-8 (orbax's C++ code takes no other)."""
+    UTF-8 (orbax's C++ code takes no other), with a leading ~ as the home folder (as the data paths read it; a
+    quoted '~/runs/a' made ./~/runs/a)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty (an empty path reads as the current folder)")
     if not utf8(text):
         raise argparse.ArgumentTypeError(f"must be UTF-8 text, got {text!r}")
-    return text
+    return os.path.expanduser(text)
 
 
 def positive(text: str) -> int:
