@@ -152,7 +152,12 @@ def tokenizer_meta(data: Any) -> dict[str, Any]:
     the set's card (`data_card`), from which the readers that need no examples (sampling, export, the audit, a fork's
     source) rebuild the data where its files are not: a run dir copied to another machine."""
     card = {"data": data_card(data)}
-    return {**card, "tokenizer": describe(data.tokenizer)} if data.tokenizer is not None else card
+    return {**card, "tokenizer": described(data)} if data.tokenizer is not None else card
+
+
+def described(data: Any) -> dict[str, Any] | None:
+    """The tokenizer of a text set as a checkpoint records it (zoo.data.tokenizer.describe); None for images."""
+    return describe(data.tokenizer) if data.tokenizer is not None else None
 
 
 def data_card(data: Any) -> dict[str, Any]:
@@ -243,7 +248,7 @@ def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[
     them, and a vocabulary grown by one was 'a checkpoint that cannot be read'. Checkpoints from before it was
     recorded, and image sets, pass."""
     def check(meta: dict[str, Any]) -> None:
-        saved, now = meta.get("tokenizer"), tokenizer_meta(data).get("tokenizer")
+        saved, now = meta.get("tokenizer"), described(data)
         if saved is None or now is None or saved == now:
             return
         was = saved.get("vocab_size") if isinstance(saved, dict) else None
@@ -276,7 +281,7 @@ def other_tokens_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> s
     """A line where --init-from's source trained on text tokenized otherwise than this run's (another corpus, its
     vocabulary's ids not this one's): its embedding and readout rows of a vocabulary of the same size load by shape
     and stand for other tokens here, which finetuning may intend (a new corpus) but should not meet silently."""
-    saved, now = meta.get("tokenizer"), tokenizer_meta(data).get("tokenizer")
+    saved, now = meta.get("tokenizer"), described(data)
     if not isinstance(saved, dict) or now is None or saved == now:
         return None
     return (f"note: --init-from {run_dir} trained on text tokenized otherwise (a {saved.get('kind')} vocabulary of "
