@@ -300,3 +300,14 @@ def test_a_run_dir_under_the_home_folder_in_a_config_file(tmp_path, monkeypatch,
     train_cli.main(["--print-config", "--config", "~/../run.yaml"])
     out = capsys.readouterr().out
     assert f"run_dir: {tmp_path}/home/runs/a" in out and f"init_from: {tmp_path}/home/runs/b" in out, out
+
+
+def test_the_audit_refuses_an_empty_run_dir(capsys):
+    """`python -m zoo.audit "$RUN"` with RUN unset audited the default model instead (the empty run dir read as none
+    given), printing PASS for a run it never looked at."""
+    from zoo.cli import audit as audit_cli
+
+    with pytest.raises(SystemExit) as stop:
+        audit_cli.main([""])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "argument run_dir: must not be empty" in err, err

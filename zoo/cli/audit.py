@@ -27,7 +27,7 @@ RUN_FLAGS = ("model", "param", "param_opt", "model_opt", *(n for n, (part, _) in
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m zoo.audit", description=__doc__.split("\n\n")[0])
     a = p.add_argument
-    a("run_dir", nargs="?", help="a zoo run directory: audit the run as it ran (the run's settings flags are then "
+    a("run_dir", nargs="?", type=path_arg, help="a zoo run directory: audit the run as it ran (the run's settings flags are then "
       "refused)")
     g = p.add_argument_group("the audit")
     g.add_argument("--widths", type=ints, help="widths of the width sweep (default: 64,128,256; a run dir: its base "
