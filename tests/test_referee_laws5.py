@@ -51,3 +51,21 @@ def test_the_readout_hint_only_where_only_the_output_shrinks(unstable, expected_
     the slope below 0', on a run where the output was not the only failure and its prediction was growth."""
     hint = coord_sweep.readout_hint(coord_sweep.CoordSpec(param="mup"), _result(unstable, expected_output, slopes))
     assert (hint is not None) == hinted
+
+
+@pytest.mark.parametrize("name, options, sgd_like", [("ntk", {}, -1.0), ("ntk_mup", {"s": "0.3"}, -0.7),
+                                                      ("mup", {}, 0.0)])
+def test_a_zero_readout_predicts_sgds_slower_features(name, options, sgd_like):
+    """With V0 = 0 the backprop goes through the readout's own update, entries n^-c_out, not n^-b_out: under SGD and
+    momentum the input and hidden changes of ntk (c_out = 1/2) shrink like n^-1 (measured -0.95..-0.99, tanh, depth
+    3, widths 48..200), of ntk_mup s=0.3 like n^-0.7 (measured -0.68, -0.69), where the prediction said n^-1/2 and
+    n^-0.35 and the coordinate check failed every layer of a correct run. Adam's and Muon's normalised updates do not
+    see it (measured -0.48..-0.52 for ntk under Adam); muP's c_out = b_out = 0 is unchanged."""
+    plugin = P.get(name, zero_init="true", **options)
+    plain = P.get(name, **options).expected_slopes("adam")
+    for optimizer in ("sgd", "momentum"):
+        slopes = plugin.expected_slopes(optimizer)
+        assert (slopes["input"], slopes["hidden"], slopes["output"]) == pytest.approx((sgd_like, sgd_like, 0.0))
+    for optimizer in ("adam", "muon"):
+        assert plugin.expected_slopes(optimizer)["hidden"] == pytest.approx(plain["hidden"])
+

@@ -61,19 +61,32 @@ def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float,
 
 def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Iterable[str],
                       spectral_c: Callable[[str], float] | None = None, muon_io: bool = False,
-                      frozen: Collection[str] = ()) -> dict[str, float]:
+                      frozen: Collection[str] = (), zero_readout: bool = False) -> dict[str, float]:
     """Kind -> r (TP IVb Def 2.8.5) for the kinds present that train (not `frozen`), the output included unless
-    frozen; `spectral_c` gives the plugin's Muon LR exponent of a kind (default: the spectral map c - k/2)."""
+    frozen; `spectral_c` gives the plugin's Muon LR exponent of a kind (default: the spectral map c - k/2).
+
+    `zero_readout`: V0 = 0, so the readout the backprop goes through is its own update, entries n^-c_out (c_out its
+    effective LR exponent), not n^-b_out: the SGD-like kinds' gradients, whose size the backprop sets, use c_out in
+    place of b_out (NTK: hidden and input change like n^-1, not n^-1/2; muP's c_out = b_out = 0 is unchanged); the
+    normalised optimizers' (Adam, Muon) updates do not depend on it."""
     out = abcd("output")
+    if zero_readout:
+        out = (out[0], _effective_c(out, "output", out, families.family(optimizer, "output", muon_io),
+                                    _muon_c(abcd, "output", spectral_c)), *out[2:])
     r: dict[str, float] = {}
     trained = {*kinds, "output"} - set(frozen)
     for kind in sorted(trained, key=lambda k: k == "scalar"):  # scalar last: it reads the others' r
-        a, c = float(abcd(kind)[0]), float(abcd(kind)[2])
-        muon_c = spectral_c(kind) if spectral_c else families.spectral_exponent(c, kind)
+        a = float(abcd(kind)[0])
         aligned = min((v for k, v in r.items() if k != "output"), default=0.0)
-        ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io), muon_c, aligned)
+        ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io),
+                          _muon_c(abcd, kind, spectral_c), aligned)
         r[kind] = ce + a - (1.0 if kind in ("hidden", "output") else 0.0)
     return r
+
+
+def _muon_c(abcd: Callable[[str], tuple], kind: str, spectral_c: Callable[[str], float] | None) -> float:
+    """The Muon LR exponent of a kind: the plugin's (`spectral_c`), or the spectral map c - k/2."""
+    return spectral_c(kind) if spectral_c else families.spectral_exponent(float(abcd(kind)[2]), kind)
 
 
 def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
@@ -86,7 +99,7 @@ def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
     that nothing trained moves (the input layer's when input is frozen) does not change: NaN."""
     if zero_readout and "output" in frozen:  # V0 = 0 for good: no gradient reaches anything
         return dict.fromkeys(GROUPS, NAN)
-    r = feature_exponents(abcd, optimizer, kinds, spectral_c, muon_io, frozen)
+    r = feature_exponents(abcd, optimizer, kinds, spectral_c, muon_io, frozen, zero_readout)
     body = [v for k, v in r.items() if k != "output"]
     r_body = min(body) if body else math.inf
     a_out, b_out = float(abcd("output")[0]), float(abcd("output")[1])
