@@ -167,7 +167,7 @@ def test_cli_passes_a_correct_run_and_writes_json(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--model", "nope"], "unknown model 'nope'"), (["--widths", "64", "--model-opt", "in_shape=8"], "at least two"),
     (["--widths", "6x"], "comma-separated integers"), (["--optimizer", "rmsprop"], "rmsprop"),
-    (["--param", "nope"], "unknown parametrization"), (["--tol", "0"], "--tol must be positive")])
+    (["--param", "nope"], "unknown parametrization"), (["--tol", "0"], "argument --tol: expected a positive")])
 def test_bad_input_is_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)

@@ -250,3 +250,25 @@ def test_a_run_at_size_1_is_audited_at_1_and_2(size, base, want):
     from zoo.audit.rundir import around
 
     assert around(size, base) == want
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--tol", "-1"], "error: argument --tol: expected a positive number, got '-1'"),
+    (["--widths", "64"], "error: an audit needs at least two different positive --widths, each once; got [64]"),
+    (["--widths", "32,64,32"], "error: an audit needs at least two different positive --widths, each once; got "
+                               "[32, 64, 32]"),
+    (["--depths", "3"], "error: an audit needs at least two different positive --depths, each once; got [3]"),
+    (["--depths", "2,4", "--depth", "3"], "error: --depth 3 is the width sweep's depth, but --depths alone runs none"),
+    (["RUN", "--model", "gpt"], "error: a run dir brings its own settings; --model is not taken with it"),
+])
+def test_a_bad_audit_command_line_exits_2_not_the_audits_1(argv, line, capsys):
+    """python -m zoo.audit exits 1 when a parameter fails and, its docstring says, 2 for a bad command line; but
+    --tol -1, one width, a run dir with --model and the like exited 1 too (ValueError), which a script reads as a
+    failed audit. They exit 2 now, before any model is built. --depth with --depths alone was taken and ignored (the
+    depth sweep measures at --depths); a repeated width was measured twice and weighed twice in the fit."""
+    from zoo.cli.audit import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(line), err

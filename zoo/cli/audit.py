@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, finite, ints, path_arg, positive, seed, settings
+from zoo.cli.flags import Parser, add_settings, ints, path_arg, positive, positive_finite, seed, settings
 from zoo.config import FLAT
 from zoo.files import check_writable
 
@@ -27,8 +27,8 @@ RUN_FLAGS = ("model", "param", "param_opt", "model_opt", *(n for n, (part, _) in
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m zoo.audit", description=__doc__.split("\n\n")[0])
     a = p.add_argument
-    a("run_dir", nargs="?", type=path_arg, help="a zoo run directory: audit the run as it ran (the run's settings flags are then "
-      "refused)")
+    a("run_dir", nargs="?", type=path_arg, help="a zoo run directory: audit the run as it ran (the run's settings "
+      "flags are then refused)")
     g = p.add_argument_group("the audit")
     g.add_argument("--widths", type=ints, help="widths of the width sweep (default: 64,128,256; a run dir: its base "
                    "width and width)")
@@ -37,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
                    "dir whose plugin scales with depth: its base depth and depth)")
     g.add_argument("--batch-size", type=positive, help="examples in the probe's batch (default: 16; a run dir: its "
                    "batch size)")
-    g.add_argument("--tol", type=finite, default=0.1, help="allowed |measured slope - theory's| (default: 0.1)")
+    g.add_argument("--tol", type=positive_finite, default=0.1, help="allowed |measured slope - theory's| (default: "
+                   "0.1)")
     g.add_argument("--seed", type=seed, default=0, help="init seed (default: 0)")
     g.add_argument("--json", type=path_arg, default="runs/audit/audit.json", help="where the JSON goes (default: "
                    "runs/audit/audit.json)")
@@ -45,9 +46,28 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A command line whose flags do not go together exits 2 (argparse's status), never 1, which says an audit
+    failed: a run dir with a run's settings flag, sweeps of fewer than two sizes, --depth with no width sweep."""
+    from zoo.audit.sweep import check_sizes
+
+    given = [n for n in RUN_FLAGS if getattr(args, n) is not None]
+    if args.run_dir and given:
+        p.error(f"a run dir brings its own settings; --{given[0].replace('_', '-')} is not taken with it")
+    try:
+        check_sizes(args.widths or [1, 2], args.depths or [])
+    except ValueError as e:
+        p.error(str(e).replace("positive widths", "positive --widths").replace("positive depths", "positive --depths"))
+    if args.depth is not None and args.depths and not args.widths:
+        p.error(f"--depth {args.depth} is the width sweep's depth, but --depths alone runs none: leave it out (the "
+                "depth sweep measures at --depths), or give --widths too")
+
+
 @boundary
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    check_flags(p, args)
     from rich.console import Console
 
     from zoo.audit import audit
@@ -55,13 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.audit.rundir import from_config, from_run_dir
     from zoo.config import resolve
 
-    if args.tol <= 0:
-        raise ValueError(f"--tol must be positive, got {args.tol}")
     check_writable(Path(args.json), "--json")
     if args.run_dir:
-        given = [n for n in RUN_FLAGS if getattr(args, n) is not None]
-        if given:
-            raise ValueError(f"a run dir brings its own settings; --{given[0].replace('_', '-')} is not taken with it")
         subject = from_run_dir(args.run_dir, args.batch_size)
     else:
         subject = from_config(resolve(settings(args, RUN_FLAGS)), args.batch_size or 16)
