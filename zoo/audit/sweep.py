@@ -104,21 +104,21 @@ def measure_size(run: Run, width: int, depth: int, base_width: int, base_depth: 
                 run.law_plugin(width, base_width), run.folds(width, base_width, tags), free_multipliers(rest))
 
 
-def check_sizes(widths: Sequence[int], depths: Sequence[int]) -> None:
-    """An audit fits slopes: each sweep given needs two different positive sizes, each once (a repeated one is
-    measured again and weighs twice in the fit), and one sweep is needed."""
-    for name, sizes in (("widths", widths), ("depths", depths)):
-        if sizes and (len(set(sizes)) < 2 or len(set(sizes)) < len(sizes) or min(sizes) < 1):
-            raise ValueError(f"an audit needs at least two different positive {name}, each once; got {list(sizes)}")
-    if not widths and not depths:
-        raise ValueError("give the widths (and/or depths) to measure at")
+def check_sweep(name: str, sizes: Sequence[int] | None) -> None:
+    """An audit fits slopes: a sweep given needs two different positive sizes, each once (a repeated one is measured
+    again and weighs twice in the fit)."""
+    if sizes and (len(set(sizes)) < 2 or len(set(sizes)) < len(sizes) or min(sizes) < 1):
+        raise ValueError(f"an audit needs at least two different positive {name}, each once; got {list(sizes)}")
 
 
 def audit(run: Run, widths: Sequence[int] = (), depths: Sequence[int] = (), *, width: int | None = None,
           depth: int | None = None, tol: float = 0.1, seed: int = 0) -> Audit:
     """Measure `run` at each width (at `depth`, default the model's) and each depth (at `width`, default the
     smallest width or the model's), and judge every parameter."""
-    check_sizes(widths, depths)
+    check_sweep("widths", widths)
+    check_sweep("depths", depths)
+    if not widths and not depths:
+        raise ValueError("give the widths (and/or depths) to measure at")
     axes, kinds = [], {}
     if widths:
         d = depth or run.default_size()[1]

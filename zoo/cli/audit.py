@@ -49,15 +49,16 @@ def parser() -> argparse.ArgumentParser:
 def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """A command line whose flags do not go together exits 2 (argparse's status), never 1, which says an audit
     failed: a run dir with a run's settings flag, sweeps of fewer than two sizes, --depth with no width sweep."""
-    from zoo.audit.sweep import check_sizes
+    from zoo.audit.sweep import check_sweep
 
     given = [n for n in RUN_FLAGS if getattr(args, n) is not None]
     if args.run_dir and given:
         p.error(f"a run dir brings its own settings; --{given[0].replace('_', '-')} is not taken with it")
-    try:
-        check_sizes(args.widths or [1, 2], args.depths or [])
-    except ValueError as e:
-        p.error(str(e).replace("positive widths", "positive --widths").replace("positive depths", "positive --depths"))
+    for flag, sizes in (("--widths", args.widths), ("--depths", args.depths)):
+        try:
+            check_sweep(flag, sizes)
+        except ValueError as e:
+            p.error(str(e))
     if args.depth is not None and args.depths and not args.widths:
         p.error(f"--depth {args.depth} is the width sweep's depth, but --depths alone runs none: leave it out (the "
                 "depth sweep measures at --depths), or give --widths too")
