@@ -97,6 +97,15 @@ def test_model_options_that_agree_with_the_loop_flags_are_taken(capsys):
     assert "precision: bf16" in out and "remat: block" in out
 
 
+def test_a_remat_option_without_remat_given_is_taken():
+    """The sweeps and the audit have no --remat: the model option is how they recompute blocks (the same losses),
+    so it is refused only against a --remat given; --precision, which changes every number, always counts."""
+    from zoo.cli.sweep import run_config
+
+    cfg = run_config(sweep_cli.parser().parse_args(["--out", "x", "--lrs", "1e-3", "--model-opt", "remat=true"]))
+    assert cfg.model.options == {"remat": "true"} and cfg.loop.remat == "none"
+
+
 def test_the_program_computes_in_the_precision_the_run_records():
     """What setup gives the model: --precision bf16's dtype, as config.json records it."""
     from zoo.config import resolve

@@ -108,9 +108,8 @@ class LoopConfig:
         return "bfloat16" if self.precision == "bf16" else "float32"
 
     def model_facts(self) -> dict[str, tuple[str, Any]]:
-        """The model options the loop's flags set: option -> (the flag as given, the option's value)."""
-        return {"dtype": (f"--precision {self.precision}", self.compute_dtype),
-                "remat": (f"--remat {self.remat}", self.remat == "block")}
+        """The model options the loop's settings set: option -> (the setting, the option's value)."""
+        return {"dtype": ("precision", self.compute_dtype), "remat": ("remat", self.remat == "block")}
 
 
 PARTS: dict[str, type] = {"model": ModelPart, "param": ParamPart, "optim": OptimConfig, "data": DataConfig,
@@ -316,24 +315,30 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     if file_eps_is_a_default(file_values, flags, recipe):
         values.pop("eps")  # the new optimizer's own
     cfg = RunConfig.from_flat(values)
-    check_used({k for source in (file_values, flags) for k, v in source.items() if v is not None}, cfg)
+    given = {k for source in (file_values, flags) for k, v in source.items() if v is not None}
+    check_used(given, cfg)
     check_warmup(cfg, flags, file_values, recipe)
     recorded = zoo.param.get(cfg.param.name, **cfg.param.options).recorded_options(cfg.param.options)
-    check_model_facts(cfg)
+    check_model_facts(cfg, given)
     return cfg if recorded == cfg.param.options else cfg.replace(param_opt=recorded)
 
 
-def check_model_facts(cfg: RunConfig) -> None:
-    """Refuse a model option that a loop flag sets (LoopConfig.model_facts) where the two differ: `--model-opt
-    dtype=bfloat16 --precision f32` computed in bf16 without a word (the option won, while the run recorded f32). A
-    run's precision and remat are its flags'; an option that agrees with them is taken."""
+def check_model_facts(cfg: RunConfig, given: set[str]) -> None:
+    """Refuse a model option that a loop setting sets (LoopConfig.model_facts) where the two differ: `--model-opt
+    dtype=bfloat16 --precision f32` computed in bf16 without a word (the option won, while the run recorded f32). An
+    identity setting (--precision: it changes every number) is checked always; --remat (the same losses, less
+    memory) where it was given (`given`: the settings given by flags or the file), as the commands without it (the
+    sweeps, the audit) take the option for it. An option that agrees is taken."""
     import zoo.models
 
     options = zoo.models.options(cfg.model.name, cfg.model.options)  # typed; an unknown option is refused here
-    for name, (flag, value) in cfg.loop.model_facts().items():
-        if name in options and options[name] != value:
-            raise ValueError(f"--model-opt {name}={_word(options[name])} contradicts {flag} (which sets {name}="
-                             f"{_word(value)}): leave out --model-opt {name}, {flag.split()[0]} sets it")
+    for name, (loop_setting, value) in cfg.loop.model_facts().items():
+        checked = FLAT[loop_setting][1].metadata["identity"] or loop_setting in given
+        if checked and name in options and options[name] != value:
+            flag = f"--{loop_setting}"
+            raise ValueError(f"--model-opt {name}={_word(options[name])} contradicts {flag} "
+                             f"{getattr(cfg.loop, loop_setting)} (which sets {name}={_word(value)}): leave out "
+                             f"--model-opt {name}, {flag} sets it")
 
 
 def file_eps_is_a_default(file_values: dict[str, Any], flags: dict[str, Any], recipe: dict[str, Any]) -> bool:
