@@ -272,3 +272,14 @@ def test_a_bad_audit_command_line_exits_2_not_the_audits_1(argv, line, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(line), err
+
+
+def test_a_conv_named_query_keeps_one_fan_out_axis():
+    """Flax's attention names give a bias-free query/key/value kernel [n, heads, d] two fan-out axes; a conv so named,
+    [3, n, n] (fixed first axis), is no such kernel: hidden of fan-in 3n and fan-out n (n 8 -> 24), not an error
+    asking for the out_axes=2 it would have been given."""
+    def conv(n):
+        return {"query": {"kernel": s(3, n, n)}, "key": {"kernel": s(n, 2, n // 2)}}
+
+    got = flat_tags(P.infer_tags(conv(8), conv(24), base_width=8, width=24))
+    assert got == {"query/kernel": ("hidden", 72, 24, "in_out", 1), "key/kernel": ("hidden", 24, 24, "in_out", 2)}

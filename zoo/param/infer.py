@@ -144,14 +144,15 @@ def _inferred_out_axes(shapes: Mapping[str, tuple[tuple, tuple]], roles: Mapping
     k >= 2 axes beside its module's one weight of more axes whose fan-out end (the last k in_out, the first k out_in,
     a stack axis aside) has its shape: a kernel of k fan-out axes and its bias all fan-out, as Flax's DenseGeneral
     and attention query/key/value kernels [n, heads, head_dim] with their bias [heads, head_dim] (Linen and NNX's
-    LinearGeneral). A 3-axis kernel of a module named query, key or value read in_out (Flax's attention, Linen and
-    NNX, with use_bias=False too): 2 fan-out axes [n, heads, head_dim]. Read with one fan-out axis, such a kernel's
-    fan-in is n * heads (an init std off by sqrt(heads); Muon orthogonalising [n * heads, head_dim]) and its bias
-    an input layer of fan-in heads. Name -> k."""
-    def core(name: str) -> tuple:
-        return shapes[name][1][1:] if "stacked" in roles[name] else shapes[name][1]
+    LinearGeneral). A 3-axis kernel of a module named query, key or value read in_out whose first axis grows (Flax's
+    attention, Linen and NNX, with use_bias=False too; not a conv [k, n, n] so named, nor keys from a context of
+    fixed width, which need the rule): 2 fan-out axes [n, heads, head_dim]. Read with one fan-out axis, such a
+    kernel's fan-in is n * heads (an init std off by sqrt(heads); Muon orthogonalising [n * heads, head_dim]) and its
+    bias an input layer of fan-in heads. Name -> k."""
+    def core(name: str, at: int = 1) -> tuple:
+        return shapes[name][at][1:] if "stacked" in roles[name] else shapes[name][at]
 
-    out = {n: 2 for n in shapes if FLAX_QKV.search(n) and len(core(n)) == 3
+    out = {n: 2 for n in shapes if FLAX_QKV.search(n) and len(core(n)) == 3 and core(n)[0] != core(n, 0)[0]
            and _layout_of(n, roles[n], layout) == "in_out"}
     for bias in (n for n in shapes if n.rpartition("/")[2] in ("b", "bias") and len(core(n)) >= 2):
         k = len(core(bias))
