@@ -75,8 +75,7 @@ def test_a_text_whose_vocabulary_changed_since_the_run_is_refused(tmp_path):
         corpus.write_text(edited)
         with pytest.raises(ValueError, match=f"{refused}: its char vocabulary of .* \\({count}\\)"):
             train(cfg)
-        with pytest.raises(ValueError, match=refused):
-            sample(run, "hello", 3)
+        assert len(sample(run, "hello", 3)) == 3  # a sample decodes with the run's recorded tokenizer, not the file's
     corpus.write_text(original)
     assert len(sample(run, "hello", 3)) == 3
 

@@ -257,10 +257,10 @@ def test_a_data_read_with_another_tokenizer_is_not_called_a_changed_text():
     from types import SimpleNamespace
 
     from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
-    from zoo.train.load import same_tokenizer, tokenizer_meta
+    from zoo.train.load import described, same_tokenizer
 
     char = SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world"]))
-    saved = tokenizer_meta(char)
+    saved = {"tokenizer": described(char)}
     with pytest.raises(ValueError) as refused:
         same_tokenizer(SimpleNamespace(tokenizer=ByteTokenizer()), "text:a.txt", "run")(saved)
     assert str(refused.value) == ("--data text:a.txt gives byte tokens (a vocabulary of 256), but run trained on char "
