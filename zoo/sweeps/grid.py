@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.schema import INT32_MAX, MAX_SEEDS
+from zoo.schema import INT32_MAX, MAX_SEEDS, to_float, to_int
 
 MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
 LR_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
@@ -18,8 +18,8 @@ def _number(text: str) -> float:
     """A float, or 2^x written as `2^x`."""
     text = text.strip()
     if text.startswith("2^"):
-        return 2.0 ** float(text[2:])
-    return float(text)
+        return 2.0 ** to_float(text[2:])
+    return to_float(text)
 
 
 def parse_lrs(text: str) -> list[float]:
@@ -36,8 +36,8 @@ def parse_lrs(text: str) -> list[float]:
     try:
         if len(parts) != 3:
             raise ValueError
-        start, stop = (math.log2(_number(p)) if p.strip().startswith("2^") else float(p) for p in parts[:2])
-        step = float(parts[2])
+        start, stop = (math.log2(_number(p)) if p.strip().startswith("2^") else _number(p) for p in parts[:2])
+        step = _number(parts[2])
     except (ValueError, OverflowError):
         raise bad from None
     if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step) and step > 0 and stop >= start):
@@ -84,7 +84,7 @@ def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
 def parse_ints(text: str, what: str) -> list[int]:
     """`64,128,256` -> [64, 128, 256] (positive integers)."""
     try:
-        values = [int(p) for p in text.split(",") if p.strip()]
+        values = [to_int(p.strip()) for p in text.split(",") if p.strip()]
     except ValueError:
         raise ValueError(f"{what} must be a comma list of integers, got {text!r}") from None
     if not values or any(v < 1 for v in values):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import jax
 from jax.experimental import multihost_utils
 
-from zoo.schema import INT32_MAX, digits
+from zoo.schema import INT32_MAX, digits, to_float, to_int
 
 ENV = {"coordinator": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCESSES",
        "process_id": "JAX_PROCESS_ID", "timeout_s": "ZOO_COORDINATOR_TIMEOUT"}
@@ -46,7 +46,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         if given[name] is None and os.environ.get(var):
             raw = os.environ[var]
             try:
-                given[name] = raw if name == "coordinator" else float(raw) if name == "timeout_s" else int(raw)
+                given[name] = raw if name == "coordinator" else to_float(raw) if name == "timeout_s" else to_int(raw)
             except ValueError:
                 raise ValueError(f"{var}={raw!r} is not {'a number' if name == 'timeout_s' else 'an integer'}") \
                     from None

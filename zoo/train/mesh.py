@@ -25,6 +25,8 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from zoo.schema import to_int
+
 AXES = ("data", "fsdp", "tensor")
 RULES = {"heads": "tensor", "mlp": "tensor", "embed": "fsdp", "vocab": "fsdp"}
 BATCH = ("data", "fsdp")
@@ -44,7 +46,7 @@ def given_axes(spec: str | None) -> dict[str, int]:
         if name in sizes:
             raise ValueError(f"--mesh {spec}: axis {name} is given twice; give each axis once")
         try:
-            sizes[name] = int(value)
+            sizes[name] = to_int(value.strip())
         except ValueError:
             raise ValueError(f"--mesh: {part!r} needs an integer size (e.g. fsdp=8)") from None
         if sizes[name] < 1:
