@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import zoo.param
 from zoo.sweeps.grid import parse_ints, parse_lrs
 from zoo.train import distributed
 from zoo.train.mesh import given_axes
@@ -43,3 +44,18 @@ def test_multi_host_environment_numbers_in_other_digits_are_refused(monkeypatch,
     monkeypatch.setenv(var, value)
     with pytest.raises(ValueError, match=f"{var}=.* is not"):
         distributed.initialize()
+
+
+@pytest.mark.parametrize("plugin,options", [("completep", {"gamma": "٠.٥"}), ("abcd", {"hidden": "0,٠.٥,1,1"}),
+                                            ("critical", {"sigma_w": "١.٥"}), ("completep", {"gamma": "0_5"})])
+def test_plugin_options_in_other_digits_are_refused(plugin, options):
+    """--param-opt gamma=٠.٥ (Arabic-Indic 0.5) gave completep gamma 0.5: options without a default type, abcd's
+    exponent lists and critical's sigmas read them with float()."""
+    with pytest.raises(ValueError, match="must be a number|need four numbers"):
+        zoo.param.get(plugin, **options)
+
+
+def test_plugin_options_in_ascii_still_read():
+    assert zoo.param.get("completep", gamma="0.5").gamma == 0.5
+    assert zoo.param.get("abcd", hidden="0, 0.5,1,1").hidden == (0.0, 0.5, 1.0, 1.0)
+    assert zoo.param.get("critical", sigma_w=" 1.5").sigma_w == 1.5

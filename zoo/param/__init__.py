@@ -88,10 +88,10 @@ def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
         return from_text(where, value, float) if isinstance(value, str) else check_type(where, value, float)
     if default is None and isinstance(value, str):
         try:
-            number = float(value)
+            float(value)  # a number in any digits (a word, a path or a list stays text), read as typed below
         except ValueError:
             return value
-        return check_type(where, number, float)
+        return from_text(where, value, float)
     return value
 
 

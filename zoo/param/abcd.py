@@ -10,6 +10,7 @@ from typing import Any
 
 from zoo.param.base import SP_TABLE, Parametrization
 from zoo.param.tags import KINDS
+from zoo.schema import to_float
 
 
 def _exponents(value) -> tuple:
@@ -17,7 +18,7 @@ def _exponents(value) -> tuple:
     as 1); traced values pass as they are."""
     if isinstance(value, str):
         try:
-            value = [float(v) for v in value.split(",")]
+            value = [to_float(v.strip()) for v in value.split(",")]
         except ValueError:
             value = [value]
     if isinstance(value, dict) or not hasattr(value, "__len__") or len(value) != 4 or any(

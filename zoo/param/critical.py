@@ -27,7 +27,7 @@ import numpy as np
 from zoo.param import mean_field_theory as theory
 from zoo.param.base import SP_TABLE, Parametrization
 from zoo.param.tags import Tag
-from zoo.schema import check_float32
+from zoo.schema import check_float32, to_float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Critical(Parametrization):
             value = getattr(self, option)
             if isinstance(value, str):  # from the command line
                 try:
-                    object.__setattr__(self, option, float(value))
+                    object.__setattr__(self, option, to_float(value.strip()))
                 except ValueError:
                     raise ValueError(f"option {option} of 'critical' must be a number, got {value!r}") from None
         if isinstance(self.init_mult, (int, float)) and self.init_mult != 1:
