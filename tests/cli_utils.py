@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 # A test runner started in the background (`cmd &` in a script) ignores SIGINT, and children inherit an ignored
 # signal, so the Ctrl-C that the signal tests send would be dropped. A caught signal is reset to its default at exec:
@@ -122,3 +123,15 @@ def kill_after_checkpoint(args: list[str], run: Path, step: int, timeout: float 
     assert proc.poll() is None, "the run finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def one_line_error(main, argv: list[str], capsys) -> str:
+    """main(argv) refuses with exit status 1 or 2, one line on stderr, no traceback and nothing on stdout (as if it
+    were a result); that line."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    out = capsys.readouterr()
+    lines = [line for line in out.err.splitlines() if line.strip()]
+    assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
+    assert not out.out, out.out
+    return lines[0]

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_utils import one_line_error
 
 import zoo.models
 import zoo.param
@@ -23,15 +24,6 @@ from zoo.sweeps.transfer_report import verdict
 
 TINY = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
         "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher", "--compile-cache", "off"]
-
-
-def one_line_error(main, argv, capsys) -> str:
-    """The one line a CLI refused `argv` with (exit status 1 or 2, no traceback)."""
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
-    return lines[0]
 
 
 @pytest.mark.parametrize("param", ["mup", "sp"])

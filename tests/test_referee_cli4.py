@@ -7,19 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from cli_utils import one_line_error
 
 from zoo.cli import train as train_cli
-
-
-def one_line_error(main, argv, capsys) -> str:
-    """The one line a CLI refused `argv` with (exit status 1 or 2, no traceback)."""
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    out = capsys.readouterr()
-    lines = [line for line in out.err.splitlines() if line.strip()]
-    assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
-    assert not out.out, out.out  # nothing printed as if it were the config
-    return lines[0]
 
 
 @pytest.mark.parametrize("mesh, why", [

@@ -4,6 +4,7 @@ other tests do not use: each was accepted silently, misreported or ended in a tr
 from __future__ import annotations
 
 import pytest
+from cli_utils import one_line_error
 
 from zoo.cli import export as export_cli
 from zoo.cli import sample as sample_cli
@@ -15,17 +16,6 @@ from zoo.cli import train as train_cli
 def in_tmp(tmp_path, monkeypatch):
     """Each command runs in a fresh folder: what a refused one might have written goes nowhere else."""
     monkeypatch.chdir(tmp_path)
-
-
-def one_line_error(main, argv, capsys) -> str:
-    """The one line a CLI refused `argv` with (exit status 1 or 2, no traceback)."""
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    out = capsys.readouterr()
-    lines = [line for line in out.err.splitlines() if line.strip()]
-    assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
-    assert not out.out, out.out
-    return lines[0]
 
 
 @pytest.mark.parametrize("argv", [

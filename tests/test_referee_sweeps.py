@@ -4,18 +4,10 @@ failed before the fix its docstring names."""
 from __future__ import annotations
 
 import pytest
+from cli_utils import one_line_error
 
 TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--compile-cache", "off",
         "--lrs", "1e-3"]
-
-
-def one_line_error(main, argv, capsys) -> str:
-    """main(argv) exits non-zero with one line on stderr and no traceback; that line."""
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert stop.value.code != 0 and len(err) == 1 and "Traceback" not in err[0], err
-    return err[0]
 
 
 @pytest.mark.parametrize("tool", ["sweep", "transfer"])

@@ -10,7 +10,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
@@ -82,25 +82,23 @@ def path_arg(text: str) -> str:
     return os.path.expanduser(text)
 
 
-def positive(text: str) -> int:
-    try:
-        value = to_int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= `low`, refused as `what`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = to_int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
 
 
-def step(text: str) -> int:
-    """A checkpoint's step: an integer >= 0."""
-    try:
-        value = to_int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a step (an integer >= 0), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a step (an integer >= 0), got {text!r}")
-    return value
+positive = at_least(1, "a positive integer")
+step = at_least(0, "a step (an integer >= 0)")
 
 
 def integer(text: str) -> int:
