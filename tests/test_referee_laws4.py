@@ -17,7 +17,7 @@ MLP = {"in_shape": (8,), "num_classes": 4}
 
 
 @pytest.mark.parametrize("text, message", [
-    ("hidden: [0, 0.5\n", "cannot be read as YAML or JSON"),  # was: unexpected ParserError and a traceback file
+    ("hidden: [0, 0.5\n", "cannot be read as YAML"),  # was: unexpected ParserError and a traceback file
     ("hidden: [0, 0.5, 1, 1]\nhidden: [0, 0, 1, 1]\n", "given twice"),  # was: the last one, silently
     ("hidden: [0, 0.5, 1, true]\n", "four numbers"),  # was: d = True read as 1
     ("hidden: 1\n", "four numbers"),  # was: TypeError (len of an int)

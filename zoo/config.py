@@ -14,14 +14,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import typing
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zoo import settings_file
 from zoo.data.config import DataConfig
 from zoo.optim import USED_BY, OptimConfig, default_eps
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, flag_name, setting
@@ -203,77 +200,10 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
     return out
 
 
-class YamlLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading numbers as YAML 1.2, JSON and the command line do (`_numbers_as_typed`: `lr:
-    1e-3` is a float, which YAML 1.1 made the string '1e-3'; `steps: 010` is ten), and refusing aliases (`*name`): nine
-    nested lists of ten aliases are 10^9 values, which the checks of the options would walk for hours."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "it uses an alias (*name); write the value out",
-                                              self.peek_event().start_mark)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        """A mapping whose keys are each given once (PyYAML keeps the last of a repeated key silently)."""
-        keys = (self.construct_object(k, deep=True) for k, _ in node.value)
-        given_once([k for k in keys if isinstance(k, Hashable)])
-        return super().construct_mapping(node, deep)
-
-
-class GivenTwice(ValueError):
-    """A key given twice in one mapping of a config file."""
-
-
-def given_once(keys: list[Any]) -> None:
-    """Refuse a key given twice in one mapping of a config file (`width: 32` then `width: 64`): YAML and JSON
-    readers keep the last one silently."""
-    seen: set[Any] = set()
-    for key in keys:
-        if key in seen:
-            raise GivenTwice(f"{key} is given twice in one mapping; give it once")
-        seen.add(key)
-
-
-def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    given_once([k for k, _ in pairs])
-    return dict(pairs)
-
-
-def _numbers_as_typed(loader: type[yaml.SafeLoader]) -> None:
-    """Numbers in a YAML file read as on the command line and in JSON: decimal integers (`[-+]?[0-9]+`) and decimal
-    floats with an optional exponent. YAML 1.1 read `steps: 010` as 8 (octal; --steps 010 is 10), `steps: 1:30` as 90
-    (base 60), `width: 0x40` and `0b101` in other bases and `1_000` as 1000; those are strings now, which the
-    settings refuse in one line."""
-    ints, floats = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
-    loader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (ints, floats)]
-                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-    loader.add_implicit_resolver(ints, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
-    loader.add_implicit_resolver(floats, re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
-                                                    r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
-                                 list("-+0123456789."))
-    loader.add_constructor(ints, lambda self, node: int(self.construct_scalar(node)))  # 010 is ten, not octal
-
-
-_numbers_as_typed(YamlLoader)
-
-
 def read_file(path: str) -> dict[str, Any]:
     """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
     schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them)."""
-    p = Path(path)
-    if p.is_dir():
-        raise IsADirectoryError(f"config file {path} is a directory, not a YAML or JSON file")
-    if not p.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
-    try:
-        text = p.read_text()
-        data = json.loads(text, object_pairs_hook=_json_mapping) if p.suffix == ".json" else yaml.load(text, YamlLoader)
-    except GivenTwice as e:
-        raise ValueError(f"config file {path}: {e}") from None
-    except (ValueError, yaml.YAMLError) as e:  # JSON's errors, a file that is not UTF-8
-        raise ValueError(f"config file {path} cannot be read as {'JSON' if p.suffix == '.json' else 'YAML'}: "
-                         f"{str(e).splitlines()[0]}") from None
+    data = settings_file.load(path, "config file")
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of option: value")
     flat = flatten(data, f"config file {path}")

@@ -69,18 +69,11 @@ class ABCD(Parametrization):
 
 
 def _load(path: str) -> dict:
-    """The mapping kind -> [a, b, c, d] of a JSON or YAML file, read as config files are (zoo.config.YamlLoader: a key
+    """The mapping kind -> [a, b, c, d] of a JSON or YAML file, read as config files are (zoo.settings_file: a key
     given twice is refused, 1e-3 is a number); a file that does not parse is one line naming it."""
-    import yaml
+    from zoo import settings_file
 
-    from zoo.config import YamlLoader
-
-    with open(path) as f:
-        try:
-            data = yaml.load(f, YamlLoader)
-        except (ValueError, yaml.YAMLError) as e:  # a key given twice, bad syntax, a file that is not UTF-8
-            raise ValueError(f"abcd exponents file {path} cannot be read as YAML or JSON: "
-                             f"{str(e).splitlines()[0]}") from None
+    data = settings_file.load(path, "abcd exponents file")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping kind -> [a, b, c, d]")
     return data
