@@ -246,8 +246,9 @@ def test_a_data_read_with_another_tokenizer_is_not_called_a_changed_text():
     edited text keeps its line."""
     from types import SimpleNamespace
 
+    from zoo.data.card import described
     from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
-    from zoo.train.load import described, same_tokenizer
+    from zoo.train.load import same_tokenizer
 
     char = SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world"]))
     saved = {"tokenizer": described(char)}

@@ -1,5 +1,5 @@
 """Reading a run that may still be training: its config and its state at a step, never writing to it.
-Its data is what its checkpoints record of it (`data_card`: shapes and tokenizer, no examples), so a run dir read
+Its data is what its checkpoints record of it (zoo.data.card: shapes and tokenizer, no examples), so a run dir read
 elsewhere needs no data files.
 
 One way for every reader (--fork-from, --init-from, export, sampling, the audit): `load_run(run_dir, step)` gives
@@ -10,8 +10,6 @@ checkpoint.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
 from collections.abc import Callable
@@ -24,15 +22,12 @@ import numpy as np
 
 import zoo.data
 from zoo.config import RunConfig, identity_changes
-from zoo.data.dataset import Dataset
-from zoo.data.tokenizer import BPETokenizer, describe, from_meta
+from zoo.data.card import described, from_card
 from zoo.errors import CheckpointError, one_line
 from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.setup import Setup, setup
 from zoo.tree import key_path
-
-BPE_BYTES = "model_base64"  # a data card's BPE tokenizer: its sentencepiece model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,52 +140,6 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
         target = place(abstract) if place is not None else None
         state, meta, step = ckpts.restore_at(step, target, report, same_tokenizer(s.data, cfg.data.name, path))
     return LoadedRun(path, cfg, s, state, step, meta)
-
-
-def tokenizer_meta(data: Any) -> dict[str, Any]:
-    """What a checkpoint records of its run's data: the tokenizer of a text set (zoo.data.tokenizer.describe), and
-    the set's card (`data_card`), from which the readers that need no examples (sampling, export, the audit, a fork's
-    source) rebuild the data where its files are not: a run dir copied to another machine."""
-    card = {"data": data_card(data)}
-    return {**card, "tokenizer": described(data)} if data.tokenizer is not None else card
-
-
-def described(data: Any) -> dict[str, Any] | None:
-    """The tokenizer of a text set as a checkpoint records it (zoo.data.tokenizer.describe); None for images."""
-    return describe(data.tokenizer) if data.tokenizer is not None else None
-
-
-def data_card(data: Any) -> dict[str, Any]:
-    """A data set without its examples: kind, classes (a vocabulary's size), input shape, eval split, text window and
-    the whole tokenizer (its meta; a BPE's sentencepiece model in base64)."""
-    card = {"kind": data.kind, "num_classes": int(data.num_classes), "in_shape": [int(n) for n in data.in_shape],
-            "eval_split": data.eval_split, "seq_len": data.seq_len}
-    if data.tokenizer is not None:
-        extra = {BPE_BYTES: base64.b64encode(data.tokenizer.model).decode()} \
-            if isinstance(data.tokenizer, BPETokenizer) else {}
-        card["tokenizer"] = {**data.tokenizer.meta(), **extra}
-    return card
-
-
-class RecordedData(Dataset):
-    """A run's data as its checkpoint recorded it (`data_card`): shapes and tokenizer, no examples."""
-
-    def reader(self, split: str) -> Any:
-        raise ValueError(f"the run's data was read from its checkpoint's record, which holds no examples (split "
-                         f"{split!r} was asked for); read the run where its --data is")
-
-
-def from_card(card: dict[str, Any], where: Path) -> Dataset:
-    """The data set of a `data_card` (no splits: it reads no examples); CheckpointError where it is malformed."""
-    try:
-        meta = card.get("tokenizer")
-        tokenizer = None if meta is None else BPETokenizer(base64.b64decode(meta[BPE_BYTES], validate=True)) \
-            if meta.get("kind") == "bpe" else from_meta(meta, where)
-        return RecordedData(card["kind"], {}, card["num_classes"], tuple(card["in_shape"]), card["eval_split"],
-                       card["seq_len"], tokenizer)
-    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as e:
-        raise CheckpointError(f"checkpoint {where}: its record of the run's data is malformed "
-                              f"({one_line(e)})") from None
 
 
 def recorded_meta(ckpts: Checkpoints, step: int | None) -> tuple[dict[str, Any], Path]:

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 import zoo.models
 from zoo.config import RunConfig
+from zoo.data import card
 from zoo.errors import TrainingDiverged, sigterm_stops
 from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
@@ -35,7 +36,6 @@ from zoo.train.compiled import BITS, Compiled, abstract_batch, check_fits, kept_
 from zoo.train.guard import DivergenceGuard, StopSignals
 from zoo.train.hooks import Hook, checkpoint_hook, due, eval_hook, log_hook
 from zoo.train.input import check_workers, open_input
-from zoo.train.load import tokenizer_meta
 from zoo.train.logger import Logger
 from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run, say_on
@@ -168,7 +168,7 @@ class Loop:
         self.guard.check(step + 1, self.compiled.loss_at(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
                 "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra,
-                "train_examples": self.s.data.size("train"), **tokenizer_meta(self.s.data)}
+                "train_examples": self.s.data.size("train"), **card.record(self.s.data)}
 
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
         cfg = self.s.cfg
