@@ -80,9 +80,9 @@ ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrid
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
 GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
+FLAX_QKV = re.compile(r"(^|/)(query|key|value)/kernel$")  # Flax's attention: [n, heads, head_dim] (2 fan-out axes)
 # the kernel of Haiku's Conv1DTranspose, Conv2DTranspose, Conv3DTranspose and ConvNDTranspose by their default module
 # names (a second one in a transform is conv2_d_transpose_1): stored [..., out, in]
-FLAX_QKV = re.compile(r"(^|/)(query|key|value)/kernel$")  # Flax's attention: [n, heads, head_dim] (2 fan-out axes)
 HAIKU_TRANSPOSED = re.compile(r"(^|/)conv(\d_d|_nd)_transpose(_\d+)?/w$")
 
 
