@@ -21,7 +21,7 @@ from typing import Any
 from zoo import settings_file
 from zoo.data.config import DataConfig
 from zoo.optim import USED_BY, OptimConfig, default_eps
-from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, flag_name, setting
+from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
 from zoo.train.mesh import given_axes
 
 
@@ -99,14 +99,9 @@ class LoopConfig:
             raise ValueError("--init-from and --fork-from exclude each other: finetune from params, or fork a state")
         given_axes(self.mesh)  # its form; whether it fits the devices is known once they are (zoo.train.mesh.parse)
 
-    @property
-    def compute_dtype(self) -> str:
-        """The model's compute dtype (its option `dtype`) that --precision sets."""
-        return "bfloat16" if self.precision == "bf16" else "float32"
-
     def model_facts(self) -> dict[str, tuple[str, Any]]:
         """The model options the loop's settings set: option -> (the setting, the option's value)."""
-        return {"dtype": ("precision", self.compute_dtype), "remat": ("remat", self.remat == "block")}
+        return {"dtype": ("precision", compute_dtype(self.precision)), "remat": ("remat", self.remat == "block")}
 
 
 PARTS: dict[str, type] = {"model": ModelPart, "param": ParamPart, "optim": OptimConfig, "data": DataConfig,

@@ -97,6 +97,11 @@ def from_text(where: str, text: str, hint: Any) -> Any:
     return check_type(where, value, hint)
 
 
+def compute_dtype(precision: str) -> str:
+    """The dtype a model computes in under --precision (f32 or bf16; parameters stay float32)."""
+    return "bfloat16" if precision == "bf16" else "float32"
+
+
 def typed_number(text: str) -> bool:
     """Whether `text` is written as a user types a number: ASCII, without underscores. Python's int() and float()
     also read any Unicode digit ('١' (Arabic-Indic one) and '１' (full-width) are 1) and '1_0' as 10, which no user

@@ -23,6 +23,7 @@ from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.param.gauge import multiplier_free, scale_leaves
 from zoo.param.tags import Tag
+from zoo.schema import compute_dtype
 from zoo.train.step import Program, build_program
 
 Chain = Callable[[OptimConfig, Parametrization, Any, int | None], optax.GradientTransformation]
@@ -60,7 +61,7 @@ class ZooRun:
     def model_config(self, width: int, depth: int, base_width: int, base_depth: int) -> Any:
         fields = {f.name for f in dataclasses.fields(zoo.models.config(self.model))}
         fixed = {"width": width, "depth": depth, "base_width": base_width, "base_depth": base_depth,
-                 "dtype": "bfloat16" if self.precision == "bf16" else "float32"}
+                 "dtype": compute_dtype(self.precision)}
         if "dropout" in fields:
             fixed["dropout"] = 0.0  # the probe's gradient is the step's: no dropout mask between them
         return zoo.models.config(self.model, **{**self.model_opt, **fixed})
@@ -72,7 +73,7 @@ class ZooRun:
         def make(r):
             return zoo.models.create(self.model, cfg, plugin, r)
 
-        dtype = jnp.bfloat16 if self.precision == "bf16" else jnp.float32
+        dtype = jnp.dtype(compute_dtype(self.precision))
         prog = build_program(make, plugin, self.optim, dtype, grad_accum=self.grad_accum, horizon=self.horizon)
         params = nnx.state(nnx.eval_shape(lambda: make(nnx.Rngs(0))), nnx.Param)
         return dataclasses.replace(prog, tx=self.chain(self.optim, plugin, params, self.horizon)), cfg
@@ -164,7 +165,7 @@ class AnyRun:
             params = scale_leaves(self.init(r.params(), width, depth), factors)
             return Wrapped(params, tags, self.apply, width, depth)
 
-        dtype = jnp.bfloat16 if self.precision == "bf16" else jnp.float32
+        dtype = jnp.dtype(compute_dtype(self.precision))
         prog = build_program(make, free, self.optim, dtype, grad_accum=self.grad_accum)
         params = nnx.state(nnx.eval_shape(lambda: make(nnx.Rngs(0))), nnx.Param)
         return dataclasses.replace(prog, tx=self.chain(self.optim, free, params, None)), None

@@ -15,7 +15,7 @@ import zoo.models
 import zoo.param
 from zoo.config import RunConfig
 from zoo.param.base import Parametrization
-from zoo.schema import INT32_MAX
+from zoo.schema import INT32_MAX, compute_dtype
 from zoo.train.step import Program, build_program
 
 
@@ -52,7 +52,7 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
 
         check_augmentable(cfg.data.name, data)
         augment = pad_crop_flip
-    dtype = jnp.bfloat16 if cfg.loop.precision == "bf16" else jnp.float32
+    dtype = jnp.dtype(compute_dtype(cfg.loop.precision))
     program = build_program(lambda r: zoo.models.create(cfg.model.name, model_cfg, plugin, r), plugin, cfg.optim,
                             dtype, augment, cfg.loop.grad_accum, horizon=steps)
     return Setup(cfg, data, model_cfg, plugin, program)
