@@ -5,6 +5,8 @@ run on disk through train.py itself."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from cli_utils import ROOT, SMALL, clean_error, one_clean_line, run_main_many, run_train
 
@@ -198,3 +200,17 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(argv, capsys, t
     needle = "must be UTF-8 text" if "\udcff" in argv[-1] else "must not be empty"
     assert stop.value.code == 2 and needle in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["audit", "coord_check", "criticality", "papers", "sweep", "train", "transfer"])
+def test_help_states_each_default_once(command):
+    """Every command's --help: no flag's help shows "(default: None)" or "[]", a Python "False" where the flag
+    takes true|false, nor two defaults (a help text's own "(default: the model's)" and argparse's appended one)."""
+    import importlib
+
+    text = importlib.import_module(f"zoo.cli.{command}").parser().format_help()
+    flat = " ".join(text.split())
+    for empty in ("(default: None)", "(default: [])", "(default: False)", "(default: True)"):
+        assert empty not in flat, (command, empty)
+    for flag_help in re.split(r"\s(?=--?[a-z])", flat):
+        assert flag_help.count("(default:") <= 1, (command, flag_help)

@@ -316,7 +316,9 @@ def _word(v: Any) -> str:
 
 
 def _show(v: Any) -> str:
-    return json.dumps(v) if isinstance(v, (dict, str)) or v is None else f"{v:g}" if isinstance(v, float) else str(v)
+    if isinstance(v, (dict, str, bool)) or v is None:
+        return json.dumps(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def default_text(name: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, finite, ints, kv, path_arg, positive, seed_count
+from zoo.cli.flags import KeyValues, Parser, ShownDefaults, finite, ints, kv, path_arg, positive, seed_count
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
 
@@ -27,7 +27,7 @@ def parser() -> argparse.ArgumentParser:
     from zoo.optim import OPTIMIZERS
 
     p = Parser(prog="python -m zoo.coord_check", description=__doc__.split("\n\n")[0],
-               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+               formatter_class=ShownDefaults)
     a = p.add_argument
     a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
     a("--param", default="mup", help=f"parametrization plugin: {', '.join(zoo.param.names())}")

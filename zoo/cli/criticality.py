@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, kv, path_arg, positive, seed_count
+from zoo.cli.flags import KeyValues, Parser, ShownDefaults, kv, path_arg, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 from zoo.schema import to_float, to_int
 
@@ -78,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
     import zoo.models
 
     p = Parser(prog="python -m zoo.criticality", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+               formatter_class=ShownDefaults)
     a = p.add_argument
     a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
     a("--width", type=positive, default=256, help="model width")

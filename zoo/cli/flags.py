@@ -28,6 +28,18 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class ShownDefaults(argparse.HelpFormatter):
+    """--help with each flag's default appended, unless its help already names one or there is none to show (None,
+    False, an empty list): argparse's ArgumentDefaultsHelpFormatter would print "(default: None)" after a help
+    text's own "(default: the model's)"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def kv(text: str) -> tuple[str, str]:
     """K=V -> (k, v), dashes in K as underscores."""
     if "=" not in text:
