@@ -1,23 +1,27 @@
 """Image folders (root/split/class/image) from a directory or a tar archive, decoded once with PIL and cached.
 
-Every image is decoded in one mode (that of the first training image: grayscale, else RGB; a 16-bit grayscale image
-scaled to 8 bits) and, with `image_size`, resized and center-cropped to N x N (`zoo.data.resize`), so folders whose
-images vary in size work."""
+Every image is decoded in one mode (grayscale when every image of the train and eval splits is, else RGB; a 16-bit
+grayscale image scaled to 8 bits) and, with `image_size`, resized and center-cropped to N x N (`zoo.data.resize`), so
+folders whose images vary in size work."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import io
 import multiprocessing
 import os
 import tarfile
 import warnings
 import zlib
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageMode, UnidentifiedImageError
 
 from zoo.data import cache, resize
 from zoo.data.config import DataConfig
@@ -31,7 +35,8 @@ EVAL_SPLITS = ("test", "val", "validation")
 CHUNK = 2048
 PARALLEL_MIN = 4096
 SMALLER = "use a smaller --image-size"
-DECODED = 2  # how images decode, in the cache's key: 2 scales 16-bit grayscale images (1 clipped them to 255)
+DECODED = 3  # how images decode, in the cache's key: 3 decodes a set in RGB when any image is in colour (2 took the
+# mode of the first image, 1 also clipped 16-bit grayscale images to 255)
 
 # (split, class, name for messages, file path or bytes)
 Entry = tuple[str, str, str, str | bytes]
@@ -49,25 +54,25 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
     if image_size is not None:
         check_host(image_bytes(image_size), f"one image at --image-size {image_size}", SMALLER)
     if src.is_dir():
-        entries = _dir_entries(src)
-        decoded = len(entries) * _decode_one(*min(entries)[2:], None, image_size).nbytes if entries else 0
-        if entries and streams(stream, decoded, limit):
-            return _streamed(src, entries, image_size)
+        layout = _layout(src, _dir_entries(src))
+        decoded = len(layout.entries) * _decode_one(*layout.entries[0][2:], layout.mode, image_size).nbytes
+        if streams(stream, decoded, limit):
+            return _streamed(layout, image_size)
         check_host(decoded, f"image folder {src}", "let it stream (leave out --stream false)"
                    + (" or use a smaller --image-size" if image_size else ""))
-        fingerprint = _dir_fingerprint(src, entries)
+        fingerprint = _dir_fingerprint(src, layout.entries)
     else:
         if stream:
             raise ValueError(f"{src} is an archive, which cannot be read one image at a time; extract it to a "
                              "folder to stream it")
-        entries = None
+        layout = None
         fingerprint = cache.file_fingerprint(src)
     fingerprint += f"|decoded={DECODED}" + (f"|image_size={image_size}" if image_size is not None else "")
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
     arrays = cache.load(where)
     if arrays is None:
         cache.check_writable(where)
-        arrays = _decode(src, entries if entries is not None else _tar_entries(src), image_size)
+        arrays = _decode(layout or _layout(src, _tar_entries(src)), image_size)
         cache.save(where, arrays)
     return _dataset(src, arrays)
 
@@ -117,22 +122,28 @@ def _tar_entries(path: Path) -> list[Entry]:
     return found
 
 
-def _decode_one(name: str, payload: str | bytes, mode: str | None = None, image_size: int | None = None
-                ) -> np.ndarray:
-    """One image, uint8 (H, W, C): converted to `mode` ("L" or "RGB"; None: "L" when it is grayscale, else
-    "RGB"), and resized and center-cropped to `image_size` x `image_size` when given."""
+def _decode_one(name: str, payload: str | bytes, mode: str = "RGB", image_size: int | None = None) -> np.ndarray:
+    """One image, uint8 (H, W, C): converted to `mode` ("L" or "RGB"), and resized and center-cropped to
+    `image_size` x `image_size` when given."""
+    with _opened(name, payload) as im:
+        im = _eight_bits(im, name)
+        if im.mode != mode:
+            im = im.convert(mode)
+        if image_size is not None:
+            im = resize.center_square(im, image_size)
+        arr = np.asarray(im)
+    return arr[..., None] if arr.ndim == 2 else arr
+
+
+@contextlib.contextmanager
+def _opened(name: str, payload: str | bytes) -> Iterator[Image.Image]:
+    """The image PIL opens (lazily: its header is read, its pixels when asked for); what fails in the block is one
+    line naming the image."""
     try:
         with Image.open(payload if isinstance(payload, str) else io.BytesIO(payload)) as im:
-            im = _eight_bits(im, name)
-            mode = mode or ("L" if im.mode == "L" else "RGB")
-            if im.mode != mode:
-                im = im.convert(mode)
-            if image_size is not None:
-                im = resize.center_square(im, image_size)
-            arr = np.asarray(im)
+            yield im
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
         raise ValueError(f"cannot decode image {name}: {err}") from err  # a bomb: more pixels than PIL will open
-    return arr[..., None] if arr.ndim == 2 else arr
 
 
 def _eight_bits(im: Image.Image, name: str) -> Image.Image:
@@ -147,10 +158,16 @@ def _eight_bits(im: Image.Image, name: str) -> Image.Image:
     return im
 
 
-def _set_mode(first: Entry) -> str:
-    """The mode every image of a folder is decoded in: that of its first training image (grayscale or RGB), so a
-    folder mixing grayscale and colour files (ImageNet has both) stacks."""
-    return "L" if _decode_one(*first[2:]).shape[-1] == 1 else "RGB"
+def _set_mode(entries: Iterable[Entry]) -> str:
+    """The mode every image of a folder is decoded in, so a folder mixing grayscale and colour files (ImageNet has
+    both) stacks: "L" when every image is grayscale (PIL's base mode L: 1, L, LA, 16-bit), else "RGB". The first
+    image's mode decided it before, so a colour folder whose first image was grayscale trained in grayscale. Read
+    from the files' headers (about 40 us each), up to the first colour image."""
+    for name, payload in (e[2:] for e in entries):
+        with _opened(name, payload) as im:
+            if ImageMode.getmode(im.mode).basemode != "L":
+                return "RGB"
+    return "L"
 
 
 def _other_size(name: str, shape: tuple[int, ...], first: str, first_shape: tuple[int, ...]) -> ValueError:
@@ -158,8 +175,7 @@ def _other_size(name: str, shape: tuple[int, ...], first: str, first_shape: tupl
                       "224) to resize and center-crop every image to N x N")
 
 
-def _decode_chunk(items: list[tuple[str, str | bytes]], mode: str | None = None, image_size: int | None = None
-                  ) -> np.ndarray:
+def _decode_chunk(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None = None) -> np.ndarray:
     first = _decode_one(*items[0], mode, image_size)
     out = np.empty((len(items), *first.shape), np.uint8)
     out[0] = first
@@ -189,21 +205,44 @@ def _decode_all(items: list[tuple[str, str | bytes]], mode: str, image_size: int
     return np.concatenate(parts)
 
 
-def _layout(src: Path, entries: list[Entry]) -> tuple[list[str], dict[str, list[Entry]], str]:
-    """Class names (sorted; a label is the rank), each split's entries, sorted by class then name, and the eval
-    split; the train split must hold two classes at least."""
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """An image folder `src` as read: `classes` (the train split's, sorted; a label is the rank), the entries of
+    the train split and of the eval split, each sorted by class then name, and the eval split's name."""
+
+    src: Path
+    classes: list[str]
+    splits: dict[str, list[Entry]]
+    eval_split: str
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [e for split in sorted(self.splits) for e in self.splits[split]]
+
+    @functools.cached_property
+    def mode(self) -> str:
+        return _set_mode(self.entries)
+
+    def labels(self, entries: list[Entry]) -> np.ndarray:
+        rank = {c: i for i, c in enumerate(self.classes)}
+        return np.array([rank[e[1]] for e in entries], np.int32)
+
+
+def _layout(src: Path, entries: list[Entry]) -> Layout:
+    """The train and eval splits of `entries`; the train split must hold two classes at least and every class of
+    the eval split. Other folders beside them (a 'val' beside 'test', or 'extra') are neither read nor counted:
+    their classes were labels before, so a class only they held was an output no image trained, and it renumbered
+    the classes after it."""
     if not entries:
         raise ValueError(f"no images found in {src}; expected split/class/image.(jpg|png) inside")
-    entries = sorted(entries, key=lambda e: (e[0], e[1], e[2]))
-    classes = sorted({e[1] for e in entries})
     splits: dict[str, list[Entry]] = {}
-    for e in entries:
+    for e in sorted(entries, key=lambda e: (e[0], e[1], e[2])):
         splits.setdefault(e[0], []).append(e)
     eval_split = _eval_split(src, sorted(splits))
     trained = sorted({e[1] for e in splits["train"]})
     check_classes(len(trained), "image", f"the train split of image folder {src} (classes: {', '.join(trained)})")
     _check_eval_classes(src, splits, eval_split)
-    return classes, splits, eval_split
+    return Layout(src, trained, {s: splits[s] for s in ("train", eval_split)}, eval_split)
 
 
 def _check_eval_classes(src: Path, splits: dict[str, list[Entry]], eval_split: str) -> None:
@@ -217,19 +256,17 @@ def _check_eval_classes(src: Path, splits: dict[str, list[Entry]], eval_split: s
                          "classify right; add train images of them, or move them out")
 
 
-def _decode(src: Path, entries: list[Entry], image_size: int | None) -> dict[str, np.ndarray]:
-    classes, splits, _ = _layout(src, entries)
+def _decode(layout: Layout, image_size: int | None) -> dict[str, np.ndarray]:
+    entries = layout.entries
     if image_size is not None:
-        check_host(image_bytes(image_size, len(entries)), f"{src} at --image-size {image_size}", SMALLER)
-    label = {c: i for i, c in enumerate(classes)}
-    arrays: dict[str, np.ndarray] = {"classes": np.array(classes)}
-    x = _decode_all([(e[2], e[3]) for split in sorted(splits) for e in splits[split]], _set_mode(splits["train"][0]),
-                    image_size)
+        check_host(image_bytes(image_size, len(entries)), f"{layout.src} at --image-size {image_size}", SMALLER)
+    arrays: dict[str, np.ndarray] = {"classes": np.array(layout.classes)}
+    x = _decode_all([(e[2], e[3]) for e in entries], layout.mode, image_size)
     start = 0
-    for split in sorted(splits):
-        n = len(splits[split])
+    for split in sorted(layout.splits):
+        n = len(layout.splits[split])
         arrays[f"{split}.x"] = x[start:start + n]
-        arrays[f"{split}.y"] = np.array([label[e[1]] for e in splits[split]], np.int32)
+        arrays[f"{split}.y"] = layout.labels(layout.splits[split])
         start += n
     return arrays
 
@@ -268,14 +305,12 @@ class ImageFiles:
         return {"x": x, "y": self.labels[idx]}
 
 
-def _streamed(src: Path, entries: list[Entry], image_size: int | None) -> Streamed:
-    classes, splits, eval_split = _layout(src, entries)
-    label = {c: i for i, c in enumerate(classes)}
-    mode = _set_mode(splits["train"][0])
-    shape = _decode_one(*splits["train"][0][2:], mode, image_size).shape
-    readers = {s: ImageFiles(src, [e[2] for e in es], np.array([label[e[1]] for e in es], np.int32), shape, mode,
-                             image_size) for s, es in splits.items()}
-    return Streamed(kind="image", readers=readers, num_classes=len(classes), in_shape=shape, eval_split=eval_split)
+def _streamed(layout: Layout, image_size: int | None) -> Streamed:
+    shape = _decode_one(*layout.splits["train"][0][2:], layout.mode, image_size).shape
+    readers = {s: ImageFiles(layout.src, [e[2] for e in es], layout.labels(es), shape, layout.mode, image_size)
+               for s, es in layout.splits.items()}
+    return Streamed(kind="image", readers=readers, num_classes=len(layout.classes), in_shape=shape,
+                    eval_split=layout.eval_split)
 
 
 def source(arg: str, cfg: DataConfig, limit: int) -> DataView:

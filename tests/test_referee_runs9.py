@@ -1,0 +1,62 @@
+"""Referee round 9, data and runs: image folders mixing modes and holding other folders, ..."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import zoo.data
+
+RED, GRAY = (200, 30, 60), 90
+
+
+def _save(root: Path, rel: str, image: Image.Image) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_colour_folder_whose_first_image_is_grayscale_keeps_its_colour(tmp_path, stream):
+    """The first training image (train/a/0.png, grayscale: 16-bit here) set the mode of the whole set: every colour
+    image after it was read in grayscale, red (200, 30, 60) as 94. Any colour image makes the set RGB."""
+    root = tmp_path / "set"
+    gray16 = Image.fromarray(np.full((5, 7), GRAY * 257, np.uint16))
+    _save(root, "train/a/0.png", gray16)
+    _save(root, "train/b/1.jpg", Image.new("CMYK", (7, 5), (0, 0, 0, 0)))
+    _save(root, "train/b/2.png", Image.new("RGBA", (7, 5), (*RED, 255)))
+    _save(root, "test/b/3.png", Image.new("RGB", (7, 5), RED))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off", stream=stream)
+    assert tuple(data.in_shape) == (5, 7, 3)
+    if stream:
+        x = data.readers["train"].read(np.arange(3))["x"]
+        test = data.readers["test"].read(np.arange(1))["x"]
+    else:
+        x, test = data.splits["train"]["x"], data.splits["test"]["x"]
+    assert x[0, 2, 3].tolist() == [GRAY] * 3  # the grayscale image, its gray in each channel
+    assert x[2, 2, 3].tolist() == list(RED) and test[0, 0, 0].tolist() == list(RED)
+    assert x[1, 0, 0].tolist() == [255, 255, 255]  # CMYK (0, 0, 0, 0) is white
+
+
+def test_a_grayscale_folder_stays_one_channel(tmp_path):
+    root = tmp_path / "set"
+    for i, rel in enumerate(("train/a/0.png", "train/b/1.png", "test/a/2.png")):
+        _save(root, rel, Image.new("LA", (4, 4), (40 * i, 255)) if i else Image.new("1", (4, 4), 1))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    assert tuple(data.in_shape) == (4, 4, 1)
+    assert data.splits["train"]["x"][:, 0, 0, 0].tolist() == [255, 40]
+
+
+def test_classes_of_folders_that_are_neither_train_nor_eval_are_no_labels(tmp_path):
+    """A 'val' beside 'test' (the eval split), or a folder inside a class folder (train/b/extra/x.png read as split
+    'b', class 'extra'), added its classes to the labels: 4 outputs for a set of 2 classes, the unused 'aardvark'
+    taking label 0 and shifting a and b to 1 and 2."""
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png", "val/aardvark/3.png", "train/b/extra/4.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir=str(tmp_path / "cache"))
+    assert data.num_classes == 2 and sorted(data.splits) == ["test", "train"]
+    assert data.splits["train"]["y"].tolist() == [0, 1] and data.splits["test"]["y"].tolist() == [1]
