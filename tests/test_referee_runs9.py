@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +61,17 @@ def test_classes_of_folders_that_are_neither_train_nor_eval_are_no_labels(tmp_pa
     data = zoo.data.load(f"imagefolder:{root}", cache_dir=str(tmp_path / "cache"))
     assert data.num_classes == 2 and sorted(data.splits) == ["test", "train"]
     assert data.splits["train"]["y"].tolist() == [0, 1] and data.splits["test"]["y"].tolist() == [1]
+
+
+def test_metrics_lines_that_parse_but_are_no_rows_are_skipped(tmp_path):
+    """A damaged metrics.jsonl line that is still JSON (7, null, a list, a step "x", a row without its split or
+    loss) was kept: a resume stopped on it with 'unexpected AttributeError: int object has no attribute get'."""
+    from zoo.train.logger import plot_curves, read_metrics, trim_metrics
+
+    good = [{"step": 5, "split": "train", "loss": 2.0}, {"step": 10, "split": "eval", "loss": 1.5}]
+    junk = ["7", "null", "[1, 2]", '{"step": "x", "split": "train"}', '{"step": 7}', '{"step": 8, "split": "train"}']
+    lines = [json.dumps(good[0]), *junk, json.dumps(good[1]), json.dumps({"step": 15, "split": "train", "loss": 1.0})]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert trim_metrics(tmp_path, 10) == 1
+    assert read_metrics(tmp_path) == [good[0], {"step": 7}, {"step": 8, "split": "train"}, good[1]]
+    assert plot_curves(tmp_path).stat().st_size > 0

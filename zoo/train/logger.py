@@ -157,10 +157,18 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for line in _lines(run_dir / "metrics.jsonl"):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if _is_row(row):
+            rows.append(row)
     return rows
+
+
+def _is_row(row: Any) -> bool:
+    """An object with an integer step, as MetricsLog writes every row. A damaged line that still parses (7, null, a
+    list, a step "x") was kept, and the resume stopped on it with 'unexpected AttributeError'."""
+    return isinstance(row, dict) and type(row.get("step")) is int
 
 
 def eval_rows(run_dir: Path, until: int) -> list[dict[str, Any]]:
@@ -196,8 +204,8 @@ def plot_curves(run_dir: Path) -> Path:
     import matplotlib.pyplot as plt
 
     rows = read_metrics(run_dir)
-    train = [r for r in rows if r["split"] == "train"]
-    evals = [r for r in rows if r["split"] == "eval"]
+    train = [r for r in rows if r.get("split") == "train" and "loss" in r]
+    evals = [r for r in rows if r.get("split") == "eval"]
     keys = list(dict.fromkeys(k for r in evals for k in r if k not in ("step", "split", "time", "loss")))
 
     def curve(k: str) -> tuple[list, list]:
