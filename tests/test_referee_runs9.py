@@ -75,3 +75,25 @@ def test_metrics_lines_that_parse_but_are_no_rows_are_skipped(tmp_path):
     assert trim_metrics(tmp_path, 10) == 1
     assert read_metrics(tmp_path) == [good[0], {"step": 7}, {"step": 8, "split": "train"}, good[1]]
     assert plot_curves(tmp_path).stat().st_size > 0
+
+
+def test_a_full_disk_during_a_prepare_names_the_file_and_leaves_no_out(tmp_path, monkeypatch, capsys):
+    """A write error names no file, so a prepare that ran out of space said 'no space left on the device writing .
+    (79,107 MB free)', the free space of the working folder's disk, not of --out's."""
+    import errno
+
+    from zoo.cli.prepare import main
+    from zoo.data import prepare
+
+    class FullDisk(prepare.ByteTokenizer):
+        def encode(self, text: str) -> np.ndarray:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(prepare, "ByteTokenizer", FullDisk)
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "tokens"
+    corpus.write_text("some text\n" * 50)
+    with pytest.raises(SystemExit) as stop:
+        main(["text", str(corpus), "--out", str(out), "--tokenizer", "byte"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 1 and err.startswith(f"error: no space left on the device writing {out}/all.bin.partial")
+    assert not out.exists()
