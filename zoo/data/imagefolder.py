@@ -90,8 +90,13 @@ def _entry(name: str, payload: str | bytes) -> Entry | None:
 
 
 def _dir_entries(root: Path) -> list[Entry]:
+    """Every image under `root`, through linked folders too (a class folder linked in from elsewhere, as subsets of
+    ImageNet are made, was skipped without a word: os.walk does not follow links by default); a link to a folder
+    above it, which would loop, is not followed."""
     found = []
-    for dirpath, _, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root, followlinks=True):
+        here = Path(os.path.realpath(dirpath))
+        dirs[:] = [d for d in dirs if not here.is_relative_to(os.path.realpath(os.path.join(dirpath, d)))]
         for f in files:
             rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
             e = _entry(rel, os.path.join(dirpath, f))
