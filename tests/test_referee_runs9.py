@@ -112,3 +112,18 @@ def test_a_linked_class_folder_is_read_and_a_link_to_a_folder_above_does_not_loo
     data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
     assert data.num_classes == 3 and data.splits["train"]["y"].tolist() == [0, 1, 2, 2]
     assert data.splits["train"]["x"][3, 0, 0].tolist() == [1, 0, 0]
+
+
+def test_a_prepare_reads_a_linked_folder_of_the_corpus(tmp_path):
+    """Path.rglob follows no links either (Python 3.11): a folder of the corpus linked in from elsewhere was left
+    out of the token directory without a word."""
+    from zoo.data.prepare import text_files
+
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    (corpus / "a").mkdir(parents=True)
+    elsewhere.mkdir()
+    (corpus / "a" / "one.txt").write_text("one\n")
+    (elsewhere / "two.txt").write_text("two\n")
+    (corpus / "b").symlink_to(elsewhere, target_is_directory=True)
+    (corpus / "a" / "up").symlink_to(corpus, target_is_directory=True)
+    assert text_files(corpus) == [corpus / "a" / "one.txt", corpus / "b" / "two.txt"]

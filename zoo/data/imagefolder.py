@@ -29,6 +29,7 @@ from zoo.data.dataset import Dataset
 from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams, usable_cores
 from zoo.data.view import DataView, check_classes
+from zoo.data.walk import files_under
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
 EVAL_SPLITS = ("test", "val", "validation")
@@ -90,19 +91,9 @@ def _entry(name: str, payload: str | bytes) -> Entry | None:
 
 
 def _dir_entries(root: Path) -> list[Entry]:
-    """Every image under `root`, through linked folders too (a class folder linked in from elsewhere, as subsets of
-    ImageNet are made, was skipped without a word: os.walk does not follow links by default); a link to a folder
-    above it, which would loop, is not followed."""
-    found = []
-    for dirpath, dirs, files in os.walk(root, followlinks=True):
-        here = Path(os.path.realpath(dirpath))
-        dirs[:] = [d for d in dirs if not here.is_relative_to(os.path.realpath(os.path.join(dirpath, d)))]
-        for f in files:
-            rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
-            e = _entry(rel, os.path.join(dirpath, f))
-            if e is not None:
-                found.append(e)
-    return found
+    """Every image under `root`, through linked folders too (zoo.data.walk)."""
+    found = (_entry(path.relative_to(root).as_posix(), str(path)) for path in files_under(root))
+    return [e for e in found if e is not None]
 
 
 def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:

@@ -28,6 +28,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
+from zoo.data.walk import files_under
 from zoo.errors import DiskFull, is_disk_full, sigterm_stops
 from zoo.files import undo_folders_made_on_failure
 from zoo.train.lock import LOCK, claim
@@ -38,12 +39,13 @@ Advance = Callable[[int], None]
 
 
 def text_files(source: Path) -> list[Path]:
-    """The file itself, or every non-hidden file under the folder in sorted order."""
+    """The file itself, or every non-hidden file under the folder (through linked folders: zoo.data.walk) in sorted
+    order."""
     if source.is_file():
         return [source]
     if not source.is_dir():
         raise FileNotFoundError(f"no file or folder {source}")
-    files = sorted(p for p in source.rglob("*") if p.is_file()
+    files = sorted(p for p in files_under(source) if p.is_file()
                    and not any(part.startswith(".") for part in p.relative_to(source).parts))
     if not files:
         raise ValueError(f"no files under {source}")
