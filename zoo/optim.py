@@ -6,8 +6,8 @@
       -> base                       adam | sgd | momentum | lion | adafactor (entrywise Q of TP IVb 2.1), or muon:
                                     optax's scale_by_muon on the parameters routed to the spectral family, one
                                     matrix per stacked layer, and adam on the rest (optax.partition)
-      -> [clip update RMS]          per-parameter RMS threshold, width-independent (TP IVb 2.10.2): at Muon's
-                                    O it follows O's RMS 1/sqrt(max(p, q)) (clip_by_natural_rms)
+      -> [clip update RMS]          per-parameter RMS threshold, width-independent (TP IVb 2.10.2); on Muon's O,
+                                    whose RMS depends on its rank, a cap on its singular values (zoo.muon)
       -> * m^-c r^-gamma            per-parameter LR multiplier of the parameter's family (Muon: c - k/2)
       -> + wd * w                   decoupled weight decay: a per-step shrink lr*wd, width-independent (2.10.1)
       -> * -lr * schedule(t)        the global learning rate, kept in the optimizer state (vmappable)
@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from zoo.muon import Route, base_side, clip_by_natural_rms
 from zoo.param import families
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
@@ -65,7 +66,8 @@ class OptimConfig:
     clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients at the base width "
                                       "and depth (a threshold that grows as their norm does with width and depth); "
                                       "0: no clipping", shown="none", check=NON_NEGATIVE)
-    clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent; 0: no clipping",
+    clip_rms: float | None = setting(None, "clip each parameter's update RMS, width-independent (Muon's matrices: "
+                                     "their singular values, at this RMS's at the base shape); 0: no clipping",
                                      shown="none", check=NON_NEGATIVE)
     muon_beta: float = setting(0.95, "Muon's Nesterov momentum", check=BETA)
     muon_rms: float = setting(0.2, "Muon's update RMS at the base shape (Moonlight's: AdamW's, so the Muon and Adam "
@@ -230,58 +232,12 @@ def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) 
 def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:
     """muon_rms * sqrt(max(fan_in0, fan_out0)) at the base shape: Muon's update RMS equals muon_rms there (a full-rank
     O of shape p x q has RMS 1/sqrt(max(p, q))); no width factor, the plugin's LR multiplier has them all."""
-    return cfg.muon_rms * math.sqrt(max(tag.base_fan_in, tag.base_fan_out))
-
-
-@jax.tree_util.register_static
-@dataclasses.dataclass(frozen=True)
-class Route:
-    """Where the optimizer sends one parameter: its family and, for the spectral family, how to find the matrix
-    (fan-in, layout and number of fan-out axes of its tag) after any leading stacked-layer axes. A static pytree
-    leaf-free node, so a tree of routes passes through jit and vmap as structure."""
-
-    family: str
-    fan_in: int = 1
-    layout: str = "in_out"
-    base_fraction: float = 1.0  # the parameter's size at the base width and depth over its size: m^-k (L0/L)
-    rms_ratio: float = 1.0  # spectral: a full-rank O's RMS here over at the base shape, sqrt(max(p0, q0) / max(p, q))
-    out_axes: int = 1  # Tag.out_axes: the k axes of the fan-out
-
-    def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
-        """Muon's (reduction, output) axes: the k = out_axes fan-out axes (the last k for in_out, the first k after
-        the stacked axes for out_in, the k before the last for spatial_out_in) and the fewest axes next to them (the
-        last and those before the fan-out for spatial_out_in) whose sizes multiply to the fan-in; axes before
-        them are stacked layers, orthogonalised one by one. Muon sees the matrix [fan_in, prod(fan-out axes)]; the
-        output axis is an int when k = 1, a tuple otherwise."""
-        k = self.out_axes
-        for j in range(1, len(shape) - k + 1):
-            if self.layout == "in_out" and math.prod(shape[len(shape) - k - j:len(shape) - k]) == self.fan_in:
-                reduction, output = tuple(range(-k - j, -k)), tuple(range(-k, 0))
-                break
-            if self.layout == "out_in" and math.prod(shape[len(shape) - j:]) == self.fan_in:
-                reduction, output = tuple(range(-j, 0)), tuple(range(-k - j, -j))
-                break
-            if self.layout == "spatial_out_in" and shape[-1] * math.prod(
-                    shape[len(shape) - k - j:len(shape) - k - 1]) == self.fan_in:  # [..., out, in]: j axes in
-                reduction, output = (*range(-k - j, -k - 1), -1), tuple(range(-k - 1, -1))
-                break
-        else:
-            raise ValueError(f"no axes of a parameter of shape {shape} multiply to its fan-in {self.fan_in} "
-                             f"({self.layout}, {k} fan-out axes): Muon cannot find its matrix")
-        return optax.contrib.MuonDimensionNumbers(reduction, output[0] if k == 1 else output)
+    return cfg.muon_rms * base_side(tag)
 
 
 def routes(cfg: OptimConfig, params: Any) -> Any:
     """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
-    def route(tag: Tag) -> Route:
-        family = family_of(cfg, tag)
-        ratio = math.sqrt(max(tag.base_fan_in, tag.base_fan_out) / max(tag.fan_in, tag.fan_out)) \
-            if family == "spectral" else 1.0
-        return Route(family, tag.fan_in, tag.layout,
-                     float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind] / float(tag.depth_ratio), ratio,
-                     tag.out_axes)
-
-    return per_param(params, route)
+    return per_param(params, lambda tag: Route.of(tag, family_of(cfg, tag)))
 
 
 # optax factors Adafactor's second moment only where two axes have 128 entries or more, so a kernel changed its
@@ -345,30 +301,6 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
         parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
     parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, last_step(horizon))))
     return optax.chain(*parts)
-
-
-def clip_by_natural_rms(max_rms: float, route: Any = None) -> optax.GradientTransformation:
-    """Per-parameter clipping of the base optimizer's update RMS at a threshold that follows the update's natural
-    size, so that the clip factor is width-independent (TP IVb 2.10.2): max_rms where the entries are Theta(1)
-    (entrywise optimizers, SGD's faithful gradients); for Muon's O, whose RMS is 1/sqrt(max(p, q)) at full rank,
-    max_rms * sqrt(max(p0, q0) / max(p, q)) (`Route.rms_ratio`): max_rms at the base shape, shrinking as O's RMS
-    does (a fixed threshold clipped the base width's O and not a wider one's, so ||dW||_* grew with width)."""
-
-    def update(updates, state, params=None):
-        del params
-
-        def one(u, r):
-            if isinstance(u, optax.MaskedNode):
-                return u
-            limit = max_rms * (1.0 if r is None else r.rms_ratio)
-            rms = jnp.sqrt(jnp.mean(jnp.square(u)))
-            return u * jnp.minimum(1.0, limit / jnp.maximum(rms, 1e-30)).astype(u.dtype)
-
-        if route is None:
-            return jax.tree.map(lambda u: one(u, None), updates), state
-        return jax.tree.map(one, updates, route, is_leaf=lambda x: isinstance(x, optax.MaskedNode)), state
-
-    return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
 
 def clip_by_faithful_norm(max_norm: float, route: Any = None) -> optax.GradientTransformation:

@@ -4,7 +4,6 @@ inside the probe's jitted program, on sharded arrays too."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from optax.contrib._muon import orthogonalize_via_newton_schulz  # not re-exported by optax.contrib
 
-from zoo.optim import Route
+from zoo.muon import Route, as_matrices
 
 POWER_ITERATIONS = 100
 NS_COEFFS = (3.4445, -4.7750, 2.0315)  # optax.contrib.scale_by_muon's default, which zoo's chain uses
@@ -21,17 +20,6 @@ NS_COEFFS = (3.4445, -4.7750, 2.0315)  # optax.contrib.scale_by_muon's default, 
 def rms(x: jax.Array) -> jax.Array:
     """sqrt(mean(x^2)) over every entry."""
     return jnp.sqrt(jnp.mean(jnp.square(x.astype(jnp.float32))))
-
-
-def as_matrices(x: jax.Array, route: Route) -> jax.Array:
-    """x as a stack (layers, fan_in, fan_out) of the matrices Muon would see (Route.matrix_axes)."""
-    dims = route.matrix_axes(x.shape)
-    reduction = tuple(a % x.ndim for a in dims.reduction_axis)
-    out = dims.output_axis
-    output = tuple(a % x.ndim for a in (out if isinstance(out, tuple) else (out,)))  # several: out_axes > 1
-    batch = tuple(a for a in range(x.ndim) if a not in reduction + output)
-    fan_in, fan_out = (math.prod(x.shape[a] for a in axes) for axes in (reduction, output))
-    return x.transpose(*batch, *reduction, *output).reshape(-1, fan_in, fan_out).astype(jnp.float32)
 
 
 def spectral_norm(x: jax.Array, route: Route, key: jax.Array) -> jax.Array:
