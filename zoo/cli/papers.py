@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, path_arg
+from zoo.cli.flags import Parser, path_arg, positive
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,6 +32,9 @@ def parser() -> argparse.ArgumentParser:
                          f"{papers.QUICK_OUT}, so a quick run never replaces a full run's outputs)")
         if name == "run":
             cmd.add_argument("--quick", action="store_true", help="the tiny version (seconds; what the tests run)")
+            cmd.add_argument("--processes", type=positive, default=1,
+                             help="split the claim's LR sweeps over this many worker processes, each pinned to its "
+                             "own CPU cores, as python -m zoo.sweep --processes (default 1: one program)")
     return p
 
 
@@ -50,5 +53,5 @@ def main(argv: list[str] | None = None) -> None:
         papers.render(papers.get(args.name), args.out)
         print(args.out / args.name)
     else:
-        folder = papers.run(args.name, args.quick, args.out)
+        folder = papers.run(args.name, args.quick, args.out, args.processes)
         print(f"{args.name}: {papers.page.read(folder)['verdict']} -> {folder}")

@@ -28,6 +28,7 @@ from zoo.papers import (
 )
 from zoo.papers.claim import Claim
 from zoo.papers.page import render, writable, write
+from zoo.sweeps.processes import check_processes
 
 MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, yaida_family, dhg_phase,
            dhg_trainability, dhg_apjn, lecture_hanin_nica)
@@ -42,12 +43,16 @@ def get(name: str) -> Claim:
     return CLAIMS[name]
 
 
-def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT) -> Path:
-    """Run claim `name` (quick: its tiny version) and write OUT/NAME/ and the index OUT/README.md."""
+def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int = 1) -> Path:
+    """Run claim `name` (quick: its tiny version; processes: its sweeps' members split over this many worker
+    processes, as `python -m zoo.sweep --processes`) and write OUT/NAME/ and the index OUT/README.md."""
     claim = get(name)
+    check_processes(processes)
+    if processes > 1 and claim.serial:
+        raise ValueError(f"--processes: {name} cannot split over worker processes: {claim.serial}")
     writable(Path(out), name)
     t0 = time.perf_counter()
-    numbers = claim.run(quick)
+    numbers = claim.run(quick, processes) if processes > 1 else claim.run(quick)
     numbers["wall_s"] = round(time.perf_counter() - t0, 1)
     cpu = jax.default_backend() == "cpu"
     numbers["machine"] = f"{os.cpu_count()} CPU cores" if cpu else jax.devices()[0].device_kind

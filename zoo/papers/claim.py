@@ -34,7 +34,9 @@ def verdict(checks: list[Check]) -> str:
 class Claim:
     """A claim module's contract.
 
-    run(quick) -> numbers: the experiment (JSON-able; quick: the tiny version the tests run). checks(numbers) ->
+    run(quick) -> numbers: the experiment (JSON-able; quick: the tiny version the tests run); a claim whose members
+    can split over worker processes (its LR sweeps: zoo.papers.lr_sweep.sweep) takes run(quick, processes) and has
+    `serial` empty, any other names in `serial` why it cannot. checks(numbers) ->
     the checks. plot(numbers, path): the figure. setting(numbers) and result(numbers): zoo's side of the page, in
     words built from the numbers. paper_setting, paper_result: the paper's side; scale: why zoo's scale differs.
     """
@@ -45,8 +47,9 @@ class Claim:
     paper_setting: str
     paper_result: str
     scale: str
-    run: Callable[[bool], Numbers]
+    run: Callable[..., Numbers]
     checks: Callable[[Numbers], list[Check]]
     plot: Callable[[Numbers, Path], None]
     setting: Callable[[Numbers], str]
     result: Callable[[Numbers], str]
+    serial: str = "it trains no LR sweep"

@@ -8,19 +8,22 @@ predicts trainable depths up to about 28 xi, xi = 1 / |ln chi*| (the paper's App
 
 from __future__ import annotations
 
+import functools
 import math
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import zoo.data
-import zoo.param
 from zoo.diagnostics import phase
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep, page
 from zoo.papers.claim import Check, Claim, Numbers
 from zoo.param import mean_field_theory as theory
-from zoo.sweeps.engine import MemberTrainer
+from zoo.sweeps.processes import MemberPool, workers
 from zoo.sweeps.runner import summarize
 
 NAME = "dhg-trainability"
@@ -35,32 +38,37 @@ GAP = 0.1  # vanilla: predicted-trainable points beat predicted-untrainable ones
 HALF = 0.5  # pre-LN, mu = 1: every point gains at least half the best point's gain over chance
 
 
-def run(quick: bool) -> Numbers:
+def run(quick: bool, processes: int = 1) -> Numbers:
     s = QUICK if quick else FULL
-    data = zoo.data.load(s["data"])
-    sw, sb = np.meshgrid(s["sigma_w"], s["sigma_b"], indexing="ij")  # [sigma_w, sigma_b]
-    points = len(sw.ravel())
-    panels = []
-    for label, v in VARIANTS.items():
-        cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=s["depth"], activation=s["activation"],
-                                    pre_ln=v["pre_ln"], pre_nonlin=True, bias=True, mean_subtract=False)
-        family = lr_sweep.family("mlp_resnet", cfg, lambda o, mu=v["mu"]: zoo.param.get("critical", mu=mu, **o),
-                                 OptimConfig("sgd"))
-        trainer = MemberTrainer(family, data, s["batch_size"], chunk=min(100, s["steps"]), fast_compile=quick)
-        lrs = np.repeat(s["lrs"], points)
-        options = {"sigma_w": np.tile(sw.ravel(), len(s["lrs"])), "sigma_b": np.tile(sb.ravel(), len(s["lrs"]))}
-        states, losses = trainer.train(trainer.init(lrs, np.zeros(len(lrs), np.int32), options), s["steps"])
-        acc = trainer.evaluate(states, limit=s["eval"])["accuracy"]
-        diverged = [summarize(losses[:, i], np.log(data.num_classes))[1] for i in range(len(lrs))]
-        acc = np.where(diverged, 1.0 / data.num_classes, acc)  # a member that blew up learned nothing
-        best = acc.reshape(len(s["lrs"]), *sw.shape).max(0)
-        block = theory.Block.of(cfg)
-        star = [[theory.chi_star(block, w, b, v["mu"]) for b in s["sigma_b"]] for w in s["sigma_w"]]
-        line = phase.theory_line(cfg, ("sigma_b", s["sigma_b"]), {"mu": v["mu"]}) if v["mu"] < 1 else None
-        panels.append({"variant": label, **v, "accuracy": best, "accuracy_per_lr": acc, "chi_star": star,
-                       "line": line, "final_loss": losses[-1]})
-        lr_sweep.log(f"  {label}: {trainer.compile_s + trainer.run_s:.0f} s")
+    load = functools.partial(zoo.data.load, s["data"])
+    data = load()
+    with workers(processes) as pool:
+        panels = [_panel(s, quick, load, data, pool, label, v) for label, v in VARIANTS.items()]
     return {"setting": s, "chance": 1.0 / data.num_classes, "panels": panels}
+
+
+def _panel(s: dict, quick: bool, load: Callable[[], Any], data: Any, pool: MemberPool | None, label: str,
+           v: dict) -> dict:
+    """One variant's grid: every (sigma_w, sigma_b) point x LR as a member, in the pool's worker processes or here;
+    a point's accuracy is its best LR's."""
+    t0 = time.perf_counter()
+    sw, sb = np.meshgrid(s["sigma_w"], s["sigma_b"], indexing="ij")  # [sigma_w, sigma_b]
+    lrs = np.repeat(s["lrs"], sw.size)
+    options = {"sigma_w": np.tile(sw.ravel(), len(s["lrs"])), "sigma_b": np.tile(sb.ravel(), len(s["lrs"]))}
+    cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=s["depth"], activation=s["activation"],
+                                pre_ln=v["pre_ln"], pre_nonlin=True, bias=True, mean_subtract=False)
+    family = lr_sweep.Family("mlp_resnet", cfg, lr_sweep.Plugin("critical", {"mu": v["mu"]}), OptimConfig("sgd"))
+    make = functools.partial(lr_sweep.member_trainer, family, load, s["batch_size"], min(100, s["steps"]), quick)
+    result = lr_sweep.train_shape(pool, make, data, lrs, np.zeros(len(lrs), np.int32), s["steps"], options,
+                                  eval_limit=s["eval"])
+    diverged = [summarize(result.losses[:, i], np.log(data.num_classes))[1] for i in range(len(lrs))]
+    acc = np.where(diverged, 1.0 / data.num_classes, result.evals["accuracy"])  # a member that blew up learned nothing
+    block = theory.Block.of(cfg)
+    star = [[theory.chi_star(block, w, b, v["mu"]) for b in s["sigma_b"]] for w in s["sigma_w"]]
+    line = phase.theory_line(cfg, ("sigma_b", s["sigma_b"]), {"mu": v["mu"]}) if v["mu"] < 1 else None
+    lr_sweep.log(f"  {label}: {time.perf_counter() - t0:.0f} s")
+    return {"variant": label, **v, "accuracy": acc.reshape(len(s["lrs"]), *sw.shape).max(0), "accuracy_per_lr": acc,
+            "chi_star": star, "line": line, "final_loss": result.losses[-1]}
 
 
 def trainable(chi_star: np.ndarray, depth: int) -> np.ndarray:
@@ -142,4 +150,4 @@ CLAIM = Claim(
           "steps (a quarter of an epoch) instead of 10 epochs, three LRs per point, a 7 x 7 grid, erf only: about 15 "
           "minutes on a quiet 2-core CPU. Accuracy is measured on 2048 held-out images: after a quarter of an epoch "
           "the networks have seen almost no image twice, so held-out and training accuracy agree.",
-    run=run, checks=checks, plot=plot, setting=setting, result=result)
+    run=run, checks=checks, plot=plot, setting=setting, result=result, serial="")

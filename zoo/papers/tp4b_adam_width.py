@@ -8,6 +8,7 @@ muP and SP train side by side in one program per width: the `abcd` plugin with t
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import jax
@@ -50,18 +51,20 @@ CAVEAT_TOL = 0.15
 GROWS = 0.15  # a growth that a width range of 32x shows clearly (2^(5 x 0.15) = 1.7x)
 
 
-def mix(t: object) -> zoo.param.Parametrization:
-    """The abcd plugin with the exponents SP + t (muP - SP): SP at t = 0, muP (TP IVb gauge, 1/d logits) at t = 1."""
+def mix(options: dict[str, object]) -> zoo.param.Parametrization:
+    """The abcd plugin with the exponents SP + t (muP - SP), t = options["t"]: SP at t = 0, muP (TP IVb gauge, 1/d
+    logits) at t = 1."""
+    t = options["t"]
     table = {k: tuple(s + t * (m - s) for s, m in zip(SP_TABLE[k], MUP_TABLE[k], strict=True)) for k in KINDS}
     return zoo.param.get("abcd", attn_exp=0.5 + 0.5 * t, **table)
 
 
-def _sweep(s: dict, quick: bool) -> list[dict]:
-    data = zoo.data.load(s["data"], seq_len=s["model_opt"].get("seq_len", 256))
-    return lr_sweep.sweep(s["model"], lambda o: mix(o["t"]), ARMS, OptimConfig("adam"), data,
+def _sweep(s: dict, quick: bool, processes: int) -> list[dict]:
+    load = functools.partial(zoo.data.load, s["data"], seq_len=s["model_opt"].get("seq_len", 256))
+    return lr_sweep.sweep(s["model"], mix, ARMS, OptimConfig("adam"), load,
                           [(w, s["depth"]) for w in s["widths"]], s["log2_lrs"], steps=s["steps"],
                           batch_size=s["batch_size"], base_width=s["widths"][0], base_depth=s["depth"],
-                          fast_compile=quick, **s["model_opt"])
+                          fast_compile=quick, processes=processes, **s["model_opt"])
 
 
 def _batch(source: str, size: int) -> tuple[dict, tuple[int, ...], int]:
@@ -89,12 +92,12 @@ def _coord(s: dict, source: str) -> dict:
     return out
 
 
-def run(quick: bool) -> Numbers:
+def run(quick: bool, processes: int = 1) -> Numbers:
     s = QUICK if quick else FULL
     out = {"setting": s}
     for part in ("image", "text"):
         lr_sweep.log(f"{part}:")
-        out[part] = _sweep(s[part], quick)
+        out[part] = _sweep(s[part], quick, processes)
     lr_sweep.log("coordinate check:")
     out["coord"] = {source: _coord(s["coord"], source) for source in s["coord"]["inputs"]}
     return out
@@ -229,4 +232,4 @@ CLAIM = Claim(
           "2-layer GPT at widths 64..512 only (8x): one Adam step of a 2-layer GPT at width 2048 costs about 3 s per "
           "member on the 2-core CPU, so a 32x range with an LR grid would take hours. The whole claim takes about "
           "45 minutes on the 2-core CPU.",
-    run=run, checks=checks, plot=plot, setting=setting, result=result)
+    run=run, checks=checks, plot=plot, setting=setting, result=result, serial="")

@@ -9,11 +9,11 @@ zoo's depth_mup at base width 1 (PAPER_BASE_WIDTH), so zoo's lr is the paper's e
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
 import zoo.data
-import zoo.param
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep, page
 from zoo.papers.claim import Check, Claim, Numbers
@@ -32,14 +32,14 @@ SETTLED = 4  # "from depth 32 on": depths >= 4 base depths
 NOISE = 0.03  # train-loss tolerance of "improves with depth" (one seed, mean of the last 10% of steps)
 
 
-def run(quick: bool) -> Numbers:
+def run(quick: bool, processes: int = 1) -> Numbers:
     s = QUICK if quick else FULL
-    data = zoo.data.load(s["data"])
     arms = {label: {"alpha": alpha, "gamma": gamma, "branch_mult": a} for label, alpha, gamma, a in ARMS}
-    records = lr_sweep.sweep("mlp_resnet", lambda o: zoo.param.get("depth_mup", freeze="input,output", **o), arms,
-                             OptimConfig("adam"), data, [(s["width"], d) for d in s["depths"]],
-                             s["log2_lrs"], steps=s["steps"], batch_size=s["batch_size"], base_width=PAPER_BASE_WIDTH,
-                             base_depth=s["base_depth"], fast_compile=quick)
+    records = lr_sweep.sweep("mlp_resnet", lr_sweep.Plugin("depth_mup", {"freeze": "input,output"}), arms,
+                             OptimConfig("adam"), functools.partial(zoo.data.load, s["data"]),
+                             [(s["width"], d) for d in s["depths"]], s["log2_lrs"], steps=s["steps"],
+                             batch_size=s["batch_size"], base_width=PAPER_BASE_WIDTH, base_depth=s["base_depth"],
+                             fast_compile=quick, processes=processes)
     return {"setting": s, "arms": [{"label": label, **opts, "records": lr_sweep.by_arm(records, label)}
                                    for label, opts in arms.items()]}
 
@@ -149,4 +149,4 @@ CLAIM = Claim(
           "so all arms but ODE are one network at L = 8; at a = 2 SP's stream grows like (1 + a^2 v_relu)^L at "
           "init (v_relu = 1/2 - 1/(2 pi)), so its deep runs are expected to diverge. The paper's Sec. 10.2 calls "
           "SP (0, 1) while its Fig. 10 caption says (0, 0); zoo follows the caption, as the issue does.",
-    run=run, checks=checks, plot=plot, setting=setting, result=result)
+    run=run, checks=checks, plot=plot, setting=setting, result=result, serial="")

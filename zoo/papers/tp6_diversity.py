@@ -16,7 +16,6 @@ import jax
 import numpy as np
 
 import zoo.data
-import zoo.param
 from zoo.diagnostics.diversity import default_eps, diversity_probe
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep, page
@@ -48,7 +47,7 @@ def run(quick: bool) -> Numbers:
     for depth in s["depths"]:
         cfg = lr_sweep.model_config("mlp_resnet", data, width=s["width"], depth=depth, base_width=PAPER_BASE_WIDTH,
                                     base_depth=s["base_depth"])
-        family = lr_sweep.family("mlp_resnet", cfg, lambda o: zoo.param.get("depth_mup", freeze="input,output", **o),
+        family = lr_sweep.Family("mlp_resnet", cfg, lr_sweep.Plugin("depth_mup", {"freeze": "input,output"}),
                                  OptimConfig("adam"))
         trainer = MemberTrainer(family, data, s["batch_size"], chunk=min(100, s["times"][0]), fast_compile=quick)
         states = trainer.init(2.0**log2_lrs, np.zeros(len(labels), np.int32), options)
@@ -194,4 +193,6 @@ CLAIM = Claim(
           "random and the learned parts scale alike in L, so the ODE's slope cannot grow with depth there (it gave "
           "0.95, 0.81, 0.79); zoo now measures over Fig. 17's fixed eps grid and reports the block-count slopes "
           "beside it.",
-    run=run, checks=checks, plot=plot, setting=setting, result=result)
+    run=run, checks=checks, plot=plot, setting=setting, result=result,
+    serial="its diversity probe reads every member's weights between training segments, and a worker process "
+           "keeps its members' weights to itself")

@@ -30,6 +30,8 @@ import numpy as np
 
 from zoo.errors import ZooError
 
+Options = dict[str, np.ndarray]  # a program family's member options: name -> one value per member
+
 # The JAX settings a worker takes from the process that starts it (spawned processes start from the defaults).
 INHERITED = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs", "jax_enable_x64",
              "jax_default_matmul_precision")
@@ -111,14 +113,16 @@ class MemberPool:
         self._workers = []
 
     def run(self, make_trainer: Callable[[], Any], lrs: np.ndarray, seeds: np.ndarray, steps: int, *,
-            evaluate: bool = True) -> Result:
-        """Each worker's block of the members (lrs[i], seeds[i]) from fresh states through `steps` train steps of
-        the vmapped `MemberTrainer` that `make_trainer()` (picklable: a module-level function or a partial of one)
-        builds in the worker, and an eval when asked."""
+            options: Options | None = None, evaluate: bool = True, eval_limit: int | None = None) -> Result:
+        """Each worker's block of the members (lrs[i], seeds[i], and options[k][i] for a program family) from fresh
+        states through `steps` train steps of the vmapped `MemberTrainer` that `make_trainer()` (picklable: a
+        module-level function or a partial of one) builds in the worker, and an eval when asked (of `eval_limit`
+        examples: `MemberTrainer.evaluate`)."""
         recipe = pickle.dumps(make_trainer)
         blocks = [b for b in np.array_split(np.arange(len(lrs)), len(self._workers)) if len(b)]
         for (_, conn), block in zip(self._workers, blocks, strict=False):
-            conn.send((recipe, np.asarray(lrs)[block], np.asarray(seeds)[block], steps, evaluate))
+            part = None if options is None else {k: np.asarray(v)[block] for k, v in options.items()}
+            conn.send((recipe, np.asarray(lrs)[block], np.asarray(seeds)[block], part, steps, evaluate, eval_limit))
         parts = [Result(**self._receive(proc, conn)) for (proc, conn), _ in zip(self._workers, blocks, strict=False)]
         evals = {k: np.concatenate([p.evals[k] for p in parts]) for k in parts[0].evals}
         return Result(np.concatenate([p.losses for p in parts], axis=1), evals,
@@ -147,7 +151,7 @@ class MemberPool:
 
 def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) -> None:
     """A worker's loop: pinned to `cores`, one CPU device, the parent's JAX settings; answers each
-    (recipe, lrs, seeds, steps, evaluate) until told to stop (None) or the parent (pid) is gone."""
+    (recipe, lrs, seeds, options, steps, evaluate, eval_limit) until told to stop (None) or the parent (pid) is gone."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
     threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
@@ -185,21 +189,23 @@ def exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def train(trainers: dict[bytes, Any], recipe: bytes, lrs: np.ndarray, seeds: np.ndarray, steps: int,
-          evaluate: bool) -> dict[str, Any]:
+def train(trainers: dict[bytes, Any], recipe: bytes, lrs: np.ndarray, seeds: np.ndarray, options: Options | None,
+          steps: int, evaluate: bool, eval_limit: int | None) -> dict[str, Any]:
     """One block of members; the trainer of a recipe built once and kept until another recipe comes."""
     if recipe not in trainers:
         trainers.clear()
         trainers[recipe] = pickle.loads(recipe)()
-    return dataclasses.asdict(train_members(trainers[recipe], lrs, seeds, steps, evaluate=evaluate))
+    return dataclasses.asdict(train_members(trainers[recipe], lrs, seeds, steps, options=options, evaluate=evaluate,
+                                            eval_limit=eval_limit))
 
 
-def train_members(trainer: Any, lrs: np.ndarray, seeds: np.ndarray, steps: int, *, evaluate: bool = True) -> Result:
-    """The members (lrs[i], seeds[i]) from fresh states through `steps` train steps of a `MemberTrainer`, and an
-    eval when asked; the seconds this took."""
+def train_members(trainer: Any, lrs: np.ndarray, seeds: np.ndarray, steps: int, *, options: Options | None = None,
+                  evaluate: bool = True, eval_limit: int | None = None) -> Result:
+    """The members (lrs[i], seeds[i], options[k][i] for a program family) from fresh states through `steps` train
+    steps of a `MemberTrainer`, and an eval when asked (of `eval_limit` examples); the seconds this took."""
     compile_s, start = trainer.compile_s, trainer.run_s
-    states = trainer.init(lrs, seeds)
+    states = trainer.init(lrs, seeds, options)
     init_s = trainer.run_s - start
     states, losses = trainer.train(states, steps)
-    evals = trainer.evaluate(states) if evaluate else {}
+    evals = trainer.evaluate(states, eval_limit) if evaluate else {}
     return Result(losses, evals, trainer.compile_s - compile_s, init_s, trainer.run_s - start - init_s)
