@@ -127,3 +127,29 @@ def test_a_prepare_reads_a_linked_folder_of_the_corpus(tmp_path):
     (corpus / "b").symlink_to(elsewhere, target_is_directory=True)
     (corpus / "a" / "up").symlink_to(corpus, target_is_directory=True)
     assert text_files(corpus) == [corpus / "a" / "one.txt", corpus / "b" / "two.txt"]
+
+
+def test_an_archive_reads_its_links_as_the_files_they_name(tmp_path):
+    """tar stores a file's second name (a hard link) as a link member, which is no regular file: the archive of a
+    folder with 4 training images read 2. A link to no file of the archive is one line naming it."""
+    import os
+    import tarfile
+
+    root = tmp_path / "set"
+    for i, rel in enumerate(("train/cat/0.png", "train/dog/0.png", "test/cat/1.png")):
+        _save(root, rel, Image.new("RGB", (4, 4), (i, 0, 0)))
+    os.link(root / "train/cat/0.png", root / "train/cat/1.png")
+    (root / "train/dog/1.png").symlink_to("0.png")
+    archive = tmp_path / "set.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(root, "set")
+    data = zoo.data.load(f"imagefolder:{archive}", cache_dir="off")
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir="off").size("train") == data.size("train") == 4
+    assert data.splits["train"]["x"][:, 0, 0, 0].tolist() == [0, 0, 1, 1]
+    dangling = tarfile.TarInfo("set/train/dog/2.png")
+    dangling.type, dangling.linkname = tarfile.SYMTYPE, "gone.png"
+    with tarfile.open(tmp_path / "dangling.tar", "w") as tf:
+        tf.add(root, "set")
+        tf.addfile(dangling)
+    with pytest.raises(ValueError, match="set/train/dog/2.png in archive .* links to gone.png, which is no file"):
+        zoo.data.load(f"imagefolder:{tmp_path / 'dangling.tar'}", cache_dir="off")

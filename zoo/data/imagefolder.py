@@ -104,18 +104,32 @@ def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:
 
 
 def _tar_entries(path: Path) -> list[Entry]:
+    """The images of an archive: its files and its links, read as the member each names. tar stores a file's second
+    name (a hard link) as a link to the first, so an archive of a folder with such files read fewer images than
+    the folder (2 of 4) without a word."""
     found = []
     try:
         with tarfile.open(path) as tf:
             for m in tf:
-                if m.isfile() and _image_name(m.name):
-                    e = _entry(m.name, tf.extractfile(m).read())
+                if (m.isfile() or m.islnk() or m.issym()) and _image_name(m.name):
+                    e = _entry(m.name, _member_bytes(tf, m, path))
                     if e is not None:
                         found.append(e)
     except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
         reason = " ".join(str(err).split())  # tarfile's says why each compression failed, one per line
         raise ValueError(f"corrupt or unreadable archive {path}: {reason}") from err
     return found
+
+
+def _member_bytes(tf: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> bytes:
+    """The bytes of an archive's file, or of the file a link of it names."""
+    try:
+        f = tf.extractfile(member)
+    except KeyError:  # tarfile's "linkname 'x' not found"
+        f = None
+    if f is None:
+        raise ValueError(f"{member.name} in archive {path} links to {member.linkname}, which is no file of the archive")
+    return f.read()
 
 
 def _decode_one(name: str, payload: str | bytes, mode: str = "RGB", image_size: int | None = None) -> np.ndarray:
