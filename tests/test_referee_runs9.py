@@ -153,3 +153,31 @@ def test_an_archive_reads_its_links_as_the_files_they_name(tmp_path):
         tf.addfile(dangling)
     with pytest.raises(ValueError, match="set/train/dog/2.png in archive .* links to gone.png, which is no file"):
         zoo.data.load(f"imagefolder:{tmp_path / 'dangling.tar'}", cache_dir="off")
+
+
+def test_an_image_moved_to_another_class_is_not_served_its_old_label_from_the_cache(tmp_path):
+    """The cache's key held the folder's image count, total size and newest mtime; a move between class folders (a
+    label corrected) changes none of them, so the cache served [0, 0, 1] for a set now labelled [0, 1, 1]."""
+    import shutil
+
+    root, cache_dir = tmp_path / "set", str(tmp_path / "cache")
+    for i, rel in enumerate(("train/cat/0.png", "train/cat/1.png", "train/dog/2.png", "test/cat/3.png")):
+        _save(root, rel, Image.new("RGB", (4, 4), (i, 0, 0)))
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 0, 1]
+    shutil.move(root / "train/cat/1.png", root / "train/dog/1.png")
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 1, 1]
+
+
+def test_file_names_that_are_not_utf8_stream(tmp_path):
+    """A streamed split stores its file names as bytes; str.encode refused a name that is not UTF-8 (os.walk gives
+    its bytes as surrogates): 'unexpected UnicodeEncodeError' where the in-memory path read the same folder."""
+    import os
+
+    root = os.fsencode(tmp_path / "set")
+    for i, rel in enumerate((b"train/caf\xe9/0.png", b"train/dog/1\xff.png", b"test/dog/2.png")):
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Image.new("RGB", (4, 4), (i, 0, 0)).save(os.fsdecode(path), "PNG")
+    data = zoo.data.load(f"imagefolder:{os.fsdecode(root)}", cache_dir="off", stream=True)
+    batch = data.readers["train"].read(np.arange(2))
+    assert batch["x"][:, 0, 0, 0].tolist() == [0, 1] and batch["y"].tolist() == [0, 1]

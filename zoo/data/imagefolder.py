@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import io
 import multiprocessing
 import os
@@ -97,10 +98,14 @@ def _dir_entries(root: Path) -> list[Entry]:
 
 
 def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:
-    stats = [os.stat(e[3]) for e in entries]
-    size = sum(s.st_size for s in stats)
-    mtime = max((s.st_mtime_ns for s in stats), default=0)
-    return f"{root.resolve()}|{len(entries)}|{size}|{mtime}"
+    """The folder and a digest of each image's name, size and mtime. Moving an image to another class folder (a
+    label corrected) changes no size and no mtime, so the count, total size and newest mtime this was before
+    served the cached labels of before."""
+    digest = hashlib.sha256()
+    for e in entries:
+        st = os.stat(e[3])
+        digest.update(os.fsencode(e[2]) + f"|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return f"{root.resolve()}|{digest.hexdigest()}"
 
 
 def _tar_entries(path: Path) -> list[Entry]:
@@ -304,11 +309,11 @@ class ImageFiles:
 
     def __init__(self, root: Path, names: list[str], labels: np.ndarray, shape: tuple[int, ...], mode: str,
                  image_size: int | None):
-        self.root, self.names, self.labels, self.shape = root, np.array([n.encode() for n in names]), labels, shape
+        self.root, self.names, self.labels, self.shape = root, np.array([os.fsencode(n) for n in names]), labels, shape
         self.mode, self.image_size, self.size = mode, image_size, len(labels)
 
     def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
-        paths = [str(self.root / self.names[i].decode()) for i in idx]
+        paths = [str(self.root / os.fsdecode(self.names[i])) for i in idx]
         x = _decode_chunk([(p, p) for p in paths], self.mode, self.image_size)
         if x.shape[1:] != self.shape:
             raise _other_size(paths[0], x.shape[1:], "the first training image", self.shape)
