@@ -22,14 +22,19 @@ SETTINGS, RESULTS = "sweep.json", "results.jsonl"
 
 def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], None] = print) -> None:
     """Write DIR/sweep.json, or check that the sweep already in DIR has the same settings; a sweep with no results
-    yet (refused or stopped before its first shape finished) takes the new ones, saying so."""
-    path = out / SETTINGS
+    yet (refused or stopped before its first shape finished) takes the new ones, saying so. Results without a
+    sweep.json (it is written before any result, so it was removed) are refused: their settings are unknown, and
+    their members would have been skipped as this sweep's and reported under its settings."""
+    path, held = out / SETTINGS, read(out)
+    if not path.exists() and held:
+        raise ValueError(f"{out} holds {len(held)} member results ({RESULTS}) but no {SETTINGS}: the settings "
+                         f"that trained them are unknown; use another --out, or move {RESULTS} away to start over")
     if path.exists():
         old = read_settings(out)
         differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if not differ:
             return
-        if read(out):
+        if held:
             said = ", ".join(f"{k} {json.dumps(old.get(k))} there, {json.dumps(settings.get(k))} here" for k in differ)
             hint = " (the base width and depth default to the smallest swept: give --base-width/--base-depth)" \
                 if {"base_width", "base_depth"} & set(differ) else ""
