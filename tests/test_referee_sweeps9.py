@@ -4,6 +4,7 @@ divergence, resume and transfer-score rules at settings the other tests do not u
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import zoo.data
 from zoo.cli import papers as papers_cli
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep
+from zoo.sweeps import report, results
 from zoo.sweeps.processes import usable_core_ids
 
 two_cores = pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
@@ -56,3 +58,36 @@ def test_papers_processes_that_cannot_run_are_one_line_before_the_experiment(arg
         papers_cli.main([*argv, "--out", str(tmp_path / "out")])
     assert e.value.code != 0 and message in clean_error(e.value.code, capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
+
+
+def test_results_without_their_settings_file_are_refused_not_taken_as_this_sweeps(tmp_path):
+    """DIR/results.jsonl whose sweep.json was removed: the sweep wrote a new sweep.json, skipped those members as
+    finished and reported a 5-step sweep's losses under a 7-step title. Now one line, and nothing written."""
+    (tmp_path / results.RESULTS).write_text(json.dumps({"width": 8, "depth": 1, "lr": 0.01, "seed": 0, "steps": 5})
+                                            + "\n")
+    with pytest.raises(ValueError, match=r"holds 1 member results \(results.jsonl\) but no sweep.json: the settings "
+                                         "that trained them are unknown"):
+        results.check_settings(tmp_path, {"steps": 7}, lambda _: None)
+    assert not (tmp_path / results.SETTINGS).exists()
+    results.check_settings(tmp_path / "new", {"steps": 7}, lambda _: None)  # an empty DIR starts a sweep
+    assert json.loads((tmp_path / "new" / results.SETTINGS).read_text()) == {"steps": 7}
+
+
+def test_transfer_score_by_hand_and_the_sizes_it_leaves_out():
+    """README: the transfer score is max - min of the best log2 LR across sizes, in grid steps. A half-step grid
+    (log2 LR -10, -9.5, -9, -8: step 0.5, the smallest gap), seeds averaged, a diverged point never best: width 16's
+    best is -8, width 32's -9.5 (its seeds' means 1.6 < 1.8), width 64's -10 (its -8 diverged in one seed), so the
+    score is (-8 - (-10)) / 0.5 = 4. Width 128 diverged at every LR and has no best: the caption read '4 grid steps'
+    as if the LR transferred across all four widths; it now names the size it leaves out."""
+    losses = {16: {-10: 2.0, -9.5: 1.9, -9: 1.8, -8: 1.7}, 32: {-10: 2.0, -9.5: 1.6, -9: 1.8, -8: 1.9},
+              64: {-10: 1.0, -9.5: 1.5, -9: 1.8, -8: 0.5}, 128: {-10: 0.1, -9.5: 0.1, -9: 0.1, -8: 0.1}}
+    records = [{"width": w, "depth": 2, "lr": 2.0**x, "log2_lr": x, "seed": seed, "train_loss": loss + 0.1 * seed,
+                "diverged": w == 128 or (w == 64 and x == -8 and seed == 1), "eval_accuracy": None}
+               for w, row in losses.items() for x, loss in row.items() for seed in (0, 1)]
+    summary = report.summarize(records)
+    assert summary.grid_step == 0.5
+    assert [c.best_log2_lr for c in summary.curves] == [-8.0, -9.5, -10.0, None]
+    assert summary.curves[1].best_loss == pytest.approx(1.65)  # (1.6 + 1.7) / 2
+    assert summary.transfer_score == 4.0
+    assert report.table(summary).caption == ("transfer score: 4 grid steps (grid step 0.5 in log2 LR), over 3 of 4 "
+                                             "sizes (width 128 diverged at every LR)")

@@ -187,17 +187,20 @@ def table(summary: Summary, title: str = "") -> Any:
 
 
 def score_text(summary: Summary) -> str:
-    """The transfer score in grid steps, or why there is none: one size, one LR, or sizes that diverged at every
-    LR."""
+    """The transfer score in grid steps, naming the sizes it leaves out (those that diverged at every LR have no
+    best: a score over the others alone read as a transfer across every size), or why there is none: one size, one
+    LR, or sizes that diverged at every LR."""
     score = summary.transfer_score
+    lost = [summary.label(c) for c in summary.curves if c.best is None]
     if score is not None:
-        return f"{score:g} grid steps (grid step {summary.grid_step:g} in log2 LR)"
+        left_out = f", over {len(summary.curves) - len(lost)} of {len(summary.curves)} sizes ({', '.join(lost)} " \
+            "diverged at every LR)" if lost else ""
+        return f"{score:g} grid steps (grid step {summary.grid_step:g} in log2 LR){left_out}"
     if summary.lrs_swept < 2:
         return "n/a (one LR swept: it is every size's best)"
     if len(summary.curves) < 2:
         return "n/a (one size trained)"
-    lost = sum(c.best is None for c in summary.curves)
-    return f"n/a ({lost} of {len(summary.curves)} sizes diverged at every LR)"
+    return f"n/a ({len(lost)} of {len(summary.curves)} sizes diverged at every LR)"
 
 
 def plot(summary: Summary, path: Path, title: str = "") -> Path:
