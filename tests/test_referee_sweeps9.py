@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from zoo.cli import papers as papers_cli
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep
 from zoo.sweeps import report, results
+from zoo.sweeps.grid import parse_lrs
 from zoo.sweeps.processes import usable_core_ids
 
 two_cores = pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
@@ -91,3 +93,15 @@ def test_transfer_score_by_hand_and_the_sizes_it_leaves_out():
     assert summary.transfer_score == 4.0
     assert report.table(summary).caption == ("transfer score: 4 grid steps (grid step 0.5 in log2 LR), over 3 of 4 "
                                              "sizes (width 128 diverged at every LR)")
+
+
+@pytest.mark.parametrize("text, fix", [("2^-4:2^-12:1", "2^-12:2^-4:1"), ("-4:-12:0.5", "-12:-4:0.5"),
+                                       ("2^-12:2^-4:-1", "2^-12:2^-4:1"), ("-12:-4:0", "-12:-4:1"),
+                                       ("2^-4:2^-12:-2", "2^-12:2^-4:2")])
+def test_a_range_given_downward_or_with_a_step_not_above_zero_says_so(text, fix):
+    """--lrs 2^-4:2^-12:1 (LRs in decreasing order) was 'cannot read learning rates', as if it were no number; the
+    line now says a range runs upward by a positive step and gives the range meant. A comma list in decreasing
+    order, repeats included, is still one sorted member per LR."""
+    with pytest.raises(ValueError, match=rf"must run upward by a positive log2 step .*: give {re.escape(fix)}$"):
+        parse_lrs(text)
+    assert parse_lrs("2^-6,2^-8,2^-6,2^-10") == [2.0**-10, 2.0**-8, 2.0**-6]

@@ -40,8 +40,14 @@ def parse_lrs(text: str) -> list[float]:
         step = _number(parts[2])
     except (ValueError, OverflowError):
         raise bad from None
-    if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step) and step > 0 and stop >= start):
+    if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
         raise bad
+    if step <= 0 or stop < start:  # the generic line did not say which: 2^-4:2^-12:1 read as unreadable
+        a, b, c = (p.strip() for p in parts)
+        low, high = (b, a) if stop < start else (a, b)
+        up = c if step > 0 else f"{-step:g}" if step < 0 else "1"
+        raise ValueError(f"the range {text!r} must run upward by a positive log2 step (start <= stop, step > 0): "
+                         f"give {low}:{high}:{up}")
     check_exponents(text, parts[:2], start, stop)
     if (stop - start) / step >= MAX_LRS:
         raise ValueError(f"the range {text!r} holds more than {MAX_LRS} learning rates; take a bigger step")
