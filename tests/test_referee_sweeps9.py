@@ -13,11 +13,13 @@ from cli_utils import clean_error
 
 import zoo.data
 from zoo.cli import papers as papers_cli
+from zoo.config import resolve
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep
 from zoo.sweeps import report, results
 from zoo.sweeps.grid import parse_lrs
 from zoo.sweeps.processes import usable_core_ids
+from zoo.sweeps.runner import SweepSpec, run_sweep
 
 two_cores = pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
 
@@ -105,3 +107,23 @@ def test_a_range_given_downward_or_with_a_step_not_above_zero_says_so(text, fix)
     with pytest.raises(ValueError, match=rf"must run upward by a positive log2 step .*: give {re.escape(fix)}$"):
         parse_lrs(text)
     assert parse_lrs("2^-6,2^-8,2^-6,2^-10") == [2.0**-10, 2.0**-8, 2.0**-6]
+
+
+def test_a_base_size_given_is_not_said_to_default_when_a_rerun_is_refused_for_it(tmp_path):
+    """A transfer's sweeps take the proxy's size as their base (given, not defaulted): a rerun with --proxy-width 16
+    into an --out of --proxy-width 8 was refused with '(the base width and depth default to the smallest swept: give
+    --base-width/--base-depth)', advice that cannot apply (the flag was set: the proxy). The hint now comes only
+    where the base was left to default; the refusal itself is unchanged, before anything trains."""
+    settings = {"model": "mlp_resnet", "param": "mup", "data": "synthetic", "steps": 3, "batch_size": 8}
+
+    def spec(**base):
+        return SweepSpec(run=resolve({**settings, **base}), lrs=[1e-3], out=tmp_path, widths=[32], depths=[1])
+
+    results.check_settings(tmp_path, spec(base_width=8, base_depth=1).settings(3), lambda _: None)
+    results.append(tmp_path, [{"width": 32, "depth": 1, "lr": 1e-3, "seed": 0}])
+    with pytest.raises(ValueError, match=r"other settings \(base_width 8 there, 16 here\); use another --out"):
+        run_sweep(spec(base_width=16, base_depth=1), echo=lambda _: None)
+    with pytest.raises(ValueError, match=r"\(base_width 8 there, 32 here\) \(the base width and depth default to the "
+                                         r"smallest swept: give --base-width/--base-depth\)"):
+        run_sweep(spec(), echo=lambda _: None)
+    assert len(results.read(tmp_path)) == 1

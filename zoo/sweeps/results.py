@@ -20,11 +20,13 @@ from zoo.train.lock import RunLock, claim
 SETTINGS, RESULTS = "sweep.json", "results.jsonl"
 
 
-def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], None] = print) -> None:
+def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], None] = print, *,
+                   base_defaulted: bool = True) -> None:
     """Write DIR/sweep.json, or check that the sweep already in DIR has the same settings; a sweep with no results
     yet (refused or stopped before its first shape finished) takes the new ones, saying so. Results without a
     sweep.json (it is written before any result, so it was removed) are refused: their settings are unknown, and
-    their members would have been skipped as this sweep's and reported under its settings."""
+    their members would have been skipped as this sweep's and reported under its settings. base_defaulted: the base
+    width or depth was left to default to the smallest swept (a refusal for it then names the flags that keep it)."""
     path, held = out / SETTINGS, read(out)
     if not path.exists() and held:
         raise ValueError(f"{out} holds {len(held)} member results ({RESULTS}) but no {SETTINGS}: the settings "
@@ -37,7 +39,7 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
         if held:
             said = ", ".join(f"{k} {json.dumps(old.get(k))} there, {json.dumps(settings.get(k))} here" for k in differ)
             hint = " (the base width and depth default to the smallest swept: give --base-width/--base-depth)" \
-                if {"base_width", "base_depth"} & set(differ) else ""
+                if base_defaulted and {"base_width", "base_depth"} & set(differ) else ""
             raise ValueError(f"{out} holds a sweep with other settings ({said}){hint}; use another --out or the "
                              "same settings")
         report(f"{out} has no results yet: starting it with these settings ({', '.join(differ)} changed)")

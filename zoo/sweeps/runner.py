@@ -103,7 +103,8 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
     settings = spec.settings(check_shapes(spec, data))
     check_processes(spec.processes)
     with results.open_dir(spec.out, echo), workers(spec.processes) as pool:
-        results.check_settings(spec.out, settings, echo)
+        results.check_settings(spec.out, settings, echo,
+                               base_defaulted=run.model.base_width is None or run.model.base_depth is None)
         finished = results.done(results.read(spec.out))
         lr_all, seed_all = members(spec.lrs, spec.seeds)
         seed_all = seed_all + run.loop.seed
