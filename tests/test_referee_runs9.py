@@ -181,3 +181,22 @@ def test_file_names_that_are_not_utf8_stream(tmp_path):
     data = zoo.data.load(f"imagefolder:{os.fsdecode(root)}", cache_dir="off", stream=True)
     batch = data.readers["train"].read(np.arange(2))
     assert batch["x"][:, 0, 0, 0].tolist() == [0, 1] and batch["y"].tolist() == [0, 1]
+
+
+def test_a_resume_on_a_folder_given_a_class_since_the_run_is_refused_as_changed_data(tmp_path):
+    """A class folder added since the run failed every checkpoint's read ('Requested shape (3, 32) is not compatible
+    with the stored shape (2, 32)'), and the resume said no checkpoint could be read: move them away. The data card
+    each checkpoint records is now compared before any array is read."""
+    from zoo.data.card import record
+    from zoo.train.load import same_tokenizer
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    meta = record(zoo.data.load(f"imagefolder:{root}", cache_dir="off"))
+    same_tokenizer(zoo.data.load(f"imagefolder:{root}", cache_dir="off"), "imagefolder:set", "RUN")(meta)
+    _save(root, "train/c/3.png", Image.new("RGB", (4, 4), RED))
+    grown = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    with pytest.raises(ValueError, match=r"imagefolder:set has 3 classes of examples of shape \(4, 4, 3\), but RUN "
+                       r"trained on 2 of shape \(4, 4, 3\): the data changed since the run"):
+        same_tokenizer(grown, "imagefolder:set", "RUN")(meta)

@@ -194,11 +194,12 @@ def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[
     """A check of a checkpoint's metadata (Checkpoints.restore's `check`): the text set `data` (--data `name`)
     tokenizes as the run that saved it did. A text file edited since the run (a character added, or one replaced
     by another) gives other ids, which read silently: a resume trained on shifted tokens, a sample decoded with
-    them, and a vocabulary grown by one was 'a checkpoint that cannot be read'. Checkpoints from before it was
-    recorded, and image sets, pass."""
+    them, and a vocabulary grown by one was 'a checkpoint that cannot be read'. Any set also has the classes and
+    the example shape the run's data card recorded (`same_shape`). Checkpoints from before they were recorded pass."""
     def check(meta: dict[str, Any]) -> None:
         saved, now = meta.get("tokenizer"), described(data)
         if saved is None or now is None or saved == now:
+            same_shape(data, name, run_dir, meta.get("data"))
             return
         was = saved.get("vocab_size") if isinstance(saved, dict) else None
         kind = saved.get("kind") if isinstance(saved, dict) else None
@@ -212,6 +213,19 @@ def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[
                          "since the run: restore it, or train a new run on it")
 
     return check
+
+
+def same_shape(data: Any, name: str, run_dir: str | Path, card: Any) -> None:
+    """`data` has the classes and example shape of the run's data `card` (zoo.data.card): an image folder given a
+    class folder since the run (2 classes -> 3) failed every checkpoint's read ('Requested shape (3, 32) is not
+    compatible with the stored shape (2, 32)') and was 'no checkpoint in RUN can be read ... move them away'."""
+    if not isinstance(card, dict):
+        return
+    was, now = (card.get("num_classes"), card.get("in_shape")), (int(data.num_classes), [int(n) for n in data.in_shape])
+    if was != now:
+        raise ValueError(f"--data {name} has {now[0]} classes of examples of shape {tuple(now[1])}, but {run_dir} "
+                         f"trained on {was[0]} of shape {tuple(was[1] or ())}: the data changed since the run; "
+                         "restore it, or train a new run on it")
 
 
 def changed_data_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> str | None:
