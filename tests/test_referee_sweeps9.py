@@ -16,10 +16,11 @@ from zoo.cli import papers as papers_cli
 from zoo.config import resolve
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep
-from zoo.sweeps import report, results
+from zoo.sweeps import report, results, transfer_report
 from zoo.sweeps.grid import parse_lrs
 from zoo.sweeps.processes import usable_core_ids
 from zoo.sweeps.runner import SweepSpec, run_sweep
+from zoo.sweeps.transfer import Arm, TransferSpec
 
 two_cores = pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
 
@@ -127,3 +128,19 @@ def test_a_base_size_given_is_not_said_to_default_when_a_rerun_is_refused_for_it
                                          r"smallest swept: give --base-width/--base-depth\)"):
         run_sweep(spec(), echo=lambda _: None)
     assert len(results.read(tmp_path)) == 1
+
+
+def test_a_transfer_whose_proxy_all_diverged_leaves_no_earlier_target_config(tmp_path):
+    """A transfer rerun into its --out with another grid (--lrs 2^10, every proxy LR diverged) wrote transfer.json
+    with no transferred LR but left OUT/mup/target.json of the earlier grid's LR beside it, a train.py config of a
+    target this transfer never chose. It is removed now; an arm with an LR still writes its own."""
+    run = resolve({"model": "mlp_resnet", "param": "mup", "data": "synthetic", "steps": 3, "batch_size": 8})
+    spec = TransferSpec(run=run, lrs=[2.0**10], proxy=(8, 1), target=(16, 1), out=tmp_path, compare=None)
+    proxy = report.summarize([{"width": 8, "depth": 1, "lr": 2.0**10, "log2_lr": 10.0, "seed": 0, "train_loss": None,
+                               "diverged": True, "eval_accuracy": None}])
+    stale = tmp_path / "mup" / "target.json"
+    stale.parent.mkdir()
+    stale.write_text(json.dumps({"lr": 2.0**-8}))
+    written = transfer_report.write([Arm("mup", {}, proxy, [None], None, None, [], False)], spec)
+    assert not stale.exists() and written == [tmp_path / "transfer.png", tmp_path / "transfer.json"]
+    assert json.loads((tmp_path / "transfer.json").read_text())["arms"][0]["transferred_lr"] is None

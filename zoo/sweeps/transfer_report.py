@@ -195,7 +195,9 @@ def to_json(arms: list[Arm], spec: TransferSpec) -> dict[str, Any]:
 
 def write(arms: list[Arm], spec: TransferSpec) -> list[Path]:
     """OUT/transfer.png, OUT/transfer.json and each arm's target as a train.py config (OUT/<param>/target.json),
-    written atomically; returns [png, json, *targets]."""
+    written atomically; returns [png, json, *targets]. An arm with no transferred LR (every proxy LR diverged) has
+    no target: a target.json left by an earlier transfer into OUT (another grid) is removed, not left beside this
+    transfer's report as if it were its target."""
     import json
 
     from zoo.files import write_atomic
@@ -205,7 +207,10 @@ def write(arms: list[Arm], spec: TransferSpec) -> list[Path]:
     write_atomic(spec.out / "transfer.json", json.dumps(to_json(arms, spec), indent=1) + "\n")
     targets = []
     for arm, run in zip(arms, spec.arms(), strict=True):
-        if arm.lr_log2 is not None:
-            targets.append(spec.out / arm.param / "target.json")
-            write_atomic(targets[-1], json.dumps(target_config(spec, run, arm.lr), indent=1) + "\n")
+        path = spec.out / arm.param / "target.json"
+        if arm.lr_log2 is None:
+            path.unlink(missing_ok=True)
+            continue
+        targets.append(path)
+        write_atomic(path, json.dumps(target_config(spec, run, arm.lr), indent=1) + "\n")
     return [png, spec.out / "transfer.json", *targets]
