@@ -200,3 +200,26 @@ def test_a_resume_on_a_folder_given_a_class_since_the_run_is_refused_as_changed_
     with pytest.raises(ValueError, match=r"imagefolder:set has 3 classes of examples of shape \(4, 4, 3\), but RUN "
                        r"trained on 2 of shape \(4, 4, 3\): the data changed since the run"):
         same_tokenizer(grown, "imagefolder:set", "RUN")(meta)
+
+
+def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, capsys):
+    """A truncated PNG read by the stream was 'error: unexpected DataError: ... (full traceback in RUN/error-...log)':
+    DataError was no ZooError, so the boundary took a corrupt file for a bug in zoo."""
+    from zoo.cli.boundary import boundary
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    whole = (root / "train/b/1.png").read_bytes()
+    (root / "train/b/1.png").write_bytes(whole[:len(whole) // 2])
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off", stream=True)
+
+    @boundary
+    def main() -> None:
+        next(zoo.data.stream(data, "train", batch_size=2, seed=0))
+
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 1 and err.startswith("error: reading step 0 of split 'train' failed: cannot decode "
+                                                   f"image {root / 'train/b/1.png'}") and "\n" not in err

@@ -15,13 +15,15 @@ from collections.abc import Iterator
 import numpy as np
 
 from zoo.data.view import Batch, DataView
+from zoo.errors import ZooError
 
 # Steps a stream can run: an end far beyond any run (grain's datasets have a length).
 HORIZON = 1 << 62
 
 
-class DataError(RuntimeError):
-    """Reading a batch failed (a corrupt file, a worker process that died): one line naming the step."""
+class DataError(ZooError, RuntimeError):
+    """Reading a batch failed (a corrupt file, a worker process that died): one line naming the step (a ZooError:
+    the boundary said 'unexpected DataError' and wrote a traceback file for a corrupt image)."""
 
 
 class _ReadStep:
