@@ -223,3 +223,14 @@ def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 1 and err.startswith("error: reading step 0 of split 'train' failed: cannot decode "
                                                    f"image {root / 'train/b/1.png'}") and "\n" not in err
+
+
+def test_a_damaged_bpe_model_is_one_line_naming_it(tmp_path):
+    """sentencepiece raises a RuntimeError naming its C++ check ('INTERNAL: src/sentencepiece_processor.cc(109)
+    [model_proto->ParseFromArray(...)]'), which the boundary took for a bug: 'unexpected RuntimeError'."""
+    from zoo.data.tokenizer import from_meta
+
+    (tmp_path / "tokenizer.model").write_bytes(b"\x0a\x05hello" * 10)
+    with pytest.raises(ValueError, match=f"the BPE model {tmp_path / 'tokenizer.model'} named in .*meta.json is not a "
+                       r"sentencepiece model \(70 bytes"):
+        from_meta({"kind": "bpe", "model": "tokenizer.model"}, tmp_path)

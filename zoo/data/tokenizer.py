@@ -95,7 +95,11 @@ class BPETokenizer:
         import sentencepiece as spm
 
         self.model = model
-        self.sp = spm.SentencePieceProcessor(model_proto=model)
+        try:
+            self.sp = spm.SentencePieceProcessor(model_proto=model)
+        except RuntimeError:  # sentencepiece's names a C++ check ("INTERNAL: ... ParseFromArray ...") only
+            raise ValueError(f"not a sentencepiece model ({len(model):,} bytes that do not parse as one: damaged, or "
+                             "another file)") from None
         self.vocab_size = self.sp.get_piece_size()
 
     @classmethod
@@ -166,7 +170,10 @@ def from_meta(meta: dict[str, Any], directory: Path) -> Tokenizer:
         path = directory / meta["model"]
         if not path.is_file():
             raise FileNotFoundError(f"the BPE model {path} named in {directory / 'meta.json'} is missing")
-        return BPETokenizer(path.read_bytes())
+        try:
+            return BPETokenizer(path.read_bytes())
+        except ValueError as err:
+            raise ValueError(f"the BPE model {path} named in {directory / 'meta.json'} is {err}") from None
     raise ValueError(f"{directory / 'meta.json'}: unknown tokenizer kind {kind!r} (char, byte or bpe)")
 
 
