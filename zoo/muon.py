@@ -41,13 +41,19 @@ class Route:
     base_fraction: float = 1.0  # the parameter's size at the base width and depth over its size: m^-k (L0/L)
     base_side: float = 1.0  # spectral: sqrt(max(p0, q0)), 1 / a full-rank O's RMS at the base shape
     out_axes: int = 1  # Tag.out_axes: the k axes of the fan-out
+    layer_size: int = 0  # fan_in * fan_out: the entries of one stacked layer (0: not known, the leaf is one layer)
 
     @classmethod
     def of(cls, tag: Tag, family: str) -> Route:
         """The route of a tagged parameter the optimizer puts in `family`."""
         return cls(family, tag.fan_in, tag.layout,
                    float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind] / float(tag.depth_ratio),
-                   base_side(tag) if family == "spectral" else 1.0, tag.out_axes)
+                   base_side(tag) if family == "spectral" else 1.0, tag.out_axes, tag.fan_in * tag.fan_out)
+
+    def stacked_axes(self, shape: tuple[int, ...]) -> int:
+        """How many leading axes of an array of `shape` index stacked layers: the fewest whose removal leaves
+        layer_size entries (0 where none does, or layer_size is not known)."""
+        return next((i for i in range(len(shape)) if math.prod(shape[i:]) == self.layer_size), 0)
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
         """Muon's (reduction, output) axes: the k = out_axes fan-out axes (the last k for in_out, the first k after
@@ -111,17 +117,19 @@ def clip_by_natural_rms(max_rms: float, route: Any = None) -> optax.GradientTran
     """Per-parameter clipping of the base optimizer's update at a threshold that follows the update's natural size,
     so that the clip factor is width-independent (TP IVb 2.10.2): an RMS of max_rms where the entries are Theta(1)
     (entrywise optimizers, SGD's faithful gradients); on a spectral route, each stacked matrix's singular-value scale
-    s(O) at max_rms * sqrt(max(p0, q0)) (module docstring). O's RMS would not do: it is sqrt(rank / (p q)), so a
-    threshold on it (max_rms * sqrt(max(p0, q0) / max(p, q)), exact at full rank) clipped a muP hidden matrix's O
-    at a batch of 32 by 0.26, 0.55, 0.98 at widths 64, 256, 1024 (base 64, max_rms 0.02), and 0.19, 0.18, 0.18 at
-    full rank."""
+    s(O) at max_rms * sqrt(max(p0, q0)) (module docstring); each stacked layer alone, as the unstacked model's
+    parameters would be (Route.stacked_axes; an RMS over the stack let the other layers set one layer's clip). O's
+    RMS would not do: it is sqrt(rank / (p q)), so a threshold on it (max_rms * sqrt(max(p0, q0) / max(p, q)), exact
+    at full rank) clipped a muP hidden matrix's O at a batch of 32 by 0.26, 0.55, 0.98 at widths 64, 256, 1024 (base
+    64, max_rms 0.02), and 0.19, 0.18, 0.18 at full rank."""
 
     def one(u, r):
         if isinstance(u, optax.MaskedNode):
             return u
         if r is not None and r.family == "spectral":
             return u * spectral_clip_factor(u, r, max_rms)
-        rms = jnp.sqrt(jnp.mean(jnp.square(u)))
+        layer = tuple(range(0 if r is None else r.stacked_axes(u.shape), u.ndim))
+        rms = jnp.sqrt(jnp.mean(jnp.square(u), axis=layer, keepdims=True))
         return u * jnp.minimum(1.0, max_rms / jnp.maximum(rms, 1e-30)).astype(u.dtype)
 
     def update(updates, state, params=None):
