@@ -52,15 +52,33 @@ def test_a_grayscale_folder_stays_one_channel(tmp_path):
 
 
 def test_classes_of_folders_that_are_neither_train_nor_eval_are_no_labels(tmp_path):
-    """A 'val' beside 'test' (the eval split), or a folder inside a class folder (train/b/extra/x.png read as split
-    'b', class 'extra'), added its classes to the labels: 4 outputs for a set of 2 classes, the unused 'aardvark'
-    taking label 0 and shifting a and b to 1 and 2."""
+    """A 'val' beside 'test' (the eval split) added its classes to the labels: 3 outputs for a set of 2 classes, the
+    unused 'aardvark' taking label 0 and shifting a and b to 1 and 2."""
     root = tmp_path / "set"
-    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png", "val/aardvark/3.png", "train/b/extra/4.png"):
+    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png", "val/aardvark/3.png"):
         _save(root, rel, Image.new("RGB", (4, 4), RED))
     data = zoo.data.load(f"imagefolder:{root}", cache_dir=str(tmp_path / "cache"))
     assert data.num_classes == 2 and sorted(data.splits) == ["test", "train"]
     assert data.splits["train"]["y"].tolist() == [0, 1] and data.splits["test"]["y"].tolist() == [1]
+
+
+@pytest.mark.parametrize("top", ["", "top/"])
+def test_an_image_in_a_subfolder_of_a_class_folder_is_one_line(tmp_path, top):
+    """train/b/extra/4.png was read as split 'b', class 'extra': left out without a word, and its class counted as
+    a label (3 outputs for 2 classes). Under an archive's top folder too; a top folder named like a split is none."""
+    import tarfile
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png"):
+        _save(root, top + rel, Image.new("RGB", (4, 4), RED))
+    archive = tmp_path / "set.tar"
+    with tarfile.open(archive, "w") as tf:
+        tf.add(root, "test")  # test/[top/]train/a/0.png: its top folder 'test' is no split
+    assert zoo.data.load(f"imagefolder:{archive}", cache_dir="off").num_classes == 2
+    _save(root, top + "train/b/extra/4.png", Image.new("RGB", (4, 4), RED))
+    with pytest.raises(ValueError, match=f"{top}train/b/extra/4.png lies in a subfolder of the class folder "
+                       f"{top}train/b, which is not read"):
+        zoo.data.load(f"imagefolder:{root}", cache_dir="off")
 
 
 def test_metrics_lines_that_parse_but_are_no_rows_are_skipped(tmp_path):

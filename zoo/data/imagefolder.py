@@ -254,10 +254,26 @@ def _layout(src: Path, entries: list[Entry]) -> Layout:
     for e in sorted(entries, key=lambda e: (e[0], e[1], e[2])):
         splits.setdefault(e[0], []).append(e)
     eval_split = _eval_split(src, sorted(splits))
+    _check_not_nested(src, entries, ("train", eval_split))
     trained = sorted({e[1] for e in splits["train"]})
     check_classes(len(trained), "image", f"the train split of image folder {src} (classes: {', '.join(trained)})")
     _check_eval_classes(src, splits, eval_split)
     return Layout(src, trained, {s: splits[s] for s in ("train", eval_split)}, eval_split)
+
+
+def _check_not_nested(src: Path, entries: list[Entry], used: tuple[str, ...]) -> None:
+    """No image lies in a folder inside a class folder: train/b/extra/x.png, read as split 'b' and class 'extra',
+    was left out without a word (torchvision's ImageFolder reads it as class b). The splits sit where the used
+    splits' images have them: at the top, or under an archive's top folder."""
+    tops = {tuple(e[2].strip("/").split("/")[:-3]) for e in entries if e[0] in used}
+    for e in entries:
+        parts = e[2].strip("/").split("/")
+        top = next((t for t in tops if len(parts) > len(t) + 3 and tuple(parts[:len(t)]) == t
+                    and parts[len(t)] in used), None)
+        if top is not None:
+            raise ValueError(f"image folder {src}: {e[2]} lies in a subfolder of the class folder "
+                             f"{'/'.join(parts[:len(top) + 2])}, which is not read; images go in split/class/image: "
+                             "move it up into the class folder, or out of the image folder")
 
 
 def _check_eval_classes(src: Path, splits: dict[str, list[Entry]], eval_split: str) -> None:
