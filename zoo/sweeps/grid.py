@@ -46,8 +46,8 @@ def parse_lrs(text: str) -> list[float]:
         a, b, c = (p.strip() for p in parts)
         low, high = (b, a) if stop < start else (a, b)
         up = c if step > 0 else f"{-step:g}" if step < 0 else "1"
-        raise ValueError(f"the range {text!r} must run upward by a positive log2 step (start <= stop, step > 0): "
-                         f"give {low}:{high}:{up}")
+        raise ValueError(f"the range of learning rates {text!r} must run upward by a positive log2 step (start <= "
+                         f"stop, step > 0): give {low}:{high}:{up}")
     check_exponents(text, parts[:2], start, stop)
     if (stop - start) / step >= MAX_LRS:
         raise ValueError(f"the range {text!r} holds more than {MAX_LRS} learning rates; take a bigger step")
