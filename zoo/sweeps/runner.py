@@ -96,7 +96,9 @@ def load_data(run: RunConfig) -> Any:
 
 def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = None) -> list[dict[str, Any]]:
     """Train every missing member of every shape; returns all records of the sweep in spec.out, which this process
-    holds meanwhile (another sweep into it is refused)."""
+    holds meanwhile (another sweep into it is refused). data: the sweep's data, loaded from spec.run when None; worker
+    processes (spec.processes > 1) load their own from spec.run, so a `data` other than that one trains them on
+    other examples than this process's members."""
     run = spec.run
     if data is None:
         data = load_data(run)
