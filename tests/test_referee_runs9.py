@@ -74,7 +74,9 @@ def test_an_image_in_a_subfolder_of_a_class_folder_is_one_line(tmp_path, top):
     archive = tmp_path / "set.tar"
     with tarfile.open(archive, "w") as tf:
         tf.add(root, "test")  # test/[top/]train/a/0.png: its top folder 'test' is no split
+    _save(root, top + "train/b/.ipynb_checkpoints/1-checkpoint.png", Image.new("RGB", (4, 4), RED))  # hidden: not read
     assert zoo.data.load(f"imagefolder:{archive}", cache_dir="off").num_classes == 2
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir="off").size("train") == 2
     _save(root, top + "train/b/extra/4.png", Image.new("RGB", (4, 4), RED))
     with pytest.raises(ValueError, match=f"{top}train/b/extra/4.png lies in a subfolder of the class folder "
                        f"{top}train/b, which is not read"):

@@ -80,8 +80,10 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
 
 
 def _image_name(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    return not base.startswith(".") and base.lower().endswith(EXTENSIONS)
+    """An image's name, in no hidden folder (a .ipynb_checkpoints inside a class folder is no subfolder of images)
+    and no hidden file (macOS's ._x.jpg beside x.jpg)."""
+    parts = name.strip("/").split("/")
+    return not any(p.startswith(".") and p != "." for p in parts) and parts[-1].lower().endswith(EXTENSIONS)
 
 
 def _entry(name: str, payload: str | bytes) -> Entry | None:
