@@ -254,3 +254,18 @@ def test_a_damaged_bpe_model_is_one_line_naming_it(tmp_path):
     with pytest.raises(ValueError, match=f"the BPE model {tmp_path / 'tokenizer.model'} named in .*meta.json is not a "
                        r"sentencepiece model \(70 bytes"):
         from_meta({"kind": "bpe", "model": "tokenizer.model"}, tmp_path)
+
+
+@pytest.mark.parametrize("damaged", [b"[1]", b"\xff\xfe{", b'{"steps": 10, "be'])
+def test_a_damaged_summary_is_a_run_not_yet_finished(tmp_path, damaged):
+    """summary.json that parses to no object ([1]) stopped the rerun of a finished run with 'unexpected
+    AttributeError: list object has no attribute get', and one that is not UTF-8 with a decode error; a torn one
+    was already read as no summary (the rerun evaluates the last checkpoint and writes it again)."""
+    from zoo.config import RunConfig
+    from zoo.train.run import Run
+
+    run = Run(tmp_path, RunConfig().replace(steps=10), None, [10])
+    (tmp_path / "summary.json").write_bytes(damaged)
+    assert run.finished_summary() is None
+    (tmp_path / "summary.json").write_text('{"steps": 10}')
+    assert run.finished_summary() == {"steps": 10}

@@ -81,13 +81,16 @@ class Run:
         return run
 
     def finished_summary(self) -> dict[str, Any] | None:
-        """The summary of this run when it trained all its steps and saved its last one (a rerun changes nothing)."""
+        """The summary of this run when it trained all its steps and saved its last one (a rerun changes nothing).
+        A damaged summary.json (not UTF-8, or JSON but no object: [1]) is none, as a torn one is: it stopped the
+        rerun with 'unexpected AttributeError' or a decode error."""
         steps = self.cfg.loop.steps
         try:
             summary = json.loads((self.dir / "summary.json").read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return None
-        return summary if summary.get("steps") == steps and steps in self.saved_steps else None
+        finished = isinstance(summary, dict) and summary.get("steps") == steps and steps in self.saved_steps
+        return summary if finished else None
 
     def write_config(self) -> None:
         if self.main:
