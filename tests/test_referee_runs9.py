@@ -269,3 +269,21 @@ def test_a_damaged_summary_is_a_run_not_yet_finished(tmp_path, damaged):
     assert run.finished_summary() is None
     (tmp_path / "summary.json").write_text('{"steps": 10}')
     assert run.finished_summary() == {"steps": 10}
+
+
+def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, monkeypatch):
+    """A write error names no file, so a cache write that ran out of space said 'no space left on the device
+    writing . (78,432 MB free)': the working folder's disk, not the cache's; no partial file is left."""
+    import errno
+
+    from zoo.data import cache
+    from zoo.errors import DiskFull
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.np, "savez", full)
+    where = tmp_path / "cache" / "set.npz"
+    with pytest.raises(DiskFull, match=f"writing {where} \\(it needs about 0.0 MB, .* are free\\).* --cache-dir off"):
+        cache.save(where, {"x": np.zeros(8, np.uint8)})
+    assert list(where.parent.iterdir()) == []

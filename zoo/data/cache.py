@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.errors import DiskFull, is_disk_full
 from zoo.files import atomic, check_can_write_in
 
 VERSION = "1"
@@ -54,9 +55,16 @@ def check_writable(path: Path | None) -> None:
 
 def save(path: Path | None, arrays: dict[str, np.ndarray]) -> None:
     """Write atomically (readers never see a partial file), with the permissions the umask gives; nothing where
-    the cache is off."""
+    the cache is off. A full disk is one DiskFull line naming the cache file: a write error names no file, so the
+    line said 'writing . (78,432 MB free)', the working folder's disk."""
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic(path, "wb") as f:
-        np.savez(f, **arrays)
+    try:
+        with atomic(path, "wb") as f:
+            np.savez(f, **arrays)
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        full = DiskFull.writing(path, sum(a.nbytes for a in arrays.values()))
+        raise DiskFull(f"{full} (or with --cache-dir off, which decodes the set at each start)") from None
