@@ -287,3 +287,16 @@ def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, mo
     with pytest.raises(DiskFull, match=f"writing {where} \\(it needs about 0.0 MB, .* are free\\).* --cache-dir off"):
         cache.save(where, {"x": np.zeros(8, np.uint8)})
     assert list(where.parent.iterdir()) == []
+
+
+def test_a_bpe_trains_on_a_corpus_without_line_ends(tmp_path):
+    """sentencepiece skips a sentence over 4,192 bytes without a word: a corpus of one 12,000-character line
+    trained on nothing ('sentencepiece could not train a BPE of size 300: INTERNAL: src/trainer_interface.cc(467)
+    [!sentences_.empty()]'). Lines are cut into pieces of 1,024 characters to train on."""
+    from zoo.data.tokenizer import BPE_MIN, BPETokenizer
+
+    text = "the cat sat on the mat. " * 500
+    bpe = BPETokenizer.fit(iter([text]), 300)
+    assert BPE_MIN < bpe.vocab_size <= 300
+    ids = bpe.encode(text)
+    assert bpe.decode(ids) == text and len(ids) < len(text) / 3  # merges learnt: 'the cat' is a few pieces, not 7

@@ -20,6 +20,7 @@ from zoo.schema import INT32_MAX, digits
 
 BPE_MODEL = "tokenizer.model"
 BPE_MIN = 256 + 3 + 1  # byte-fallback pieces, <unk> <s> </s>, and "\n": a BPE's pieces before any character
+PIECE = 1024  # characters a BPE trains on at a time: at most 4,096 bytes, under sentencepiece's 4,192-byte limit
 
 
 class Tokenizer(Protocol):
@@ -114,7 +115,7 @@ class BPETokenizer:
 
         def read() -> Iterator[str]:  # sentencepiece would bury the corpus's own errors in its traceback text
             try:
-                yield from lines
+                yield from pieces(lines)
             except Exception as err:
                 failed.append(err)
 
@@ -143,6 +144,16 @@ class BPETokenizer:
 
     def save(self, directory: Path) -> None:
         (directory / BPE_MODEL).write_bytes(self.model)
+
+
+def pieces(lines: Iterable[str]) -> Iterator[str]:
+    """The lines cut into pieces of at most PIECE characters. sentencepiece skips a sentence longer than its
+    max_sentence_length (4,192 bytes) without a word: a corpus of long lines (a text without line ends) trained on
+    none of them ('INTERNAL: src/trainer_interface.cc(467) [!sentences_.empty()]'), one with some long lines on
+    the others only."""
+    for line in lines:
+        for start in range(0, max(len(line), 1), PIECE):
+            yield line[start:start + PIECE]
 
 
 def _why(err: RuntimeError) -> str:
