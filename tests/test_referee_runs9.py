@@ -300,3 +300,16 @@ def test_a_bpe_trains_on_a_corpus_without_line_ends(tmp_path):
     assert BPE_MIN < bpe.vocab_size <= 300
     ids = bpe.encode(text)
     assert bpe.decode(ids) == text and len(ids) < len(text) / 3  # merges learnt: 'the cat' is a few pieces, not 7
+
+
+def test_a_prepare_reads_a_file_without_line_ends_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """Each chunk ran on to the next line end: a file without line ends was read whole at once (the rest of the
+    line after the first chunk), so memory grew with the file. A chunk is now at most twice CHUNK characters."""
+    from zoo.data import prepare
+
+    monkeypatch.setattr(prepare, "CHUNK", 10)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("x" * 95 + "\nshort\n" + "y" * 12)
+    chunks = list(prepare.read_chunks([corpus], "strict"))
+    assert "".join(chunks) == corpus.read_text() and max(map(len, chunks)) == 20
+    assert "x" * 15 + "\n" in chunks  # a chunk still runs on to its line end when that is near

@@ -66,13 +66,14 @@ def check_corpus(source: Path, target: Path, files: list[Path]) -> None:
 
 
 def read_chunks(files: list[Path], errors: str, advance: Advance = lambda n: None) -> Iterator[str]:
-    """The files' text in pieces of about CHUNK characters ending at a line end; `errors="surrogateescape"`
-    carries bytes that are not UTF-8 through (the byte tokenizer gives them back)."""
+    """The files' text in pieces of CHUNK to 2 CHUNK characters ending at a line end, or at 2 CHUNK within a longer
+    line (the rest of the line was read whole: all of a 10 GB file without line ends at once);
+    `errors="surrogateescape"` carries bytes that are not UTF-8 through (the byte tokenizer gives them back)."""
     for path in files:
         try:
             with path.open(encoding="utf-8", errors=errors, newline="") as f:
                 while chunk := f.read(CHUNK):
-                    chunk += f.readline()
+                    chunk += f.readline(CHUNK)
                     advance(len(chunk.encode("utf-8", "surrogateescape")))
                     yield chunk
         except UnicodeDecodeError as err:
