@@ -313,3 +313,13 @@ def test_a_prepare_reads_a_file_without_line_ends_a_chunk_at_a_time(tmp_path, mo
     chunks = list(prepare.read_chunks([corpus], "strict"))
     assert "".join(chunks) == corpus.read_text() and max(map(len, chunks)) == 20
     assert "x" * 15 + "\n" in chunks  # a chunk still runs on to its line end when that is near
+
+
+@pytest.mark.parametrize("spec", ["byte:", "char:"])
+def test_a_tokenizer_with_an_empty_size_is_refused(spec):
+    """'byte:' and 'char:' (a size from an unset variable after them) were read as 'byte' and 'char'."""
+    from zoo.data.tokenizer import parse
+
+    assert parse(spec[:-1]) == (spec[:-1], None)
+    with pytest.raises(ValueError, match=f"unknown tokenizer '{spec}'"):
+        parse(spec)

@@ -200,8 +200,8 @@ def describe(tokenizer: Tokenizer) -> dict[str, Any]:
 
 def parse(spec: str) -> tuple[str, int | None]:
     """'char' | 'byte' | 'bpe:SIZE' -> (kind, size)."""
-    kind, _, size = spec.partition(":")
-    if kind in ("char", "byte") and not size:
+    kind, colon, size = spec.partition(":")
+    if kind in ("char", "byte") and not colon:  # 'byte:' (an unset size after it) was read as 'byte'
         return kind, None
     if kind == "bpe" and digits(size) and 0 < int(size) < BPE_MIN:
         raise ValueError(f"--tokenizer {spec}: a BPE needs at least {BPE_MIN} tokens (256 byte pieces, its special "
