@@ -323,3 +323,13 @@ def test_a_tokenizer_with_an_empty_size_is_refused(spec):
     assert parse(spec[:-1]) == (spec[:-1], None)
     with pytest.raises(ValueError, match=f"unknown tokenizer '{spec}'"):
         parse(spec)
+
+
+def test_tiff_and_netpbm_images_are_images(tmp_path):
+    """.tif, .tiff, .ppm and .pgm files (torchvision's ImageFolder reads them) were skipped without a word: a class
+    of TIFF scans beside PNG ones was missing from the labels."""
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.tif", "train/c/2.tiff", "train/d/3.ppm", "test/a/4.pgm"):
+        _save(root, rel, Image.new("RGB" if rel.endswith("ppm") else "L", (4, 4), GRAY))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    assert data.num_classes == 4 and data.size("test") == 1 and tuple(data.in_shape) == (4, 4, 3)
