@@ -32,7 +32,7 @@ from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes
 from zoo.data.view import DataView, check_classes
 from zoo.data.walk import files_under
 
-EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")  # torchvision.s + gif
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")  # torchvision's + .gif
 EVAL_SPLITS = ("test", "val", "validation")
 CHUNK = 2048
 PARALLEL_MIN = 4096
