@@ -42,13 +42,14 @@ class Route:
     base_side: float = 1.0  # spectral: sqrt(max(p0, q0)), 1 / a full-rank O's RMS at the base shape
     out_axes: int = 1  # Tag.out_axes: the k axes of the fan-out
     layer_size: int = 0  # fan_in * fan_out: the entries of one stacked layer (0: not known, the leaf is one layer)
+    trains: bool = True  # False for a kind the plugin freezes
 
     @classmethod
-    def of(cls, tag: Tag, family: str) -> Route:
-        """The route of a tagged parameter the optimizer puts in `family`."""
+    def of(cls, tag: Tag, family: str, trains: bool = True) -> Route:
+        """The route of a tagged parameter the optimizer puts in `family` (`trains`: the plugin does not freeze it)."""
         return cls(family, tag.fan_in, tag.layout,
                    float(tag.width_mult) ** -families.WIDTH_AXES[tag.kind] / float(tag.depth_ratio),
-                   base_side(tag) if family == "spectral" else 1.0, tag.out_axes, tag.fan_in * tag.fan_out)
+                   base_side(tag) if family == "spectral" else 1.0, tag.out_axes, tag.fan_in * tag.fan_out, trains)
 
     def stacked_axes(self, shape: tuple[int, ...]) -> int:
         """How many leading axes of an array of `shape` index stacked layers: the fewest whose removal leaves

@@ -235,9 +235,10 @@ def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:
     return cfg.muon_rms * base_side(tag)
 
 
-def routes(cfg: OptimConfig, params: Any) -> Any:
-    """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags)."""
-    return per_param(params, lambda tag: Route.of(tag, family_of(cfg, tag)))
+def routes(cfg: OptimConfig, params: Any, plugin: Parametrization | None = None) -> Any:
+    """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags); the kinds `plugin` freezes do not
+    train."""
+    return per_param(params, lambda tag: Route.of(tag, family_of(cfg, tag), plugin is None or not plugin.frozen(tag)))
 
 
 # optax factors Adafactor's second moment only where two axes have 128 entries or more, so a kernel changed its
@@ -322,7 +323,7 @@ def build(cfg: OptimConfig, plugin: Parametrization, params: Any, horizon: int |
           ) -> optax.GradientTransformation:
     """The optax chain for `params` under `plugin`: a state of tagged nnx.Params (possibly abstract) or a pytree of
     Tags (zoo.param.infer_tags, for a model zoo did not build); `horizon`: the run's length (decaying schedules)."""
-    return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params), horizon=horizon)
+    return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params, plugin), horizon=horizon)
 
 
 def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: Any = None,
@@ -349,14 +350,18 @@ def clip_by_faithful_norm(max_norm: float, route: Any = None) -> optax.GradientT
     are Theta(1) in width and, with the branch pre-scale r^alpha, in depth, so their global norm grows like sqrt(N)
     and this threshold keeps the clip factor width- and depth-independent, as TP IVb 2.10.2 asks of clipping (a fixed
     threshold would clip harder as the model widens or deepens: Adam's epsilon, SGD's LR, would shrink with size).
-    Without routes (no tags) the threshold is max_norm."""
+    Only the parameters that train count (`Route.trains`): a frozen kind's gradient is 0 (zoo.optim.rules), so
+    counting its entries made the threshold grow as they do, not as the norm (freeze=input,output: a 300-input
+    layer's n x 300 entries grew the threshold like m^(1/2) while the hidden layers' norm grew like m). Without routes
+    (no tags) the threshold is max_norm."""
 
     def update(updates, state, params=None):
         del params
         scale = 1.0
         if route is not None:
-            sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size, u.size * r.base_fraction), updates, route))
-            scale = math.sqrt(sum(sizes[0::2]) / sum(sizes[1::2]))
+            sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size * r.trains, u.size * r.trains * r.base_fraction),
+                                                 updates, route))
+            scale = math.sqrt(sum(sizes[0::2]) / sum(sizes[1::2])) if sum(sizes[1::2]) else 1.0
         return optax.clip_by_global_norm(max_norm * scale).update(updates, state)
 
     return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
