@@ -1,5 +1,6 @@
-"""Muon's side of the optimizer chain (zoo.optim): where each parameter goes (Route), the matrices Muon sees, its
-base-shape constant, and per-parameter update clipping at a width-independent level (TP IVb 2.10.2).
+"""Routing for the optimizer chain (zoo.optim): where each parameter goes (Route: its family, whether it trains, its
+stacked layers and the matrices Muon sees in them), Muon's base-shape side, and per-parameter update clipping at a
+width-independent level (TP IVb 2.10.2).
 
 Muon's update is O, the Newton-Schulz orthogonalisation of its momentum: every nonzero singular value of O is about
 1 (in about [0.7, 1.2]), whatever the shape and whatever the rank. Its RMS is sqrt(r / (p q)) at rank r: 1/sqrt(max(p,
