@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -333,3 +334,18 @@ def test_tiff_and_netpbm_images_are_images(tmp_path):
         _save(root, rel, Image.new("RGB" if rel.endswith("ppm") else "L", (4, 4), GRAY))
     data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
     assert data.num_classes == 4 and data.size("test") == 1 and tuple(data.in_shape) == (4, 4, 3)
+
+
+def test_links_between_two_folders_do_not_loop_the_walk(tmp_path):
+    """A/toB -> B beside B/toA -> A: each link is to no folder above its own, and the walk of 145a800 went round
+    A/toB/toA/toB/... without end. A link back to a folder the walk came through is not followed."""
+    from zoo.data.walk import files_under
+
+    for name in ("A", "B"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.txt").write_text(name)
+    (tmp_path / "A" / "toB").symlink_to(tmp_path / "B", target_is_directory=True)
+    (tmp_path / "B" / "toA").symlink_to(tmp_path / "A", target_is_directory=True)
+    (tmp_path / "B" / "root").symlink_to("/", target_is_directory=True)
+    found = sorted(str(p.relative_to(tmp_path)) for p in itertools.islice(files_under(tmp_path), 10))
+    assert found == ["A/A.txt", "A/toB/B.txt", "B/B.txt", "B/toA/A.txt"]
