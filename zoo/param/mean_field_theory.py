@@ -34,6 +34,7 @@ _X = np.concatenate([-_LOG_X[::-1], [0.0], _LOG_X])  # next, so pre-activation v
 Q_MAX = 1e58  # beyond it the tables end: the recursion calls the stream overflowed
 _TABLES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 VAR_FLOOR = 1e-300  # Var(x) = Q - M^2 is clamped here: LayerNorm's Jacobian 1 / Var(x) stays finite
+ONE_TOL = 1e-7  # |chi* - 1| the quadrature's rounding leaves where chi* = 1 exactly (8e-10 seen)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,9 +198,16 @@ def critical_sigma_b(block: Block, sigma_w: float, mu: float, hi: float = 20.0, 
 def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, name: str, where: str,
             rising: bool = True, why: str = "") -> float:
     """Where chi(x) = 1 on [lo, hi], chi monotonic; a ValueError where it does not reach 1 or jumps over it (saying
-    where, and `why`)."""
+    where, and `why`). An end where chi is 1 to within the quadrature's rounding (ONE_TOL) is that point: a
+    scale-invariant phi under pre-LN without biases has chi* = 1 exactly (the quadrature gives 1 - 8e-10, which read
+    as 'below 1' refused ReLU's critical sigma_b = 0); where both ends are, chi* = 1 all along: a ValueError."""
     sign = 1.0 if rising else -1.0
     chi_lo, chi_hi = chi(lo), chi(hi)
+    at_one = [x for x, c in ((lo, chi_lo), (hi, chi_hi)) if abs(c - 1) <= ONE_TOL]
+    if len(at_one) == 2:
+        raise ValueError(f"chi* = 1 at every {name} {where} in [{lo:.4g}, {hi:.4g}]: each is critical; give {name}")
+    if at_one:
+        return at_one[0]
     if not (np.isfinite(chi_lo) and np.isfinite(chi_hi)) or sign * (chi_lo - 1) > 0 or sign * (chi_hi - 1) < 0:
         raise ValueError(f"no critical {name} {where} in [{lo:.4g}, {hi:.4g}]: chi* goes from {chi_lo:.3g} to "
                          f"{chi_hi:.3g}{why}")
@@ -327,7 +335,7 @@ def critical_point(block: Block, mu: float, sigma_b: float | None = None, bias: 
         sigma_w, sigma_b = 1.0, critical_sigma_b(block, 1.0, mu)
     else:
         sigma_w, sigma_b = line_point(block, mu)
-    if not bias:
+    if not bias and sigma_b > 0:
         raise ValueError(f"{reason}; the critical point (sigma_w, sigma_b) = ({sigma_w:.3f}, {sigma_b:.3f}) needs "
                          "biases: build the model with bias=true (or give sigma_w)")
     return sigma_w, sigma_b

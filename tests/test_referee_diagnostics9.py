@@ -1,0 +1,44 @@
+"""A referee's checks (round 9) of the diagnostics at settings the other tests do not use, each a regression test
+for a bug found there (seed_partial_jacobians.md; seed_tp4b_adam.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+import zoo.models as M
+import zoo.param as P
+from zoo.param import mean_field_theory as theory
+
+
+def pre_ln_mlp(activation: str, bias: bool):
+    """The paper's pre-LN MLP, x' = mu x + W phi(LN(x)) + b, without mean subtraction."""
+    return M.config("mlp_resnet", width=16, depth=8, activation=activation, mean_subtract=False, pre_ln=True,
+                    pre_nonlin=True, bias=bias, in_shape=(16,))
+
+
+@pytest.mark.parametrize("activation", ["relu", "abs", "identity"])
+@pytest.mark.parametrize("mu", [0.0, 0.5])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_scale_invariant_pre_ln_block_is_critical_at_sigma_b_zero(activation, mu, bias):
+    """Pre-LN with a scale-invariant phi (ReLU, |x|, identity) and mu < 1: chi* = (1 - mu^2) sigma_w^2 E phi'^2 /
+    Var + mu^2 = 1 exactly at sigma_b = 0, for every sigma_w (the notes' ratio sigma_b / sigma_w = sqrt(a - b) = 0),
+    so the plugin's point is (sigma_w, sigma_b) = (1, 0), biases or not. The quadrature's chi* there is 1 - 8e-10,
+    read as 'below 1': the plugin refused the model ('no critical sigma_b ... chi* goes from 1 to 0.00125'). With
+    sigma_b given as 0, every sigma_w is critical: one line saying so."""
+    cfg = pre_ln_mlp(activation, bias)
+    bound = P.get("critical", mu=mu).for_model("mlp_resnet", cfg)
+    assert (bound.sigma_w, bound.sigma_b) == (1.0, 0.0)
+    assert abs(theory.chi_star(theory.Block.of(cfg), 1.0, 0.0, mu) - 1) < 1e-7
+    with pytest.raises(ValueError, match="chi\\* = 1 at every sigma_w for sigma_b=0.0.*each is critical; give "):
+        P.get("critical", mu=mu, sigma_b=0.0).for_model("mlp_resnet", cfg)
+    if bias:  # sigma_b > 0 still orders it: ReLU's chi* = sigma_w^2 / (sigma_w^2 + 2 sigma_b^2) (eq. 117)
+        chi = theory.chi_star(theory.Block.of(cfg), 1.0, 0.5, 0.0)
+        assert activation != "relu" or chi == pytest.approx(1 / 1.5, abs=1e-3), chi
+
+
+def test_a_smooth_pre_ln_block_without_biases_still_needs_them():
+    """tanh under pre-LN has its critical point at sigma_b / sigma_w = 0.265 > 0: without biases the plugin still
+    refuses in one line (the fix above skips that refusal only where the point's sigma_b is 0)."""
+    with pytest.raises(ValueError, match=r"\(1.000, 0.265\) needs biases"):
+        P.get("critical", mu=0.0).for_model("mlp_resnet", pre_ln_mlp("tanh", bias=False))
+
