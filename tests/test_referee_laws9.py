@@ -119,3 +119,12 @@ def test_clip_norm_counts_only_the_parameters_that_train():
             steps.append(jnp.linalg.norm(tx.update(grads, tx.init(grads), grads)[0]["w"]))
         factors.append(float(steps[0] / steps[1]))
     assert factors[0] < 0.1 and abs(factors[1] / factors[0] - 1) < 0.03, factors
+
+
+def test_a_stack_of_scalars_is_one_scalar_per_layer():
+    """A per-layer scalar stacked as [L] (fan-in and fan-out 1) is L parameters: --clip-rms at 1 brings each entry
+    above 1 to 1 and leaves the others, where the stack's one RMS (2.3 here) shrank them all."""
+    tags = {"g": Tag("scalar", 1, 1, branch=True, depth=4)}
+    u = {"g": jnp.asarray([0.5, -4.0, 0.25, 2.0])}
+    clipped = optim.clip_by_natural_rms(1.0, optim.routes(OptimConfig("adam"), tags)).update(u, None)[0]
+    np.testing.assert_allclose(clipped["g"], [0.5, -1.0, 0.25, 1.0], rtol=1e-6)

@@ -55,7 +55,7 @@ class Route:
     def stacked_axes(self, shape: tuple[int, ...]) -> int:
         """How many leading axes of an array of `shape` index stacked layers: the fewest whose removal leaves
         layer_size entries (0 where none does, or layer_size is not known)."""
-        return next((i for i in range(len(shape)) if math.prod(shape[i:]) == self.layer_size), 0)
+        return next((i for i in range(len(shape) + 1) if math.prod(shape[i:]) == self.layer_size), 0)
 
     def matrix_axes(self, shape: tuple[int, ...]) -> optax.contrib.MuonDimensionNumbers:
         """Muon's (reduction, output) axes: the k = out_axes fan-out axes (the last k for in_out, the first k after
