@@ -224,8 +224,9 @@ def same_shape(data: Any, name: str, run_dir: str | Path, card: Any) -> None:
     was, now = (card.get("num_classes"), card.get("in_shape")), (int(data.num_classes), [int(n) for n in data.in_shape])
     if was != now:
         raise ValueError(f"--data {name} has {now[0]} classes of examples of shape {tuple(now[1])}, but {run_dir} "
-                         f"trained on {was[0]} of shape {tuple(was[1] or ())}: the data changed since the run; "
-                         "restore it, or train a new run on it")
+                         f"trained on {was[0]} of shape {tuple(was[1] or ())}, which its checkpoints fit (the data "
+                         "changed since the run, or is another set): restore it, train a new run on it, or start "
+                         f"one from the run's parameters with --init-from {quote(str(run_dir))}")
 
 
 def changed_data_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> str | None:
