@@ -3,10 +3,12 @@ for a bug found there (seed_partial_jacobians.md; seed_tp4b_adam.md)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import zoo.models as M
 import zoo.param as P
+from zoo.diagnostics import verdict
 from zoo.param import mean_field_theory as theory
 
 
@@ -42,3 +44,29 @@ def test_a_smooth_pre_ln_block_without_biases_still_needs_them():
     with pytest.raises(ValueError, match=r"\(1.000, 0.265\) needs biases"):
         P.get("critical", mu=0.0).for_model("mlp_resnet", pre_ln_mlp("tanh", bias=False))
 
+
+def test_a_diverged_coordinate_check_says_so_not_one_seed():
+    """`python -m zoo.coord_check --param sp --lr 1e6`: every change is NaN, so no layer has a slope. The measured
+    growth said 'slope +nan, significance unknown (one seed at two sizes)', at any number of seeds and sizes; now
+    'no slope, its changes are not finite (the training diverged)'. A group with one finite layer still reports it."""
+    sizes = [32, 64, 128]
+    nan = {"pre/0": np.full((3, 2), np.nan), "pre/1": np.full((3, 2), np.inf)}
+    growth = verdict.measured_growth(sizes, [nan] * 3, {"hidden": 1.0})
+    assert verdict.growth_summary(growth) == "hidden: no slope, its changes are not finite (the training diverged)"
+    rng = np.random.default_rng(0)
+    mixed = [{**nan, "pre/2": np.exp(np.log(n) + 0.01 * rng.normal(size=(3, 2)))} for n in sizes]
+    summary = verdict.growth_summary(verdict.measured_growth(sizes, mixed, {"hidden": 1.0}))
+    assert summary.startswith("hidden grows in 1 of 3 layers (p < 0.01; pre/2 +1.0"), summary
+
+
+def test_a_diverged_coordinate_check_prints_why_its_slopes_are_missing():
+    """The table of a diverged check showed nan RMS and FAIL in every row with no line saying why (a stable plugin,
+    muP at --lr 1e4, read like a failed law). The hint names the layers, the sizes and the lr."""
+    from zoo.diagnostics.coord_sweep import CoordSpec, diverged_hint
+
+    data = {"embed": np.ones((3, 2)), "pre/0": np.array([[1.0, 1.0], [1.0, np.nan], [np.inf, np.nan]])}
+    result = {"data": data, "sizes": [96, 192, 384], "axis": "width", "lr": 1e4}
+    assert diverged_hint(CoordSpec(), result) == (
+        "the training diverged at lr 1e+04: the changes of 1 of 2 layers are not finite at width 192, 384, so they "
+        "have no slope; give a smaller --lr")
+    assert diverged_hint(CoordSpec(), {**result, "data": {"embed": data["embed"]}}) is None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 import zoo.models
 import zoo.param
@@ -144,6 +145,18 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
     }
     (out / f"coord_check_{axis}.json").write_text(json.dumps(record, indent=1))
     return png
+
+
+def diverged_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
+    """Why slopes are missing (and layers fail) where the training diverged: how many layers have a change that is
+    not finite (NaN or inf at some size and step), at which sizes, and at which learning rate."""
+    data = result["data"]
+    bad = [k for k, v in data.items() if not np.all(np.isfinite(v))]
+    if not bad:
+        return None
+    sizes = [n for i, n in enumerate(result["sizes"]) if any(not np.all(np.isfinite(data[k][i])) for k in bad)]
+    return (f"the training diverged at lr {result['lr']:.3g}: the changes of {len(bad)} of {len(data)} layers are "
+            f"not finite at {result['axis']} {', '.join(map(str, sizes))}, so they have no slope; give a smaller --lr")
 
 
 def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:

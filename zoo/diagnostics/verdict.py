@@ -194,14 +194,19 @@ def measured_growth(sizes: Sequence[int], per_size: Sequence[dict[str, np.ndarra
 
 def growth_summary(growth: Sequence[Growth]) -> str:
     """One clause per growing group: how many of its layers grow significantly, with the clearest layer's slope +-
-    standard error (and its p-value where none does); empty when no layer was expected to grow."""
+    standard error (and its p-value where none does), or that no slope exists where every layer's changes are not
+    finite (the training diverged); empty when no layer was expected to grow."""
     groups: dict[tuple[str, bool], list[Growth]] = {}
     for g in growth:
         groups.setdefault((g.group, g.branch), []).append(g)
     clauses = []
     for (group, branch), layers in sorted(groups.items()):
         name = group + (" (branch)" if branch else "")
-        clearest = min(layers, key=lambda g: g.p_value if g.p_value == g.p_value else np.inf)
+        fitted = [g for g in layers if g.slope == g.slope]
+        if not fitted:
+            clauses.append(f"{name}: no slope, its changes are not finite (the training diverged)")
+            continue
+        clearest = min(fitted, key=lambda g: g.p_value if g.p_value == g.p_value else np.inf)
         if clearest.stderr != clearest.stderr:
             clauses.append(f"{name}: slope {clearest.slope:+.2f}, significance unknown (one seed at two sizes)")
             continue
