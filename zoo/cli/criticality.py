@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> None:
         rows = sorted({int(round(v)) for v in np.geomspace(1, depth, 10)})
         console.print("APJN J^{0,l}: " + "  ".join(f"l={l}: {prof['apjn'][l]:.4g}" for l in rows))
         lo, hi = prof["fit"]
-        console.print(f"power-law exponent of J^{{0,l}} over l in [{lo}, {hi}]: {prof['exponent']:+.3f}")
+        theory = prof["exponent_infinite_width"]
+        console.print(f"power-law exponent of J^{{0,l}} over l in [{lo}, {hi}]: {prof['exponent']:+.3f}"
+                      + ("" if theory is None else f" (infinite width: {theory:+.3f})"))
         console.print(f"APJN profile: {out / 'apjn_profile.png'}")
     if args.grid:
         console.print(f"phase diagram: {out / 'phase_diagram.png'}")

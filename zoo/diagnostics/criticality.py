@@ -97,15 +97,17 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
 
 def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, int]
              ) -> tuple[dict, Callable[[Path], None]]:
-    """J^{0,l} for l = 0..L, its fitted exponent, and the infinite-width product of the chi^l for the MLP-ResNet;
-    with the function that draws the figure into a path."""
+    """J^{0,l} for l = 0..L, its fitted exponent, and for the MLP-ResNet the infinite-width product of the chi^l with
+    the exponent fitted to it alike (what the measured one tends to with width); with the function that draws the
+    figure into a path."""
     mean, err = jacobian.apjn(spec.model, cfg, plugin, 0, **estimate)
     depth = cfg.depth
     slope, (lo, hi) = profile.exponent(mean, depth), profile.fit_range(depth)
     infinite = profile.infinite_width(cfg, plugin) if theory.describes(cfg) else None
     title = f"{spec.model} L={depth} n={spec.width}"
     record = {"apjn": mean.tolist(), "stderr": err.tolist(), "exponent": slope, "fit": [lo, hi],
-              "infinite_width": None if infinite is None else [1.0, *infinite.tolist()]}
+              "infinite_width": None if infinite is None else [1.0, *infinite.tolist()],
+              "exponent_infinite_width": None if infinite is None else profile.exponent([1.0, *infinite], depth)}
     return record, lambda path: profile.plot(mean, err, path, title, infinite)
 
 

@@ -23,7 +23,10 @@ def fit_range(depth: int) -> tuple[int, int]:
 
 def exponent(profile: Sequence[float], depth: int) -> float:
     """The fitted exponent -zeta of J^{0,l} ~ l^-zeta (Thm 2.7): 0 for a scale-invariant phi at criticality, -1 at the
-    erf/tanh point, +A/B with pre-LN and mu = 1."""
+    erf/tanh point. With pre-LN and mu = 1, J^{0,l} = (K^l / K^0)^(A/B) = (1 + l B / K^0)^(A/B) is the power law
+    l^(A/B) only where l B >> K^0; at the plugin's default sigma_w the stream's variance doubles over the stack
+    (L B = K^0), where the fit over [L/5, L] gives about A/B log(5/3) / log 5 = 0.32 A/B (ReLU 0.33, erf 0.40), so
+    compare with the infinite-width profile's exponent, not with A/B."""
     return loglog_slope(profile, *fit_range(depth))
 
 
