@@ -19,8 +19,9 @@ import pytest
 from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, run_main_many
 
 from zoo.cli.boundary import boundary
-from zoo.errors import DiskFull, log_failures_in
-from zoo.train.checkpoint import CheckpointError, Checkpoints, _disk_full_as
+from zoo.errors import DiskFull, log_failures_in, naming_full_disk
+from zoo.files import atomic
+from zoo.train.checkpoint import CheckpointError, Checkpoints
 
 pytestmark = pytest.mark.xdist_group("failures")
 # The disk as the run's checkpoints see it: full (4 KB free) from the second save on.
@@ -64,8 +65,30 @@ def test_an_async_write_that_runs_out_of_space_is_one_disk_full_line(tmp_path):
     wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device")
     for error in (OSError(errno.ENOSPC, "No space left on device"), wrapped):
         with pytest.raises(DiskFull, match=f"writing {re.escape(str(tmp_path))}"):
-            with _disk_full_as(tmp_path):
+            with naming_full_disk(tmp_path):
                 raise error
+
+
+@pytest.mark.parametrize("fails", ["write", "fsync"])
+def test_a_file_written_whole_names_itself_when_the_disk_is_full(tmp_path, monkeypatch, fails):
+    """config.json, summary.json, the curves, meta.json (zoo.files.atomic): a full disk is one DiskFull line naming
+    the file and its disk, not 'writing .' (a write error names no file, so the boundary named the working folder);
+    no temporary file is left."""
+    import os
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "run" / "summary.json"
+    target.parent.mkdir()
+    if fails == "fsync":
+        monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(DiskFull, match=f"^no space left on the device writing {re.escape(str(target))} "):
+        with atomic(target) as f:
+            if fails == "write":
+                full()
+            f.write("{}")
+    assert list(target.parent.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -51,6 +51,22 @@ class DiskFull(ZooError):
                    "and rerun the same command to resume")
 
 
+@contextlib.contextmanager
+def naming_full_disk(path: str | Path, needed: int | None = None) -> Iterator[None]:
+    """A full disk while the block writes `path` is one DiskFull line naming `path` and its disk's free space: a
+    write error names no file (the boundary's line said 'writing .' with the working folder's free space), and
+    orbax's writer thread raises ENOSPC wrapped (in the cause or context, or only in the text)."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except Exception as e:
+        chain = [e, e.__cause__, e.__context__]
+        if any(c is not None and is_disk_full(c) for c in chain) or "No space left on device" in str(e):
+            raise DiskFull.writing(path, needed) from None
+        raise
+
+
 def _mb(n: int) -> str:
     return f"{n / 2**20:,.1f} MB"
 

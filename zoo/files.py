@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from zoo.errors import naming_full_disk
+
 
 def umask() -> int:
     """The process's file-mode creation mask (read without changing it, where /proc allows)."""
@@ -30,20 +32,21 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
     readers see the old or the new file, never a partial one. The file gets mode 0666 less the umask, as
     `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error naming `path` (not
-    the temporary file, which the rename would name)."""
+    the temporary file, which the rename would name). A full disk is one DiskFull line naming `path`."""
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~umask())
-        with os.fdopen(fd, mode) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with naming_full_disk(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~umask())
+            with os.fdopen(fd, mode) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def save_figure(fig: Any, path: str | Path, dpi: float | None = None) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.errors import DiskFull, is_disk_full
+from zoo.errors import DiskFull
 from zoo.files import atomic, check_can_write_in
 
 VERSION = "1"
@@ -63,8 +63,6 @@ def save(path: Path | None, arrays: dict[str, np.ndarray]) -> None:
     try:
         with atomic(path, "wb") as f:
             np.savez(f, **arrays)
-    except OSError as e:
-        if not is_disk_full(e):
-            raise
+    except DiskFull:
         full = DiskFull.writing(path, sum(a.nbytes for a in arrays.values()))
         raise DiskFull(f"{full} (or with --cache-dir off, which decodes the set at each start)") from None

@@ -29,7 +29,7 @@ from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
 from zoo.data.walk import files_under
-from zoo.errors import DiskFull, is_disk_full, sigterm_stops
+from zoo.errors import naming_full_disk, sigterm_stops
 from zoo.files import undo_folders_made_on_failure
 from zoo.train.lock import LOCK, claim
 
@@ -110,23 +110,11 @@ def fit(spec: str, chunks: Callable[[], Iterator[str]]) -> Tokenizer:
     return BPETokenizer.fit(lines(chunks()), size)
 
 
-@contextlib.contextmanager
-def writing(path: Path) -> Iterator[None]:
-    """A full disk while the block writes `path` is one DiskFull line naming it: a file object's write error names
-    no file, so the line said 'writing .' with the free space of the working folder's disk."""
-    try:
-        yield
-    except OSError as e:
-        if is_disk_full(e):
-            raise DiskFull.writing(path) from None
-        raise
-
-
 def encode_to(path: Path, chunks: Iterable[str], tokenizer: Tokenizer) -> int:
     """Appends the tokens of `chunks` to `path` in the directory's dtype; returns how many were written."""
     dtype = np.dtype(tokens.DTYPES[tokens.dtype_for(tokenizer.vocab_size)])
     count = 0
-    with writing(path), path.open("ab") as f:
+    with naming_full_disk(path), path.open("ab") as f:
         for chunk in chunks:
             ids = tokenizer.encode(chunk).astype(dtype)
             f.write(ids.tobytes())
@@ -137,7 +125,7 @@ def encode_to(path: Path, chunks: Iterable[str], tokenizer: Tokenizer) -> int:
 def split_tail(whole: Path, train: Path, val: Path, count: int, itemsize: int) -> dict[str, int]:
     """Moves the last (1 - TRAIN_FRACTION) of the tokens in `whole` to `val`; `whole` becomes `train`."""
     cut = int(count * TRAIN_FRACTION)
-    with writing(val), whole.open("r+b") as src, val.open("wb") as dst:
+    with naming_full_disk(val), whole.open("r+b") as src, val.open("wb") as dst:
         src.seek(cut * itemsize)
         while block := src.read(CHUNK):
             dst.write(block)

@@ -23,9 +23,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from zoo.errors import CheckpointError, CheckpointFormat, DiskFull, is_disk_full, one_line
+from zoo.errors import CheckpointError, CheckpointFormat, DiskFull, naming_full_disk, one_line
 from zoo.tree import key_path
 
 TRASH = "trash"
@@ -93,10 +92,8 @@ class Checkpoints:
             options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True, create=True,
                                                    todelete_subdir=TRASH, cleanup_tmp_directories=True)
         handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
-        try:
+        with naming_full_disk(self.dir):
             self.manager = ocp.CheckpointManager(self.dir, options=options, item_handlers=handlers)
-        except OSError as e:
-            raise (DiskFull.writing(self.dir) if is_disk_full(e) else e) from None
 
     def __enter__(self) -> Checkpoints:
         return self
@@ -119,7 +116,7 @@ class Checkpoints:
             raise DiskFull.writing(self.dir / str(step), needed)
         meta = {**meta, "kernels": KERNELS, "checksums": checksums(state)}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        with _disk_full_as(self.dir / str(step), needed):
+        with naming_full_disk(self.dir / str(step), needed):
             self.manager.save(step, args=args, force=True)
 
     def restore(self, step: int, abstract_state: Any | None = None, check: Check | None = None
@@ -221,7 +218,7 @@ class Checkpoints:
             shutil.rmtree(self.dir / TRASH, ignore_errors=True)
 
     def wait(self) -> None:
-        with _disk_full_as(self.dir):
+        with naming_full_disk(self.dir):
             self.manager.wait_until_finished()
         self._empty_trash()
 
@@ -241,16 +238,3 @@ def _same_step(where: Path, step: int, meta: dict[str, Any]) -> None:
     if recorded is not None and recorded != step:
         raise CheckpointError(f"checkpoint {where} holds the state of step {recorded} (its metadata says so), not of "
                               f"step {step}: a checkpoint copied or renamed; name its folder {recorded}, or remove it")
-
-
-@contextlib.contextmanager
-def _disk_full_as(path: Path, needed: int | None = None) -> Iterator[None]:
-    """OSError ENOSPC (raised here or, for an async save, from orbax's writer thread, possibly wrapped) as one
-    DiskFull line."""
-    try:
-        yield
-    except Exception as e:
-        chain = [e, e.__cause__, e.__context__]
-        if any(c is not None and is_disk_full(c) for c in chain) or "No space left on device" in str(e):
-            raise DiskFull.writing(path, needed) from None
-        raise

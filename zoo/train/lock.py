@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from zoo.errors import RunLocked
+from zoo.errors import RunLocked, naming_full_disk
 
 LOCK = ".lock"  # the lock file's name in the directory it locks
 
@@ -33,8 +33,9 @@ class RunLock:
         if owner:
             report(f"took over the lock of {run_dir} from pid {owner.get('pid')} on host {owner.get('host')}, "
                    "which is gone")
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what}).encode(), 0)
+        with naming_full_disk(self.path):
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "what": what}).encode(), 0)
 
     def _take(self, run_dir: Path, what: str, flag: str) -> int:
         """The lock file opened and locked. An owner may remove the file as it releases the lock (a prepare leaves

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from zoo.errors import DiskFull, is_disk_full
+from zoo.errors import naming_full_disk
 from zoo.files import save_figure, write_atomic
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: a long path stays one line in a log file
@@ -80,11 +80,9 @@ class MetricsLog:
 
     def write(self, step: int, metrics: dict[str, Any], split: str) -> None:
         row = {"step": step, "split": split, "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
-        try:
+        with naming_full_disk(self.file.name):
             self.file.write(json.dumps(row) + "\n")
             self.file.flush()
-        except OSError as e:
-            raise (DiskFull.writing(self.file.name) if is_disk_full(e) else e) from None
         if self.tb is not None:
             for k, v in metrics.items():
                 self.tb.add_scalar(f"{split}/{k}", float(v), step)
