@@ -4,6 +4,7 @@ before its fix."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 
@@ -40,6 +41,24 @@ def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     fork = train(resolve({**TINY, "steps": 12, "eval_every": 3, "lr": 0.3, "run_dir": str(tmp_path / "fork"),
                           "fork_from": f"{tmp_path / 'whole'}:6"}), report)
     assert fork["report"] == {"at": 0}  # a fork starts at its source's step: its run-start report is the source's
+
+
+def test_a_run_killed_after_its_last_eval_is_not_evaluated_twice(tmp_path):
+    """A run killed after its last checkpoint and eval, before summary.json, resumes at its last step: it evaluated
+    that step again and appended a second eval row of it to metrics.jsonl. The row written before the kill is kept
+    as the summary's, and no step's eval appears twice."""
+    cfg = resolve({**TINY, "steps": 4, "eval_every": 2, "ckpt_every": 2, "run_dir": str(tmp_path / "run")})
+    whole = train(cfg)
+    (tmp_path / "run" / "summary.json").unlink()
+    resumed = train(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["split"] == "eval"] == [2, 4]
+    assert resumed["final_eval"] == whole["final_eval"] and resumed["best_eval"] == whole["best_eval"]
+    (tmp_path / "run" / "summary.json").unlink()
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["split"] == "eval"
+    (tmp_path / "run" / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # killed before the last eval
+    assert train(cfg)["final_eval"] == whole["final_eval"]
 
 
 def test_an_empty_criticality_out_is_a_bad_command_line(tmp_path, monkeypatch, capsys):

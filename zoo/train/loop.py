@@ -123,7 +123,7 @@ class Loop:
                                f"saved; rerun the same command to resume ({self.s.cfg.loop.run_dir})")
                     signals.raise_stop()
             self.observe()
-            if start >= total:  # resumed at the last step: the summary still has its evals
+            if start >= total and not self.evals.logged(total):  # resumed at the last step, killed before its eval
                 self._run_hooks([h for h in self.hooks if h.name == "eval"], total)
         finally:
             signals.restore()
@@ -191,6 +191,10 @@ class Evals:
         self.extra: dict[str, Any] = {}
         for row in earlier:
             self.keep(row["step"], {k: v for k, v in row.items() if k not in ("step", "split", "time")})
+
+    def logged(self, step: int) -> bool:
+        """Whether the eval of `step` is among the kept (a resumed run's earlier rows included)."""
+        return self.step == step and "loss" in self.last
 
     def add(self, step: int, metrics: dict[str, float]) -> None:
         """Log `metrics` of `step` and keep them."""
