@@ -94,3 +94,24 @@ def test_the_profile_exponent_is_compared_with_the_infinite_width_one(tmp_path, 
     assert prof["exponent_infinite_width"] == pytest.approx(theory) and 0.3 < theory < 0.6, prof
     out = " ".join(capsys.readouterr().out.split())
     assert f"over l in [1, 5]: {prof['exponent']:+.3f} (infinite width: {theory:+.3f})" in out, out
+
+
+def test_find_critical_bisects_a_range_narrower_than_its_tolerance(monkeypatch):
+    """--find sigma_w=0.001:0.004 (a deep pre-LN residual net's sigma_w is ~0.07 at depth 400; a search near mu = 1 is
+    as narrow): the absolute tolerance 0.005 exceeded the range, so after measuring the two ends the bisection returned
+    the midpoint 0.0025 for a crossing at 0.0035 (29% off). It now halves at least to 1/256 of the range. chi_hat is
+    a stand-in here, (sigma_w / 0.0035)^2, so the bisection alone is checked."""
+    from zoo.diagnostics import jacobian
+
+    calls = []
+
+    def chi(model, cfg, values, **_):
+        calls.append(values["sigma_w"][0])
+        return np.array([(values["sigma_w"][0] / 0.0035) ** 2]), np.zeros(1)
+
+    monkeypatch.setattr(jacobian, "chi_grid", chi)
+    cfg = M.config("mlp_resnet", width=16, depth=4, in_shape=(16,))
+    found = jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 0.001, 0.004, fixed={"mu": 0.0})
+    assert found == pytest.approx(0.0035, abs=0.003 / 256) and len(calls) <= 2 + 9, (found, calls)
+    wide = jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 0.0005, 3.0, fixed={"mu": 0.0})
+    assert wide == pytest.approx(0.0035, abs=0.005), wide  # a wide range keeps the absolute tolerance

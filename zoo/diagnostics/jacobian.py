@@ -189,7 +189,8 @@ def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float =
                   tol: float = 0.005, fixed: Values | None = None, **estimate: Any) -> float:
     """The value of `param` (sigma_w, sigma_b or mu) where chi_hat = 1, by bisection on log chi_hat with the other
     options at `fixed`, else held at the model's critical point (`held_fixed`). chi_hat must be monotonic in
-    `param` on [lo, hi]."""
+    `param` on [lo, hi]. The bisection stops at `tol` or at 1/256 of the range, whichever is finer (a range
+    narrower than tol would otherwise return its midpoint unbisected)."""
     if not lo < hi:
         raise ValueError(f"the range of {param} to search needs lo < hi, got {lo}:{hi}")
     check_option(param, [lo, hi])
@@ -206,6 +207,7 @@ def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float =
     sign_lo, sign_hi = side(lo), side(hi)
     if sign_lo == sign_hi:
         raise ValueError(f"chi_hat - 1 has the same sign at {param}={lo} and {param}={hi}: no critical point between")
+    tol = min(tol, (hi - lo) / 256)
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
         if side(mid) == sign_lo:
