@@ -115,3 +115,20 @@ def test_find_critical_bisects_a_range_narrower_than_its_tolerance(monkeypatch):
     assert found == pytest.approx(0.0035, abs=0.003 / 256) and len(calls) <= 2 + 9, (found, calls)
     wide = jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 0.0005, 3.0, fixed={"mu": 0.0})
     assert wide == pytest.approx(0.0035, abs=0.005), wide  # a wide range keeps the absolute tolerance
+
+
+def test_one_step_under_a_zero_readout_is_refused_in_one_line(tmp_path, capsys):
+    """`python -m zoo.coord_check --steps 1 --param-opt zero_init=true`: the zero readout passes no gradient back at
+    the first step, so the embedding, every pre-activation and the stream had change 0 at every width, no slope, and
+    each was a FAIL (6 of 6 at depth 2; the logits alone moved): a failed law where none was tested. Now one line
+    before anything runs; one step without zero_init, or two with it, is accepted."""
+    from zoo.cli.coord_check import main
+    from zoo.diagnostics import coord
+
+    with pytest.raises(SystemExit) as code:
+        main(["--widths", "32,64", "--steps", "1", "--param-opt", "zero_init=true", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code.value.code == 1 and len(err) == 1 and "needs at least 2 steps" in err[0], err
+    assert not (tmp_path / "out").exists()
+    coord.check_steps(P.get("mup"), 1)
+    coord.check_steps(P.get("mup", zero_init=True), 2)

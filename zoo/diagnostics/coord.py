@@ -153,6 +153,14 @@ def coord_data(model_name: str, plugin: Parametrization, widths: Sequence[int], 
                            .total for w in widths])
 
 
+def check_steps(plugin: Parametrization, steps: int) -> None:
+    """Refuse one step under zero_init: the readout starts at 0, so the gradient of every layer before it is 0 at the
+    first step and only the logits move; with no later step those layers have no slope, and each would FAIL."""
+    if steps < 2 and plugin.zero_init:
+        raise ValueError("with zero_init the readout starts at 0, so no layer before it moves in the first step: a "
+                         "coordinate check under it needs at least 2 steps")
+
+
 def slopes(widths: Sequence[int], data: Layers) -> dict[str, np.ndarray]:
     """Layer -> [step] least-squares slope of log RMS against log width, fitted step by step: a step with a zero
     (or non-finite) change at some width gets NaN without spoiling the others (hidden layers do not move at t = 1

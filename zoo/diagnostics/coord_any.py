@@ -60,6 +60,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         raise ValueError("give widths (a width sweep) or depths (a depth sweep), not both")
     axis, sizes = ("width", list(widths)) if widths is not None else ("depth", list(depths))
     check_sweep(axis, sizes, steps=steps, seeds=seeds, tol=tol)
+    coord.check_steps(plugin, steps)
     if axis == "depth" and width is None:
         raise ValueError("a depth sweep needs the width it runs at")
     for key, v in (("depth", depth), ("width", width), ("base_depth", base_depth)):

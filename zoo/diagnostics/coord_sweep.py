@@ -62,6 +62,7 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(spec.param, **spec.param_opt)
+    coord.check_steps(plugin, spec.steps)
     optim_cfg = OptimConfig(name=spec.optimizer, lr=FIRST_LR if spec.lr is None else spec.lr, muon_io=spec.muon_io)
     # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the
     # 1/sqrt(L) regime, where (1 + v/L)^L is already near its limit e^v (a base of min(depths) makes the shallowest
