@@ -132,3 +132,18 @@ def test_one_step_under_a_zero_readout_is_refused_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
     coord.check_steps(P.get("mup"), 1)
     coord.check_steps(P.get("mup", zero_init=True), 2)
+
+
+@pytest.mark.parametrize("zero_init, hinted", [("false", True), ("0", True), ("true", False)])
+def test_the_readout_hint_reads_zero_init_as_the_plugin_does(zero_init, hinted):
+    """--param-opt zero_init=false reaches the spec as the string 'false', which is truthy: the hint on a random
+    readout's n^-1/2 term (only the output failing, slope -0.3 against 0) was left out exactly when the readout was
+    random. It now asks the plugin, which reads 'false' and '0' as False."""
+    from zoo.diagnostics.coord_sweep import CoordSpec, readout_hint
+    from zoo.diagnostics.verdict import Expectation, LayerVerdict
+
+    result = {"axis": "width", "expected": Expectation({"output": 0.0}, {}, []), "branch_verdicts": [],
+              "verdicts": [LayerVerdict("output", "output", [-0.3, -0.3], 0.0, False, False),
+                           LayerVerdict("pre/0", "hidden", [0.02, 0.01], 0.0, True, True)]}
+    hint = readout_hint(CoordSpec(param_opt={"zero_init": zero_init}), result)
+    assert (hint is not None and hint.startswith("hint: only shrinking output changes fail")) == hinted, hint
