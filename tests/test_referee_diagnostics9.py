@@ -147,3 +147,19 @@ def test_the_readout_hint_reads_zero_init_as_the_plugin_does(zero_init, hinted):
                            LayerVerdict("pre/0", "hidden", [0.02, 0.01], 0.0, True, True)]}
     hint = readout_hint(CoordSpec(param_opt={"zero_init": zero_init}), result)
     assert (hint is not None and hint.startswith("hint: only shrinking output changes fail")) == hinted, hint
+
+
+def test_find_prints_the_options_it_held(tmp_path, capsys, monkeypatch):
+    """`--find sigma_b=0:1 --param-opt sigma_w=1 --param-opt mu=0` printed '(chi_hat = 1 with {'sigma_w': '1',
+    'mu': '0'})', the command line's strings, and with --param-opt sigma_b=0.5 also given it named that sigma_b beside
+    the one found; with none given, 'the default options' hid the sigma_w and mu the model's critical point filled in.
+    It prints the other two as the search held them (the run report's, at the value found)."""
+    from zoo.cli.criticality import main
+    from zoo.diagnostics import criticality as experiment
+
+    record = {"critical": {"sigma_b": 0.3241},
+              "report": {"sigma_w": 1.0, "sigma_b": 0.324, "mu": 0.0, "chi": 1.0, "chi_stderr": 0.01}}
+    monkeypatch.setattr(experiment, "criticality", lambda spec, out: record)
+    main(["--find", "sigma_b=0:1", "--param-opt", "sigma_b=0.5", "--param-opt", "mu=0", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "critical sigma_b = 0.3241  (chi_hat = 1 at sigma_w = 1, mu = 0)" in out, out

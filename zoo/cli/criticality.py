@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     console = Console()
     if args.find:
         name, value = next(iter(record["critical"].items()))
-        given = dict(args.param_opt) or "the default options"
-        console.print(f"critical {name} = {value:.4f}  (chi_hat = 1 with {given})")
+        held = ", ".join(f"{k} = {record['report'][k]:.4g}" for k in AXES if k != name)
+        console.print(f"critical {name} = {value:.4f}  (chi_hat = 1 at {held})")
     table = Table(title=f"{args.model} width {args.width} depth {args.depth}, critical plugin")
     table.add_column("quantity")
     table.add_column("value", justify="right")
