@@ -163,3 +163,21 @@ def test_find_prints_the_options_it_held(tmp_path, capsys, monkeypatch):
     main(["--find", "sigma_b=0:1", "--param-opt", "sigma_b=0.5", "--param-opt", "mu=0", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert "critical sigma_b = 0.3241  (chi_hat = 1 at sigma_w = 1, mu = 0)" in out, out
+
+
+def test_the_coordinate_check_record_is_strict_json(tmp_path):
+    """coord_check_width.json held Python's NaN token wherever a group is frozen (its expected slope) or the training
+    diverged (the changes, slopes and growth fits): no JSON, which JavaScript and other strict parsers refuse. It is
+    written as criticality.json is: non-finite numbers as the strings 'nan' and 'inf'."""
+    from zoo.diagnostics.coord_sweep import CoordSpec, write
+    from zoo.diagnostics.verdict import Expectation, LayerVerdict
+
+    data = {"pre/0": np.array([[np.nan, np.inf], [1.0, 2.0]])}
+    result = {"axis": "width", "sizes": [32, 64], "data": data, "branch": {}, "lr": 1e-3, "linear_change": np.inf,
+              "expected": Expectation({"hidden": 0.0, "input": np.nan}, {}, []), "branch_verdicts": [],
+              "verdicts": [LayerVerdict("pre/0", "hidden", [np.nan, 0.1], 0.0, False, False)], "growth": [],
+              "config": {"in_shape": (16,)}}
+    write(CoordSpec(), result, tmp_path)
+    record = json.loads((tmp_path / "coord_check_width.json").read_text(), parse_constant=pytest.fail)
+    assert record["expected"]["input"] == "nan" and record["linear_change"] == "inf", record
+    assert record["layers"]["pre/0"]["rms_change"] == [["nan", "inf"], [1.0, 2.0]], record["layers"]

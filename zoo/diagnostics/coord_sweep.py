@@ -17,7 +17,6 @@ theory calls the plugin unstable also says whether the measured changes grow sig
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import zoo.param
 from zoo.diagnostics import coord, coord_plot, verdict
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT, choose_lr, linear_change
 from zoo.diagnostics.inputs import random_batch
+from zoo.diagnostics.records import to_json
 from zoo.optim import OptimConfig
 from zoo.param import predict
 
@@ -144,7 +144,7 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
                           for v in result["branch_verdicts"]},
         "growth": [dataclasses.asdict(g) for g in result["growth"]], "passed": passed(result),
     }
-    (out / f"coord_check_{axis}.json").write_text(json.dumps(record, indent=1))
+    (out / f"coord_check_{axis}.json").write_text(to_json(record))
     return png
 
 

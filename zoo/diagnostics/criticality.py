@@ -5,8 +5,6 @@ model under the `critical` plugin, the APJN profile J^{0,l} with its power-law e
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import zoo.models
 import zoo.param
 from zoo.diagnostics import jacobian, phase, profile
+from zoo.diagnostics.records import to_json
 from zoo.diagnostics.report import run_report
 from zoo.files import write_atomic
 from zoo.param import mean_field_theory as theory
@@ -68,7 +67,7 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     for draw, name in figures:
         draw(out / name)
-    write_atomic(out / "criticality.json", json.dumps(_plain(record), indent=1))
+    write_atomic(out / "criticality.json", to_json(record))
     return record
 
 
@@ -109,14 +108,3 @@ def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, i
               "infinite_width": None if infinite is None else [1.0, *infinite.tolist()],
               "exponent_infinite_width": None if infinite is None else profile.exponent([1.0, *infinite], depth)}
     return record, lambda path: profile.plot(mean, err, path, title, infinite)
-
-
-def _plain(x: Any) -> Any:
-    """JSON-safe: non-finite floats as strings, tuples as lists."""
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x
