@@ -181,3 +181,21 @@ def test_the_coordinate_check_record_is_strict_json(tmp_path):
     record = json.loads((tmp_path / "coord_check_width.json").read_text(), parse_constant=pytest.fail)
     assert record["expected"]["input"] == "nan" and record["linear_change"] == "inf", record
     assert record["layers"]["pre/0"]["rms_change"] == [["nan", "inf"], [1.0, 2.0]], record["layers"]
+
+
+def test_a_depth_sweep_of_a_plugin_without_a_depth_law_is_refused(tmp_path, capsys):
+    """`python -m zoo.coord_check --param critical --depths 4,8,16` judged critical init by Depth-muP's laws at
+    alpha = gamma = 0: 'FAIL (depth): unstable by theory: alpha = 0 < 1/2: the residual stream grows without bound'
+    and +1 expected for every layer, where critical's mu = 0 default has no residual stream and its measured slopes
+    were +0.2 to +0.5. A plugin without a depth law (critical) is refused in one line before anything runs; its
+    width sweep, and depth_mup's depth sweep, are accepted."""
+    from zoo.cli.coord_check import main
+
+    with pytest.raises(SystemExit) as code:
+        main(["--param", "critical", "--depths", "4,8", "--width", "32", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code.value.code == 1 and len(err) == 1 and "critical has none" in err[0], err
+    assert not (tmp_path / "out").exists()
+    verdict.check_depths([4, 8], P.get("depth_mup"))
+    with pytest.raises(ValueError, match="critical has none"):
+        verdict.check_depths([4, 8], P.get("critical"))

@@ -68,7 +68,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
             raise ValueError(f"{key} must be a positive integer, got {v!r}")
     check_batch(batch)
     if axis == "depth":
-        verdict.check_depths(sizes)
+        verdict.check_depths(sizes, plugin)
     if lr is not None and not _positive_number(lr):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):

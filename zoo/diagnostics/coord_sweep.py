@@ -56,12 +56,12 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     if len(set(sizes)) != len(sizes) or len(sizes) < 2:
         raise ValueError(f"a coordinate check fits slopes over at least two different {axis}s, each once; got "
                          f"{', '.join(map(str, sizes))}")
-    if axis == "depth":
-        verdict.check_depths(sizes)
     overrides = {**spec.model_opt, **fixed}
     if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
         overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(spec.param, **spec.param_opt)
+    if axis == "depth":
+        verdict.check_depths(sizes, plugin)
     coord.check_steps(plugin, spec.steps)
     optim_cfg = OptimConfig(name=spec.optimizer, lr=FIRST_LR if spec.lr is None else spec.lr, muon_io=spec.muon_io)
     # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the

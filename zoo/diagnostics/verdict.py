@@ -121,9 +121,14 @@ def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectatio
 DEPTH_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
 
-def check_depths(depths: Sequence[int]) -> None:
-    """A depth sweep compares the blocks at relative depths DEPTH_FRACTIONS: every depth must have a block at each
-    (a multiple of 4), else a shallow model's block stands for another relative depth and tilts every slope."""
+def check_depths(depths: Sequence[int], plugin: Parametrization) -> None:
+    """A depth sweep tests a plugin's depth scaling (TP VI: alpha, gamma), so the plugin must have one
+    (`Parametrization.no_depth_law`); it compares the blocks at relative depths DEPTH_FRACTIONS: every depth must have
+    a block at each (a multiple of 4), else a shallow model's block stands for another relative depth and tilts every
+    slope."""
+    if plugin.no_depth_law:
+        raise ValueError(f"a depth coordinate check tests a plugin's depth scaling; {plugin.name} has none: "
+                         f"{plugin.no_depth_law}")
     off = [d for d in depths if any((f * d) % 1 for f in DEPTH_FRACTIONS)]
     if off:
         raise ValueError(f"a depth sweep compares the blocks at {', '.join(f'{f:g}' for f in DEPTH_FRACTIONS)} of the "

@@ -59,6 +59,7 @@ class Parametrization:
     table: ClassVar[dict[str, ABCD]] = SP_TABLE
     attn_exponent: ClassVar[float] = 0.5  # logits q.k / d_head^e; muP uses e = 1 (TP-V)
     global_lr: ClassVar[bool] = False  # True: the table's LR exponents under every optimizer family (sp)
+    no_depth_law: ClassVar[str] = ""  # why the plugin has no depth scaling a depth sweep could test ("": it has one)
 
     alpha: Any = 0.0
     gamma: Any = 0.0

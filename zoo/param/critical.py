@@ -35,6 +35,8 @@ class Critical(Parametrization):
     name = "critical"
     table = SP_TABLE
     global_lr = True  # an init on SP's exponents: SP's one LR under every optimizer
+    no_depth_law = ("it puts (sigma_w, sigma_b, mu) at the edge of chaos at each depth and scales no update with depth "
+                    "(python -m zoo.criticality measures its depth behaviour; depth_mup and completep have depth laws)")
 
     sigma_w: Any = None
     sigma_b: Any = None
