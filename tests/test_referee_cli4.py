@@ -248,17 +248,17 @@ def test_a_data_read_with_another_tokenizer_is_not_called_a_changed_text():
 
     from zoo.data.card import described
     from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
-    from zoo.train.load import same_tokenizer
+    from zoo.train.load import same_data
 
     char = SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world"]))
     saved = {"tokenizer": described(char)}
     with pytest.raises(ValueError) as refused:
-        same_tokenizer(SimpleNamespace(tokenizer=ByteTokenizer()), "text:a.txt", "run")(saved)
+        same_data(SimpleNamespace(tokenizer=ByteTokenizer()), "text:a.txt", "run")(saved)
     assert str(refused.value) == ("--data text:a.txt gives byte tokens (a vocabulary of 256), but run trained on char "
                                   "tokens (a vocabulary of 8): read the data as the run did, or train a new run on it")
     with pytest.raises(ValueError, match="the text changed since the run"):
-        same_tokenizer(SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world!"])), "text:a.txt", "run")(saved)
-    same_tokenizer(char, "text:a.txt", "run")(saved)  # the same tokens pass
+        same_data(SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world!"])), "text:a.txt", "run")(saved)
+    same_data(char, "text:a.txt", "run")(saved)  # the same tokens pass
 
 
 def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch):

@@ -209,18 +209,18 @@ def test_a_resume_on_a_folder_given_a_class_since_the_run_is_refused_as_changed_
     with the stored shape (2, 32)'), and the resume said no checkpoint could be read: move them away. The data card
     each checkpoint records is now compared before any array is read."""
     from zoo.data.card import record
-    from zoo.train.load import same_tokenizer
+    from zoo.train.load import same_data
 
     root = tmp_path / "set"
     for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
         _save(root, rel, Image.new("RGB", (4, 4), RED))
     meta = record(zoo.data.load(f"imagefolder:{root}", cache_dir="off"))
-    same_tokenizer(zoo.data.load(f"imagefolder:{root}", cache_dir="off"), "imagefolder:set", "RUN")(meta)
+    same_data(zoo.data.load(f"imagefolder:{root}", cache_dir="off"), "imagefolder:set", "RUN")(meta)
     _save(root, "train/c/3.png", Image.new("RGB", (4, 4), RED))
     grown = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
     with pytest.raises(ValueError, match=r"imagefolder:set has 3 classes of examples of shape \(4, 4, 3\), but RUN "
                        r"trained on 2 of shape \(4, 4, 3\), which its checkpoints fit .* --init-from RUN"):
-        same_tokenizer(grown, "imagefolder:set", "RUN")(meta)
+        same_data(grown, "imagefolder:set", "RUN")(meta)
 
 
 def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, capsys):

@@ -138,7 +138,7 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
         s = setup(cfg, data if data is not None else run_data(recorded, where, cfg, path))
         abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
         target = place(abstract) if place is not None else None
-        state, meta, step = ckpts.restore_at(step, target, report, same_tokenizer(s.data, cfg.data.name, path))
+        state, meta, step = ckpts.restore_at(step, target, report, same_data(s.data, cfg.data.name, path))
     return LoadedRun(path, cfg, s, state, step, meta)
 
 
@@ -190,12 +190,13 @@ def same_run(run_dir: Path, cfg: RunConfig, meta: dict[str, Any]) -> None:
                          "the checkpoints' own")
 
 
-def same_tokenizer(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, Any]], None]:
-    """A check of a checkpoint's metadata (Checkpoints.restore's `check`): the text set `data` (--data `name`)
-    tokenizes as the run that saved it did. A text file edited since the run (a character added, or one replaced
-    by another) gives other ids, which read silently: a resume trained on shifted tokens, a sample decoded with
-    them, and a vocabulary grown by one was 'a checkpoint that cannot be read'. Any set also has the classes and
-    the example shape the run's data card recorded (`same_shape`). Checkpoints from before they were recorded pass."""
+def same_data(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, Any]], None]:
+    """A check of a checkpoint's metadata (Checkpoints.restore's `check`): `data` (--data `name`) is the data the
+    run that saved it trained on. A text set tokenizes as it did: a text file edited since the run (a character
+    added, or one replaced by another) gives other ids, which read silently (a resume trained on shifted tokens, a
+    sample decoded with them, and a vocabulary grown by one was 'a checkpoint that cannot be read'). Any set has the
+    classes and the example shape the run's data card recorded (`same_shape`). Checkpoints from before they were
+    recorded pass."""
     def check(meta: dict[str, Any]) -> None:
         saved, now = meta.get("tokenizer"), described(data)
         if saved is None or now is None or saved == now:

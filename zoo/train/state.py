@@ -26,7 +26,7 @@ from zoo.train.load import (
     parse_run_spec,
     read_config,
     read_state,
-    same_tokenizer,
+    same_data,
 )
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
@@ -74,7 +74,7 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
     """(state, step, checkpoint metadata): resumed from the newest good checkpoint, else forked, else fresh
     (with --init-from's parameters)."""
     target, shardings = abstract_state(s, plan)
-    found = ckpts.restore_latest(target, report, same_tokenizer(s.data, s.cfg.data.name, ckpts.run_dir))
+    found = ckpts.restore_latest(target, report, same_data(s.data, s.cfg.data.name, ckpts.run_dir))
     if found is not None:
         state, meta, step = found
         report(f"resumed {ckpts.run_dir} from step {step}")
@@ -102,7 +102,7 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
                    place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
     old = src.state
     if not same_data:  # the source's own data was checked as it was read
-        same_tokenizer(s.data, s.cfg.data.name, src_dir)(src.meta)
+        same_data(s.data, s.cfg.data.name, src_dir)(src.meta)
     _same_params(fresh["params"], old["params"], src_dir)
     same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir)
     opt, started_fresh = _transplant_opt(fresh["opt"], old["opt"])
