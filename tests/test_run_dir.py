@@ -14,6 +14,7 @@ import sys
 import pytest
 from cli_utils import ROOT, SMALL, child_env, clean_error, run_main_many, run_train, start_train, wait_for_rows
 
+from zoo.errors import DiskFull
 from zoo.files import save_figure
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_dir")]
@@ -182,7 +183,7 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
         raise OSError(28, "No space left on device")
 
     fig.savefig = half_then_full
-    with pytest.raises(OSError):
+    with pytest.raises(DiskFull, match=f"writing {path} "):  # one line naming the picture, not 'writing .'
         save_figure(fig, path)
     assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["curves.png"]
     (tmp_path / "sweep.png").mkdir()  # a folder where the file goes: named itself, not the temporary file
