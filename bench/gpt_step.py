@@ -1,15 +1,15 @@
-"""GPT train-step time: zoo's GPT (plugin multipliers, NNX merge, tagged optimizer chain) against a minimal
-pure-JAX GPT of the same shapes, math and formulation (2-D dense products, zoo's attention function; optax.adamw),
-both jitted with donation, in one process: the ratio is zoo's own overhead. With --torch also PyTorch's nanoGPT block
-(bench/torch_models.GPT holding zoo's init) trained as nanoGPT trains it on a GPU: bf16 autocast, TF32, fused AdamW,
-eager and `torch.compile`d, the best PyTorch baseline on the same machine.
+"""GPT train-step time: zoo's GPT (plugin multipliers, NNX merge, tagged optimizer chain) against a minimal pure-JAX GPT
+of the same shapes, math and formulation (2-D dense products, q, k and v as one, zoo's attention function;
+optax.adamw), both jitted with donation, in one process: the ratio is zoo's own overhead. With --torch also PyTorch's
+nanoGPT block (bench/torch_models.GPT holding zoo's init) trained as nanoGPT trains it on a GPU: bf16 autocast, TF32,
+fused AdamW, eager and `torch.compile`d, the best PyTorch baseline on the same machine.
 
     python bench/gpt_step.py                       # nanoGPT's char config: 6 layers, width 384, T 256, batch 64, bf16
     python bench/gpt_step.py --size gpt2 --torch   # GPT-2 124M: 12 layers, width 768, T 1024, batch 12, vocab 50257
     python bench/gpt_step.py --size small          # a CPU-sized run (f32)
 
-The sides run in turn, --rounds times (machine load falls on all alike); prints each side's median ms/step and
-tokens/s and the ratios of zoo's step time to the others' (1.0 = as fast).
+The sides run in turn, --rounds times (machine load falls on all alike); prints each side's median ms/step and tokens/s
+and the ratios of zoo's step time to the others' (1.0 = as fast).
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def baseline_loss(p, x, y, heads, dtype):
     h = (p["wte"][x] + p["wpe"][:t]).astype(dtype)
     for blk in p["blocks"]:
         z = ln(h, blk["ln1"])
-        q, k, v = (dense(z, blk[n]).reshape(b, t, heads, -1) for n in ("q", "k", "v"))
+        qkv = {k: jnp.concatenate([blk[n][k] for n in ("q", "k", "v")], axis=-1) for k in ("w", "b")}
+        q, k, v = (a.reshape(b, t, heads, -1) for a in jnp.split(dense(z, qkv), 3, axis=-1))  # one product, as zoo
         impl = attention_implementation(dtype, q.shape[-1], q.shape[1])
         if impl == "cudnn":
             a = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)

@@ -1,11 +1,11 @@
-"""The layers' fast CPU formulations (bench/vs_torch.py) compute what the previous ones did: every model trains for
-20 steps with the same losses to rtol 1e-4 as with the previous formulation patched back in.
+"""The layers' fast CPU formulations (bench/vs_torch.py) compute what the previous ones did: every model trains for 20
+steps with the same losses to rtol 1e-4 as with the previous formulation patched back in.
 
-The reference is the previous code itself, kept here (a few lines per layer: the 3-D `x @ W`, the transposed
-token mixing, `jax.nn.dot_product_attention`), not losses recorded once: it runs on the same parameters, data and
-optimizer at whatever JAX version is installed, so the comparison isolates the formulation (a change beyond float
-reassociation shows up as a drift that compounds over the steps). muP at twice its base width makes the forward
-multipliers differ from 1, so the folding of m^-a into the smaller operand is checked too.
+The reference is the previous code itself, kept here (a few lines per layer: the 3-D `x @ W`, the transposed token
+mixing, `jax.nn.dot_product_attention`, q, k and v as three products), not losses recorded once: it runs on the same
+parameters, data and optimizer at whatever JAX version is installed, so the comparison isolates the formulation (a
+change beyond float reassociation shows up as a drift that compounds over the steps). muP at twice its base width makes
+the forward multipliers differ from 1, so the folding of m^-a into the smaller operand is checked too.
 """
 
 import re
@@ -45,6 +45,11 @@ def previous_mixer_block(self, x, key=None):
     return x, {"pre": pre, "blocks": x}
 
 
+def previous_qkv(self, x):
+    """q, k and v as three products, each its own Dense (before one product of the stacked kernels)."""
+    return tuple(f(x) for f in (self.q, self.k, self.v))
+
+
 def previous_attention(q, k, v, scale, causal):
     return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal)
 
@@ -76,6 +81,7 @@ def test_same_losses_as_the_previous_formulation(name, monkeypatch):
     monkeypatch.setattr(layers.Dense, "__call__", previous_dense)
     monkeypatch.setattr(transformer.MixerBlock, "__call__", previous_mixer_block)
     monkeypatch.setattr(transformer, "dot_product_attention", previous_attention)
+    monkeypatch.setattr(transformer.Attention, "qkv", previous_qkv)
     before = losses(name)
     assert np.all(np.isfinite(before)) and before[-1] < before[0]  # it trains, so the steps are not trivial
     np.testing.assert_allclose(now, before, rtol=1e-4)

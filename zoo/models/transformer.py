@@ -186,10 +186,22 @@ class Attention(nnx.Module):
         factor = self.logit_scale[...] * math.sqrt(self.heads.dim)
         return [("q/kernel", factor), ("q/bias", factor)]
 
+    def qkv(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """q, k, v = m (x W^T) + b of each Dense, as one product of x's rows with the three kernels (each times its
+        multiplier) stacked (3, inner, n), as PyTorch's fused c_attn: one matrix product forward and two backward
+        where there were three and six. The kernels stay three parameters (tags, Muon, sharding see them apart)."""
+        denses = (self.q, self.k, self.v)
+        w = jnp.stack([d.kernel[...].astype(x.dtype) * d.mult[...].astype(x.dtype) for d in denses])
+        rows = x.reshape(-1, x.shape[-1])
+        y = jax.lax.dot_general(rows, w, (((1,), (2,)), ((), ())))  # (rows, 3, inner)
+        if self.q.bias is not None:
+            y = y + jnp.stack([d.bias[...].astype(x.dtype) for d in denses])
+        return tuple(y[:, i].reshape(*x.shape[:-1], -1) for i in range(3))
+
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The attention output (B, T, n) and the logits s q.k (B, heads, T, T), before the causal mask."""
         b, t, _ = x.shape
-        q, k, v = (f(x).reshape(b, t, self.heads.num, self.heads.dim) for f in (self.q, self.k, self.v))
+        q, k, v = (a.reshape(b, t, self.heads.num, self.heads.dim) for a in self.qkv(x))
         s = self.logit_scale[...].astype(x.dtype)
         impl = attention_implementation(x.dtype, self.heads.dim, t)
         if impl == "cudnn":  # cuDNN takes a static scale; fold the (possibly traced) one into q
