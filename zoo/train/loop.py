@@ -49,6 +49,7 @@ BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the s
 def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
+    started = time.perf_counter()
     s = setup(cfg)
     activations = kept_activations(s, memory.forward_bytes(s.program, abstract_batch(s)))
     inline = backend.start(activations)
@@ -76,7 +77,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
                 run.start(start)
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
-                            [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)])
+                            [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)], started)
                 loop.evals.extra.update(meta.get("summary_extra", {}))  # a resumed run's run-start report
                 summary = loop.run(start)
         run.finish(summary)
@@ -92,12 +93,12 @@ class Loop:
     and stops (exit 143 or 130)."""
 
     def __init__(self, s: Setup, compiled: Compiled, state: Any, logger: Logger, guard: DivergenceGuard,
-                 hooks: Sequence[Hook]):
+                 hooks: Sequence[Hook], started: float | None = None):
         self.s, self.compiled, self.logger, self.guard = s, compiled, logger, guard
         self.leaves = compiled.flatten(state)  # the state, as the train step takes it
         loop = s.cfg.loop
-        self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every), *hooks]
-        self.evals = Evals(logger, logger.earlier_evals)
+        self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every, loop.eval_iters), *hooks]
+        self.evals = Evals(logger, logger.earlier_evals, time.perf_counter() if started is None else started)
         self.metrics: dict[str, float] = {}  # the newest fetched train metrics
         self.pending: tuple[int, Any] | None = None  # (step, metrics on the device)
         self.busy_s = 0.0  # time in hooks that touch the state (evals, checkpoints), left out of the step time
@@ -175,19 +176,23 @@ class Loop:
         per_step = self.logger.per_step
         speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": per_step * ran / train_s} if ran > 0 else {}
         return {"steps": self.s.steps, "best_eval": self.evals.best, "final_eval": self.evals.last,
+                "time_to_best_s": self.evals.best_time, "wall_s": time.perf_counter() - self.evals.started,
                 "params": zoo.models.param_count(self.state["params"]), "run_dir": str(cfg.loop.run_dir), **speed,
                 **self.evals.extra}
 
 
 class Evals:
-    """Eval results: each logged; the last, and the best so far (lowest loss and bits, highest accuracy) over the
-    whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included; `extra` holds what
+    """Eval results: each logged; the last, and the best so far (lowest loss, bits and sampled loss, highest
+    accuracy) over the whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included;
+    `best_time`: the wall seconds from `started` (the process's train() call) to the end of each best's eval, for
+    the bests this process measured (a best from before a resume took another process's time); `extra` holds what
     hooks add to the summary (a run-start report), saved with each checkpoint for a resumed run's summary."""
 
-    def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = ()):
-        self.logger, self.step = logger, -1
+    def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = (), started: float = 0.0):
+        self.logger, self.step, self.started = logger, -1, started
         self.last: dict[str, float] = {}
         self.best: dict[str, float] = {}
+        self.best_time: dict[str, float] = {}
         self.extra: dict[str, Any] = {}
         for row in earlier:
             self.keep(row["step"], {k: v for k, v in row.items() if k not in ("step", "split", "time")})
@@ -199,17 +204,21 @@ class Evals:
     def add(self, step: int, metrics: dict[str, float]) -> None:
         """Log `metrics` of `step` and keep them."""
         self.logger.eval(step, metrics)
-        self.keep(step, metrics)
+        self.keep(step, metrics, time.perf_counter() - self.started)
 
-    def keep(self, step: int, metrics: dict[str, float]) -> None:
-        """`metrics` of `step` as the last and in the best; several calls at one step (eval, then a diagnostic)
-        make one `last`."""
+    def keep(self, step: int, metrics: dict[str, float], elapsed: float | None = None) -> None:
+        """`metrics` of `step` (measured `elapsed` seconds after the start; None: before a resume) as the last and in
+        the best; several calls at one step (eval, then a diagnostic) make one `last`."""
         self.last = {**self.last, **metrics} if step == self.step else dict(metrics)
         self.step = step
         for k, v in metrics.items():
-            if k in ("loss", *BITS.values(), "accuracy") and (k not in self.best or
-                                                      (v > self.best[k] if k == "accuracy" else v < self.best[k])):
+            if k in ("loss", "sampled_loss", *BITS.values(), "accuracy") and (
+                    k not in self.best or (v > self.best[k] if k == "accuracy" else v < self.best[k])):
                 self.best[k] = v
+                if elapsed is None:
+                    self.best_time.pop(k, None)
+                else:
+                    self.best_time[k] = round(elapsed, 3)
 
 
 @jax.jit
