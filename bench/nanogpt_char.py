@@ -56,15 +56,25 @@ def windows(data: np.ndarray, starts: np.ndarray, block: int) -> tuple[np.ndarra
     return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])
 
 
+def shape_args(p: argparse.ArgumentParser, width: int = 384, depth: int = 6, heads: int = 6, block: int = 256,
+               batch: int = 64) -> None:
+    """--nanogpt and the model's and batch's shape, by default the char config's."""
+    p.add_argument("--nanogpt", required=True, help="a nanoGPT checkout (its model.py is imported)")
+    for name, default in (("width", width), ("depth", depth), ("heads", heads), ("block", block), ("batch", batch)):
+        p.add_argument(f"--{name}", type=int, default=default)
+
+
+def checkout(path: str) -> Path:
+    """The nanoGPT checkout at `path`, resolved; a one-line exit where it has no model.py."""
+    if not (Path(path) / "model.py").is_file():
+        raise SystemExit(f"error: {path} has no model.py (give a nanoGPT checkout with --nanogpt)")
+    return Path(path).resolve()
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nanogpt", required=True, help="a nanoGPT checkout (its model.py is imported)")
+    shape_args(p)
     p.add_argument("--data", default=str(ROOT / "data" / "tinyshakespeare.txt"))
-    p.add_argument("--width", type=int, default=384)
-    p.add_argument("--depth", type=int, default=6)
-    p.add_argument("--heads", type=int, default=6)
-    p.add_argument("--block", type=int, default=256)
-    p.add_argument("--batch", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--bias", action="store_true", help="biases in Linear and LayerNorm (train.py's default: none)")
     p.add_argument("--steps", type=int, default=5000)
@@ -77,9 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--json", help="also write the evals and the summary here")
     args = p.parse_args(argv)
-    if not (Path(args.nanogpt) / "model.py").is_file():
-        raise SystemExit(f"error: {args.nanogpt} has no model.py (give a nanoGPT checkout with --nanogpt)")
-    sys.path.insert(0, str(Path(args.nanogpt).resolve()))
+    sys.path.insert(0, str(checkout(args.nanogpt)))
     from model import GPT, GPTConfig  # nanoGPT's
 
     t0 = time.perf_counter()

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 from flax import nnx
-from nanogpt_char import char_splits, get_lr, windows
+from nanogpt_char import char_splits, checkout, get_lr, shape_args, windows
 from nanogpt_weights import to_nanogpt
 
 import zoo.models
@@ -66,7 +66,7 @@ def zoo_grads(prog, state, batch) -> dict[str, np.ndarray]:
 
 
 def nanogpt_model(args: argparse.Namespace, vocab: int, weights: dict[str, np.ndarray]):
-    sys.path.insert(0, str(Path(args.nanogpt).resolve()))
+    sys.path.insert(0, args.nanogpt)
     from model import GPT, GPTConfig  # nanoGPT's
 
     with contextlib.redirect_stdout(sys.stderr):
@@ -189,13 +189,8 @@ def report(out: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nanogpt", required=True, help="a nanoGPT checkout (its model.py is imported)")
+    shape_args(p, width=128, depth=2, heads=4, block=64, batch=8)
     p.add_argument("--data", default=str(ROOT / "data" / "tinyshakespeare.txt"))
-    p.add_argument("--width", type=int, default=128)
-    p.add_argument("--depth", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--block", type=int, default=64)
-    p.add_argument("--batch", type=int, default=8)
     p.add_argument("--bias", action="store_true", help="biases in Linear and LayerNorm on both sides")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -204,8 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", help="also write the rows and checks here")
     args = p.parse_args(argv)
-    if not (Path(args.nanogpt) / "model.py").is_file():
-        raise SystemExit(f"error: {args.nanogpt} has no model.py (give a nanoGPT checkout with --nanogpt)")
+    args.nanogpt = str(checkout(args.nanogpt))
     out = run(args)
     print(report(out))
     if args.json:
