@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, kv, path_arg, positive, seed
+from zoo.cli.flags import KeyValues, Parser, add_policy_flags, kv, path_arg, policy_of, positive, seed
 
 
 def parser() -> argparse.ArgumentParser:
@@ -24,11 +24,8 @@ def parser() -> argparse.ArgumentParser:
     a("--holdout", action=KeyValues, type=kv, metavar="AXIS=VALUE", help="hold out the sizes with this width, depth, "
       "batch_size or steps (repeatable: all must match) and check the law's prediction there")
     a("--metric", default="train_loss", choices=("train_loss", "eval_loss"), help="the loss minimised")
-    a("--policy", default="none", help="read the LRs and weight decays in the proxy's units under this scaling "
-      "policy (zoo.policy: none, sde, timescale, ...): the law is then what the policy leaves")
-    a("--policy-opt", action=KeyValues, type=kv, metavar="K=V", help="policy option, repeatable")
-    a("--proxy-batch-size", type=positive, help="the policy's proxy batch size (default: the smallest swept)")
-    a("--proxy-steps", type=positive, help="the policy's proxy steps (default: the smallest swept)")
+    add_policy_flags(p, "mapped the sweeps' settings (their LRs and weight decays are read in the proxy's units, "
+                     "the law is what the policy leaves; the proxy's batch and steps default to the smallest swept)")
     a("--boot", type=positive, default=1000, help="bootstrap replicates")
     a("--seed", type=seed, default=0, help="the bootstrap's seed")
     return p
@@ -60,12 +57,13 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.files import check_can_write_in
     from zoo.fit import read, report, result
 
-    options = dict(args.policy_opt or [])
-    policy = None if args.policy == "none" and not options else zoo.policy.get(args.policy, **options)
+    zoo.policy.get(args.policy or "none", **dict(args.policy_opt or []))  # an unknown policy before the dirs are read
     held = holdout(args.holdout)
-    sweeps = read.load([Path(d) for d in args.dirs], args.metric, policy, (args.proxy_batch_size, args.proxy_steps))
+    sweeps = read.load([Path(d) for d in args.dirs], args.metric, None, (None, None))
+    policy = policy_of(args, sweeps.run.optim.name)
     if policy is not None:
-        policy.check(sweeps.run.optim.name, set(options))
+        sweeps = read.load([Path(d) for d in args.dirs], args.metric, policy, (args.proxy_batch_size,
+                                                                              args.proxy_steps))
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec())
     check_can_write_in(Path(args.out), f"--out {args.out}")
     console = Console()

@@ -216,3 +216,27 @@ def settings(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
             value = dict(value)
         out[name] = value
     return out
+
+
+def add_policy_flags(p: argparse.ArgumentParser, what: str) -> None:
+    """--policy, --policy-opt, --proxy-batch-size and --proxy-steps (zoo.policy); `what`: what the policy does here."""
+    g = p.add_argument_group("scaling policy (batch size, horizon, weight decay)")
+    g.add_argument("--policy", help=f"the scaling policy that {what}: none, sde, timescale, fitted (with "
+                   "--policy-opt law=FIT/law.json), a registered name or module:Class (default: none)")
+    g.add_argument("--policy-opt", action=KeyValues, type=kv, metavar="K=V", help="policy option, repeatable (e.g. "
+                   "betas=all)")
+    g.add_argument("--proxy-batch-size", type=positive, help="the proxy's batch size (default: the target's)")
+    g.add_argument("--proxy-steps", type=positive, help="the proxy's horizon in steps (default: the target's)")
+
+
+def policy_of(args: argparse.Namespace, optimizer: str) -> Any:
+    """The policy of the parsed flags (None when neither --policy nor --policy-opt is given); an option
+    `optimizer` does not read is refused (zoo.policy.base.ScalingPolicy.check)."""
+    import zoo.policy
+
+    options = dict(args.policy_opt or [])
+    if args.policy is None and not options:
+        return None
+    policy = zoo.policy.get(args.policy or "none", **options)
+    policy.check(optimizer, set(options))
+    return policy
