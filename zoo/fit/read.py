@@ -25,6 +25,7 @@ from zoo.sweeps.grid import lr_key
 AXES = ("width", "depth", "batch_size", "steps")
 MAPPED = ("b1", "b2", "eps", "momentum", "muon_beta", "warmup")
 FREE = ("batch_size", "steps", "weight_decay", *MAPPED)  # may differ between dirs
+FIRST = ("model", "param", "optimizer", "data", "model_opt", "param_opt", "base_width", "base_depth")  # named first
 MIN_POINTS = 3  # grid points per size: a parabola's minimum needs 3
 
 
@@ -119,7 +120,8 @@ def check_same(found: list[tuple[Path, dict, list]]) -> None:
     """One line when two dirs differ in a setting that is no size axis nor mapped by a policy."""
     (d0, s0, _), rest = found[0], found[1:]
     for d, s, _ in rest:
-        differ = sorted(k for k in set(s0) | set(s) if k not in FREE and s0.get(k) != s.get(k))
+        differ = sorted((k for k in set(s0) | set(s) if k not in FREE and s0.get(k) != s.get(k)),
+                        key=lambda k: (k not in FIRST, FIRST.index(k) if k in FIRST else 0, k))
         if differ:
             k = differ[0]
             raise ValueError(f"the sweep dirs differ in {', '.join(differ)} ({k} {s0.get(k)!r} in {d0}, {s.get(k)!r} "
