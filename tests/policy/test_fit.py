@@ -150,3 +150,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
                          *(["--holdout", "width=999"] if case == "holdout" else [])], capsys)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_hyperparameter_without_a_law_leaves_the_other(tmp_path):
+    """Three LRs around a wd sweep whose best LR sits on the LR grid's edge: no LR law (said why), the wd law
+    fitted; an LR law alone that cannot be fitted is refused."""
+    wd_law = lambda s: -3.0 - 1.0 * math.log2(s["steps"] / 100)  # noqa: E731
+    dirs = [sweep_dir(tmp_path / f"t{t}wd{wd}", [32], lambda s: -12.0, run=BASE.replace(steps=t, weight_decay=2.0**wd),
+                      lrs=np.array([-10.0, -9.0, -8.0]), wd_law=wd_law, rng_seed=t + wd)
+            for t in (100, 200, 400) for wd in range(-8, 1)]
+    fit = result.fit(read.load(dirs), boot=50)
+    assert set(fit.laws) == {"weight_decay"} and "grid's edge" in fit.unfitted["lr"]
+    with pytest.raises(ValueError, match="grid's edge"):
+        result.fit(read.load([sweep_dir(tmp_path / "e", [32, 64, 128], lambda s: -12.0)]), boot=20)

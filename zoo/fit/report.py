@@ -44,10 +44,10 @@ def rows(result: Result) -> list[list[str]]:
             if opt is None:
                 out.append([size, HYPER[h], "-", "all diverged", "-", "-", "held out" if s.held_out else "left out"])
                 continue
-            pred = result.laws[h].predict(s.grid.size)[0]
+            pred = f"{result.laws[h].predict(s.grid.size)[0]:.3f}" if h in result.laws else "no law"
             role = "held out" if s.held_out else "left out (grid edge)" if opt.at_edge else "fitted"
-            out.append([size, HYPER[h], f"{opt.grid:g}", f"{opt.x:.3f}", f"[{opt.lo:.3f}, {opt.hi:.3f}]",
-                        f"{pred:.3f}", role])
+            out.append([size, HYPER[h], f"{opt.grid:g}", f"{opt.x:.3f}", f"[{opt.lo:.3f}, {opt.hi:.3f}]", pred,
+                        role])
     return out
 
 
@@ -57,7 +57,8 @@ HEAD = ("size", "hyperparameter", "grid best log2", "fitted optimum log2", "95% 
 def markdown(result: Result) -> str:
     lines = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     lines += ["| " + " | ".join(r) + " |" for r in rows(result)]
-    lines += ["", *(f"- {law_text(result, h)}" for h in result.laws), *(f"- {check_text(c)}" for c in result.checks)]
+    lines += ["", *(f"- {law_text(result, h)}" for h in result.laws), *(f"- {check_text(c)}" for c in result.checks),
+              *(f"- no law of the {HYPER[h]}: {why}" for h, why in result.unfitted.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -80,7 +81,8 @@ def table(result: Result) -> Any:
         t.add_column(h, justify="left" if h in ("size", "role", "hyperparameter") else "right")
     for r in rows(result):
         t.add_row(*r)
-    t.caption = "\n".join([*(law_text(result, h) for h in result.laws), *(check_text(c) for c in result.checks)])
+    t.caption = "\n".join([*(law_text(result, h) for h in result.laws), *(check_text(c) for c in result.checks),
+                           *(f"no law of the {HYPER[h]}: {why}" for h, why in result.unfitted.items())])
     return t
 
 
@@ -91,7 +93,7 @@ def to_json(result: Result) -> dict[str, Any]:
                      for h, f in result.laws.items()},
             "sizes": [{"size": s.grid.size, "held_out": s.held_out,
                        **{h: None if o is None else o.record() for h, o in s.optima.items()}} for s in result.sizes],
-            "holdout": [c.record() for c in result.checks]}
+            "holdout": [c.record() for c in result.checks], "unfitted": result.unfitted}
 
 
 def plot(result: Result) -> bytes:

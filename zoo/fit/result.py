@@ -3,7 +3,8 @@ swept) with its interval, the power law across sizes, and the held-out sizes' pr
 
 Refused, in one line: a size with fewer than 3 grid points (a single LR locates no optimum), fewer than 3 sizes to
 fit (or no more sizes than the law has terms), a size on the grid's edge counted out of them, a hold-out no size
-matches."""
+matches. Where the weight decay is swept too, a hyperparameter whose optima are too few for a law (a short LR grid
+whose best is on its edge) is left without one, said in `unfitted`, as long as the other has its law."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ class Result:
     grid_steps: dict[str, float]
     checks: list[Check]
     policy: dict[str, Any]
+    unfitted: dict[str, str] = dataclasses.field(default_factory=dict)  # hyperparameter -> why it has no law
 
 
 def grid_step(values: list[np.ndarray]) -> float:
@@ -91,10 +93,17 @@ def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000,
     sizes = [SizeFit(g, {h: size_optimum(g, h, rng, boot) for h in hypers}, k) for g, k in
              zip(sweeps.grids, held, strict=True)]
     steps = {h: grid_step([g.lr if h == "lr" else g.wd for g in sweeps.grids]) for h in hypers}
-    fits = {h: law_of(sweeps, sizes, h) for h in hypers}
+    fits, unfitted = {}, {}
+    for h in hypers:
+        try:
+            fits[h] = law_of(sweeps, sizes, h)
+        except ValueError as e:
+            unfitted[h] = str(e)
+    if not fits:
+        raise ValueError(next(iter(unfitted.values())))
     checks = [Check(s.grid.size, h, fits[h].predict(s.grid.size), s.optima[h], steps[h])
-              for s in sizes if s.held_out for h in hypers if s.optima[h] is not None]
-    return Result(sweeps, sizes, fits, steps, checks, policy or {"name": "none", "options": {}})
+              for s in sizes if s.held_out for h in fits if s.optima[h] is not None]
+    return Result(sweeps, sizes, fits, steps, checks, policy or {"name": "none", "options": {}}, unfitted)
 
 
 def holds(g: Grid, holdout: dict[str, int] | None) -> bool:

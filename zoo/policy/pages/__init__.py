@@ -11,9 +11,9 @@ from pathlib import Path
 
 from zoo.papers.claim import Claim
 from zoo.papers.page import Shelf
-from zoo.policy.pages import fit_width, horizon, sde_batch
+from zoo.policy.pages import fit_width, horizon, sde_batch, timescale_wd
 
-MODULES = (sde_batch, horizon, fit_width)
+MODULES = (sde_batch, timescale_wd, horizon, fit_width)
 CLAIMS: dict[str, Claim] = {m.CLAIM.name: m.CLAIM for m in MODULES}
 SHELF = Shelf("zoo.policy", "Scaling policies, shown",
               "Each page below tests one scaling policy (zoo.policy) or zoo.fit on sweeps this repository's 2-core CPU "

@@ -67,7 +67,7 @@ def fit(dirs: list[Path], metric: str = "train_loss", policy: str = "none", prox
             "sizes": [size(s.grid, s.optima, s.held_out) for s in res.sizes],
             "laws": {h: {"intercept": f.intercept, "reference": f.reference, "exponents": f.exponents,
                          "intervals": f.intervals, "residual": f.residual} for h, f in res.laws.items()},
-            "checks": [c.record() for c in res.checks]}
+            "checks": [c.record() for c in res.checks], "unfitted": res.unfitted}
 
 
 def size(g: read.Grid, optima: dict[str, optimum.Optimum | None] | None, held_out: bool) -> dict[str, Any]:
@@ -75,10 +75,21 @@ def size(g: read.Grid, optima: dict[str, optimum.Optimum | None] | None, held_ou
     out = {"size": g.size, "held_out": held_out,
            "lr": {"x": g.lr.tolist(), "loss": optimum.curve(g.loss, g.diverged).tolist()}}
     if len(g.wd) > 1:
-        out["wd"] = {"x": g.wd.tolist(), "loss": optimum.curve(g.loss.transpose(1, 0, 2), g.diverged.T).tolist()}
+        out["wd"] = {"x": g.wd.tolist(), "loss": optimum.curve(g.loss.transpose(1, 0, 2), g.diverged.T).tolist(),
+                     "seed_std": seed_std(g).tolist()}
     for h, o in (optima or {}).items():
         out.setdefault("lr" if h == "lr" else "wd", {})["optimum"] = None if o is None else o.record()
     return out
+
+
+def seed_std(g: read.Grid) -> Any:
+    """Per weight decay, the standard deviation over seeds of the loss at the LR that minimises the seeds' mean."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        mean = np.where(g.diverged, np.nan, np.nanmean(g.loss, axis=2))  # [lr, wd]
+        best = np.nanargmin(np.where(np.isfinite(mean), mean, np.inf), axis=0)
+        return np.array([np.nanstd(g.loss[i, j]) if g.loss.shape[2] > 1 else 0.0 for j, i in enumerate(best)])
 
 
 def optima(fitted: dict[str, Any], hyper: str = "lr", axis: str = "batch_size") -> dict[int, dict[str, Any] | None]:
