@@ -162,4 +162,5 @@ def test_a_hyperparameter_without_a_law_leaves_the_other(tmp_path):
     fit = result.fit(read.load(dirs), boot=50)
     assert set(fit.laws) == {"weight_decay"} and "grid's edge" in fit.unfitted["lr"]
     with pytest.raises(ValueError, match="grid's edge"):
-        result.fit(read.load([sweep_dir(tmp_path / "e", [32, 64, 128], lambda s: -12.0)]), boot=20)
+        result.fit(read.load([sweep_dir(tmp_path / "e", [32, 64, 128], lambda s: -12.0, lrs=np.arange(-10.0, -4.0))]),
+                   boot=20)
