@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -173,10 +172,10 @@ def optima(ax: Any, result: Result, h: str) -> None:
 def write(result: Result, out: Path) -> list[Path]:
     """law.json, fit.json, table.md and fit.png in `out`, each written whole; everything is computed before the
     first is written."""
-    from zoo.files import atomic, write_atomic
+    from zoo.files import atomic, jsonable, write_atomic
 
-    texts = {"law.json": json.dumps(finite(law(result).record()), indent=1) + "\n",
-             "fit.json": json.dumps(finite(to_json(result)), indent=1) + "\n", "table.md": markdown(result)}
+    texts = {"law.json": json.dumps(jsonable(law(result).record()), indent=1) + "\n",
+             "fit.json": json.dumps(jsonable(to_json(result)), indent=1) + "\n", "table.md": markdown(result)}
     png = plot(result)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
@@ -184,18 +183,3 @@ def write(result: Result, out: Path) -> list[Path]:
     with atomic(out / "fit.png", "wb") as f:
         f.write(png)
     return [out / name for name in FILES]
-
-
-def finite(x: Any) -> Any:
-    """NaN and inf as None (strict JSON)."""
-    if isinstance(x, dict):
-        return {k: finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [finite(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.files import read_mapping, save_figure, write_atomic
+from zoo.files import jsonable, read_mapping, save_figure, write_atomic
 from zoo.papers.claim import Claim, Numbers, verdict
 
 FIGURE, RESULTS, PAGE, INDEX = "figure.png", "results.json", "README.md", "README.md"
@@ -195,23 +194,6 @@ def save(fig: Any, path: Path) -> None:
 def sizes(values: dict[Any, float | None], prefix: str = "L=", digits: int = 0, none: str = "all diverged") -> str:
     """`L=8: -9, L=16: -9` from {8: -9.0, 16: -9.0}; None shown as `none`."""
     return ", ".join(f"{prefix}{k}: " + (none if v is None else f"{v:.{digits}f}") for k, v in values.items())
-
-
-def jsonable(x: Any) -> Any:
-    """Numbers as JSON: numpy scalars and arrays to Python, NaN and inf to None."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return jsonable(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
 def _cell(text: str) -> str:
