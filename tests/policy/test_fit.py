@@ -133,6 +133,7 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("models", "the sweep dirs differ in model, optimizer, data, base_width, augment, schedule (model "
                "'mlp_resnet' in"),
     ("holdout", "no size has width 999 to hold out"),
+    ("axes", "--axes steps: steps does not vary across the sweeps (what varies: width)"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     if case == "two sizes":
@@ -147,7 +148,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
         dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)]
     out = tmp_path / "fit"
     code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20",
-                         *(["--holdout", "width=999"] if case == "holdout" else [])], capsys)
+                         *(["--holdout", "width=999"] if case == "holdout" else []),
+                         *(["--axes", "steps"] if case == "axes" else [])], capsys)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
 

@@ -21,11 +21,11 @@ def batch_arms(tmp_path, exponent):
     for arm in sde_batch.ARMS:
         dirs = []
         for b in (16, 64, 256):
-            run, factor = common.mapped(BASE, zoo.policy.get(arm), zoo.policy.Change(16, b, 100, 100))
+            run, factor = common.mapped(BASE, zoo.policy.get(arm), zoo.policy.Change(16, b, 1600, 1600 * 16 // b))
             law = lambda s: -10 + exponent * math.log2(s["batch_size"] / 16)  # noqa: E731
             dirs.append(sweep_dir(tmp_path / f"{arm}{b}", [64], law, run=run, rng_seed=b,
                                   lrs=np.arange(-15.0, -3.0, 0.5) + math.log2(factor)))
-        out[arm] = common.fit(dirs, policy=arm, boot=100)
+        out[arm] = common.fit(dirs, policy=arm, boot=100, axes=["batch_size"])
     return out
 
 

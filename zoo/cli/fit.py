@@ -23,6 +23,8 @@ def parser() -> argparse.ArgumentParser:
     a("--out", type=path_arg, required=True, help="where law.json, fit.json, table.md and fit.png go")
     a("--holdout", action=KeyValues, type=kv, metavar="AXIS=VALUE", help="hold out the sizes with this width, depth, "
       "batch_size or steps (repeatable: all must match) and check the law's prediction there")
+    a("--axes", help="comma list of the size axes the law is fitted in (default: every one that varies; of two that "
+      "move together, as the steps of a batch sweep at a fixed number of examples, name one)")
     a("--metric", default="train_loss", choices=("train_loss", "eval_loss"), help="the loss minimised")
     add_policy_flags(p, "mapped the sweeps' settings (their LRs and weight decays are read in the proxy's units, "
                      "the law is what the policy leaves; the proxy's batch and steps default to the smallest swept)")
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     if policy is not None:
         sweeps = read.load([Path(d) for d in args.dirs], args.metric, policy, (args.proxy_batch_size,
                                                                               args.proxy_steps))
-    fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec())
+    axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
+    fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
     check_can_write_in(Path(args.out), f"--out {args.out}")
     console = Console()
     console.width = max(console.width, 140)

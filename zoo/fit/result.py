@@ -70,8 +70,16 @@ def grid_step(values: list[np.ndarray]) -> float:
 
 
 def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000, seed: int = 0,
-        policy: dict[str, Any] | None = None) -> Result:
-    """Fit `sweeps` (zoo.fit.read.load): the laws over the sizes not held out (`holdout`: axis -> value)."""
+        policy: dict[str, Any] | None = None, axes: list[str] | None = None) -> Result:
+    """Fit `sweeps` (zoo.fit.read.load): the laws over the sizes not held out (`holdout`: axis -> value), in the
+    `axes` given (default: every axis that varies; give one of two that move together, as the steps E / B of a batch
+    sweep at a fixed number of examples E)."""
+    if axes:
+        still = [a for a in axes if a not in sweeps.axes]
+        if still:
+            raise ValueError(f"--axes {','.join(axes)}: {', '.join(still)} does not vary across the sweeps (what "
+                             f"varies: {', '.join(sweeps.axes) or 'nothing'})")
+        sweeps = dataclasses.replace(sweeps, axes=tuple(axes))
     hypers = ["lr", "weight_decay"] if sweeps.wd_swept else ["lr"]
     for g in sweeps.grids:
         for h in hypers:
@@ -129,6 +137,7 @@ def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str) -> laws.Fit:
     x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})
     if np.linalg.matrix_rank(x) < x.shape[1]:
         raise ValueError(f"the sizes fitted do not tell the {', '.join(axes)} exponents apart (each axis needs two "
-                         "values among them, not moving together): sweep sizes that vary them apart")
+                         "values among them, not moving together): sweep sizes that vary them apart, or fit one of "
+                         "those that move together (--axes)")
     return laws.fit([s.grid.size for s in used], [s.optima[hyper].x for s in used],
                     np.stack([s.optima[hyper].replicates for s in used]), axes)

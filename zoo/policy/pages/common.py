@@ -54,13 +54,14 @@ def mapped(run: RunConfig, policy: ScalingPolicy, change: Change) -> tuple[RunCo
 
 
 def fit(dirs: list[Path], metric: str = "train_loss", policy: str = "none", proxy: tuple[int | None, int | None] =
-        (None, None), holdout: dict[str, int] | None = None, boot: int = 1000) -> dict[str, Any]:
-    """zoo.fit of `dirs` (read under `policy`) as JSON-able numbers; a fit that is refused (too few sizes located)
-    is its error line."""
+        (None, None), holdout: dict[str, int] | None = None, boot: int = 1000, axes: list[str] | None = None
+        ) -> dict[str, Any]:
+    """zoo.fit of `dirs` (read under `policy`, fitted in `axes`) as JSON-able numbers; a fit that is refused (too few
+    sizes located) is its error line."""
     p = None if policy == "none" else zoo.policy.get(policy)
     sweeps = read.load(dirs, metric, p, proxy)
     try:
-        res = result.fit(sweeps, holdout, boot, 0, None if p is None else p.spec())
+        res = result.fit(sweeps, holdout, boot, 0, None if p is None else p.spec(), axes)
     except ValueError as e:
         return {"error": str(e), "sizes": [size(g, None, False) for g in sweeps.grids]}
     return {"axes": list(sweeps.axes), "grid_step": res.grid_steps,

@@ -43,7 +43,7 @@ def run(quick: bool) -> Numbers:
                 run_b, factor = common.mapped(base, zoo.policy.get(arm), change)
                 dirs.append(common.sweep(run_b, [x + math.log2(factor) for x in grid], work / f"{arm}_b{b}", data,
                                          s["seeds"]))
-            out[arm] = common.fit(dirs, policy=arm, boot=200 if quick else 1000)
+            out[arm] = common.fit(dirs, policy=arm, boot=200 if quick else 1000, axes=["batch_size"])  # T = E / B
     return out
 
 
