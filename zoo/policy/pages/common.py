@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from zoo.fit import optimum, read, result
 from zoo.policy.base import Change, ScalingPolicy
 from zoo.sweeps.runner import SweepSpec, run_sweep
 
-WORK = Path("runs") / "policies"  # full runs' sweep dirs: a rerun skips the members already trained
+WORK = Path("runs") / "policies"  # full runs' sweep dirs, kept for zoo.sweep --report-only and zoo.fit
 
 
 def log(text: str) -> None:
@@ -28,13 +29,15 @@ def log(text: str) -> None:
 
 @contextlib.contextmanager
 def work_dir(name: str, quick: bool) -> Iterator[Path]:
-    """Where a page's sweeps go: runs/policies/NAME (kept: an interrupted page resumes), a temporary folder when
+    """Where a page's sweeps go: runs/policies/NAME, emptied first (every number of a page, and the time it
+    states, comes from one run) and kept after it (python -m zoo.fit reads them again); a temporary folder when
     quick."""
     if quick:
         with tempfile.TemporaryDirectory(prefix=f"zoo-{name}-") as tmp:
             yield Path(tmp)
     else:
-        (WORK / name).mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(WORK / name, ignore_errors=True)
+        (WORK / name).mkdir(parents=True)
         yield WORK / name
 
 
