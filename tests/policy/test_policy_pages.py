@@ -21,7 +21,8 @@ def batch_arms(tmp_path, exponent):
     for arm in sde_batch.ARMS:
         dirs = []
         for b in (16, 64, 256):
-            run, factor = common.mapped(BASE, zoo.policy.get(arm), zoo.policy.Change(16, b, 1600, 1600 * 16 // b))
+            change = zoo.policy.Change(16, b, 1600, 1600 * 16 // b)
+            run, factor = zoo.policy.mapped_run(BASE, zoo.policy.get(arm), change)
             law = lambda s: -10 + exponent * math.log2(s["batch_size"] / 16)  # noqa: E731
             dirs.append(sweep_dir(tmp_path / f"{arm}{b}", [64], law, run=run, rng_seed=b,
                                   lrs=np.arange(-15.0, -3.0, 0.5) + math.log2(factor)))

@@ -49,3 +49,19 @@ def test_a_policy_option_the_optimizer_does_not_read(tmp_path, capsys):
     assert e.value.code == 1 and len(err.strip().splitlines()) == 1
     assert "policy sde option betas is read only by --optimizer adam / adamw / lion / muon; --optimizer sgd" in err
     assert not out.exists()
+
+
+def test_a_sweep_under_a_policy_trains_the_proxy_s_grid_mapped(tmp_path):
+    """zoo.sweep --policy: the --lrs are the proxy's, each trained times the policy's factor, under its b2 and eps;
+    --proxy-tokens is the proxy's horizon in tokens (batch x context per step for a language model)."""
+    from zoo.cli.sweep import build_spec, parser
+
+    spec = build_spec(parser().parse_args(["--out", str(tmp_path / "s"), "--steps", "100", "--batch-size", "64",
+                                           "--proxy-batch-size", "16", "--policy", "sde", "--lrs", "2^-8,2^-6"]))
+    assert spec.lrs == [2.0**-7, 2.0**-5] and spec.run.optim.b2 == pytest.approx(0.999**4)
+    assert spec.run.optim.eps == pytest.approx(0.5e-8)
+    spec = build_spec(parser().parse_args(["--out", str(tmp_path / "t"), "--model", "gpt", "--data", "shakespeare",
+                                           "--seq-len", "32", "--steps", "100", "--batch-size", "8",
+                                           "--proxy-tokens", "12800", "--policy", "timescale", "--optimizer",
+                                           "adamw", "--lrs", "2^-8"]))
+    assert spec.run.optim.weight_decay == pytest.approx(0.1 * 12800 / (8 * 32 * 100))  # tau over the budget kept

@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
                    "runs/audit/audit.json)")
     g.add_argument("--batch-sizes", type=ints, help="batch sizes to audit the scaling policy at (--policy)")
     g.add_argument("--horizons", type=ints, help="horizons in steps to audit the scaling policy at (--policy)")
-    add_policy_flags(p, "is audited at --batch-sizes and --horizons (the proxy: the smallest of each)")
+    add_policy_flags(p, "is audited at --batch-sizes and --horizons (the proxy: the smallest of each)", tokens=False)
     add_settings(p, RUN_FLAGS)
     return p
 

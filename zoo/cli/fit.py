@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, add_policy_flags, kv, path_arg, policy_of, positive, seed
+from zoo.cli.flags import KeyValues, Parser, add_policy_flags, kv, path_arg, policy_of, positive, proxy_steps, seed
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     policy = policy_of(args, sweeps.run.optim.name)
     if policy is not None:
         sweeps = read.load([Path(d) for d in args.dirs], args.metric, policy, (args.proxy_batch_size,
-                                                                              args.proxy_steps))
+                                                                              proxy_steps(args, sweeps.run)))
     axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
     check_can_write_in(Path(args.out), f"--out {args.out}")

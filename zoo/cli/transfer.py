@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_policy_flags, numbers_text, path_arg, policy_of, positive
+from zoo.cli.flags import Parser, add_policy_flags, numbers_text, path_arg, policy_of, positive, proxy_steps
 from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config, use_compile_cache
 from zoo.sweeps.grid import parse_lrs
 
@@ -65,7 +65,7 @@ def build_spec(args: argparse.Namespace):
     return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
                         compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
                         metric=args.metric, chunk=args.chunk, processes=args.processes, policy=policy,
-                        proxy_batch=args.proxy_batch_size, proxy_steps=args.proxy_steps)
+                        proxy_batch=args.proxy_batch_size, proxy_steps=proxy_steps(args, run))
 
 
 def comparison(given: str | None, param: str) -> str | None:

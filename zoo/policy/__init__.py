@@ -62,7 +62,16 @@ def _typed(policy: str, key: str, value: Any, kind: type) -> Any:
                                                                                                         kind)
 
 
+def mapped_run(run: Any, policy: ScalingPolicy, change: Change) -> tuple[Any, float]:
+    """A run config (zoo.config.RunConfig, the proxy's) at the change's batch size and steps under the settings
+    `policy` maps its own to, and the policy's LR factor lr' / lr (an LR sweep's grid, in the proxy's units, times
+    it: every policy's LR rule is a factor, and the rest of its map does not depend on the LR's value)."""
+    optim, rules = policy.apply(dataclasses.replace(run.optim, lr=1.0), change)
+    settings = {r.setting: getattr(optim, r.setting) for r in rules if r.setting != "lr"}
+    return run.replace(batch_size=change.batch, steps=change.steps, **settings), optim.lr
+
+
 for _cls in (NoPolicy, SDE, Timescale, Fitted):
     register(_cls)
 
-__all__ = ["SETTINGS", "Change", "Rule", "ScalingPolicy", "get", "names", "register"]
+__all__ = ["SETTINGS", "Change", "Rule", "ScalingPolicy", "get", "mapped_run", "names", "register"]

@@ -5,7 +5,6 @@ their numbers as JSON (every size's curve, optimum and interval; the laws and he
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import shutil
 import sys
@@ -17,7 +16,6 @@ from typing import Any
 import zoo.policy
 from zoo.config import RunConfig
 from zoo.fit import optimum, read, result
-from zoo.policy.base import Change, ScalingPolicy
 from zoo.sweeps.runner import SweepSpec, run_sweep
 
 WORK = Path("runs") / "policies"  # full runs' sweep dirs, kept for zoo.sweep --report-only and zoo.fit
@@ -46,14 +44,6 @@ def sweep(run: RunConfig, log2_lrs: list[float], out: Path, data: Any, seeds: in
     run_sweep(SweepSpec(run=run, lrs=[2.0**x for x in log2_lrs], out=out, seeds=seeds,
                         chunk=min(chunk, run.loop.steps)), lambda s: log(f"  {out.name}: {s}"), data)
     return out
-
-
-def mapped(run: RunConfig, policy: ScalingPolicy, change: Change) -> tuple[RunConfig, float]:
-    """`run` at the change's batch and steps under `policy`'s settings (the proxy's being `run`'s), and the
-    policy's LR factor (a sweep's LRs in the proxy's units times it)."""
-    optim, rules = policy.apply(dataclasses.replace(run.optim, lr=1.0), change)
-    settings = {r.setting: getattr(optim, r.setting) for r in rules if r.setting != "lr"}
-    return run.replace(batch_size=change.batch, steps=change.steps, **settings), optim.lr
 
 
 def fit(dirs: list[Path], metric: str = "train_loss", policy: str = "none", proxy: tuple[int | None, int | None] =

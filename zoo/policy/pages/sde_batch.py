@@ -40,7 +40,7 @@ def run(quick: bool) -> Numbers:
             dirs = []
             for b in s["batches"]:
                 change = zoo.policy.Change(s["batches"][0], b, base.loop.steps, s["examples"] // b)
-                run_b, factor = common.mapped(base, zoo.policy.get(arm), change)
+                run_b, factor = zoo.policy.mapped_run(base, zoo.policy.get(arm), change)
                 dirs.append(common.sweep(run_b, [x + math.log2(factor) for x in grid], work / f"{arm}_b{b}", data,
                                          s["seeds"]))
             out[arm] = common.fit(dirs, policy=arm, boot=200 if quick else 1000, axes=["batch_size"])  # T = E / B
