@@ -242,22 +242,24 @@ def target_run(spec: TransferSpec, run: RunConfig, lr: float, data: Any) -> tupl
     return run.replace(**{r.setting: getattr(optim, r.setting) for r in rules}), rules
 
 
-def target_config(spec: TransferSpec, run: RunConfig, arm: Arm) -> dict[str, Any]:
+def target_config(spec: TransferSpec, run: RunConfig, lr: float, rules: list[Rule] | None = None
+                  ) -> dict[str, Any]:
     """The target as a train.py config file (`train.py --config FILE`): the arm's settings at the target size,
-    its base size, and its target settings (the transferred LR and what the policy mapped), for a run with
-    checkpoints and curves; its `provenance` (which train.py ignores) says which policy produced each number."""
-    mapped = {r.setting: r.target for r in arm.rules}
-    config = run.replace(width=spec.target[0], depth=spec.target[1], **mapped).to_json()
-    return {**config, "provenance": provenance(spec, arm)}
+    its base size, the target's LR `lr` and the settings a policy mapped (`rules`), for a run with checkpoints and
+    curves; with `rules`, its `provenance` (which train.py leaves out of the settings) says which policy produced each
+    number."""
+    mapped = {r.setting: r.target for r in rules or []}
+    config = run.replace(width=spec.target[0], depth=spec.target[1], **{**mapped, "lr": lr}).to_json()
+    return {**config, "provenance": provenance(spec, rules)} if rules else config
 
 
-def provenance(spec: TransferSpec, arm: Arm) -> dict[str, Any]:
+def provenance(spec: TransferSpec, rules: list[Rule]) -> dict[str, Any]:
     """Which policy produced each target setting from which proxy value, by what law; the proxy's batch and steps."""
     policy = spec.policy.spec() if spec.policy else {"name": "none", "options": {}}
     change = spec.proxy_batch or spec.run.loop.batch_size, spec.proxy_steps or spec.run.loop.steps
     return {"tool": "zoo.transfer", "policy": policy, "proxy": {"width": spec.proxy[0], "depth": spec.proxy[1],
                                                                 "batch_size": change[0], "steps": change[1]},
-            "settings": {r.setting: r.record() for r in arm.rules}}
+            "settings": {r.setting: r.record() for r in rules}}
 
 
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:

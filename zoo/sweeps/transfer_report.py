@@ -219,5 +219,5 @@ def write(arms: list[Arm], spec: TransferSpec) -> list[Path]:
             path.unlink(missing_ok=True)
             continue
         targets.append(path)
-        write_atomic(path, json.dumps(target_config(spec, run, arm), indent=1) + "\n")
+        write_atomic(path, json.dumps(target_config(spec, run, arm.lr * arm.factor, arm.rules), indent=1) + "\n")
     return [png, spec.out / "transfer.json", *targets]
