@@ -19,7 +19,7 @@ from zoo.sweeps.runner import load_data
 
 NAME = "horizon-exponent"
 FULL = {"model": "mlp_resnet", "data": "synthetic:teacher", "width": 64, "depth": 2, "batch_size": 64,
-        "horizons": [128, 256, 512, 1024], "log2_lrs": [-13.0, -4.0, 0.5], "seeds": 2}
+        "horizons": [128, 256, 512, 1024, 2048], "log2_lrs": [-12.0, -2.0, 0.5], "seeds": 3}
 QUICK = {"model": "mlp_resnet", "data": "synthetic:teacher", "width": 8, "depth": 1, "batch_size": 8,
          "horizons": [2, 4, 8], "log2_lrs": [-8.0, -5.0, 1.0], "seeds": 1}
 SCHEDULES = ("cosine", "wsd")
@@ -94,7 +94,7 @@ CLAIM = Claim(
                   "al.; 3,700 LLMs (Step Law)",
     paper_result="Bjorck et al.: the best LR falls with the token horizon D as about D^-0.32; Step Law fits "
                  "lr* ~ D^+0.307 (the opposite sign); which holds is unresolved and likely schedule-dependent",
-    scale="a width-64 residual MLP on a 16-dimensional synthetic teacher task, horizons 128 to 1024 steps (half an "
-          "epoch to four) at batch 64, so eight LR sweeps fit the 2-core CPU; far from LLM token horizons, so the "
+    scale="a width-64 residual MLP on a 16-dimensional synthetic teacher task, horizons 128 to 2048 steps (half an "
+          "epoch to eight) at batch 64, so ten LR sweeps fit the 2-core CPU; far from LLM token horizons, so the "
           "page measures the sign at this scale, not the LLM exponent",
     run=run, checks=checks, plot=plot, setting=setting, result=result)
