@@ -55,3 +55,16 @@ def test_a_chain_that_does_not_realise_b2_fails():
     axis = policy_axis(run, zoo.policy.get("sde"), "batch_size", [4, 16], (4, 8), 8, 1, 8, 1, 0.1, 0)
     assert not axis.passed
     assert all(s == pytest.approx(1.0, abs=0.02) for s in slopes(axis, "b2_half_life").values())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch-sizes", "16,256"], "--batch-sizes and --horizons audit a scaling policy: give --policy"),
+    (["--policy", "sde"], "--policy sde is audited at two or more --batch-sizes or --horizons: give them"),
+    (["--policy", "sde", "--horizons", "100"], "an audit needs at least two different positive --horizons"),
+])
+def test_policy_flags_that_do_not_go_together(argv, message, tmp_path, capsys):
+    from zoo.cli.audit import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--json", str(tmp_path / "a.json")])
+    assert e.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "a.json").exists()
