@@ -101,6 +101,13 @@ def test_policy_units(tmp_path):
     assert lo <= 0.0 <= hi and abs(fit.laws["lr"].exponents["batch_size"]) < 0.05
     with pytest.raises(ValueError, match="differ in b2, eps .*give it \\(--policy\\)"):
         read.load(dirs)
+    from zoo.cli.fit import main
+
+    main([*map(str, dirs), "--out", str(tmp_path / "fit"), "--policy", "sde", "--boot", "20"])
+    law = str(tmp_path / "fit" / "law.json")
+    assert read_law(law).policy["name"] == "sde"
+    target = zoo.policy.get("fitted", law=law).apply(BASE.optim, zoo.policy.Change(16, 1024, 100, 100))[0]
+    assert math.log2(target.lr / BASE.optim.lr) == pytest.approx(3.0, abs=0.3)  # sqrt(64) by sde, ~1 by the law
     with pytest.raises(ValueError, match="not what policy sde maps"):
         read.load(dirs, policy=zoo.policy.get("sde", betas="all", eps=False))
 

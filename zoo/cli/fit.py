@@ -55,17 +55,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     from rich.console import Console
 
-    import zoo.policy
+    from zoo.config import RunConfig
     from zoo.files import check_can_write_in
     from zoo.fit import read, report, result
+    from zoo.sweeps import results
 
-    zoo.policy.get(args.policy or "none", **dict(args.policy_opt or []))  # an unknown policy before the dirs are read
     held = holdout(args.holdout)
-    sweeps = read.load([Path(d) for d in args.dirs], args.metric, None, (None, None))
-    policy = policy_of(args, sweeps.run.optim.name)
-    if policy is not None:
-        sweeps = read.load([Path(d) for d in args.dirs], args.metric, policy, (args.proxy_batch_size,
-                                                                              proxy_steps(args, sweeps.run)))
+    dirs = [Path(d) for d in args.dirs]
+    run = RunConfig.from_json(results.read_settings(dirs[0]), str(dirs[0] / results.SETTINGS))
+    policy = policy_of(args, run.optim.name)
+    sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
     check_can_write_in(Path(args.out), f"--out {args.out}")
