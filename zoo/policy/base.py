@@ -11,11 +11,11 @@ ratio r under the target's global settings (lr', eps', wd'):
     LR                 lr' * m^-c r^-gamma                 (the plugin's LR multiplier, lr_mult_p)
     Adam's epsilon     eps' * m^-d r^-alpha                (through the gradient pre-scale, grad_scale_p)
     decay per step     lr' * wd' * wd_mult_p               decoupled: NOT times lr_mult_p (TP IVb 2.10.1)
-    EMA timescale      tau_p = B / (lr' wd' wd_mult_p D)   in epochs of D (Wang & Aitchison, ICML 2025, eq. 5)
+    EMA timescale      tau_p = B / (lr' wd' wd_mult_p D)   in epochs of D (Wang & Aitchison, ICML 2025)
     beta's half-life   B ln(1/2) / ln(beta')               examples (b1, b2, muon_beta alike)
 
 The decay's independence of lr_mult_p is what keeps tau_p width-independent: in PyTorch's AdamW (decay lr_p *
-lambda_p) the same tau needs lambda_p = wd / lr_mult_p, which under muP grows with fan-in (Wang & Aitchison sec. 4).
+lambda_p) the same tau needs lambda_p = wd / lr_mult_p, which under muP grows with fan-in (Wang & Aitchison).
 zoo's chain realises that factor once, per parameter, where it adds the decay; so a policy never multiplies wd by a
 width factor, and zoo.audit checks the realised shrink (slope 0 in width, tau's ratio across batch and horizon).
 """

@@ -5,7 +5,7 @@ or of the training set (`data` dataset: epochs over a fixed set, as Wang & Aitch
 the change). The batch rules (LR, betas, epsilon, warmup) are the SDE rules' (zoo.policy.sde), so with D fixed this
 is `sde`: a batch change at a fixed number of examples gives the same target under both.
 
-Under muP the per-parameter LR falls with fan-in, and the timescale's wd grows with it (their sec. 4): zoo's chain
+Under muP the per-parameter LR falls with fan-in, and the timescale's wd grows with it (Wang & Aitchison): zoo's chain
 adds the decay after the LR multiplier, so that factor is realised once, per parameter (zoo.policy.base); this
 policy only moves the global wd.
 """

@@ -60,7 +60,7 @@ def checks(n: Numbers) -> list[Check]:
               f"sde: {best['sde']}; spread {'n/a' if sde_spread is None else f'{sde_spread:.2f}'}",
               sde_spread is not None and sde_spread <= step,
               "the best LR moved more than a grid step under the square-root rule: past the critical batch the "
-              "rule's SDE no longer tracks Adam (Malladi et al. sec. 5), or the optimum is on the grid's edge"),
+              "rule's SDE no longer tracks Adam (Malladi et al.), or the optimum is on the grid's edge"),
         Check("without a policy the best LR grows as sqrt(B) (the rule's premise)",
               "the raw best log2 LR's batch exponent: its 95% interval holds 1/2",
               f"none: {best['none']}; exponent {common.interval_text(raw)}",
