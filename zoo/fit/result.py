@@ -108,7 +108,7 @@ def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000,
         except ValueError as e:
             unfitted[h] = str(e)
     if not fits:
-        raise ValueError(next(iter(unfitted.values())))
+        raise ValueError("; ".join(unfitted.values()))
     checks = [Check(s.grid.size, h, fits[h].predict(s.grid.size), s.optima[h], steps[h])
               for s in sizes if s.held_out for h in fits if s.optima[h] is not None]
     return Result(sweeps, sizes, fits, steps, checks, policy or {"name": "none", "options": {}}, unfitted)
@@ -132,8 +132,8 @@ def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str) -> laws.Fit:
     if len(used) < max(MIN_SIZES, len(axes) + 1):
         why = f" ({'; '.join(lost)}: every point diverged, or the best is on the grid's edge: widen the grid)" \
             if lost else ""
-        raise ValueError(f"{len(used)} sizes with a located best {HYPER[hyper]}{why}: a law over {', '.join(axes)} "
-                         f"needs {max(MIN_SIZES, len(axes) + 1)} or more")
+        raise ValueError(f"{len(used)} size{'' if len(used) == 1 else 's'} with a located best {HYPER[hyper]}{why}: "
+                         f"a law over {', '.join(axes)} needs {max(MIN_SIZES, len(axes) + 1)} or more")
     x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})
     if np.linalg.matrix_rank(x) < x.shape[1]:
         raise ValueError(f"the sizes fitted do not tell the {', '.join(axes)} exponents apart (each axis needs two "
