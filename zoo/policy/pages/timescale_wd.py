@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from zoo.config import resolve
 from zoo.papers import page
 from zoo.papers.claim import Check, Claim, Numbers
@@ -26,6 +28,8 @@ QUICK = {"model": "mlp_resnet", "data": "synthetic:teacher", "width": 8, "depth"
          "metric": "eval_loss"}
 ARMS = ("none", "timescale")
 RULE = -1.0  # the timescale rule's exponent of the best wd in T at a fixed LR and batch
+RISE = 0.03  # the decay's harm: where the loss first rises this fraction above its minimum
+ONSET_TOL = 0.25  # |onset exponent - RULE| allowed
 
 
 def run(quick: bool) -> Numbers:
@@ -56,6 +60,35 @@ def helps(n: Numbers) -> tuple[bool, str]:
     return ok, "; ".join(parts)
 
 
+def onsets(n: Numbers) -> dict[int, float | None]:
+    """Horizon -> the log2 wd where the (raw) loss first rises RISE above its minimum, past the minimum, linear in
+    log2 wd between grid points (None where it never does): the wd whose EMA timescale begins to hurt. The timescale
+    rule (the curves collapse in tau) moves it as 1/T."""
+    out = {}
+    for s in n["none"]["sizes"]:
+        x, y = s["wd"]["x"], [float("inf") if v is None else v for v in s["wd"]["loss"]]
+        i = y.index(min(y))
+        level = y[i] * (1 + RISE)
+        j = next((k for k in range(i + 1, len(y)) if y[k] >= level), None)
+        out[s["size"]["steps"]] = None if j is None else x[j - 1] + (x[j] - x[j - 1]) * (level - y[j - 1]) / (
+            y[j] - y[j - 1])
+    return out
+
+
+def onset_exponent(n: Numbers) -> float | None:
+    """The least-squares slope of the onset's log2 wd against log2 T (None where an onset is missing)."""
+    found = onsets(n)
+    if any(v is None for v in found.values()) or len(found) < 2:
+        return None
+    return float(np.polyfit(np.log2(list(found)), list(found.values()), 1)[0])
+
+
+def onset_text(n: Numbers) -> str:
+    e = onset_exponent(n)
+    found = ", ".join(f"T={t}: " + ("-" if v is None else f"{v:.2f}") for t, v in onsets(n).items())
+    return f"onset log2 wd {found}; exponent {'n/a' if e is None else f'{e:+.2f}'}"
+
+
 def checks(n: Numbers) -> list[Check]:
     step = n["setting"]["log2_wds"][2]
     useful, text = helps(n)
@@ -74,6 +107,15 @@ def checks(n: Numbers) -> list[Check]:
               f"the raw best log2 wd's horizon exponent: its 95% interval holds {RULE:g}",
               f"none: {best['none']}; exponent {common.interval_text(raw)}",
               raw is not None and raw[1] <= RULE <= raw[2], "the raw optimum does not follow 1/T, or was not located"),
+        Check("the decay's harm moves with the horizon as the timescale does",
+              f"the log2 wd where the loss first rises {RISE:.0%} above its minimum has a horizon exponent within "
+              f"{ONSET_TOL} of {RULE:g} (the loss curves collapse in the timescale's units)",
+              onset_text(n),
+              onset_exponent(n) is not None and abs(onset_exponent(n) - RULE) <= ONSET_TOL,
+              f"the onset falls with the horizon as T^{onset_exponent(n) or 0:+.2f}, far slower than the rule's 1/T: "
+              "the decay's harm follows the decay per step (lr wd) against the gradient's pull more than the EMA's "
+              "forgetting over the run, so the curves spread out in the timescale's units (the middle panel) instead "
+              "of collapsing"),
         Check("under timescale the best wd (in the proxy's units) stays put across horizons",
               f"fitted best log2 wd located inside the grid at every horizon, max - min <= 1 grid step ({step:g})",
               f"timescale: {best['timescale']}; spread {'n/a' if kept is None else f'{kept:.2f}'}",
