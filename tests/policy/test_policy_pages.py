@@ -12,7 +12,7 @@ from test_fit import BASE, sweep_dir
 import zoo.policy
 from zoo.papers import page
 from zoo.papers.claim import verdict
-from zoo.policy.pages import SHELF, common, fit_width, horizon, sde_batch
+from zoo.policy.pages import SHELF, common, fit_width, horizon, sde_batch, timescale_wd
 
 
 def batch_arms(tmp_path, exponent):
@@ -38,6 +38,17 @@ def test_sde_batch_verdict_follows_the_numbers(tmp_path, exponent, passes):
     assert [c.passed for c in sde_batch.checks(numbers)] == passes
 
 
+def timescale_arms(tmp_path):
+    """timescale-wd's numbers where the best wd is 2^-3 T0 / T (the rule's), the best LR 2^-9 at every horizon."""
+    run = BASE.replace(optimizer="adamw")
+    dirs = [sweep_dir(tmp_path / f"t{t}wd{w}", [64], lambda s: -9.0, lrs=np.array([-10.0, -9.0, -8.0]), seeds=2,
+                      run=run.replace(steps=t, weight_decay=2.0**w), rng_seed=t + w,
+                      wd_law=lambda s: -3.0 - math.log2(s["steps"] / 256))
+            for t in (256, 512, 1024) for w in range(-8, 0)]
+    return {"setting": timescale_wd.FULL, **{arm: common.fit(dirs, "eval_loss", arm, boot=50)
+                                             for arm in timescale_wd.ARMS}}
+
+
 def test_the_pages_render_from_their_numbers(tmp_path):
     """Each page's numbers give its checks, figure, README and the index, under `python -m zoo.policy`."""
     numbers = {
@@ -46,6 +57,7 @@ def test_the_pages_render_from_their_numbers(tmp_path):
             [sweep_dir(tmp_path / f"{s}{t}", [64], lambda z: -8 - 0.3 * math.log2(z["steps"] / 128),
                        run=BASE.replace(steps=t, schedule=s), rng_seed=t) for t in (128, 256, 512, 1024)], boot=100)
             for s in horizon.SCHEDULES}},
+        timescale_wd.NAME: timescale_arms(tmp_path / "b"),
         fit_width.NAME: {"setting": fit_width.FULL, "fit": common.fit(
             [sweep_dir(tmp_path / "w", fit_width.FULL["widths"], lambda z: -8 - 0.5 * math.log2(z["width"] / 32))],
             holdout={"width": 512}, boot=100)},
