@@ -9,7 +9,8 @@ first factor (the warmup's 1/W'):
     lr            lr' s(0) (its family's realised step: Adam's first update RMS, SGD's step per unit gradient, Muon's
                   per unit of its Newton-Schulz output), each times the plugin's constant multiplier at this width
     wd_shrink     lr' s(0) wd'                   the decoupled decay's per-step shrink (0 where no decay)
-    timescale     B / (shrink D)                 the EMA timescale in epochs of the budget D = B T
+    timescale     B / (lr' wd' D)                the EMA timescale in epochs of the budget D = B T, at the peak LR:
+                                                 the measured shrink over the schedule's first factor s(0)
     b2_half_life  B ln(1/2) / ln(b2)             Adam's second moment's half-life in examples (b2 realised: its v
                                                  after a zero-gradient update over its v before)
     eps_scale     eps'                           Adam's epsilon in raw-gradient units, eps' |g| / sqrt(v)
@@ -40,12 +41,18 @@ HALF = math.log(0.5)
 
 def stated(optim: OptimConfig, change: Change) -> dict[str, float | None]:
     """The policy's law of each quantity at one point (log, None where it has none)."""
-    lr = optim.lr * float(schedule_shape(optim, last_step(change.steps))(0))
+    lr = optim.lr * first_factor(optim, change)
     shrink = lr * optim.decay
+    peak = optim.lr * optim.decay
     return {"lr": math.log(lr), "wd_shrink": math.log(shrink) if shrink > 0 else None,
-            "timescale": math.log(change.batch / (shrink * change.batch * change.steps)) if shrink > 0 else None,
+            "timescale": math.log(change.batch / (peak * change.batch * change.steps)) if shrink > 0 else None,
             "b2_half_life": math.log(change.batch * HALF / math.log(optim.b2)) if 0 < optim.b2 < 1 else None,
             "eps_scale": math.log(optim.eps), "eps_ratio": None}
+
+
+def first_factor(optim: OptimConfig, change: Change) -> float:
+    """The schedule's factor at the first step, s(0) (the warmup's 1 / W)."""
+    return float(schedule_shape(optim, last_step(change.steps))(0))
 
 
 def measured(q: str, n: dict[str, float], family: str, optim: OptimConfig, change: Change, null: bool
@@ -57,7 +64,8 @@ def measured(q: str, n: dict[str, float], family: str, optim: OptimConfig, chang
         return n.get("wd_shrink")
     if q == "timescale":
         shrink = n.get("wd_shrink", 0.0)
-        return change.batch / (shrink * change.batch * change.steps) if shrink > judge.NO_DECAY else None
+        peak = shrink / first_factor(optim, change)
+        return change.batch / (peak * change.batch * change.steps) if shrink > judge.NO_DECAY else None
     if q == "b2_half_life":
         b2 = n.get("b2")
         return change.batch * HALF / math.log(b2) if b2 is not None and 0 < b2 < 1 else None
