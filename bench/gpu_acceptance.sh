@@ -5,7 +5,7 @@
 # Each part fits a 10-minute command on an H100, so a leased machine can run them one call each. Needs jax, flax,
 # optax, orbax-checkpoint, grain, rich, matplotlib, pyyaml and pillow (not tensorflow-datasets: the bundled data is
 # used). Summaries (best eval, ms/step) land in OUT_DIR/<part>/summary.json, logs in OUT_DIR/<part>.log; record
-# the numbers, with the GPU's name, in docs/results.md.
+# the numbers, with the GPU's name, in docs/results/gpu.md (and the default runs in docs/results/training.md).
 set -euo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # bench/*.py import zoo from the checkout: a bare machine has no install
 out=${1:-${OUT:-runs/gpu}}

@@ -142,7 +142,8 @@ def index(out: Path) -> str:
             v = verdict(claim.checks(record["numbers"]))
         except STALE:  # not results, or numbers from an older version of the claim
             v, record = "stale: rerun it", {"command": f"python -m zoo.papers run {name}"}
-        thumb = f'<a href="{name}/{PAGE}"><img src="{name}/{FIGURE}" width="220"></a>'
+        # the folder, not its README.md: raw HTML links are not rewritten by the docs site, where the page is name/
+        thumb = f'<a href="{name}/"><img src="{name}/{FIGURE}" width="220"></a>'
         rows.append(f"| [{name}]({name}/{PAGE}) | {claim.source} | {thumb} | **{v}** | `{record['command']}` |")
     return ("# The source papers, regenerated\n\n"
             "Each claim below is one source paper's headline result rerun by zoo at a scale this repository's 2-core "
