@@ -16,7 +16,7 @@ def test_small_size_runs_without_nanogpt(tmp_path, monkeypatch, capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     bench.main(["--size", "small", "--variants", "previous+xla_backend_optimization_level=0", "--rounds", "1",
-                "--iters", "2", "--profile", "previous+xla_backend_optimization_level=0", "--budget", "1e9"])
+                "--iters", "2", "--profile", "previous+xla_backend_optimization_level=0"])
     out = capsys.readouterr().out
     assert "profile of zoo previous" in out and out.rstrip().splitlines()[-2].startswith("zoo previous+")
     rows = json.loads((tmp_path / "gpt2_vs_nanogpt.json").read_text())["rows"]
