@@ -12,9 +12,9 @@ read float32 logits where XLA folds the cast into the bf16 product that makes th
 - the logits are read in their own dtype, each pass upcasting element by element (a bf16 model's bf16 logits, as
   nanoGPT's autocast hands them to its loss: half the bytes of float32);
 - the forward pass reads them twice: an argmax, whose value is m and whose index is the accuracy's, and the sum s;
-- the backward pass once: exp(x - m) g / s - g [j = y] in one elementwise pass, the label's term a comparison with
-  the position (no scatter), its m passed through an optimization barrier (a vector: free) so that XLA cannot merge
-  these exponentials with the forward's, which would keep a float32 array of them from one pass to the other.
+- the backward pass once: `exp(x - m) g / s - g [j = y]` in one elementwise pass, the label's term a comparison
+  with the position (no scatter), its m passed through an optimization barrier (a vector: free) so that XLA cannot
+  merge these exponentials with the forward's, which would keep a float32 array of them from one pass to the other.
 
 A custom_jvp (not a custom_vjp): forward mode, jax.hessian and vmap apply as to optax's. The losses and gradients
 are optax's of the same logits up to float reassociation (tests/train/test_loss_formulation.py). Of a bf16 model's
