@@ -97,9 +97,17 @@ def nanogpt(folder: Path, timeout: float) -> dict[str, Any] | None:
     if out.returncode or not ms:
         print(f"nanoGPT bench.py failed (exit {out.returncode}):\n{(out.stdout + out.stderr)[-2000:]}")
         return None
-    commit = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return {"ms": float(ms.group(1)), "wall_s": wall, "first_loss": float(first.group(1)) if first else None,
-            "commit": commit.stdout.strip() or None}
+            "commit": commit_of(folder)}
+
+
+def commit_of(folder: Path) -> str | None:
+    """The checkout's short commit, where git is there to say it."""
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
 
 
 def zoo_variants(size: str, specs: list[str]) -> dict[str, dict[str, Any]]:
