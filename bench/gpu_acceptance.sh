@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU acceptance runs (issues 4, 6 and 10). From the repo root on a GPU machine:
 #   bash bench/gpu_acceptance.sh [OUT_DIR] [PART ...]
-#   PART: gpt gpt2 image-steps vit mixer step sweep (default: all)
+#   PART: gpt gpt2 image-steps vit mixer step sweep nanogpt (default: all but nanogpt, which needs a nanoGPT
+#   checkout at $NANOGPT, default .gpu/nanoGPT)
 # Each part fits a 10-minute command on an H100, so a leased machine can run them one call each. Needs jax, flax,
 # optax, orbax-checkpoint, grain, rich, matplotlib, pyyaml and pillow (not tensorflow-datasets: the bundled data is
 # used). Summaries (best eval, ms/step) land in OUT_DIR/<part>/summary.json, logs in OUT_DIR/<part>.log; record
-# the numbers, with the GPU's name, in docs/results.md.
+# the numbers, with the GPU's name, in docs/results/gpu.md (and the default runs in docs/results/training.md).
 set -euo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # bench/*.py import zoo from the checkout: a bare machine has no install
 out=${1:-${OUT:-runs/gpu}}
@@ -36,7 +37,10 @@ for part in $parts; do
             | tee "$out/step.log" ;;
     # (d) 16 LRs as one vmapped program against 16 sequential runs of the same step. Target: >= 6x.
     sweep) python bench/sweep.py --write "$out/bench_sweep_gpu.md" 2>&1 | tee "$out/sweep.log" ;;
-    *) echo "unknown part $part (gpt gpt2 image-steps vit mixer step sweep)" >&2; exit 2 ;;
+    # (e) GPT-2 124M's step, zoo's loss variants, against nanoGPT's own bench.py (torch.compile). Target: >= 1.15x.
+    nanogpt) OUT="$out/nanogpt" python bench/gpt2_vs_nanogpt.py --nanogpt "${NANOGPT:-.gpu/nanoGPT}" 2>&1 \
+               | tee "$out/nanogpt.log" ;;
+    *) echo "unknown part $part (gpt gpt2 image-steps vit mixer step sweep nanogpt)" >&2; exit 2 ;;
   esac
 done
 for r in gpt vit mixer; do

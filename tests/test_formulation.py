@@ -2,22 +2,26 @@
 steps with the same losses to rtol 1e-4 as with the previous formulation patched back in.
 
 The reference is the previous code itself, kept here (a few lines per layer: the 3-D `x @ W`, the transposed token
-mixing, `jax.nn.dot_product_attention`, q, k and v as three products), not losses recorded once: it runs on the same
-parameters, data and optimizer at whatever JAX version is installed, so the comparison isolates the formulation (a
-change beyond float reassociation shows up as a drift that compounds over the steps). muP at twice its base width makes
-the forward multipliers differ from 1, so the folding of m^-a into the smaller operand is checked too.
+mixing, `jax.nn.dot_product_attention`, q, k and v as three products, optax's cross-entropy), not losses recorded
+once: it runs on the same parameters, data and optimizer at whatever JAX version is installed, so the comparison
+isolates the formulation (a change beyond float reassociation shows up as a drift that compounds over the steps). muP
+at twice its base width makes the forward multipliers differ from 1, so the folding of m^-a into the smaller operand
+is checked too.
 """
 
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import zoo.models
 import zoo.param
 from zoo.models import layers, transformer
 from zoo.optim import OptimConfig
+from zoo.train import step as train_step
 from zoo.train.step import RUN_ONCE, build_program
 
 STEPS = 20
@@ -54,6 +58,12 @@ def previous_attention(q, k, v, scale, causal):
     return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal)
 
 
+def previous_cross_entropy(logits, labels):
+    """optax's on the logits cast to float32 (before zoo.train.loss)."""
+    logits = logits.astype(jnp.float32)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels), logits.argmax(-1) == labels
+
+
 def losses(name: str) -> np.ndarray:
     cfg = zoo.models.config(name, **CONFIGS[name])
     plugin = zoo.param.get("mup")
@@ -82,6 +92,7 @@ def test_same_losses_as_the_previous_formulation(name, monkeypatch):
     monkeypatch.setattr(transformer.MixerBlock, "__call__", previous_mixer_block)
     monkeypatch.setattr(transformer, "dot_product_attention", previous_attention)
     monkeypatch.setattr(transformer.Attention, "qkv", previous_qkv)
+    monkeypatch.setattr(train_step, "cross_entropy", previous_cross_entropy)
     before = losses(name)
     assert np.all(np.isfinite(before)) and before[-1] < before[0]  # it trains, so the steps are not trivial
     np.testing.assert_allclose(now, before, rtol=1e-4)

@@ -2,7 +2,7 @@
 
 Small version of seed_depth_mup.md check (c): block depth 1, width 64, depths 4, 16, 64, Adam, log2 LR grid
 step 1. At the base depth 4 both parametrizations are the same model, so (alpha, gamma) = (0, 0) only runs at
-depth 64. The larger runs behind docs/depth_transfer.png: `python bench/transfer.py depth`.
+depth 64. The larger runs behind docs/sweeps/depth_transfer.png: `python docs/sweeps/transfer.py depth`.
 """
 
 import pytest
@@ -34,7 +34,7 @@ def test_depth_mup_transfers_and_no_depth_scaling_does_not(tmp_path):
 
 @pytest.mark.long
 def test_mup_width_transfer_and_sp_shift(tmp_path):
-    """Small version of docs/width_transfer.png (TP V's muTransfer): MLP-ResNet depth 2, widths 64 and 512 (base 64),
+    """Small version of docs/sweeps/width_transfer.png: MLP-ResNet depth 2, widths 64 and 512 (base 64),
     Adam, 100 steps on synthetic:teacher. muP's best log2 LR moves at most 1 grid step; SP's moves at least 2 (Adam
     updates of Theta(lr) per entry make SP's hidden features grow like n, so its best LR falls like 1/n). Measured:
     muP 0 steps (2^-9 at both widths), SP 3, none at the grid's edge, at 100 steps as at 300 (SP 4 at 150)."""

@@ -39,7 +39,7 @@ class Mixer(nnx.Module):
     config_class = MixerConfig
     # the run's defaults (flags override them): the recipe `python train.py --model mixer` trains (pre-LN, patch 4:
     # 64 tokens, token-mixing dim 64, CIFAR-10 with pad-crop-flip). On an H200 under sp, bf16: 77.1% test accuracy
-    # (docs/results.md).
+    # (docs/results/training.md).
     recipe = dict(data="cifar10", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=500, batch_size=128,
                   steps=20000, eval_every=1000, augment=True, weight_decay=0.05)
     input_rank = 3  # (H, W, C) images, cut into patches

@@ -43,7 +43,7 @@ class ViT(nnx.Module):
     config_class = ViTConfig
     # the run's defaults (flags override them): the recipe `python train.py --model vit` trains (pre-LN, patch 4, 3
     # heads of 64, cls token, CIFAR-10 with pad-crop-flip). On an H200 under sp, bf16: 71.4% test accuracy
-    # (docs/results.md).
+    # (docs/results/training.md).
     recipe = dict(data="cifar10", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=500, batch_size=128,
                   steps=20000, eval_every=1000, augment=True, weight_decay=0.05)
     input_rank = 3  # (H, W, C) images, cut into patches

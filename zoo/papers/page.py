@@ -168,7 +168,8 @@ def index(out: Path, shelf: Shelf = PAPERS) -> str:
             v = verdict(claim.checks(record["numbers"]))
         except STALE:  # not results, or numbers from an older version of the claim
             v, record = "stale: rerun it", {"command": command(name, shelf=shelf)}
-        thumb = f'<a href="{name}/{PAGE}"><img src="{name}/{FIGURE}" width="220"></a>'
+        # the folder, not its README.md: raw HTML links are not rewritten by the docs site, where the page is name/
+        thumb = f'<a href="{name}/"><img src="{name}/{FIGURE}" width="220"></a>'
         rows.append(f"| [{name}]({name}/{PAGE}) | {claim.source} | {thumb} | **{v}** | `{record['command']}` |")
     return (f"# {shelf.title}\n\n{shelf.intro} `python -m {shelf.module} list` names them; "
             f"`python -m {shelf.module} run NAME` reruns one.\n\n"

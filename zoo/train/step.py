@@ -22,6 +22,7 @@ from flax import nnx
 
 from zoo import optim
 from zoo.param.base import Parametrization
+from zoo.train.loss import cross_entropy
 
 State = dict[str, Any]
 Batch = dict[str, jax.Array]
@@ -43,9 +44,8 @@ def per_example(model: nnx.Module, batch: Batch, key: jax.Array | None, train: b
                 dtype: Any = jnp.float32) -> tuple[jax.Array, jax.Array]:
     """Cross-entropy and accuracy per example (B,), averaged over the tokens of a language model's window."""
     logits, _ = model(prepare_inputs(batch["x"], dtype), key=key, train=train)
-    logits = logits.astype(jnp.float32)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
-    acc = (logits.argmax(-1) == batch["y"]).astype(jnp.float32)
+    ce, correct = cross_entropy(logits, batch["y"])  # the logits in their own dtype (zoo.train.loss)
+    acc = correct.astype(jnp.float32)
     axes = tuple(range(1, ce.ndim))
     return ce.mean(axes), acc.mean(axes)
 

@@ -1,15 +1,15 @@
 """How to orthogonalise q, k and v (issue 18): per matrix (zoo) or per head. The GPT under muP at widths 128..1024
 with heads of 32 (the head count grows with width), the first gradient of layer 0's q, k and v, and the spectral
 norm of Muon's Newton-Schulz output for the whole n x n matrix and for each head's n x 32 block assembled back.
-Writes docs/muon/qkv.json.
+Writes qkv.json beside this script (docs/muon/, the page docs/muon.md).
 
-    nice -n 19 python bench/muon_qkv.py docs/muon
+    nice -n 19 python docs/muon/qkv.py
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -46,7 +46,11 @@ def norms(width: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def main(out: Path) -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parent,
+                   help="where qkv.json goes (default: beside this script)")
+    out = p.parse_args(argv).out
     rows = {w: norms(w) for w in WIDTHS}
     logw = np.log(WIDTHS)
     slopes = {f"{name} {how}": float(np.polyfit(logw, np.log([rows[w][name][how] for w in WIDTHS]), 1)[0])
@@ -60,4 +64,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/muon"))
+    main()

@@ -6,7 +6,7 @@ train.py with config/train_shakespeare_char.py's optimizer settings, condensed f
 `configure_optimizers`, linear warmup then cosine from 1e-3 to 1e-4, gradient clip 1.0, and its `estimate_loss`
 (the mean over --eval-iters random batches of each split). The zoo run of the same shape:
 
-    python bench/nanogpt_char.py --nanogpt ../nanoGPT --width 128 --depth 4 --heads 4 --block 64 --batch 32 \\
+    python docs/results/nanogpt_char.py --nanogpt ../nanoGPT --width 128 --depth 4 --heads 4 --block 64 --batch 32 \\
         --dropout 0.1 --steps 1500
     python train.py --model gpt --param sp --width 128 --depth 4 --model-opt head_dim=32 --seq-len 64 \\
         --batch-size 32 --steps 1500 --eval-every 250 --model-opt dropout=0.1
@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: docs/results/ -> docs/ -> root
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,15 +41,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--eval-iters", type=int, default=200)
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's own choice)")
     args = p.parse_args(argv)
     if not (Path(args.nanogpt) / "model.py").is_file():
         raise SystemExit(f"error: {args.nanogpt} has no model.py (give a nanoGPT checkout with --nanogpt)")
     sys.path.insert(0, str(Path(args.nanogpt).resolve()))
+    import torch  # after the flags: --help needs no torch
     from model import GPT, GPTConfig  # nanoGPT's
 
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     text = Path(args.data).read_text()
     chars = sorted(set(text))
     ids = np.searchsorted(chars, list(text)).astype(np.int64)  # each character's index in the sorted vocabulary

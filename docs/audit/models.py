@@ -1,15 +1,15 @@
 """zoo.audit on correct runs of all four models under mup and depth_mup with adam, sgd and muon (issue 18's
 acceptance): widths 64 and 128 at depth 2, and for depth_mup also depths 2 and 4 at width 64; weight decay 0.1;
-text models at sequence length 32. Writes docs/audit/models.md (the table) and models.json (every verdict and the
-failures, if any).
+text models at sequence length 32. Writes models.md (the table) and models.json (every verdict and the failures,
+if any) beside this script (docs/audit/, the page docs/audit.md).
 
-    nice -n 19 python bench/audit_models.py docs/audit
+    nice -n 19 python docs/audit/models.py
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +21,11 @@ MODELS = {"mlp_resnet": {}, "mixer": {}, "vit": {}, "gpt": {"seq_len": 32}}
 PARAMS, OPTIMIZERS = ("mup", "depth_mup"), ("adam", "sgd", "muon")
 
 
-def main(out: Path) -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parent,
+                   help="where models.md and models.json go (default: beside this script)")
+    out = p.parse_args(argv).out
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     for model, opts in MODELS.items():
@@ -48,4 +52,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/audit"))
+    main()

@@ -1,8 +1,8 @@
-"""The transfer runs behind docs/depth_transfer.png and docs/width_transfer.png (numbers in docs/results.md).
+"""The transfer runs behind depth_transfer.png and width_transfer.png beside this script (the page docs/sweeps.md).
 
-    python bench/transfer.py depth [--data synthetic] [--steps 500]   # depth_mup vs (alpha, gamma) = (0, 0)
-    python bench/transfer.py width [--data synthetic:teacher] [--steps 500]     # mup vs sp
-    python bench/transfer.py depth --plot-only                        # re-render from the sweep dirs
+    python docs/sweeps/transfer.py depth [--data synthetic] [--steps 500]          # depth_mup vs alpha = gamma = 0
+    python docs/sweeps/transfer.py width [--data synthetic:teacher] [--steps 500]  # mup vs sp
+    python docs/sweeps/transfer.py depth --plot-only                               # re-render from the sweep dirs
 
 Each is two sweeps (as `python -m zoo.sweep` runs them; rerunning skips finished shapes), then one two-panel
 PNG. The width runs default to `synthetic:teacher`, a 16-dimensional random-teacher task: with CIFAR-10's 3072
@@ -19,7 +19,8 @@ import zoo.data
 from zoo.config import resolve
 from zoo.sweeps import SweepSpec, parse_ints, parse_lrs, report, results, run_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]  # the checkout: docs/sweeps/ -> docs/ -> root
 RUNS = {
     "depth": [("depth_mup", {}, "Depth-muP (1/2, 1/2)"),
               ("depth_mup", {"alpha": 0.0, "gamma": 0.0}, "no depth scaling (0, 0)")],
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lrs", default="2^-15:2^-5:1")
     p.add_argument("--sizes", help="default: depths 4,8,16,32,64 at width 128; widths 64..512 at depth 4")
     p.add_argument("--out", default=str(ROOT / "runs" / "sweeps"), help="parent of the sweep dirs")
-    p.add_argument("--png", help="default docs/<which>_transfer.png")
+    p.add_argument("--png", help="default: <which>_transfer.png beside this script")
     p.add_argument("--plot-only", action="store_true")
     args = p.parse_args(argv)
     data = args.data or ("synthetic" if args.which == "depth" else "synthetic:teacher")
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
                       data=dataset)
         summary, settings = report.summarize(results.read(out)), results.read_settings(out)
         panels.append((summary, f"{label}: {settings['optimizer']}, {settings['steps']} steps, {data}"))
-    png = Path(args.png or ROOT / "docs" / f"{args.which}_transfer.png")
+    png = Path(args.png or HERE / f"{args.which}_transfer.png")
     report.plot_panels(panels, png)
     for summary, label in panels:
         print(f"{label}: transfer score {summary.transfer_score} grid steps; best log2 LR "

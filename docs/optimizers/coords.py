@@ -3,13 +3,15 @@
 `python -m zoo.coord_check` (its LR choice, 3 seeds, 3 steps). Writes the table (markdown, one row per optimizer:
 the largest |measured - predicted| slope over the layers and steps, and the verdict) and every number as JSON.
 
-    nice -n 19 python bench/optimizer_coords.py docs/optimizers      (about 25 min of CPU on 2 cores)
+    nice -n 19 python docs/optimizers/coords.py      (about 25 min of CPU on 2 cores)
+
+writes coords.md, coords.json and every check's run (runs/, not committed) beside this script.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from zoo.coord_check import main as coord_check
@@ -55,7 +57,11 @@ def cell(s: dict, growth: bool = False) -> str:
     return f"{verdict} (max dev {s['worst_deviation']:.2f})"
 
 
-def main(out: Path) -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parent,
+                   help="where coords.md, coords.json and runs/ go (default: beside this script)")
+    out = p.parse_args(argv).out
     rows = {opt: {sweep: summary(run(out, opt, sweep)) for sweep in SWEEPS} for opt in OPTIMIZERS}
     (out / "coords.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = ["| optimizer | mup, widths 128..1024 | depth_mup, depths 4..64 | sp, widths 128..1024 (slopes: largest, "
@@ -67,4 +73,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/optimizers"))
+    main()

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Width transfer of the LR under Muon and Adam, muP and SP, on the GPT (tiny-shakespeare, char level): one vmapped
-# LR sweep per width (zoo.sweep), then the figure and scores in docs/muon/ (bench/muon_transfer_plot.py).
+# LR sweep per width (zoo.sweep), then the figure and scores beside this script (transfer_plot.py).
 # Sized for a shared 2-core CPU (about 45 min wall at nice 19): depth 1, widths 64..512 (base 64), 7 LRs, 150 steps
 # of batch 8 x 64 tokens, warmup 15 then cosine to 0.1, no weight decay, no clipping, no dropout.
-#   bash bench/muon_transfer.sh [OUT]      (default runs/muon_transfer; rerunning skips finished widths)
+#   bash docs/muon/transfer.sh [OUT]      (default runs/muon_transfer; rerunning skips finished widths)
 set -euo pipefail
 OUT=${1:-runs/muon_transfer}
+HERE=$(dirname "$0")
 for opt in adam muon; do
   for param in mup sp; do
     nice -n 19 python -m zoo.sweep --out "$OUT/${opt}_${param}" --model gpt --param "$param" --optimizer "$opt" \
@@ -14,4 +15,4 @@ for opt in adam muon; do
       --weight-decay 0 --clip-norm 0
   done
 done
-python bench/muon_transfer_plot.py "$OUT" docs/muon
+python "$HERE/transfer_plot.py" "$OUT" "$HERE"

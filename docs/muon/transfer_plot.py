@@ -1,14 +1,14 @@
-"""The figure and numbers of bench/muon_transfer.sh: loss against log2 LR per width for Adam and Muon, each under
+"""The figure and numbers of docs/muon/transfer.sh: loss against log2 LR per width for Adam and Muon, each under
 mup and sp, with each sweep's transfer score (grid steps the best LR moves across widths) and its transfer regret
 (the loss at the largest width with the smallest width's best LR, minus the best loss at the largest width).
 
-    python bench/muon_transfer_plot.py runs/muon_transfer docs/muon
+    python docs/muon/transfer_plot.py runs/muon_transfer      # writes transfer.png and transfer.json beside itself
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,14 @@ def regret(summary: report.Summary) -> float | None:
     return float(large.loss[at[0]] - large.loss[large.best])
 
 
-def main(runs: Path, out: Path) -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="?", type=Path, default=Path("runs/muon_transfer"), help="the sweeps' parent "
+                   "folder (default: runs/muon_transfer, as transfer.sh writes it)")
+    p.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parent,
+                   help="where transfer.png and transfer.json go (default: beside this script)")
+    args = p.parse_args(argv)
+    runs, out = args.runs, args.out
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,4 +61,4 @@ def main(runs: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main()

@@ -9,16 +9,16 @@ LR 1e-4) for
     sp, sp with muon_io        one global LR (what users call SP with Muon)
 
 and the slopes theory predicts for each (zoo.param.predict with the plugin's spectral exponents). Writes
-docs/muon/map.json and map.md.
+map.json and map.md beside this script (docs/muon/, the page docs/muon.md).
 
-    nice -n 19 python bench/muon_map.py docs/muon
+    nice -n 19 python docs/muon/map.py
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -62,7 +62,11 @@ def measure(plugin, muon_io: bool) -> dict[str, list[float]]:
     return {g: float(np.mean(v)) for g, v in groups.items()}
 
 
-def main(out: Path) -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parent,
+                   help="where map.json and map.md go (default: beside this script)")
+    out = p.parse_args(argv).out
     cfg = zoo.models.config("mlp_resnet", **MODEL)
     rows = {}
     for name, (plugin, io) in VARIANTS.items():
@@ -82,4 +86,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/muon"))
+    main()
