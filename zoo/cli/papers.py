@@ -44,7 +44,12 @@ def parser(shelf: Any = None) -> argparse.ArgumentParser:
 
 
 @boundary
-def main(argv: list[str] | None = None, shelf: Any = None) -> None:
+def main(argv: list[str] | None = None) -> None:
+    command(argv)
+
+
+def command(argv: list[str] | None = None, shelf: Any = None) -> None:
+    """list, run or render a shelf's claims (default: the source papers'), as `main` and zoo.cli.policy run it."""
     import zoo.papers as papers
     from zoo.papers.page import PAPERS
 

@@ -1,8 +1,6 @@
-"""`python -m zoo.policy list | run NAME [--quick] [--out DIR] | render NAME`: the scaling policies' pages
-(zoo.policy.pages), run and rendered as `python -m zoo.papers` runs the papers'."""
+"""`python -m zoo.policy`: see zoo/cli/policy.py."""
 
-from zoo.cli.papers import main
-from zoo.policy.pages import SHELF
+from zoo.cli.policy import main
 
 if __name__ == "__main__":
-    main(shelf=SHELF)
+    main()
