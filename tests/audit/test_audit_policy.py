@@ -24,6 +24,7 @@ def slopes(axis, quantity):
             if any(c.quantity == quantity for c in p.checks)}
 
 
+@pytest.mark.long
 def test_timescale_composed_with_mup_applies_each_factor_once():
     """muP at widths 8 -> 16 under timescale at batch 4 -> 16 and horizon 8: the width table (at batch 16 under the
     mapped settings) has the plugin's slopes (hidden LR m^-1, decay shrink m^0); the batch table (at width 16) the
