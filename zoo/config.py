@@ -20,7 +20,7 @@ from typing import Any
 
 from zoo import settings_file
 from zoo.data.config import DataConfig
-from zoo.optim import USED_BY, OptimConfig, default_eps
+from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
 from zoo.train.mesh import given_axes
 
@@ -197,10 +197,14 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
 
 def read_file(path: str) -> dict[str, Any]:
     """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
-    schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them)."""
+    schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them). A top-level
+    `provenance` mapping (zoo.transfer's record of which scaling policy produced each number) is no setting: it is
+    left out."""
     data = settings_file.load(path, "config file")
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of option: value")
+    if isinstance(data.get("provenance"), dict):
+        data = {k: v for k, v in data.items() if k != "provenance"}
     flat = flatten(data, f"config file {path}")
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
     for name in ("model_opt", "param_opt"):
@@ -281,9 +285,11 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
     `--optimizer sgd --b1 0.5` trained as if --b1 were not there."""
     for name in cfg.optim.unused(given):
         flag = "--" + name.replace("_", "-")
-        if name == "min_lr_ratio":
-            raise ValueError(f"{flag} is where the cosine and linear schedules end; --schedule constant does not "
-                             "read it: leave it out, or give --schedule cosine or linear")
+        if name in SCHEDULE_READS:
+            reads = SCHEDULE_READS[name]
+            what = "is where the decaying schedules end" if name == "min_lr_ratio" else "is read by --schedule wsd"
+            raise ValueError(f"{flag} {what}; --schedule {cfg.optim.schedule} does not read it: leave it out, or give "
+                             f"--schedule {' or '.join(reads)}")
         raise ValueError(f"{flag} is read only by --optimizer {' / '.join(USED_BY[name])}; --optimizer "
                          f"{cfg.optim.name} does not read it: leave it out")
 

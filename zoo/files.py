@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from zoo.errors import naming_full_disk
 
@@ -131,3 +134,20 @@ def read_mapping(path: Path, what: str, advice: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{path} is not {what} (not a JSON object): {advice}")
     return value
+
+
+def jsonable(x: Any) -> Any:
+    """Numbers as JSON: numpy scalars and arrays to Python, NaN and inf to None."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
