@@ -23,6 +23,7 @@ from zoo.param.base import Parametrization
 @dataclasses.dataclass
 class MixerConfig(ModelConfig):
     sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "patch", "token_dim", "mlp_ratio")
+    rates = ("drop_path",)
     width: int = 256
     depth: int = 8
     in_shape: tuple[int, ...] = (32, 32, 3)
@@ -31,6 +32,7 @@ class MixerConfig(ModelConfig):
     token_dim: int = 64  # D_S, fixed
     mlp_ratio: int = 4
     bias: bool = True
+    drop_path: float = 0.0  # stochastic depth of the last block, rising linearly from 0 at the first (timm)
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
 
 
@@ -52,7 +54,7 @@ class Mixer(nnx.Module):
                            role="patch_embed")
         self.stack = Stack(lambda r: MixerBlock(cfg.width, tokens, cfg.token_dim, cfg.mlp_ratio * cfg.width,
                                                 scale=body, rngs=r, bias=cfg.bias),
-                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
+                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat, drop_path=cfg.drop_path)
         self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
         self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
                           role="readout")
@@ -60,5 +62,5 @@ class Mixer(nnx.Module):
     def __call__(self, x: jax.Array, key: jax.Array | None = None, train: bool = False):
         """Logits and intermediates: embed (B, S, n); pre (L, B, S, 4n) and blocks (L, B, S, n)."""
         x0 = self.embed(patchify(x.astype(jnp.dtype(self.cfg.dtype)), self.cfg.patch))
-        xl, inter = self.stack(x0, None)
+        xl, inter = self.stack(x0, key if train else None)
         return self.head(self.norm(xl).mean(1)), {"embed": x0, **inter}

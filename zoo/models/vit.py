@@ -22,7 +22,7 @@ from zoo.param.base import Parametrization
 @dataclasses.dataclass
 class ViTConfig(ModelConfig):
     sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "patch", "head_dim", "num_heads", "mlp_ratio")
-    rates, scales = ("dropout",), ("embed_std",)
+    rates, scales = ("dropout", "drop_path"), ("embed_std",)
     width: int = 192
     depth: int = 6
     in_shape: tuple[int, ...] = (32, 32, 3)
@@ -35,6 +35,7 @@ class ViTConfig(ModelConfig):
     bias: bool = True
     embed_std: float = 0.02  # init std of the cls token and position embedding (input kind)
     dropout: float = 0.0
+    drop_path: float = 0.0  # stochastic depth of the last block, rising linearly from 0 at the first (timm)
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
 
 
@@ -59,7 +60,7 @@ class ViT(nnx.Module):
         self.pos = Embed(tokens + 1, cfg.width, scale=top, rngs=rngs, std0=cfg.embed_std, role="pos_embed")
         self.stack = Stack(lambda r: Block(cfg.width, heads, cfg.mlp_ratio * cfg.width, causal=False,
                                            dropout=cfg.dropout, scale=body, rngs=r, bias=cfg.bias),
-                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat)
+                           cfg.depth, rngs, scan=cfg.scan, remat=cfg.remat, drop_path=cfg.drop_path)
         self.norm = LayerNorm(cfg.width, scale=top, rngs=rngs)
         self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, bias=cfg.bias,
                           role="readout")
