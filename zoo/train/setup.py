@@ -14,6 +14,7 @@ import zoo.data
 import zoo.models
 import zoo.param
 from zoo.config import RunConfig
+from zoo.data.augment import Augment, options, parse_ops
 from zoo.param.base import Parametrization
 from zoo.schema import INT32_MAX, compute_dtype
 from zoo.train.step import Program, build_program
@@ -54,13 +55,11 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     return Setup(cfg, data, model_cfg, plugin, program)
 
 
-def augmentation(cfg: RunConfig, data: Any) -> Any:
+def augmentation(cfg: RunConfig, data: Any) -> Augment | None:
     """The run's --augment on its data (zoo.data.augment.Augment), None when off. It takes uint8 images (height,
     width, channels), AutoAugment RGB ones: refused in one line on anything else (it was dropped silently on text
     and failed inside the compile on vectors)."""
-    from zoo.data import augment
-
-    ops = augment.parse_ops(cfg.data.augment)
+    ops = parse_ops(cfg.data.augment)
     if not ops:
         return None
     name, given = cfg.data.name, f"--augment {cfg.data.augment}"
@@ -70,7 +69,7 @@ def augmentation(cfg: RunConfig, data: Any) -> Any:
     if "autoaugment" in ops and data.in_shape[-1] != 3:
         raise ValueError(f"{given}: AutoAugment's colour ops weigh R, G and B, but {name}'s images have "
                          f"{data.in_shape[-1]} channel(s); leave autoaugment out")
-    return augment.Augment(ops, augment.options(ops, cfg.data.augment_options), data.num_classes)
+    return Augment(ops, options(ops, cfg.data.augment_options), data.num_classes)
 
 
 def epoch_steps(cfg: RunConfig, data: Any) -> int:
