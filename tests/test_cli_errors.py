@@ -87,9 +87,11 @@ def _cases(tmp, small_run):
         (["--stream", "true", "--workers", str(2**30)], "CPU cores this process may use (each worker is a process"),
         (["--byte-level"], "--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but synthetic "
          "is not text"),
-        (["--data", "synthetic:teacher", "--augment"], "synthetic:teacher is a set of examples of shape (16,)"),
-        ([*TINY_GPT, "--data", "shakespeare", "--augment"], "--augment pads, crops and flips images (height, width, "
-         "channels), but shakespeare is a text set"),
+        (["--data", "synthetic:teacher", "--augment", "crop_flip"],
+         "synthetic:teacher is a set of examples of shape (16,)"),
+        ([*TINY_GPT, "--data", "shakespeare", "--augment", "mixup"], "--augment mixup augments images (height, "
+         "width, channels), but shakespeare is a text set"),
+        (["--augment", "crop,blur"], "--augment crop,blur has no op 'blur'"),
         (["--run-dir", str(tmp / "cfgdir")], "config.json is a directory, not a run's config"),
         (["--run-dir", str(tmp / "bad\udcffname")], "--run-dir must be UTF-8 text"),  # argv bytes b"bad\xffname"
         (["--config", str(tmp / "twice.yaml")], "lr is given twice, as lr and as optim.lr; give it once"),
@@ -100,7 +102,7 @@ def _cases(tmp, small_run):
         (["--model", "gpt", "--data", "synthetic"], "model gpt needs text data; synthetic is an image set"),
         (["--model", "vit", "--data", "shakespeare"], "model vit needs image data; shakespeare is a text set"),
         (["--model", "vit", "--data", "synthetic:teacher"], "needs images of shape (height, width, channels)"),
-        (["--model", "vit", "--width", "32", "--data", "synthetic"], "scale_heads=false"),
+        (["--model", "vit", "--width", "40", "--data", "synthetic"], "scale_heads=false"),
         ([*TINY_GPT, "--data", "shakespeare", "--seq-len", "65536", "--batch-size", "64"],
          "GB of activations per device"),
         ([*TINY_GPT, "--data", "shakespeare", "--init-from", str(small_run)], "is it a run of another model?"),
@@ -127,8 +129,8 @@ def test_flag_type_errors_and_help_defaults():
     text = run_train(["--help"]).stdout
     assert "(default: None)" not in text
     flat = " ".join(text.split())
-    for expect in ("--lr LR peak learning rate", "(default: 0.001)", "(default: 128; gpt 64)", "(default: f32)",
-                   "(default: adam; gpt adamw, mixer adamw, vit adamw)", "(default: the model's)"):
+    for expect in ("--lr LR peak learning rate", "(default: 0.001; vit 0.002)", "(default: 128; gpt 64, vit 512)",
+                   "(default: f32)", "(default: adam; gpt adamw, vit adamw)", "(default: the model's; mixer 128)"):
         assert expect in flat, expect
 
 
