@@ -15,7 +15,17 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, ints, path_arg, positive, positive_finite, seed, settings
+from zoo.cli.flags import (
+    Parser,
+    add_allow_import,
+    add_settings,
+    ints,
+    path_arg,
+    positive,
+    positive_finite,
+    seed,
+    settings,
+)
 from zoo.config import FLAT
 from zoo.files import check_writable
 
@@ -43,6 +53,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--json", type=path_arg, default="runs/audit/audit.json", help="where the JSON goes (default: "
                    "runs/audit/audit.json)")
     add_settings(p, RUN_FLAGS)
+    add_allow_import(p)
     return p
 
 
@@ -85,11 +96,17 @@ def main(argv: list[str] | None = None) -> None:
     result = audit(subject.run, args.widths or ([] if args.depths else subject.widths), depths,
                    depth=args.depth or subject.depth, tol=args.tol, seed=args.seed)
     result.run["run_dir"], result.saved = args.run_dir or "", subject.saved
+    if args.run_dir:
+        result.run["step"], result.run["unreadable"] = subject.step, subject.unreadable
     console = Console()
     console.width = max(console.width, 150)  # the table whole, in a pipe too
+    for line in subject.unreadable:
+        console.print(f"note: {line}", highlight=False)
     for table in tables(result):
         console.print(table)
     for line in result.failures():
         console.print(f"[red]FAIL[/red] {line}", highlight=False)
-    print(f"{'PASS' if result.passed else 'FAIL'}; json: {write_json(result, args.json)}")
+    older = (f" (of checkpoint {subject.step}, not the run's newest: {len(subject.unreadable)} newer cannot be read, "
+             "see above)") if subject.unreadable else ""
+    print(f"{'PASS' if result.passed else 'FAIL'}{older}; json: {write_json(result, args.json)}")
     raise SystemExit(0 if result.passed else 1)
