@@ -13,7 +13,7 @@ import re
 import shutil
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,56 +134,43 @@ def forget_stops() -> None:
     _received.clear()
 
 
-@contextlib.contextmanager
-def ctrl_c_noted() -> Iterator[None]:
+def ctrl_c_noted() -> contextlib.AbstractContextManager[None]:
     """In the block, Ctrl-C raises KeyboardInterrupt as Python's default handler does, and is noted
     (`stop_received`); where SIGINT is ignored (a command started in the background) or handled otherwise it stays
     so. Main thread only, as `sigterm_stops`."""
-    def interrupt(signum: int, frame: Any) -> None:
-        _received.append(KeyboardInterrupt())
-        raise _received[-1]
-
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, interrupt)
-    try:
-        with _delivered():
-            yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return _stopping(signal.SIGINT, KeyboardInterrupt, over=signal.default_int_handler)
 
 
-@contextlib.contextmanager
-def _delivered() -> Iterator[None]:
-    """A stop that leaves the block was not swallowed: it is forgotten (its raiser's caller handles it)."""
-    try:
-        yield
-    except (Stopped, KeyboardInterrupt):
-        forget_stops()
-        raise
-
-
-@contextlib.contextmanager
-def sigterm_stops(line: str = "stopped by SIGTERM; nothing half-written was left") -> Iterator[None]:
+def sigterm_stops(line: str = "stopped by SIGTERM; nothing half-written was left"
+                  ) -> contextlib.AbstractContextManager[None]:
     """In the block, SIGTERM raises Stopped (as Ctrl-C raises KeyboardInterrupt), so a command's clean-up runs (a
     prepare's or an export's half-written files removed, a run dir made for a run that had not started) and the
     boundary says `line` and exits 143; Python's default ends the process at once, leaving them. In the main thread
     only, where Python runs every signal handler (elsewhere the block runs as it is)."""
-    def stop(signum: int, frame: Any) -> None:
-        _received.append(Stopped(signum, line))
+    return _stopping(signal.SIGTERM, lambda: Stopped(signal.SIGTERM, line))
+
+
+@contextlib.contextmanager
+def _stopping(signum: int, stop: Callable[[], KeyboardInterrupt], over: Any = None) -> Iterator[None]:
+    """In the block, signal `signum` raises `stop()`, noted (`stop_received`) until it leaves the block (then it was
+    not swallowed: its raiser's caller handles it). Only in the main thread, and only over the handler `over` where
+    one is given."""
+    def handle(signum: int, frame: Any) -> None:
+        _received.append(stop())
         raise _received[-1]
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or (
+            over is not None and signal.getsignal(signum) is not over):
         yield
         return
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signum, handle)
     try:
-        with _delivered():
-            yield
+        yield
+    except KeyboardInterrupt:  # Stopped too
+        forget_stops()
+        raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
 
 
 LONG_WORD, LONG_LINE = 160, 1200  # characters: a word (a path) and a line of zoo's longer are shortened in the middle
