@@ -54,3 +54,10 @@ def test_coord_check_refuses_a_file_as_out_before_measuring(tmp_path, monkeypatc
     (tmp_path / "out").write_text("a file")
     line = one_line_error(coord_check.main, ["--out", str(tmp_path / "out")], capsys)
     assert "--out" in line and "is a file, not a directory" in line, line
+
+
+def test_a_run_dir_whose_config_nests_too_deep_is_one_line(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text('{"model": ' + "[" * 5000 + "]" * 5000 + "}")
+    line = one_line_error(sample.main, [str(tmp_path / "run")], capsys)
+    assert f"{tmp_path / 'run' / 'config.json'} nests its values too deep" in line, line

@@ -99,9 +99,10 @@ def read_config_json(path: Path) -> dict[str, Any] | None:
         return None
     try:
         values = shallow(json.loads(read_regular(config)), str(config))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise ValueError(f"{config} is not valid JSON (or nests too deep to be a run's config); use another run dir"
-                         ) from None
+    except RecursionError:  # the parser recurses once per level
+        raise ValueError(f"{config} nests its values too deep to be a run's config; use another run dir") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError(f"{config} is not valid JSON; use another run dir") from None
     model = values.get("model") if isinstance(values, dict) else None
     if not (isinstance(model, str) or isinstance(model, dict) and isinstance(model.get("name"), str)):
         # another program's config.json (every run's names its model): never taken over, nor overwritten
