@@ -135,3 +135,38 @@ def one_line_error(main, argv: list[str], capsys) -> str:
     assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
     assert not out.out, out.out
     return lines[0]
+
+
+TINY = ["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "8", "--data", "synthetic",
+        "--eval-every", "1000", "--log-every", "1000"]
+
+
+def saved_run(run_dir: Path, steps: tuple[int, ...] = (2, 4), argv: list[str] | None = None) -> Path:
+    """A run dir as train.py leaves it (config.json, and a checkpoint at each of `steps` with the metadata the loop
+    saves), made in this process for tests of its readers: its state has the run's shapes and types and holds zeros
+    (no init or train step is compiled)."""
+    import jax
+    import jax.numpy as jnp
+
+    from zoo.cli.train import config_from_args, parser
+    from zoo.data import card
+    from zoo.train.checkpoint import Checkpoints
+    from zoo.train.setup import setup
+
+    cfg = config_from_args(parser().parse_args([*(argv or TINY), "--steps", str(max(steps)), "--run-dir",
+                                                str(run_dir)]))
+    s = setup(cfg)
+    state = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(s.program.init, jax.random.PRNGKey(0)))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(s.cfg.to_json(), indent=2))
+    with Checkpoints(run_dir, keep=len(steps)) as ckpts:
+        for step in steps:
+            ckpts.save(step, state, {"step": step, "data_position": step, "config": s.cfg.to_json(),
+                                     "plugin": s.plugin.spec(), "first_loss": None, "summary_extra": {},
+                                     "train_examples": s.data.size("train"), **card.record(s.data)})
+    return run_dir
+
+
+def metadata_files(run_dir: Path) -> list[Path]:
+    """The metadata file (meta/metadata) of each checkpoint of a run dir."""
+    return sorted(p for p in (run_dir / "checkpoints").glob("*/meta/metadata"))

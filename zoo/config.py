@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,10 @@ class RunConfig:
     def from_json(cls, values: dict[str, Any], where: str = "the config") -> RunConfig:
         """A config from its stored form, nested or flat; settings a newer zoo added take their defaults, settings
         an older one had are ignored."""
-        flat = flatten(values, where, strict=False)
-        return cls.from_flat({k: check_type(f"{where}: {k}", v, HINTS[k]) for k, v in flat.items()})
+        flat = flatten(settings_file.shallow(values, where), where, strict=False)
+        typed = {k: check_type(f"{where}: {k}", v, HINTS[k]) for k, v in flat.items()}
+        names_no_code(typed, where)
+        return cls.from_flat(typed)
 
     def identity(self) -> dict[str, Any]:
         """The settings that shape the trajectory, by flat name (the horizon `steps` included: a run's schedule
@@ -192,15 +195,24 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
                 name = fields.get(k) or (k if FLAT.get(k, ("",))[0] == key else None)
                 if name is None:
                     if strict:
-                        raise ValueError(f"{where}: {key} has no setting {k!r}; its settings are "
+                        raise ValueError(f"{where}: {key} has no setting {key_name(k)}; its settings are "
                                          f"{', '.join(fields)}")
                     continue
                 put(name, v, f"{raw}.{raw_k}")
         elif key in FLAT:
             put(key, value, str(raw))
         elif strict:
-            raise ValueError(f"{where}: unknown option(s) {key}")
+            raise ValueError(f"{where}: unknown option(s) {key_name(key)}")
     return out
+
+
+def key_name(key: str) -> str:
+    """A key of a file as an error line shows it: a name as settings are named (letters, digits, _ . -; up to 64
+    characters), else not at all. A file given by mistake (--config /etc/shadow) read as one key, its first entry,
+    which the line printed."""
+    if re.fullmatch(r"[A-Za-z_][\w.-]{0,63}", key):
+        return repr(key)
+    return f"(a key of {len(key)} characters that is no setting's name, not shown: is it a config file?)"
 
 
 def read_file(path: str) -> dict[str, Any]:
@@ -215,6 +227,7 @@ def read_file(path: str) -> dict[str, Any]:
         data = {k: v for k, v in data.items() if k != "provenance"}
     flat = flatten(data, f"config file {path}")
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
+    names_no_code(out, f"config file {path}")
     for name in ("model_opt", "param_opt", "augment_opt"):
         for k, v in out.get(name, {}).items():
             if not isinstance(k, str):
@@ -223,6 +236,17 @@ def read_file(path: str) -> dict[str, Any]:
                 raise ValueError(f"config file {path}: {name}.{k} must be a number, a string, true/false or a list "
                                  f"of them, got {v!r}")
     return out
+
+
+def names_no_code(flat: dict[str, Any], where: str) -> None:
+    """The model and plugin a file (`where`) names are registered or installed, or allowed by the user
+    (zoo.registry.Registry.refuse_code): a file never names code to import."""
+    import zoo.models
+    import zoo.param
+
+    for key, registry in (("model", zoo.models.MODELS), ("param", zoo.param.PLUGINS)):
+        if isinstance(flat.get(key), str):
+            registry.refuse_code(flat[key], where)
 
 
 def _plain(v: Any) -> bool:

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from zoo.files import read_regular, refuse_special
+
 
 class YamlLoader(yaml.SafeLoader):
     """PyYAML's safe loader, reading numbers as YAML 1.2, JSON and the command line do (`_numbers_as_typed`: `lr:
@@ -67,16 +69,37 @@ def _numbers_as_typed(loader: type[yaml.SafeLoader]) -> None:
 _numbers_as_typed(YamlLoader)
 
 
+MAX_DEPTH = 32  # levels of nested mappings and lists in a settings file: a run's config holds 3
+
+
+def shallow(data: Any, where: str) -> Any:
+    """`data` (a file's parsed values), refused in one line naming `where` where it nests deeper than MAX_DEPTH:
+    the checks that walk a file's values recurse (a list nested 900 deep was 'unexpected RecursionError' and a trace
+    of 190 KB). Walked without recursion."""
+    level = [data]
+    for _ in range(MAX_DEPTH + 1):
+        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
+        if not level:
+            return data
+    raise ValueError(f"{where} nests its values deeper than a settings file does ({MAX_DEPTH} levels at most); is it "
+                     "a settings file?")
+
+
 def load(path: str, what: str) -> Any:
     """The data of the YAML or JSON file at `path` (JSON by its suffix), `what` naming it in the one-line errors."""
     p = Path(path)
     if p.is_dir():
         raise IsADirectoryError(f"{what} {path} is a directory, not a YAML or JSON file")
+    refuse_special(p, f"{what} {path}")
     if not p.is_file():
         raise FileNotFoundError(f"{what} {path} does not exist")
     try:
-        text = p.read_text()
-        return json.loads(text, object_pairs_hook=_json_mapping) if p.suffix == ".json" else yaml.load(text, YamlLoader)
+        text = read_regular(p, f"{what} {path}").decode()
+        data = json.loads(text, object_pairs_hook=_json_mapping) if p.suffix == ".json" else yaml.load(text, YamlLoader)
+        return shallow(data, f"{what} {path}")
+    except RecursionError:  # the parsers recurse once per level
+        raise ValueError(f"{what} {path} nests its values deeper than a settings file does ({MAX_DEPTH} levels at "
+                         "most); is it a settings file?") from None
     except GivenTwice as e:
         raise ValueError(f"{what} {path}: {e}") from None
     except (ValueError, yaml.YAMLError) as e:  # JSON's errors, a file that is not UTF-8

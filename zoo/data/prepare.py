@@ -30,7 +30,7 @@ from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
 from zoo.data.walk import files_under
 from zoo.errors import naming_full_disk, sigterm_stops
-from zoo.files import undo_folders_made_on_failure
+from zoo.files import open_regular, undo_folders_made_on_failure
 from zoo.train.lock import LOCK, claim
 
 CHUNK = 1 << 22  # characters read (and encoded) at a time
@@ -114,7 +114,7 @@ def encode_to(path: Path, chunks: Iterable[str], tokenizer: Tokenizer) -> int:
     """Appends the tokens of `chunks` to `path` in the directory's dtype; returns how many were written."""
     dtype = np.dtype(tokens.DTYPES[tokens.dtype_for(tokenizer.vocab_size)])
     count = 0
-    with naming_full_disk(path), path.open("ab") as f:
+    with naming_full_disk(path), open_regular(path, "ab") as f:
         for chunk in chunks:
             ids = tokenizer.encode(chunk).astype(dtype)
             f.write(ids.tobytes())
@@ -125,7 +125,7 @@ def encode_to(path: Path, chunks: Iterable[str], tokenizer: Tokenizer) -> int:
 def split_tail(whole: Path, train: Path, val: Path, count: int, itemsize: int) -> dict[str, int]:
     """Moves the last (1 - TRAIN_FRACTION) of the tokens in `whole` to `val`; `whole` becomes `train`."""
     cut = int(count * TRAIN_FRACTION)
-    with naming_full_disk(val), whole.open("r+b") as src, val.open("wb") as dst:
+    with naming_full_disk(val), open_regular(whole, "r+b") as src, open_regular(val, "wb") as dst:
         src.seek(cut * itemsize)
         while block := src.read(CHUNK):
             dst.write(block)
