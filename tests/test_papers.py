@@ -103,7 +103,7 @@ def test_render_of_results_that_are_not_the_claims_is_one_line(text, message, tm
     with pytest.raises(SystemExit) as e:
         main(["render", "yaida-family", "--out", str(tmp_path)])
     assert message in clean_error(e.value.code, capsys.readouterr().err)
-    assert "**stale: rerun it**" in papers.page.index(tmp_path)
+    assert "**stale: rerun it**" in papers.page.index(tmp_path, papers.CLAIMS)
 
 
 def test_a_quick_run_never_lands_beside_the_full_runs(tmp_path, monkeypatch, capsys):

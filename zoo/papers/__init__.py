@@ -20,6 +20,7 @@ from zoo.papers import (
     dhg_phase,
     dhg_trainability,
     lecture_hanin_nica,
+    page,
     tp4b_adam_width,
     tp6_abs_vs_relu,
     tp6_depth_transfer,
@@ -27,7 +28,7 @@ from zoo.papers import (
     yaida_family,
 )
 from zoo.papers.claim import Claim
-from zoo.papers.page import render, writable, write
+from zoo.papers.page import writable, write, write_index
 from zoo.sweeps.processes import check_processes
 
 MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, yaida_family, dhg_phase,
@@ -56,7 +57,15 @@ def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int 
     numbers["wall_s"] = round(time.perf_counter() - t0, 1)
     cpu = jax.default_backend() == "cpu"
     numbers["machine"] = f"{os.cpu_count()} CPU cores" if cpu else jax.devices()[0].device_kind
-    return write(claim, numbers, Path(out), quick)
+    folder = write(claim, numbers, Path(out), quick)
+    write_index(Path(out), CLAIMS)
+    return folder
+
+
+def render(claim: Claim, out: Path) -> None:
+    """Redraw OUT/NAME's figure and page from its results.json (zoo.papers.page.render), and the index."""
+    page.render(claim, out)
+    write_index(Path(out), CLAIMS)
 
 
 __all__ = ["CLAIMS", "DEFAULT_OUT", "get", "render", "run"]

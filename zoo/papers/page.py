@@ -1,5 +1,5 @@
 """The outputs of a claim: OUT/NAME/figure.png, OUT/NAME/results.json (every number, the checks, the verdict) and
-OUT/NAME/README.md (the paper beside zoo), plus the index OUT/README.md of every claim found under OUT.
+OUT/NAME/README.md (the paper beside zoo); `index` makes OUT/README.md of every claim found under OUT.
 
 Pages are rendered from results.json only, so `render` reproduces them (and their verdicts) without rerunning.
 """
@@ -11,6 +11,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def writable(out: Path, name: str) -> None:
 
 
 def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
-    """results.json from the run's numbers, then the figure, the page and the index from it. The checks read the
+    """results.json from the run's numbers, then the figure and the page from it. The checks read the
     numbers as the JSON holds them (NaN as null), so the recorded verdict is the one `render` recomputes."""
     folder = out / claim.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,7 +61,7 @@ def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
 
 
 def render(claim: Claim, out: Path) -> None:
-    """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers), and the index."""
+    """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers)."""
     folder = out / claim.name
     record = read(folder)
     tmp = folder / f".{FIGURE}.tmp.png"
@@ -74,7 +75,6 @@ def render(claim: Claim, out: Path) -> None:
                          f"({type(e).__name__}: {e}): rerun the claim") from None
     os.replace(tmp, folder / FIGURE)
     write_atomic(folder / PAGE, text)
-    write_atomic(out / INDEX, index(out))
 
 
 def read(folder: Path) -> dict[str, Any]:
@@ -128,12 +128,15 @@ Source: {claim.source}.
 """
 
 
-def index(out: Path) -> str:
-    """OUT/README.md: every claim with a results.json under OUT, its thumbnail, verdict and command."""
-    from zoo.papers import CLAIMS
+def write_index(out: Path, claims: Mapping[str, Claim]) -> None:
+    """OUT/README.md (`index`), written after a claim's folder changed."""
+    write_atomic(out / INDEX, index(out, claims))
 
+
+def index(out: Path, claims: Mapping[str, Claim]) -> str:
+    """OUT/README.md: every claim of `claims` with a results.json under OUT, its thumbnail, verdict and command."""
     rows = []
-    for name, claim in CLAIMS.items():
+    for name, claim in claims.items():
         folder = out / name
         if not (folder / RESULTS).is_file():
             continue

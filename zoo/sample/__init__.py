@@ -136,8 +136,3 @@ def sample(run_dir: str, prompt: str | None, tokens: int, temperature: float = 1
     """The decoded continuation of `prompt`."""
     return "".join(continuation(run_dir, prompt, tokens, temperature, top_k, step, seed))
 
-
-if __name__ == "__main__":
-    from zoo.cli.sample import main
-
-    main()

@@ -266,8 +266,3 @@ def check_out(target: Path) -> None:
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
-
-if __name__ == "__main__":
-    from zoo.cli.prepare import main
-
-    main()
