@@ -135,3 +135,34 @@ def one_line_error(main, argv: list[str], capsys) -> str:
     assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
     assert not out.out, out.out
     return lines[0]
+
+
+def exported_model(out: Path):
+    """The export as another program would see it: the SP model its config.json builds, with the params read back
+    by path (as --init-from reads them). Returns (config, logits(params, x) to trace, params, loaded, meta)."""
+    import jax
+    from flax import nnx
+
+    import zoo.models as M
+    import zoo.param as P
+    from zoo.config import RunConfig
+    from zoo.train.load import read_params
+    from zoo.train.setup import setup
+    from zoo.tree import key_path
+
+    cfg = RunConfig.from_json(json.loads((out / "config.json").read_text()))
+    model_cfg = setup(cfg).model_cfg
+
+    def create():
+        return M.create(cfg.model.name, model_cfg, P.get(cfg.param.name), nnx.Rngs(0))
+
+    loaded, meta = read_params(out)
+    graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    assert {key_path(p) for p, _ in flat} == set(loaded)
+    params = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
+
+    def logits(params, x):  # the multipliers from the SP model's own init (the rest of it is dead code)
+        return nnx.merge(graphdef, params, nnx.split(create(), nnx.Param, ...)[2])(x)[0]
+
+    return cfg, logits, params, loaded, meta

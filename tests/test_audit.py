@@ -15,7 +15,7 @@ import jax
 import pytest
 from cli_utils import ROOT, child_env
 from flax import nnx
-from test_coord_any import example
+from param_helpers import example
 
 import zoo.param as P
 from zoo import optim

@@ -4,14 +4,13 @@ members' weights with the rows shared), and the by-hand group (first layer one p
 gives the members' losses and gradients."""
 
 import importlib.util
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from cli_utils import ROOT
 
-spec = importlib.util.spec_from_file_location("sweep_groups_jax",
-                                              Path(__file__).resolve().parents[1] / "bench" / "sweep_groups_jax.py")
+spec = importlib.util.spec_from_file_location("sweep_groups_jax", ROOT / "bench" / "sweep_groups_jax.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 

@@ -6,11 +6,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from cli_utils import ROOT
 
 
 def test_quick_benchmark_runs(tmp_path):

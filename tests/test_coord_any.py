@@ -5,15 +5,11 @@ their init and optimizer (infer_tags -> multiplier_free -> rescale_init -> zoo.o
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
-from pathlib import Path
-
 import jax
 import numpy as np
 import pytest
 from flax import nnx
+from param_helpers import example, images
 
 import zoo.models as M
 import zoo.param as P
@@ -21,25 +17,10 @@ from zoo.diagnostics.coord_any import coord_check
 from zoo.diagnostics.coord_sweep import CoordSpec, coord_sweep
 from zoo.diagnostics.inputs import random_batch
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # slopes between two end sizes a factor 8 (4 for the transformer) apart: one compiled program per size
 WIDTHS = [128, 1024]
 TRANSFORMER_WIDTHS = [128, 512]
 DEPTHS = [4, 32]
-
-
-@functools.cache
-def example(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclass modules (Linen, Equinox) look themselves up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def images(size: int = 16):
-    kx, ky = jax.random.split(jax.random.key(0))
-    return {"x": jax.random.normal(kx, (size, 32, 32, 3)), "y": jax.random.randint(ky, (size,), 0, 10)}
 
 
 def tokens(size: int = 2, length: int = 8):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_utils import ROOT
 
 import zoo.models as M
 import zoo.param as P
@@ -194,7 +195,7 @@ def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
 def test_bad_input_from_the_shell_is_one_line(tmp_path):
     """The module run as a program: exit status 1 and one line, no traceback."""
     proc = subprocess.run([sys.executable, "-m", "zoo.coord_check", "--widths", "64", "--out", str(tmp_path)],
-                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                          cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == ["error: a width sweep needs at least two --widths"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_coord_any import example
+from param_helpers import example
 
 RUNS = {
     "haiku_mlp": ["--width", "64", "--base-width", "32", "--depth", "1", "--batch-size", "32"],

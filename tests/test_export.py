@@ -9,10 +9,8 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from flax import nnx
+from cli_utils import exported_model
 
-import zoo.models as M
-import zoo.param as P
 from zoo.cli.export import main as export_main
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
@@ -21,7 +19,6 @@ from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import read_params
 from zoo.train.setup import setup
 from zoo.train.step import RUN_ONCE
-from zoo.tree import key_path
 
 MODELS = {
     "mlp_resnet": dict(data="synthetic", model_opt={"bias": True, "pre_ln": True}),
@@ -50,27 +47,6 @@ def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
     ckpts.close()
     (run_dir / "config.json").write_text(json.dumps(cfg.to_json()))
     return run, state
-
-
-def exported_model(out: Path):
-    """The export as another program would see it: the SP model its config.json builds, with the params read back
-    by path (as --init-from reads them). Returns (config, logits(params, x) to trace, params, loaded, meta)."""
-    cfg = RunConfig.from_json(json.loads((out / "config.json").read_text()))
-    model_cfg = setup(cfg).model_cfg
-
-    def create():
-        return M.create(cfg.model.name, model_cfg, P.get(cfg.param.name), nnx.Rngs(0))
-
-    loaded, meta = read_params(out)
-    graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
-    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
-    assert {key_path(p) for p, _ in flat} == set(loaded)
-    params = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
-
-    def logits(params, x):  # the multipliers from the SP model's own init (the rest of it is dead code)
-        return nnx.merge(graphdef, params, nnx.split(create(), nnx.Param, ...)[2])(x)[0]
-
-    return cfg, logits, params, loaded, meta
 
 
 @pytest.mark.long

@@ -9,7 +9,9 @@ import ast
 from collections import deque
 from pathlib import Path
 
-ZOO = Path(__file__).resolve().parents[1] / "zoo"
+from cli_utils import ROOT
+
+ZOO = ROOT / "zoo"
 
 
 def modules(package: Path) -> dict[str, Path]:

@@ -2,13 +2,13 @@
 dropout, and brief CPU training."""
 
 import math
-import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from cli_utils import ROOT
 from flax import nnx
 
 import zoo.models
@@ -24,7 +24,7 @@ TINY = {
     "gpt": dict(width=32, depth=2, head_dim=16, seq_len=16, vocab_size=11, dropout=0.1),
     "mlp_resnet": dict(width=32, depth=2, in_shape=(8, 8, 3), num_classes=4),
 }
-SHAKESPEARE = pathlib.Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"  # the bundled copy
+SHAKESPEARE = ROOT / "data" / "tinyshakespeare.txt"  # the bundled copy
 
 
 def make(name, plugin="sp", **over):

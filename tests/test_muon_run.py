@@ -7,8 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, run_main_many
-from test_export import exported_model
+from cli_utils import SMALL, assert_same_params, exported_model, final_params, kill_after_checkpoint, run_main_many
 
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export import export

@@ -149,7 +149,7 @@ def test_at_the_base_width_the_examples_run_and_every_plugin_is_sp(plugin, capsy
     ValueError at --width = --base-width. infer_tags_from reads the kinds against twice the width with multiplier 1:
     the Haiku MLP's kinds are right, every width factor (init, LR, gradient pre-scale) is 1 (readout_mult still acts
     on the readout), the tags elsewhere equal infer_tags', and the example trains (2 steps) at width 48 = base."""
-    from test_coord_any import example
+    from param_helpers import example
 
     m = example("haiku_mlp")
 
@@ -254,7 +254,7 @@ def test_the_readout_bias_is_no_kind_before_the_readout():
     hidden slope from -1/2 into 0 (zoo.param.predict: a scalar's gradient sums over the width). The Equinox MLP under
     NTK at widths 96 and 480 (seed 3, 2 seeds) measures -0.50 +- 0.03 in every hidden layer: it FAILED against 0, and
     passes against -1/2 at the default tol 0.15."""
-    from test_coord_any import example, images
+    from param_helpers import example, images
 
     from zoo.audit.laws import faithful_d
     from zoo.diagnostics.coord_any import coord_check, inner_kinds

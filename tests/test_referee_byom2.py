@@ -59,7 +59,7 @@ def test_the_haiku_transformer_example_without_its_rules_is_refused():
     """The untouched Haiku transformer (hk.layer_stack, depth 4) read without its RULES: its attention kernels
     [4, n, n] were hidden with fan-in 4n, every block bias an input layer of fan-in 4. Now refused, naming '^blocks/'
     (the example's own rule)."""
-    from test_coord_any import example
+    from param_helpers import example
 
     m = example("haiku_transformer")
     with pytest.raises(ValueError, match=r"a stack of 4 layers\? .*rules=\{'\^blocks/': 'stacked'\}"):
@@ -173,9 +173,10 @@ def test_an_example_given_a_bad_flag_says_one_line():
     end); they now run in zoo's error boundary, one line on stderr and exit status 1."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "examples" / "haiku_mlp.py"
+    from cli_utils import ROOT
+
+    script = ROOT / "examples" / "haiku_mlp.py"
     done = subprocess.run([sys.executable, str(script), "--param", "foo", "--steps", "1"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.startswith("error: unknown parametrization 'foo'"), done.stderr

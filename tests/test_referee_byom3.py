@@ -8,13 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from param_helpers import kinds, s
+from param_helpers import kinds, s, tagged
 
 import zoo.param as P
-
-
-def tagged(model, base: int = 40, width: int = 72, **kwargs) -> dict[str, tuple]:
-    return kinds(P.infer_tags(model(base), model(width), base_width=base, width=width, **kwargs))
 
 
 def haiku_bn(n: int, nchw: bool = True) -> dict:
@@ -232,7 +228,7 @@ def test_an_example_given_a_bad_size_says_one_line_before_it_builds_anything(nam
     --base-width -4 ended in "unexpected TypeError: Only non-negative indices are allowed when broadcasting static
     shapes" (Haiku building the model at width -4); a bad flag printed argparse's usage over several lines. Now
     zoo's command-line parser: one line, exit status 2."""
-    from test_coord_any import example
+    from param_helpers import example
 
     with pytest.raises(SystemExit) as done:
         example(name).main(argv)

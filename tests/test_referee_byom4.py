@@ -135,7 +135,7 @@ def test_the_haiku_transformer_example_refuses_a_width_of_partial_heads_in_one_l
     """The example cuts the width into heads of 32: --width 100 (3 heads and 4 left over), --base-width 48 or
     --width 16 ended in 'unexpected TypeError: cannot reshape array of shape (1, 64, 100) into shape
     (1, 64, 3, 32)' with a traceback file. Now the flag is refused: one line, exit status 2."""
-    from test_coord_any import example
+    from param_helpers import example
 
     with pytest.raises(SystemExit) as done:
         example("haiku_transformer").main([*argv, "--steps", "1"])

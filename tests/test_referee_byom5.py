@@ -12,7 +12,7 @@ import optax
 import pytest
 from flax import linen as nn
 from flax import nnx
-from param_helpers import kinds, s
+from param_helpers import flat_tags, haiku_deconvs, haiku_shapes, kinds, s
 
 import zoo.param as P
 from zoo import optim
@@ -20,23 +20,6 @@ from zoo.audit import AnyRun, audit
 from zoo.optim import OptimConfig, Route
 from zoo.param import families
 from zoo.param.tags import Tag
-from zoo.tree import key_path
-
-
-def flat_tags(tags) -> dict:
-    return {key_path(p): (t.kind, t.fan_in, t.fan_out, t.layout, t.out_axes)
-            for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
-
-
-def deconvs(x: jax.Array, width: int) -> jax.Array:
-    """Bias-free transposed convs 2x2, stride 2: 3 channels to n, n to n, n to 5 (Haiku stores w [2, 2, out, in])."""
-    h = jax.nn.relu(hk.Conv2DTranspose(width, 2, stride=2, with_bias=False)(x))
-    h = jax.nn.relu(hk.Conv2DTranspose(width, 2, stride=2, with_bias=False)(h))
-    return hk.Conv2DTranspose(5, 2, stride=2, with_bias=False)(h)
-
-
-def haiku_shapes(fn, width: int, x_shape: tuple) -> dict:
-    return jax.eval_shape(lambda: hk.transform(lambda x: fn(x, width)).init(jax.random.key(0), jnp.zeros(x_shape)))
 
 
 def test_a_haiku_conv_transpose_without_a_bias_is_read_out_then_in():
@@ -45,8 +28,8 @@ def test_a_haiku_conv_transpose_without_a_bias_is_read_out_then_in():
     (n to 5) input of fan-in 20, swapping their init and LR exponents, without a word. Haiku's module name
     (conv2_d_transpose, _1, _2) now gives the layout spatial_out_in: input (12, 36), hidden (144, 36), output
     (144, 5), as the same layers stored [..., in, out] read."""
-    got = flat_tags(P.infer_tags(haiku_shapes(deconvs, 12, (1, 1, 1, 3)), haiku_shapes(deconvs, 36, (1, 1, 1, 3)),
-                                 base_width=12, width=36))
+    got = flat_tags(P.infer_tags(haiku_shapes(haiku_deconvs, 12, (1, 1, 1, 3)),
+                                 haiku_shapes(haiku_deconvs, 36, (1, 1, 1, 3)), base_width=12, width=36))
     assert got == {"conv2_d_transpose/w": ("input", 12, 36, "spatial_out_in", 1),
                    "conv2_d_transpose_1/w": ("hidden", 144, 36, "spatial_out_in", 1),
                    "conv2_d_transpose_2/w": ("output", 144, 5, "spatial_out_in", 1)}
@@ -162,7 +145,7 @@ class Head(nn.Module):
 def both_init(key: jax.Array, width: int, depth: int) -> dict:
     del depth
     k1, k2 = jax.random.split(key)
-    up = hk.transform(lambda x: deconvs(x, width)).init(k1, jnp.zeros((1, 1, 1, 3)))
+    up = hk.transform(lambda x: haiku_deconvs(x, width)).init(k1, jnp.zeros((1, 1, 1, 3)))
     return {"up": {k: v for k, v in up.items() if k != "conv2_d_transpose_2"},
             "head": Head(width).init(k2, jnp.zeros((1, 4, width)))}
 

@@ -104,11 +104,11 @@ def test_the_width_claims_page_states_each_transfer_score_as_a_number():
     """0c39988 made tp4b-adam-width's _best return the sweep's summary where the page's result line took its transfer
     score, and the page then printed 'transfer score Summary(curves=[Curve(...), ...]) grid steps'. Read from the
     committed numbers, each arm's score is a number of grid steps again."""
-    from pathlib import Path
+    from cli_utils import ROOT
 
     from zoo.papers.page import read
 
-    numbers = read(Path(__file__).resolve().parents[1] / "docs" / "papers" / tp4b_adam_width.NAME)["numbers"]
+    numbers = read(ROOT / "docs" / "papers" / tp4b_adam_width.NAME)["numbers"]
     text = tp4b_adam_width.result(numbers)
     assert "Summary(" not in text
     assert text.count("transfer score ") == 4 and "(transfer score 3.0 grid steps)" in text, text

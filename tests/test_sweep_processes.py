@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_utils import ROOT
 
 from zoo.cli import sweep
 from zoo.errors import ZooError
@@ -78,7 +79,7 @@ def test_bench_times_the_processes_path(tmp_path, capsys, monkeypatch):
     """bench/sweep.py's three paths at a tiny size: the report has the processes row, and its losses agree with the
     sequential members'. (Imported by name from bench/ on the path, which the spawned workers inherit, so they can
     unpickle the bench's recipe.)"""
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     bench = importlib.import_module("sweep")
     report = tmp_path / "bench.md"
     bench.main(["--lrs", "4", "--width", "8", "--depth", "1", "--steps", "12", "--batch-size", "32", "--data",
