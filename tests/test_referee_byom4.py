@@ -9,11 +9,9 @@ import re
 import jax
 import pytest
 from flax import nnx
-from param_helpers import kinds, s
 
 import zoo.models as M
 import zoo.param as P
-from zoo.tree import key_path
 
 
 @pytest.mark.parametrize("name", ["mixer", "vit"])
@@ -40,60 +38,6 @@ def test_an_image_of_one_patch_builds_and_runs(name):
     assert logits.shape == (2, 1) and bool(jax.numpy.isfinite(logits).all())
 
 
-def zoo_tags(name: str, depth: int, **options) -> dict[str, tuple]:
-    """infer_tags on a zoo model (widths 8 -> 16, depth over base depth 1) against the tags the model gave: path ->
-    (inferred (kind, fan-in, fan-out), own)."""
-    def params(width):
-        cfg = M.config(name, width=width, base_width=8, depth=depth, base_depth=1, **options)
-        return nnx.state(nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0))), nnx.Param)
-
-    wide = params(16)
-    own = {key_path(p): v.get_metadata()["tag"] for p, v in jax.tree_util.tree_flatten_with_path(
-        wide, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]}
-    rules = {"^stack/blocks/": ("stacked", "branch"), "/table$": "in_out"}
-    tags = P.infer_tags(params(8), wide, base_width=8, width=16, rules=rules, depth=depth, base_depth=1,
-                        layout="out_in")
-    inferred = {key_path(p): t for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
-    return {path: ((inferred[path].kind, inferred[path].fan_in, inferred[path].fan_out), (t.kind, t.fan_in, t.fan_out))
-            for path, t in own.items()}
-
-
-@pytest.mark.parametrize("name,depth,options,table", [
-    ("gpt", 3, dict(vocab_size=3, seq_len=8, head_dim=4), "wte/table"),
-    ("gpt", 3, dict(vocab_size=8, seq_len=3, head_dim=4), "wpe/table"),
-    ("gpt", 2, dict(vocab_size=2, seq_len=1, head_dim=4, tie_embeddings=True), "wte/table"),
-    ("vit", 5, dict(in_shape=(4, 4, 3), patch=2, head_dim=4, num_classes=16), "pos/table"),
-])
-def test_a_zoo_table_with_as_many_rows_as_blocks_is_read_as_the_table_it_is(name, depth, options, table):
-    """A zoo model read by infer_tags (its own tags the referee): at a depth equal to the vocabulary (3), the context
-    (3) or a ViT's tokens + 1 (5), its table [rows, n] was refused as a possible stack of layers ('its leading axis
-    has the depth's size'), the line offering the kind 'output', which its own 'in_out' rule contradicts. A 2-axis
-    leaf named table is one layer, as kernel, w and embedding are: every leaf's kind and fans are the model's own."""
-    tags = zoo_tags(name, depth, **options)
-    assert tags[table][0] == ("input", tags[table][1][1], 16)
-    for path, (inferred, own) in tags.items():
-        assert inferred == own, path
-
-
-def equinox_embedding(n: int) -> dict:
-    """Equinox's Embedding(3, n) weight [3, n] (in_out, as every table) before a Linear(n, 10), out_in."""
-    return {"emb": {"weight": s(3, n)}, "head": {"weight": s(10, n), "bias": s(10)}}
-
-
-def test_the_kind_a_stack_line_offers_is_read_in_the_leafs_own_layout():
-    """At depth 3 Equinox's embedding weight [3, n] (name 'weight': a gain's too) may stack 3 layers, and the line
-    names both rules; but the kind it offered for one layer was read in infer_tags' layout (out_in: 'output', fan-in
-    n) though a rule gave the leaf in_out, and taking it was refused as a kind the shapes contradict. It offers
-    'input' now, which tags the table."""
-    layout = {"^emb/": "in_out"}
-    with pytest.raises(ValueError, match=r"its kind: rules=\{'\^emb/weight\$': 'input'\}"):
-        P.infer_tags(equinox_embedding(8), equinox_embedding(24), base_width=8, width=24, rules=layout,
-                     layout="out_in", depth=3, base_depth=1)
-    tags = kinds(P.infer_tags(equinox_embedding(8), equinox_embedding(24), base_width=8, width=24, layout="out_in",
-                              rules={**layout, r"^emb/weight$": "input"}, depth=3, base_depth=1))
-    assert tags["emb/weight"] == ("input", 3, 24) and tags["head/weight"] == ("output", 24, 10)
-
-
 @pytest.mark.parametrize("name", ["gpt", "vit"])
 def test_a_fixed_head_count_of_zero_heads_says_why(name):
     """scale_heads=false takes base_width // head_dim heads: at width 32 with the default head_dim 64 that is 0, and
@@ -104,18 +48,6 @@ def test_a_fixed_head_count_of_zero_heads_says_why(name):
         nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0)))
     heads = M.config(name, width=32, depth=1, scale_heads=False, num_heads=2)
     nnx.eval_shape(lambda: M.create(name, heads, P.get("mup"), nnx.Rngs(0)))
-
-
-@pytest.mark.parametrize("leaf", [(None, 0), (0, None), (0,)])
-def test_a_leaf_with_an_axis_of_size_0_is_one_line_naming_it(leaf):
-    """A Linear to 0 features [n, 0] died in ZeroDivisionError (its fan-in, size // fan-out); a table of 0 rows [0, n]
-    was tagged input of fan-in 0 and died in rescale_init (init std 0 ** -1/2). Both, and a bias [0], hold no entry to
-    scale: one line naming the leaf."""
-    def model(n):
-        return {"empty": {"w": s(*(n if a is None else a for a in leaf))}, "h": {"w": s(n, n)}}
-
-    with pytest.raises(ValueError, match=r"parameter 'empty/w' .* has an axis of size 0"):
-        P.infer_tags(model(8), model(16), base_width=8, width=16)
 
 
 @pytest.mark.parametrize("name", ["gpt", "vit"])
@@ -142,32 +74,6 @@ def test_the_haiku_transformer_example_refuses_a_width_of_partial_heads_in_one_l
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"error: argument {flag}: expected a multiple of the head dim 32, got"), err
-
-
-def deconvs(n: int, stored_out_in: bool = True) -> dict:
-    """Transposed convs 2x2 from 3 channels to n, n to n and n to 3 with biases: Haiku's ConvTranspose stores w
-    [kh, kw, out, in]; swapped, [kh, kw, in, out] (Flax's ConvTranspose)."""
-    def w(i, o):
-        return s(2, 2, o, i) if stored_out_in else s(2, 2, i, o)
-
-    return {"up": {"w": w(3, n), "b": s(n)}, "mid": {"w": w(n, n), "b": s(n)}, "down": {"w": w(n, 3), "b": s(3)}}
-
-
-def test_a_kernel_stored_out_then_in_is_refused_by_its_bias():
-    """Haiku's ConvTranspose w [2, 2, out, in] read in_out as [..., in, out]: from 3 channels to n [2, 2, n, 3] was
-    tagged output of fan-in 4n (a readout's init x m^-1/2 and Adam LR x m^-1 under muP at m = 3, for an input layer)
-    and from n to 3 channels input of fan-in 12, without a word. Its bias [out] shows the fan-out is axis 2: one line
-    naming the leaf and what to give. The same kernels given [..., in, out] are tagged as the layers they are; n to n
-    reads alike either way and is not refused."""
-    with pytest.raises(ValueError, match=r"parameter 'down/w' \(2, 2, 3, 24\) reads as fan-out 24 \(in_out\), but its "
-                                         r"bias 'down/b' has 3 entries, as its axis 2"):
-        P.infer_tags(deconvs(8), deconvs(24), base_width=8, width=24)
-    tags = kinds(P.infer_tags(deconvs(8, False), deconvs(24, False), base_width=8, width=24))
-    assert tags["up/w"] == ("input", 12, 24) and tags["mid/w"] == ("hidden", 96, 24)
-    assert tags["down/w"] == ("output", 96, 3) and tags["down/b"] == ("scalar", 1, 3)
-    hidden = {"mid": deconvs(8)["mid"]}
-    assert kinds(P.infer_tags(hidden, {"mid": deconvs(24)["mid"]}, base_width=8, width=24))["mid/w"] == (
-        "hidden", 96, 24)
 
 
 @pytest.mark.parametrize("name", ["mlp_resnet", "mixer", "vit", "gpt"])

@@ -11,8 +11,7 @@ import numpy as np
 import optax
 import pytest
 from flax import linen as nn
-from flax import nnx
-from param_helpers import flat_tags, haiku_deconvs, haiku_shapes, kinds, s
+from param_helpers import haiku_deconvs, s
 
 import zoo.param as P
 from zoo import optim
@@ -20,49 +19,6 @@ from zoo.audit import AnyRun, audit
 from zoo.optim import OptimConfig, Route
 from zoo.param import families
 from zoo.param.tags import Tag
-
-
-def test_a_haiku_conv_transpose_without_a_bias_is_read_out_then_in():
-    """hk.Conv2DTranspose stores w [kh, kw, out, in]. Without a bias nothing in the shapes told, and infer_tags read
-    it [..., in, out]: at widths 12 -> 36 the first layer (3 to n) was tagged output of fan-in 4n = 144 and the last
-    (n to 5) input of fan-in 20, swapping their init and LR exponents, without a word. Haiku's module name
-    (conv2_d_transpose, _1, _2) now gives the layout spatial_out_in: input (12, 36), hidden (144, 36), output
-    (144, 5), as the same layers stored [..., in, out] read."""
-    got = flat_tags(P.infer_tags(haiku_shapes(haiku_deconvs, 12, (1, 1, 1, 3)),
-                                 haiku_shapes(haiku_deconvs, 36, (1, 1, 1, 3)), base_width=12, width=36))
-    assert got == {"conv2_d_transpose/w": ("input", 12, 36, "spatial_out_in", 1),
-                   "conv2_d_transpose_1/w": ("hidden", 144, 36, "spatial_out_in", 1),
-                   "conv2_d_transpose_2/w": ("output", 144, 5, "spatial_out_in", 1)}
-
-
-@pytest.mark.parametrize("module,kernel", [(hk.Conv1DTranspose, 3), (hk.Conv3DTranspose, (2, 1, 3))])
-def test_every_haiku_conv_transpose_rank_is_recognised(module, kernel):
-    """Conv1DTranspose w [k, out, in] and Conv3DTranspose w [2, 1, 3, out, in], from 2 channels to n (n = 6 -> 10,
-    an odd ratio): input layers of fan-in 2 * prod(kernel), not output layers of fan-in prod(kernel) * n."""
-    def net(x, width):
-        return module(width, kernel, with_bias=False)(x)
-
-    x_shape = (1, 4, 2) if module is hk.Conv1DTranspose else (1, 4, 4, 4, 2)
-    (name, tag), = flat_tags(P.infer_tags(haiku_shapes(net, 6, x_shape), haiku_shapes(net, 10, x_shape),
-                                          base_width=6, width=10)).items()
-    assert tag == ("input", 2 * int(np.prod(kernel)), 10, "spatial_out_in", 1), name
-
-
-def renamed(n: int) -> dict:
-    """A transposed conv in a module not named as Haiku names it, from 3 channels to n with its bias."""
-    return {"up": {"w": s(3, 3, n, 3), "b": s(n)}, "mid": {"w": s(3, 3, n, n)}}
-
-
-def test_the_bias_line_names_the_layout_rule_and_the_rule_reads_the_kernel():
-    """A renamed ConvTranspose with a bias is refused by its bias (6a99ee4), but the line said to swap the array's
-    axes, which the user's own model cannot; it names the rule now, and the rule (on a bias-free n to n kernel too,
-    which reads alike either way but for Muon's matrix) tags them as the layers they are."""
-    with pytest.raises(ValueError, match=r"give its layout: rules=\{'\^up/w\$': 'spatial_out_in'\}"):
-        P.infer_tags(renamed(8), renamed(20), base_width=8, width=20)
-    tags = P.infer_tags(renamed(8), renamed(20), base_width=8, width=20, rules={"^(up|mid)/w$": "spatial_out_in"})
-    assert kinds(tags)["up/w"] == ("input", 27, 20) and kinds(tags)["mid/w"] == ("hidden", 180, 20)
-    assert Route("spectral", 180, tags["mid"]["w"].layout).matrix_axes((3, 3, 20, 20)) == \
-        optax.contrib.MuonDimensionNumbers((-4, -3, -1), -2)
 
 
 @pytest.mark.parametrize("stacked", [False, True])
@@ -92,42 +48,6 @@ def test_muon_on_an_out_in_kernel_equals_muon_on_the_kernel_stored_in_out(stacke
             u2, s2 = flax_like.update({"w": swap(g)}, s2, {"w": swap(w)})
             np.testing.assert_allclose(swap(u1["w"]), u2["w"], atol=1e-6, rtol=0)
         assert float(jnp.abs(u2["w"]).max()) > 0.1
-
-
-def linen_attention(n: int, heads: int, head_dim: int, bias: bool) -> dict:
-    module = nn.MultiHeadDotProductAttention(heads, qkv_features=heads * head_dim, out_features=n, use_bias=bias)
-    return jax.eval_shape(lambda: module.init(jax.random.key(0), jnp.ones((1, 3, n))))
-
-
-@pytest.mark.parametrize("bias", [True, False])
-def test_flax_attention_kernels_with_a_growing_head_dim_have_their_true_fans(bias):
-    """Linen's MultiHeadDotProductAttention at 3 heads, head_dim 4 -> 12 (n 12 -> 36): query/key/value kernels
-    [n, 3, d] were read with one fan-out axis, hidden of fan-in 3n = 108 and fan-out d = 12 (a fan-in init std off
-    by sqrt(3), Muon orthogonalising [108, 12]), and the biases [3, d] input layers of fan-in 3, silently. Their
-    bias [3, d] (the kernel's end) or, bias-free, Flax's names now give 2 fan-out axes: hidden (36, 36), the biases
-    vectors of 36; out [3, d, n] stays (36, 36) with one."""
-    got = flat_tags(P.infer_tags(linen_attention(12, 3, 4, bias), linen_attention(36, 3, 12, bias), base_width=12,
-                                 width=36))
-    for name in ("query", "key", "value"):
-        assert got[f"params/{name}/kernel"] == ("hidden", 36, 36, "in_out", 2)
-        assert not bias or got[f"params/{name}/bias"] == ("vector", 1, 36, "in_out", 2)
-    assert got["params/out/kernel"] == ("hidden", 36, 36, "in_out", 1)
-
-
-def test_nnx_linear_general_is_read_by_its_bias():
-    """nnx.LinearGeneral(n, (2, n / 2)) kernel [n, 2, n / 2] with bias [2, n / 2] (n 10 -> 30, the head dim a width
-    axis): hidden of fan-in 30 and fan-out 30, its bias a vector (before: fan-in 60, fan-out 15; the bias an input
-    layer of fan-in 2); and back, (2, n / 2) -> n over axes (-2, -1), hidden (30, 30) with one fan-out axis."""
-    def params(n):
-        model = nnx.eval_shape(lambda: nnx.Sequential(
-            nnx.LinearGeneral(n, (2, n // 2), rngs=nnx.Rngs(0)),
-            nnx.LinearGeneral((2, n // 2), n, axis=(-2, -1), rngs=nnx.Rngs(0))))
-        return nnx.state(model, nnx.Param)
-
-    got = flat_tags(P.infer_tags(params(10), params(30), base_width=10, width=30))
-    assert got["layers/0/kernel"] == ("hidden", 30, 30, "in_out", 2)
-    assert got["layers/0/bias"] == ("vector", 1, 30, "in_out", 2)
-    assert got["layers/1/kernel"] == ("hidden", 30, 30, "in_out", 1)
 
 
 class Head(nn.Module):
@@ -255,14 +175,3 @@ def test_a_bad_audit_command_line_exits_2_not_the_audits_1(argv, line, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(line), err
-
-
-def test_a_conv_named_query_keeps_one_fan_out_axis():
-    """Flax's attention names give a bias-free query/key/value kernel [n, heads, d] two fan-out axes; a conv so named,
-    [3, n, n] (fixed first axis), is no such kernel: hidden of fan-in 3n and fan-out n (n 8 -> 24), not an error
-    asking for the out_axes=2 it would have been given."""
-    def conv(n):
-        return {"query": {"kernel": s(3, n, n)}, "key": {"kernel": s(n, 2, n // 2)}}
-
-    got = flat_tags(P.infer_tags(conv(8), conv(24), base_width=8, width=24))
-    assert got == {"query/kernel": ("hidden", 72, 24, "in_out", 1), "key/kernel": ("hidden", 24, 24, "in_out", 2)}

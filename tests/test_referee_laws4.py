@@ -11,38 +11,8 @@ import zoo.param as P
 from zoo import optim
 from zoo.audit import ZooRun, audit
 from zoo.optim import OptimConfig
-from zoo.param.tags import Tag
 
 MLP = {"in_shape": (8,), "num_classes": 4}
-
-
-@pytest.mark.parametrize("text, message", [
-    ("hidden: [0, 0.5\n", "cannot be read as YAML"),  # was: unexpected ParserError and a traceback file
-    ("hidden: [0, 0.5, 1, 1]\nhidden: [0, 0, 1, 1]\n", "given twice"),  # was: the last one, silently
-    ("hidden: [0, 0.5, 1, true]\n", "four numbers"),  # was: d = True read as 1
-    ("hidden: 1\n", "four numbers"),  # was: TypeError (len of an int)
-])
-def test_an_abcd_file_that_is_no_table_is_one_line(tmp_path, text, message):
-    path = tmp_path / "rules.yaml"
-    path.write_text(text)
-    with pytest.raises(ValueError, match=message):
-        P.get("abcd", file=str(path))
-
-
-def test_an_empty_abcd_file_path_is_refused():
-    """file= with an empty path (an unset shell variable, --param-opt file=$RULES) was skipped: the run trained under
-    SP's table (no muP rule on any kind) without a word."""
-    with pytest.raises(ValueError, match="names no file"):
-        P.get("abcd", file="")
-
-
-def test_an_abcd_file_reads_exponents_as_numbers(tmp_path):
-    """1e0 is a number, as in config files (YAML 1.1's safe_load read it as the string '1e0' and refused the row)."""
-    path = tmp_path / "rules.json"
-    path.write_text('{"hidden": [0, 0.5, 1e0, 1], "output": [1, 0, 0, 1]}')
-    plugin = P.get("abcd", file=str(path))
-    assert plugin.table_for("hidden") == (0, 0.5, 1.0, 1) and plugin.table_for("output") == (1, 0, 0, 1)
-    assert plugin.table_for("input") == (0, 0, 0, 0)  # not given: SP's
 
 
 def _unfreezes_input(cfg, plugin, params, horizon):
@@ -65,20 +35,6 @@ def test_the_audit_fails_a_frozen_kind_that_moves():
     assert [c.passed for c in params["head/kernel"].checks if c.quantity == "frozen"] == [True]
     assert params["stack/blocks/w1/kernel"].passed  # trained: its own laws, no frozen check
     assert all(c.quantity != "frozen" for c in params["stack/blocks/w1/kernel"].checks)
-
-
-@pytest.mark.parametrize("name", ["sp", "ntk", "mup", "mean_field", "depth_mup", "completep", "ntk_mup", "abcd",
-                                  "critical"])
-def test_zero_init_starts_readouts_and_queries_at_zero_under_every_plugin(name):
-    """zero_init starts readouts and attention queries at 0 (TP-V) under every plugin; critical's own init (sigma_w /
-    sqrt(fan_in) on every hidden matrix) skipped it for the queries: a GPT under critical with zero_init=true drew its
-    query kernel at sigma_w / sqrt(fan_in) (0.16 at width 40) while its readout was 0."""
-    opts = {"sigma_w": 1.0, "sigma_b": 0.0, "mu": 1.0} if name == "critical" else {}
-    plugin, plain = P.get(name, zero_init=True, **opts), P.get(name, **opts)
-    query, key, readout = (Tag("hidden", 40, 40, width_mult=2.5, role="query"),
-                           Tag("hidden", 40, 40, width_mult=2.5, role="key"), Tag("output", 40, 7, width_mult=2.5))
-    assert plugin.init_std(query, 0.25) == plugin.init_std(readout, 0.25) == 0.0
-    assert plugin.init_std(key, 0.25) == plain.init_std(key, 0.25) > 0.0  # the rest keeps its init
 
 
 def test_the_audit_measures_the_multipliers_of_a_zero_init_run():
@@ -111,29 +67,3 @@ def test_a_multiplier_zoos_models_do_not_apply_is_refused(kind):
     with pytest.raises(ValueError, match=f"{kind} a = 0.5, but mlp_resnet's biases and norm gains carry no"):
         M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0.5,0,0,1"}), nnx.Rngs(0))
     M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0,0.5,0,1"}), nnx.Rngs(0))  # a = 0: built
-
-
-def test_a_run_records_an_abcd_files_exponents_not_its_path(tmp_path):
-    """A run under `--param-opt file=rules.yaml` recorded the path: the same command after the file was edited
-    resumed the run under other rules without a word, and its config.json no longer said which. The config now holds
-    the file's exponents (the flags' kinds winning, as they do over the file) and no path: the edited file is other
-    settings, refused in one line, and the run's own config rebuilds it with the file gone."""
-    import json
-
-    from cli_utils import SMALL, run_train
-
-    rules = tmp_path / "rules.yaml"
-    rules.write_text("hidden: [0, 0.5, 1, 1]\noutput: [0, 1, 1, 1]\n")
-    run = tmp_path / "run"
-    args = [*SMALL, "--param", "abcd", "--param-opt", f"file={rules}", "--param-opt", "input=0,0,0,1", "--steps", "2",
-            "--run-dir", str(run)]
-    done = run_train(args)
-    assert done.returncode == 0, done.stderr
-    options = json.loads((run / "config.json").read_text())["param"]["options"]
-    assert options == {"input": [0, 0, 0, 1], "hidden": [0, 0.5, 1, 1], "output": [0, 1, 1, 1]}
-    rules.write_text("hidden: [0, 0, 1, 1]\noutput: [0, 1, 1, 1]\n")
-    edited = run_train(args)
-    assert edited.returncode == 1 and "holds a run with other settings (param_opt" in edited.stderr, edited.stderr
-    rules.unlink()
-    again = run_train(["--config", str(run / "config.json"), "--run-dir", str(run)])
-    assert again.returncode == 0, again.stderr

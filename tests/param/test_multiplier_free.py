@@ -274,3 +274,15 @@ def test_folded_multipliers():
     np.testing.assert_allclose(free.folded(tag("input")), 1.0)
     # the init factor: muP's output std (b = 0 -> after the shift b = 1, std0/m) over SP's (std0/sqrt(m))
     np.testing.assert_allclose(free.init_factor(tag("output")), 3.0 * 4.0**-0.5)
+
+
+def test_critical_biases_with_no_multiplier_free_form_are_refused():
+    """critical with mu = 1 passed multiplier_free, but its sigma_b (std of residual-branch biases, N(0, sigma_b^2))
+    was dropped: the free form's factor on such a bias was 1, so the model's zero biases stayed zero (std 0, not
+    0.4). Now one line; sigma_b = 0 still has a free form, whose hidden factor is sigma_w."""
+    with pytest.raises(ValueError) as err:
+        P.multiplier_free(P.get("critical", sigma_w=1.4, sigma_b=0.4, mu=1.0))
+    assert "residual-branch biases with std 0.4" in str(err.value) and "\n" not in str(err.value)
+    free = P.multiplier_free(P.get("critical", sigma_w=1.4, sigma_b=0.0, mu=1.0))
+    hidden = P.Tag("hidden", 64, 64, width_mult=2.0, branch=True, depth=4, base_depth=1)
+    assert float(free.init_factor(hidden)) == pytest.approx(1.4)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from flax import nnx
+from param_helpers import s
 
 import zoo.models as M
 import zoo.param as P
@@ -132,3 +134,79 @@ def test_flax_frozen_dict_and_nested_lists():
     assert tags["params"]["dense"]["kernel"].kind == "input" and tags["params"]["dense"]["bias"].kind == "vector"
     assert [t.kind for t in tags["layers"]] == ["hidden", "output"] and tags["layers"][1].role == "readout"
     assert tags["layers"][0].width_mult == 3.0
+
+
+@pytest.mark.parametrize("plugin", [P.get("mup", readout_mult=2.0), P.get("depth_mup"), P.get("ntk_mup", s=0.5),
+                                    P.get("mean_field")])
+def test_at_the_base_width_the_examples_run_and_every_plugin_is_sp(plugin, capsys):
+    """The base width is where the LR is tuned, but infer_tags cannot see which axes grow there: the examples raised
+    ValueError at --width = --base-width. infer_tags_from reads the kinds against twice the width with multiplier 1:
+    the Haiku MLP's kinds are right, every width factor (init, LR, gradient pre-scale) is 1 (readout_mult still acts
+    on the readout), the tags elsewhere equal infer_tags', and the example trains (2 steps) at width 48 = base."""
+    from param_helpers import example
+
+    m = example("haiku_mlp")
+
+    def shapes(w):
+        return jax.eval_shape(lambda k: m.init(k, w, 1), jax.random.key(0))
+
+    tags = P.infer_tags_from(shapes, base_width=48, width=48)
+    got = {f"{k}/{n}": (t.kind, t.fan_in, t.width_mult) for k, v in tags.items() for n, t in v.items()}
+    assert got == {"embed/w": ("input", 3072, 1.0), "embed/b": ("vector", 1, 1.0), "hidden_0/w": ("hidden", 48, 1.0),
+                   "hidden_0/b": ("vector", 1, 1.0), "readout/w": ("output", 48, 1.0), "readout/b": ("scalar", 1, 1.0)}
+    free = P.multiplier_free(plugin, tags)
+    for t in jax.tree.leaves(tags):
+        c = 2.0 if (t.kind == "output" and plugin.readout_mult == 2.0) else 1.0
+        assert [float(f) for f in (free.init_factor(t), free.lr_mult(t), free.grad_scale(t))] == [c, c, c], t
+    assert P.infer_tags_from(shapes, base_width=48, width=80) == P.infer_tags(shapes(48), shapes(80), base_width=48,
+                                                                              width=80)
+    loss = m.main(["--width", "48", "--base-width", "48", "--depth", "1", "--batch-size", "8", "--steps", "2",
+                   "--param", "depth_mup"])
+    assert np.isfinite(loss) and "step 2: train loss" in capsys.readouterr().out
+
+
+def zoo_tags(name: str, depth: int, **options) -> dict[str, tuple]:
+    """infer_tags on a zoo model (widths 8 -> 16, depth over base depth 1) against the tags the model gave: path ->
+    (inferred (kind, fan-in, fan-out), own)."""
+    def params(width):
+        cfg = M.config(name, width=width, base_width=8, depth=depth, base_depth=1, **options)
+        return nnx.state(nnx.eval_shape(lambda: M.create(name, cfg, P.get("mup"), nnx.Rngs(0))), nnx.Param)
+
+    wide = params(16)
+    own = {key_path(p): v.get_metadata()["tag"] for p, v in jax.tree_util.tree_flatten_with_path(
+        wide, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]}
+    rules = {"^stack/blocks/": ("stacked", "branch"), "/table$": "in_out"}
+    tags = P.infer_tags(params(8), wide, base_width=8, width=16, rules=rules, depth=depth, base_depth=1,
+                        layout="out_in")
+    inferred = {key_path(p): t for p, t in jax.tree_util.tree_flatten_with_path(tags)[0]}
+    return {path: ((inferred[path].kind, inferred[path].fan_in, inferred[path].fan_out), (t.kind, t.fan_in, t.fan_out))
+            for path, t in own.items()}
+
+
+@pytest.mark.parametrize("name,depth,options,table", [
+    ("gpt", 3, dict(vocab_size=3, seq_len=8, head_dim=4), "wte/table"),
+    ("gpt", 3, dict(vocab_size=8, seq_len=3, head_dim=4), "wpe/table"),
+    ("gpt", 2, dict(vocab_size=2, seq_len=1, head_dim=4, tie_embeddings=True), "wte/table"),
+    ("vit", 5, dict(in_shape=(4, 4, 3), patch=2, head_dim=4, num_classes=16), "pos/table"),
+])
+def test_a_zoo_table_with_as_many_rows_as_blocks_is_read_as_the_table_it_is(name, depth, options, table):
+    """A zoo model read by infer_tags (its own tags the reference): at a depth equal to the vocabulary (3), the context
+    (3) or a ViT's tokens + 1 (5), its table [rows, n] was refused as a possible stack of layers ('its leading axis
+    has the depth's size'), the line offering the kind 'output', which its own 'in_out' rule contradicts. A 2-axis
+    leaf named table is one layer, as kernel, w and embedding are: every leaf's kind and fans are the model's own."""
+    tags = zoo_tags(name, depth, **options)
+    assert tags[table][0] == ("input", tags[table][1][1], 16)
+    for path, (inferred, own) in tags.items():
+        assert inferred == own, path
+
+
+@pytest.mark.parametrize("leaf", [(None, 0), (0, None), (0,)])
+def test_a_leaf_with_an_axis_of_size_0_is_one_line_naming_it(leaf):
+    """A Linear to 0 features [n, 0] died in ZeroDivisionError (its fan-in, size // fan-out); a table of 0 rows [0, n]
+    was tagged input of fan-in 0 and died in rescale_init (init std 0 ** -1/2). Both, and a bias [0], hold no entry to
+    scale: one line naming the leaf."""
+    def model(n):
+        return {"empty": {"w": s(*(n if a is None else a for a in leaf))}, "h": {"w": s(n, n)}}
+
+    with pytest.raises(ValueError, match=r"parameter 'empty/w' .* has an axis of size 0"):
+        P.infer_tags(model(8), model(16), base_width=8, width=16)

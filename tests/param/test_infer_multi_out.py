@@ -11,6 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from flax import linen as nn
+from flax import nnx
+from param_helpers import flat_tags, kinds, s
 
 import zoo.param as P
 from zoo import optim
@@ -158,3 +161,71 @@ def test_the_audit_sees_the_matrix_muon_sees():
     g = jax.random.normal(jax.random.key(2), x.shape)
     np.testing.assert_allclose(float(measure.spectral_step(-0.5 * x, g, route, 5)),
                                float(measure.spectral_step(-0.5 * flat, g.reshape(32, 32), flat_route, 5)), rtol=1e-5)
+
+
+def linen_attention(n: int, heads: int, head_dim: int, bias: bool) -> dict:
+    module = nn.MultiHeadDotProductAttention(heads, qkv_features=heads * head_dim, out_features=n, use_bias=bias)
+    return jax.eval_shape(lambda: module.init(jax.random.key(0), jnp.ones((1, 3, n))))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_flax_attention_kernels_with_a_growing_head_dim_have_their_true_fans(bias):
+    """Linen's MultiHeadDotProductAttention at 3 heads, head_dim 4 -> 12 (n 12 -> 36): query/key/value kernels
+    [n, 3, d] were read with one fan-out axis, hidden of fan-in 3n = 108 and fan-out d = 12 (a fan-in init std off
+    by sqrt(3), Muon orthogonalising [108, 12]), and the biases [3, d] input layers of fan-in 3, silently. Their
+    bias [3, d] (the kernel's end) or, bias-free, Flax's names now give 2 fan-out axes: hidden (36, 36), the biases
+    vectors of 36; out [3, d, n] stays (36, 36) with one."""
+    got = flat_tags(P.infer_tags(linen_attention(12, 3, 4, bias), linen_attention(36, 3, 12, bias), base_width=12,
+                                 width=36))
+    for name in ("query", "key", "value"):
+        assert got[f"params/{name}/kernel"] == ("hidden", 36, 36, "in_out", 2)
+        assert not bias or got[f"params/{name}/bias"] == ("vector", 1, 36, "in_out", 2)
+    assert got["params/out/kernel"] == ("hidden", 36, 36, "in_out", 1)
+
+
+def test_nnx_linear_general_is_read_by_its_bias():
+    """nnx.LinearGeneral(n, (2, n / 2)) kernel [n, 2, n / 2] with bias [2, n / 2] (n 10 -> 30, the head dim a width
+    axis): hidden of fan-in 30 and fan-out 30, its bias a vector (before: fan-in 60, fan-out 15; the bias an input
+    layer of fan-in 2); and back, (2, n / 2) -> n over axes (-2, -1), hidden (30, 30) with one fan-out axis."""
+    def params(n):
+        model = nnx.eval_shape(lambda: nnx.Sequential(
+            nnx.LinearGeneral(n, (2, n // 2), rngs=nnx.Rngs(0)),
+            nnx.LinearGeneral((2, n // 2), n, axis=(-2, -1), rngs=nnx.Rngs(0))))
+        return nnx.state(model, nnx.Param)
+
+    got = flat_tags(P.infer_tags(params(10), params(30), base_width=10, width=30))
+    assert got["layers/0/kernel"] == ("hidden", 30, 30, "in_out", 2)
+    assert got["layers/0/bias"] == ("vector", 1, 30, "in_out", 2)
+    assert got["layers/1/kernel"] == ("hidden", 30, 30, "in_out", 1)
+
+
+def test_a_conv_named_query_keeps_one_fan_out_axis():
+    """Flax's attention names give a bias-free query/key/value kernel [n, heads, d] two fan-out axes; a conv so named,
+    [3, n, n] (fixed first axis), is no such kernel: hidden of fan-in 3n and fan-out n (n 8 -> 24), not an error
+    asking for the out_axes=2 it would have been given."""
+    def conv(n):
+        return {"query": {"kernel": s(3, n, n)}, "key": {"kernel": s(n, 2, n // 2)}}
+
+    got = flat_tags(P.infer_tags(conv(8), conv(24), base_width=8, width=24))
+    assert got == {"query/kernel": ("hidden", 72, 24, "in_out", 1), "key/kernel": ("hidden", 24, 24, "in_out", 2)}
+
+
+def test_an_attentions_value_module_keeps_its_name():
+    """zoo.tree.key_path dropped every path part named "value" (meant for nnx's and orbax's leaf key), so Flax
+    attention's `value` module lost its name: 'attn/value/kernel' read 'attn/kernel', the README's rule
+    r"/(query|key|value)/": "out_axes=2" missed it, and at width 72 with 4 heads its kernel [72, 4, 18] read hidden
+    with fan-in 288 and fan-out 18 (80 and 80 at width 80 are right) and its bias [4, 18] as an input layer."""
+    from flax import nnx
+
+    class Net(nnx.Module):
+        def __init__(self, n: int):
+            self.attn = nnx.MultiHeadAttention(num_heads=4, in_features=n, decode=False, rngs=nnx.Rngs(0))
+
+    def params(n: int):
+        return nnx.state(nnx.eval_shape(lambda: Net(n)), nnx.Param)
+
+    tags = kinds(P.infer_tags(params(40), params(72), base_width=40, width=72,
+                              rules={r"/(query|key|value)/": "out_axes=2"}))
+    for role in ("query", "key", "value"):
+        assert tags[f"attn/{role}/kernel/.value"] == ("hidden", 72, 72), tags
+        assert tags[f"attn/{role}/bias/.value"][0] == "vector", tags

@@ -15,6 +15,7 @@ from param_helpers import batch, program, trajectory
 import zoo.models as M
 import zoo.param as P
 from zoo.optim import OptimConfig
+from zoo.param.tags import Tag
 from zoo.train.step import build_program
 
 EPS = 3e-3
@@ -84,3 +85,23 @@ def test_tied_readout_keeps_the_gauge():
     ref = tied(P.get("mup"))
     for plugin in (P.get("mup", gauge="table3"), P.get("mup", gauge="mean_field")):
         assert deviation(ref, tied(plugin)) < 1e-4, plugin
+
+
+@pytest.mark.parametrize("plugin, other", [
+    (P.get("ntk_mup", s=1.0), P.get("mup")), (P.get("ntk_mup", s=0.0), P.get("ntk")),
+    (P.get("mean_field"), P.get("mup", gauge="table3")), (P.get("completep", gauge="mean_field"), P.get("completep"))])
+@pytest.mark.parametrize("m", [0.5, 3.0, 5.5])
+def test_gauge_equal_plugins_train_alike_at_any_width(plugin, other, m):
+    """Plugins one gauge shift apart (TP IVb Prop 2.2.3; ntk_mup's ends are muP and NTK, seed_yaida_and_lecture.md
+    1.2) have the same multiplier-free form: init std, gradient pre-scale, LR multiplier of every optimizer family,
+    weight decay and attention scale, at widths off the powers of 2 the other tests use (rel 1e-9)."""
+    forms = [P.multiplier_free(p, head_dim=int(8 * m), base_head_dim=8) for p in (plugin, other)]
+    for kind in ("input", "hidden", "output", "vector", "scalar"):
+        for role in ("", "query", "branch_output"):
+            fan_in, fan_out = (int(7 * m) if kind in ("hidden", "output") else 7,
+                               int(9 * m) if kind in ("input", "hidden", "vector") else 9)
+            tag = Tag(kind, fan_in, fan_out, width_mult=m, branch=True, depth=12, base_depth=4, role=role)
+            rules = [[f.init_std(tag, 0.3), f.grad_scale(tag), f.wd_mult(tag),
+                      *(f.lr_mult(tag, family) for family in ("adam", "sgd", "spectral"))] for f in forms]
+            assert rules[0] == pytest.approx(rules[1], rel=1e-9), (kind, role)
+    assert plugin.attn_scale(int(8 * m), 8) == pytest.approx(other.attn_scale(int(8 * m), 8), rel=1e-9)

@@ -9,6 +9,7 @@ from flax import nnx
 from param_helpers import SP_INIT_OPTIONS, batch, leaves, program, trajectory
 
 import zoo.param as P
+from zoo.param.tags import Tag
 from zoo.train.step import loss_and_metrics
 
 
@@ -109,3 +110,17 @@ def test_init_mult_scales_every_init_std_and_nothing_else(name):
         np.testing.assert_allclose(moved[1], moved[0], rtol=1e-3, err_msg=path)
     with pytest.raises(ValueError, match="init_mult does not apply"):
         P.get("critical", init_mult=2.0)
+
+
+@pytest.mark.parametrize("name", ["sp", "ntk", "mup", "mean_field", "depth_mup", "completep", "ntk_mup", "abcd",
+                                  "critical"])
+def test_zero_init_starts_readouts_and_queries_at_zero_under_every_plugin(name):
+    """zero_init starts readouts and attention queries at 0 (TP-V) under every plugin; critical's own init (sigma_w /
+    sqrt(fan_in) on every hidden matrix) skipped it for the queries: a GPT under critical with zero_init=true drew its
+    query kernel at sigma_w / sqrt(fan_in) (0.16 at width 40) while its readout was 0."""
+    opts = {"sigma_w": 1.0, "sigma_b": 0.0, "mu": 1.0} if name == "critical" else {}
+    plugin, plain = P.get(name, zero_init=True, **opts), P.get(name, **opts)
+    query, key, readout = (Tag("hidden", 40, 40, width_mult=2.5, role="query"),
+                           Tag("hidden", 40, 40, width_mult=2.5, role="key"), Tag("output", 40, 7, width_mult=2.5))
+    assert plugin.init_std(query, 0.25) == plugin.init_std(readout, 0.25) == 0.0
+    assert plugin.init_std(key, 0.25) == plain.init_std(key, 0.25) > 0.0  # the rest keeps its init
