@@ -86,36 +86,6 @@ def test_ntk_change_with_its_defaults():
             ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk_mup", **o), lr=lr)
 
 
-def test_a_warmup_longer_than_the_run_is_refused(tmp_path, capsys):
-    """--warmup 7 --steps 5 trained with the LR factor (t + 1) / 7 ending at 5/7 of --lr, silently; now every CLI
-    that resolves a run config (train.py, the sweep, the transfer) refuses it in one line, before any data loads,
-    as it does a file that sets both. Taken: warmup = steps (the peak on the last step), a file holding the
-    recipe's warmup (gpt's 100) beside a shorter run (a run's config.json read back), and a file's warmup under a
-    --steps flag that shortens the file's run (a smoke test of a preset)."""
-    from zoo.cli import sweep
-    from zoo.cli import train as train_cli
-
-    want = "--warmup 7 is longer than the run's 5 steps: the LR would end at 0.714 of its peak --lr; give --warmup 5"
-    small = ["--model", "mlp_resnet", "--steps", "5", "--warmup", "7"]
-    assert want in one_line_error(train_cli.main, [*small, "--print-config"], capsys)
-    assert want in one_line_error(sweep.main, [*small, "--lrs", "1e-3", "--out", str(tmp_path / "s")], capsys)
-    assert want in one_line_error(transfer.main, [*TINY, "--warmup", "7", "--steps", "5", "--out",
-                                                  str(tmp_path / "t")], capsys)
-    assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
-    assert "--warmup 100 is longer than the run's 2 steps" in one_line_error(
-        train_cli.main, ["--model", "gpt", "--steps", "2", "--warmup", "100", "--print-config"], capsys)
-    file = tmp_path / "run.yaml"
-    file.write_text("model: gpt\nsteps: 2\nwarmup: 100\n")  # the recipe's warmup, as a run's config.json holds it
-    assert train_cli.config_from_args(train_cli.parser().parse_args(["--config", str(file)])).optim.warmup == 100
-    file.write_text("model: gpt\nsteps: 2\nwarmup: 50\n")
-    assert "--warmup 50 is longer" in one_line_error(train_cli.main, ["--config", str(file)], capsys)
-    file.write_text("model: gpt\nsteps: 3000\nwarmup: 50\n")
-    assert train_cli.config_from_args(train_cli.parser().parse_args(["--config", str(file), "--steps", "2"])
-                                      ).optim.warmup == 50
-    cfg = train_cli.config_from_args(train_cli.parser().parse_args(["--steps", "5", "--warmup", "5"]))
-    assert (cfg.loop.steps, cfg.optim.warmup) == (5, 5)
-
-
 @dataclasses.dataclass(frozen=True)
 class SlowSGD(MuP):
     """muP whose sgd family takes one more power of width in its LR exponent than its adam family (a plugin may
@@ -142,29 +112,6 @@ def test_the_default_ntk_input_does_not_move_with_the_seed_count():
     one, two = (ntk_change("mlp_resnet", cfg, lambda o: zoo.param.get("ntk", **o), seeds=n)["ntk"] for n in (1, 2))
     np.testing.assert_allclose(one[:, 0], two[:, 0], rtol=1e-5)
     assert abs(two[0, 1] / two[0, 0] - 1) > 1e-3  # another seed: another draw
-
-
-def test_a_run_shorter_than_its_recipes_warmup_says_so():
-    """`--model gpt --steps 3` keeps the recipe's warmup of 100 (check_warmup lets it through): the LR ended at 3/100
-    of --lr and the cosine decay never began, with nothing said. Now the run says it in one line; so does a cosine
-    run whose warmup takes all of it (warmup = steps reaches the peak on the last step, no step decays), and a run
-    with a step after its warmup says nothing."""
-    from types import SimpleNamespace
-
-    from zoo.config import resolve
-    from zoo.train.loop import _warmup_note
-
-    cfg = resolve({"model": "gpt", "steps": 3})
-    note = _warmup_note(SimpleNamespace(cfg=cfg, steps=3))
-    assert note == ("note: the warmup of 100 steps is longer than this run's 3: the LR ends at 0.03 of --lr 0.001, "
-                    "and the cosine decay never starts; give --warmup 2 or less to decay")
-    whole = _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 100}), steps=100))
-    assert whole == ("note: the warmup of 100 steps takes the whole run: the LR reaches --lr 0.001 on its last step, "
-                     "and the cosine decay never starts (--min-lr-ratio 0.1 unused); give --warmup 99 or less to decay")
-    assert _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 101}), steps=101)) is None
-    flat = resolve({"model": "mlp_resnet", "warmup": 8, "epochs": 1})  # the horizon is known once the data loads
-    assert "LR ends at 0.5 of --lr" in _warmup_note(SimpleNamespace(cfg=flat, steps=4))
-    assert "decay" not in _warmup_note(SimpleNamespace(cfg=flat, steps=4))  # mlp_resnet's schedule is constant
 
 
 def test_a_run_files_default_eps_follows_a_new_optimizer():

@@ -52,18 +52,3 @@ def test_the_audit_measures_the_multipliers_of_a_zero_init_run():
     paths = ("head/kernel", "stack/blocks/w1/kernel", "head/bias", "stack/blocks/w1/bias")
     assert all(params[p].checks[0].quantity == "multiplier" for p in paths)
     assert [params[p].checks[0].measured for p in paths] == pytest.approx([-1.0, -0.5, 0.0, 0.0], abs=1e-4)
-
-
-@pytest.mark.parametrize("kind", ["vector", "scalar"])
-def test_a_multiplier_zoos_models_do_not_apply_is_refused(kind):
-    """abcd with vector (or scalar) a = 1/2: zoo's models put no multiplier on biases, norm gains (vector) or the
-    readout's bias (scalar), so the rule was silently absent; the audit of mlp_resnet at widths 24, 48 measured m^0 on
-    embed/bias, w1/bias, norm gain and bias against the stated m^-1/2. Now zoo.models.create refuses it in one line."""
-    from flax import nnx
-
-    import zoo.models as M
-
-    cfg = M.config("mlp_resnet", width=24, base_width=12, depth=2, in_shape=(8,), num_classes=4, bias=True)
-    with pytest.raises(ValueError, match=f"{kind} a = 0.5, but mlp_resnet's biases and norm gains carry no"):
-        M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0.5,0,0,1"}), nnx.Rngs(0))
-    M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0,0.5,0,1"}), nnx.Rngs(0))  # a = 0: built
