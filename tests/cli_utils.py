@@ -22,6 +22,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size", "16", "--data", "synthetic",
          "--eval-every", "1000", "--log-every", "5"]
+# a tiny run's settings in-process (zoo.config.resolve, then zoo.train.loop.train)
+TINY_RUN = {"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+            "eval_batch_size": 64, "log_every": 2}
 NOISE = ("Traceback", "Event loop is closed", "pybind", "absl", "tensorstore", "WARNING")
 
 

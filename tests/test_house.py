@@ -12,7 +12,6 @@ import pytest
 from cli_utils import ROOT, SMALL, child_env
 
 from zoo.config import FLAT, PARTS, RunConfig, read_file, resolve
-from zoo.train.hooks import due
 
 
 def test_the_loop_imports_nothing_above_it():
@@ -22,11 +21,6 @@ def test_the_loop_imports_nothing_above_it():
             "'zoo.export', 'zoo.papers', 'zoo.audit'))])")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
-
-
-def test_due_is_every_n_steps_and_the_last():
-    assert [s for s in range(1, 12) if due(s, 4, 11)] == [4, 8, 11]
-    assert [s for s in range(1, 6) if due(s, None, 5)] == [5]
 
 
 def test_config_parts_flat_names_and_nested_files_agree(tmp_path):

@@ -3,7 +3,6 @@ tests do not use: each was accepted silently, misreported or ended in a tracebac
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -59,29 +58,6 @@ def test_two_prepares_into_one_out_are_locked_against_each_other(tmp_path):
     with pytest.raises(ValueError, match="too small"):
         prepare("text", str(tmp_path / "one.txt"), str(tmp_path / "empty"), "char")
     assert list((tmp_path / "empty").iterdir()) == []  # a refused prepare leaves a folder that was there as it was
-
-
-def test_a_lock_removed_by_its_owner_is_taken_on_the_file_now_there(tmp_path, monkeypatch):
-    """A prepare removes its lock file as it finishes; a process that opened that file just before and locks it
-    just after would hold a lock on a removed file, which excludes no one (a third process locks a new .lock).
-    The lock is then taken again on the file at the path."""
-    import fcntl
-    import os
-
-    from zoo.train import lock
-
-    flock, calls = fcntl.flock, []
-
-    def owner_removes_it_first(fd: int, op: int) -> None:
-        if not calls:
-            (tmp_path / ".lock").unlink()  # the owner finished between our open and our lock
-        calls.append(op)
-        flock(fd, op)
-
-    monkeypatch.setattr(lock.fcntl, "flock", owner_removes_it_first)
-    with lock.claim(tmp_path, what="prepare", flag="--out") as held:
-        assert os.path.samestat(os.fstat(held.fd), os.stat(tmp_path / ".lock"))
-    assert calls.count(fcntl.LOCK_EX | fcntl.LOCK_NB) == 2  # taken on the removed file, then on the new one
 
 
 def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
@@ -165,28 +141,6 @@ def test_prepare_refuses_a_data_dir_a_text_source_does_not_read(tmp_path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
 
 
-def test_a_run_refused_by_the_lock_leaves_the_holders_new_dir_alone(tmp_path, monkeypatch):
-    """Two runs started at once into one new --run-dir: the second found the dir missing, then found it locked by
-    the first, and, as a refused run removes the dir it 'made', deleted the first's run dir (its lock with it)
-    while the first trained on. A run refused by the lock now removes nothing."""
-    from zoo.config import resolve
-    from zoo.errors import RunLocked
-    from zoo.train import lock, run
-
-    path = tmp_path / "new" / "run"
-    held = []
-
-    def first_takes_it(directory, *args, **kwargs):  # the first run claims the dir between our look and our claim
-        held.append(lock.claim(directory))
-        return lock.claim(directory, *args, **kwargs)
-
-    monkeypatch.setattr(run, "claim", first_takes_it)
-    with pytest.raises(RunLocked, match="is in use by another run"):
-        run.Run.open(resolve({"model": "mlp_resnet", "run_dir": str(path)}))
-    assert (path / ".lock").is_file() and os.path.samestat(os.fstat(held[0].fd), os.stat(path / ".lock"))
-    held[0].release()
-
-
 SIGTERMED = """
 import os, signal, sys
 from zoo.data import prepare
@@ -237,28 +191,6 @@ def test_sigterm_during_a_prepare_an_export_or_a_compile_leaves_nothing_half_wri
     assert proc.returncode == 0 and said == ["15 stopped by SIGTERM; nothing half-written was left"] * 2 + [
         f"15 {BETWEEN_STEPS}"], proc.stdout + proc.stderr
     assert not (tmp_path / "new").exists()
-
-
-def test_a_data_read_with_another_tokenizer_is_not_called_a_changed_text():
-    """A fork or resume of a char run with --byte-level (or on a token directory of another tokenizer) was refused
-    as 'its byte vocabulary of 256 tokens (the run's had 18) gives other ids; the text changed since the run:
-    restore it', though the text had not changed: how it is read had. The line now names both tokenizers; an
-    edited text keeps its line."""
-    from types import SimpleNamespace
-
-    from zoo.data.card import described
-    from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
-    from zoo.train.load import same_data
-
-    char = SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world"]))
-    saved = {"tokenizer": described(char)}
-    with pytest.raises(ValueError) as refused:
-        same_data(SimpleNamespace(tokenizer=ByteTokenizer()), "text:a.txt", "run")(saved)
-    assert str(refused.value) == ("--data text:a.txt gives byte tokens (a vocabulary of 256), but run trained on char "
-                                  "tokens (a vocabulary of 8): read the data as the run did, or train a new run on it")
-    with pytest.raises(ValueError, match="the text changed since the run"):
-        same_data(SimpleNamespace(tokenizer=CharTokenizer.fit(["hello world!"])), "text:a.txt", "run")(saved)
-    same_data(char, "text:a.txt", "run")(saved)  # the same tokens pass
 
 
 def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch):

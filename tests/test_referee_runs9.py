@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
 import numpy as np
@@ -82,20 +81,6 @@ def test_an_image_in_a_subfolder_of_a_class_folder_is_one_line(tmp_path, top):
     with pytest.raises(ValueError, match=f"{top}train/b/extra/4.png lies in a subfolder of the class folder "
                        f"{top}train/b, which is not read"):
         zoo.data.load(f"imagefolder:{root}", cache_dir="off")
-
-
-def test_metrics_lines_that_parse_but_are_no_rows_are_skipped(tmp_path):
-    """A damaged metrics.jsonl line that is still JSON (7, null, a list, a step "x", a row without its split or
-    loss) was kept: a resume stopped on it with 'unexpected AttributeError: int object has no attribute get'."""
-    from zoo.train.logger import plot_curves, read_metrics, trim_metrics
-
-    good = [{"step": 5, "split": "train", "loss": 2.0}, {"step": 10, "split": "eval", "loss": 1.5}]
-    junk = ["7", "null", "[1, 2]", '{"step": "x", "split": "train"}', '{"step": 7}', '{"step": 8, "split": "train"}']
-    lines = [json.dumps(good[0]), *junk, json.dumps(good[1]), json.dumps({"step": 15, "split": "train", "loss": 1.0})]
-    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    assert trim_metrics(tmp_path, 10) == 1
-    assert read_metrics(tmp_path) == [good[0], {"step": 7}, {"step": 8, "split": "train"}, good[1]]
-    assert plot_curves(tmp_path).stat().st_size > 0
 
 
 def test_a_full_disk_during_a_prepare_names_the_file_and_leaves_no_out(tmp_path, monkeypatch, capsys):
@@ -204,25 +189,6 @@ def test_file_names_that_are_not_utf8_stream(tmp_path):
     assert batch["x"][:, 0, 0, 0].tolist() == [0, 1] and batch["y"].tolist() == [0, 1]
 
 
-def test_a_resume_on_a_folder_given_a_class_since_the_run_is_refused_as_changed_data(tmp_path):
-    """A class folder added since the run failed every checkpoint's read ('Requested shape (3, 32) is not compatible
-    with the stored shape (2, 32)'), and the resume said no checkpoint could be read: move them away. The data card
-    each checkpoint records is now compared before any array is read."""
-    from zoo.data.card import record
-    from zoo.train.load import same_data
-
-    root = tmp_path / "set"
-    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
-        _save(root, rel, Image.new("RGB", (4, 4), RED))
-    meta = record(zoo.data.load(f"imagefolder:{root}", cache_dir="off"))
-    same_data(zoo.data.load(f"imagefolder:{root}", cache_dir="off"), "imagefolder:set", "RUN")(meta)
-    _save(root, "train/c/3.png", Image.new("RGB", (4, 4), RED))
-    grown = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
-    with pytest.raises(ValueError, match=r"imagefolder:set has 3 classes of examples of shape \(4, 4, 3\), but RUN "
-                       r"trained on 2 of shape \(4, 4, 3\), which its checkpoints fit .* --init-from RUN"):
-        same_data(grown, "imagefolder:set", "RUN")(meta)
-
-
 def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, capsys):
     """A truncated PNG read by the stream was 'error: unexpected DataError: ... (full traceback in RUN/error-...log)':
     DataError was no ZooError, so the boundary took a corrupt file for a bug in zoo."""
@@ -255,21 +221,6 @@ def test_a_damaged_bpe_model_is_one_line_naming_it(tmp_path):
     with pytest.raises(ValueError, match=f"the BPE model {tmp_path / 'tokenizer.model'} named in .*meta.json is not a "
                        r"sentencepiece model \(70 bytes"):
         from_meta({"kind": "bpe", "model": "tokenizer.model"}, tmp_path)
-
-
-@pytest.mark.parametrize("damaged", [b"[1]", b"\xff\xfe{", b'{"steps": 10, "be'])
-def test_a_damaged_summary_is_a_run_not_yet_finished(tmp_path, damaged):
-    """summary.json that parses to no object ([1]) stopped the rerun of a finished run with 'unexpected
-    AttributeError: list object has no attribute get', and one that is not UTF-8 with a decode error; a torn one
-    was already read as no summary (the rerun evaluates the last checkpoint and writes it again)."""
-    from zoo.config import RunConfig
-    from zoo.train.run import Run
-
-    run = Run(tmp_path, RunConfig().replace(steps=10), None, [10])
-    (tmp_path / "summary.json").write_bytes(damaged)
-    assert run.finished_summary() is None
-    (tmp_path / "summary.json").write_text('{"steps": 10}')
-    assert run.finished_summary() == {"steps": 10}
 
 
 def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, monkeypatch):

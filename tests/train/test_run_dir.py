@@ -12,10 +12,22 @@ import subprocess
 import sys
 
 import pytest
-from cli_utils import ROOT, SMALL, child_env, clean_error, run_main_many, run_train, start_train, wait_for_rows
+from cli_utils import (
+    ROOT,
+    SMALL,
+    TINY_RUN,
+    child_env,
+    clean_error,
+    run_main_many,
+    run_train,
+    start_train,
+    wait_for_rows,
+)
 
+from zoo.config import resolve
 from zoo.errors import DiskFull
 from zoo.files import save_figure
+from zoo.train.loop import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_dir")]
 TINY_GPT = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--batch-size", "4",
@@ -215,3 +227,71 @@ def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refus
     for (name, run), (code, err) in zip(runs.items(), results, strict=True):
         assert f"{run / name} is a directory, so the run could not write it" in clean_error(code, err)
         assert "compiling" not in err
+
+
+def test_a_run_refused_after_taking_its_dir_leaves_no_folders_behind(tmp_path):
+    """`--run-dir a/b/run` for a run refused once it held its dir (here --init-from a run with no checkpoint yet;
+    also another model's run, a Ctrl-C during the compile) removed run but left a and a/b behind, empty."""
+    (tmp_path / "source" / "checkpoints").mkdir(parents=True)
+    cfg = resolve({**TINY_RUN, "steps": 2, "init_from": str(tmp_path / "source"),
+                   "run_dir": str(tmp_path / "a" / "b" / "run")})
+    with pytest.raises(FileNotFoundError, match="no checkpoint yet"):
+        train(cfg)
+    assert [p.name for p in tmp_path.iterdir()] == ["source"]
+
+
+def test_a_config_json_of_another_run_is_refused_before_its_checkpoints_are_read(tmp_path):
+    """A run dir whose config.json came from another run (another model): sampling or exporting it named the other
+    run's data set ('model mlp_resnet needs image data; synthetic is a text set'), and resuming it called its
+    checkpoints unreadable and moved them to corrupt/. Its checkpoints record their config: the two are compared."""
+    import json
+
+    import jax.numpy as jnp
+
+    from zoo.config import RunConfig
+    from zoo.train.checkpoint import Checkpoints
+    from zoo.train.load import check_same_run, load_run
+    from zoo.train.run import Run
+
+    run = tmp_path / "run"
+    gpt = RunConfig.from_flat({"model": "gpt", "width": 16, "depth": 1, "steps": 2, "run_dir": str(run)})
+    with Checkpoints(run) as ckpts:
+        ckpts.save(2, {"step": jnp.int32(2)}, {"step": 2, "config": gpt.to_json()})
+    (run / "config.json").write_text(json.dumps(gpt.to_json()))
+    check_same_run(run)  # its own config.json: taken
+    mlp = gpt.replace(model="mlp_resnet", width=32, depth=2)
+    (run / "config.json").write_text(json.dumps(mlp.to_json()))
+    for read in (lambda: load_run(run), lambda: Run.open(mlp)):
+        with pytest.raises(ValueError, match=r'is not the config its checkpoints were saved under \(model "gpt" -> '
+                                             r'"mlp_resnet"; width 16 -> 32; depth 1 -> 2\)'):
+            read()
+    assert (run / "checkpoints" / "2").is_dir() and not (run / "corrupt").exists()  # nothing moved
+
+
+def test_metrics_lines_that_parse_but_are_no_rows_are_skipped(tmp_path):
+    """A damaged metrics.jsonl line that is still JSON (7, null, a list, a step "x", a row without its split or
+    loss) was kept: a resume stopped on it with 'unexpected AttributeError: int object has no attribute get'."""
+    from zoo.train.logger import plot_curves, read_metrics, trim_metrics
+
+    good = [{"step": 5, "split": "train", "loss": 2.0}, {"step": 10, "split": "eval", "loss": 1.5}]
+    junk = ["7", "null", "[1, 2]", '{"step": "x", "split": "train"}', '{"step": 7}', '{"step": 8, "split": "train"}']
+    lines = [json.dumps(good[0]), *junk, json.dumps(good[1]), json.dumps({"step": 15, "split": "train", "loss": 1.0})]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert trim_metrics(tmp_path, 10) == 1
+    assert read_metrics(tmp_path) == [good[0], {"step": 7}, {"step": 8, "split": "train"}, good[1]]
+    assert plot_curves(tmp_path).stat().st_size > 0
+
+
+@pytest.mark.parametrize("damaged", [b"[1]", b"\xff\xfe{", b'{"steps": 10, "be'])
+def test_a_damaged_summary_is_a_run_not_yet_finished(tmp_path, damaged):
+    """summary.json that parses to no object ([1]) stopped the rerun of a finished run with 'unexpected
+    AttributeError: list object has no attribute get', and one that is not UTF-8 with a decode error; a torn one
+    was already read as no summary (the rerun evaluates the last checkpoint and writes it again)."""
+    from zoo.config import RunConfig
+    from zoo.train.run import Run
+
+    run = Run(tmp_path, RunConfig().replace(steps=10), None, [10])
+    (tmp_path / "summary.json").write_bytes(damaged)
+    assert run.finished_summary() is None
+    (tmp_path / "summary.json").write_text('{"steps": 10}')
+    assert run.finished_summary() == {"steps": 10}

@@ -6,8 +6,19 @@ import json
 
 import numpy as np
 import pytest
-from cli_utils import SMALL, assert_same_params, final_params, kill_after_checkpoint, metrics, run_main_many, run_train
+from cli_utils import (
+    SMALL,
+    assert_same_params,
+    final_params,
+    kill_after_checkpoint,
+    metrics,
+    run_main_many,
+    run_train,
+)
 from PIL import Image
+
+from zoo.config import resolve
+from zoo.train.loop import train
 
 
 def test_run_leaves_metrics_checkpoints_and_plot(tmp_path):
@@ -85,3 +96,20 @@ def test_cifar10_depth_mup_300_steps_reaches_35_percent(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best_eval"]["accuracy"] >= 0.35, summary
     assert (run / "metrics.jsonl").exists() and (run / "checkpoints" / "300").exists()
+
+
+def test_a_text_runs_bits_are_named_by_what_its_tokens_are(tmp_path):
+    """A text run's eval reported loss / ln 2 as 'bpc' whatever its tokens: bits per character only for a char
+    tokenizer; a byte-level run's are bits per byte, and a BPE run's bits per token (several characters each)."""
+    import math
+
+    from zoo.train.compiled import BITS
+
+    (tmp_path / "a.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 20)
+    cfg = resolve({"model": "gpt", "width": 64, "depth": 1, "data": f"text:{tmp_path / 'a.txt'}", "byte_level": True,
+                   "seq_len": 16, "batch_size": 4, "eval_batch_size": 4, "steps": 2, "warmup": 0, "eval_every": 2,
+                   "run_dir": str(tmp_path / "run")})
+    best = train(cfg)["best_eval"]
+    assert set(best) == {"loss", "accuracy", "bits_per_byte"}, best
+    assert best["bits_per_byte"] == pytest.approx(best["loss"] / math.log(2), rel=1e-6)
+    assert BITS == {"char": "bpc", "byte": "bits_per_byte", "bpe": "bits_per_token"}
