@@ -36,20 +36,6 @@ def test_export_under_a_file_is_refused_before_the_work(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
-@pytest.mark.parametrize("name", ["meta.json", "train.bin", "val.bin"])
-def test_a_folder_in_a_token_directory_is_named_as_one(tmp_path, name):
-    """A folder where a token directory's file goes said '<file> not found', a file that is there."""
-    from zoo.data import prepare, tokens
-
-    (tmp_path / "corpus.txt").write_text("abcdefgh\n" * 200)
-    out = tmp_path / "tok"
-    prepare.prepare("text", str(tmp_path / "corpus.txt"), str(out), "char")
-    (out / name).unlink()
-    (out / name).mkdir()
-    with pytest.raises(IsADirectoryError, match=f"{name} is a directory, not a file of the token directory"):
-        tokens.load(str(out), seq_len=8)
-
-
 @pytest.mark.parametrize("tool, flag", [("sweep", "--seeds"), ("transfer", "--target-seeds")])
 def test_seed_counts_beyond_any_sweep_are_one_line(tmp_path, capsys, tool, flag):
     """--target-seeds 2147483648 passed the int32 check (seeds 0 .. 2^31 - 1) and the process was SIGKILLed for
@@ -65,15 +51,6 @@ def test_seed_counts_beyond_any_sweep_are_one_line(tmp_path, capsys, tool, flag)
     err = capsys.readouterr().err
     assert stop.value.code == 1 and f"{flag} 2147483648 is more than 1024 seeds per learning rate" in err, err
     assert not (tmp_path / "out").exists()
-
-
-def test_a_bpe_smaller_than_its_fixed_pieces_is_refused_before_any_work():
-    """bpe:1 and bpe:2 reached sentencepiece, whose line named a C++ check ('INTERNAL: src/trainer_interface.cc(828)
-    [insert_id(trainer_spec_.bos_id() ...)]'); every BPE holds 256 byte pieces, 3 special ones and the newline."""
-    for size in (1, 2, 259):
-        with pytest.raises(ValueError, match=f"bpe:{size}: a BPE needs at least 260 tokens"):
-            tokenizer.parse(f"bpe:{size}")
-    assert tokenizer.parse("bpe:260") == ("bpe", 260)
 
 
 @pytest.mark.parametrize("change", [{"diverged": None}, {"diverged": "no"}, {"log2_lr": float("nan")},

@@ -12,7 +12,6 @@ from cli_utils import clean_error, run_main_many
 from PIL import Image
 
 import zoo.data
-from zoo.cli.prepare import main as prepare_main
 from zoo.data import synthetic
 
 TINY = ["--model", "mlp_resnet", "--width", "16", "--depth", "2", "--batch-size", "2", "--steps", "1"]
@@ -41,43 +40,6 @@ def test_single_class_folder_and_unprepared_tfds_are_one_line_and_leave_nothing(
     assert "'mnist' is not prepared" in offline and str(empty / "mnist") in offline, offline
     assert "tfds build mnist --file_format array_record" in offline and "--data-dir" in offline, offline
     assert not any(r.exists() for r in runs) and not any(empty.iterdir())  # nothing downloaded or written
-
-
-def test_a_refused_prepare_leaves_no_out(tmp_path, capsys):
-    """An unprepared tfds set is refused before --out is made; a tokenizer that fails on the corpus (a BPE smaller
-    than its characters) removes the --out it made."""
-    (tmp_path / "corpus.txt").write_text("hello world, a small corpus\n" * 20)
-    cases = [(["tfds", "lm1b", "--data-dir", str(tmp_path)], "'lm1b' is not prepared"),
-             (["text", str(tmp_path / "corpus.txt"), "--tokenizer", "bpe:265"],
-              "could not train a BPE of size 265: the corpus has 15 characters, so it needs at least 275 tokens")]
-    for argv, expected in cases:
-        out = tmp_path / "out"
-        with pytest.raises(SystemExit) as e:
-            prepare_main([*argv, "--out", str(out)])
-        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-        assert e.value.code == 1 and len(err) == 1 and expected in err[0], err
-        assert not out.exists()
-
-
-def test_prepare_refuses_an_empty_corpus_and_a_folder_of_other_files(tmp_path, capsys):
-    """An empty corpus, and an --out that holds other files (a run dir), are one line; nothing is written or left in
-    either. A BPE smaller than asked says so."""
-    (tmp_path / "empty.txt").write_text("")
-    (tmp_path / "corpus.txt").write_text("hello world, a small corpus\n" * 20)
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.json").write_text("{}")
-    cases = [(["text", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "out")], "is empty"),
-             (["text", str(tmp_path / "corpus.txt"), "--out", str(run)], "holds other files (config.json)")]
-    for argv, expected in cases:
-        with pytest.raises(SystemExit) as e:
-            prepare_main(argv)
-        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-        assert e.value.code == 1 and len(err) == 1 and expected in err[0], err
-    assert not (tmp_path / "out").exists() and sorted(p.name for p in run.iterdir()) == ["config.json"]
-    prepare_main(["text", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "bpe"), "--tokenizer", "bpe:5000"])
-    said = capsys.readouterr().out
-    assert "fewer than the 5,000 asked" in said and "a vocabulary of" in said, said
 
 
 def test_every_source_refuses_fewer_than_two_classes(tmp_path):

@@ -202,3 +202,60 @@ def test_a_text_file_that_is_not_utf8_names_the_flag_that_reads_it(tmp_path):
     with pytest.raises(ValueError, match="is not UTF-8 .*; --byte-level reads it as bytes"):
         text.load(str(tmp_path / "bin.txt"), seq_len=8)
     assert text.load(str(tmp_path / "bin.txt"), seq_len=8, byte_level=True).num_classes == 256
+
+
+@pytest.mark.parametrize("name", ["meta.json", "train.bin", "val.bin"])
+def test_a_folder_in_a_token_directory_is_named_as_one(tmp_path, name):
+    """A folder where a token directory's file goes said '<file> not found', a file that is there."""
+    from zoo.data import prepare, tokens
+
+    (tmp_path / "corpus.txt").write_text("abcdefgh\n" * 200)
+    out = tmp_path / "tok"
+    prepare.prepare("text", str(tmp_path / "corpus.txt"), str(out), "char")
+    (out / name).unlink()
+    (out / name).mkdir()
+    with pytest.raises(IsADirectoryError, match=f"{name} is a directory, not a file of the token directory"):
+        tokens.load(str(out), seq_len=8)
+
+
+def test_a_bpe_smaller_than_its_fixed_pieces_is_refused_before_any_work():
+    """bpe:1 and bpe:2 reached sentencepiece, whose line named a C++ check ('INTERNAL: src/trainer_interface.cc(828)
+    [insert_id(trainer_spec_.bos_id() ...)]'); every BPE holds 256 byte pieces, 3 special ones and the newline."""
+    for size in (1, 2, 259):
+        with pytest.raises(ValueError, match=f"bpe:{size}: a BPE needs at least 260 tokens"):
+            tokenizer.parse(f"bpe:{size}")
+    assert tokenizer.parse("bpe:260") == ("bpe", 260)
+
+
+@pytest.mark.parametrize("spec", ["byte:", "char:"])
+def test_a_tokenizer_with_an_empty_size_is_refused(spec):
+    """'byte:' and 'char:' (a size from an unset variable after them) were read as 'byte' and 'char'."""
+    from zoo.data.tokenizer import parse
+
+    assert parse(spec[:-1]) == (spec[:-1], None)
+    with pytest.raises(ValueError, match=f"unknown tokenizer '{spec}'"):
+        parse(spec)
+
+
+def test_a_damaged_bpe_model_is_one_line_naming_it(tmp_path):
+    """sentencepiece raises a RuntimeError naming its C++ check ('INTERNAL: src/sentencepiece_processor.cc(109)
+    [model_proto->ParseFromArray(...)]'), which the boundary took for a bug: 'unexpected RuntimeError'."""
+    from zoo.data.tokenizer import from_meta
+
+    (tmp_path / "tokenizer.model").write_bytes(b"\x0a\x05hello" * 10)
+    with pytest.raises(ValueError, match=f"the BPE model {tmp_path / 'tokenizer.model'} named in .*meta.json is not a "
+                       r"sentencepiece model \(70 bytes"):
+        from_meta({"kind": "bpe", "model": "tokenizer.model"}, tmp_path)
+
+
+def test_a_bpe_trains_on_a_corpus_without_line_ends(tmp_path):
+    """sentencepiece skips a sentence over 4,192 bytes without a word: a corpus of one 12,000-character line
+    trained on nothing ('sentencepiece could not train a BPE of size 300: INTERNAL: src/trainer_interface.cc(467)
+    [!sentences_.empty()]'). Lines are cut into pieces of 1,024 characters to train on."""
+    from zoo.data.tokenizer import BPE_MIN, BPETokenizer
+
+    text = "the cat sat on the mat. " * 500
+    bpe = BPETokenizer.fit(iter([text]), 300)
+    assert BPE_MIN < bpe.vocab_size <= 300
+    ids = bpe.encode(text)
+    assert bpe.decode(ids) == text and len(ids) < len(text) / 3  # merges learnt: 'the cat' is a few pieces, not 7

@@ -1,8 +1,12 @@
-"""Referee round 9, data and runs: image folders mixing modes and holding other folders, ..."""
+"""Image folders and archives (zoo.data.imagefolder, zoo.data.walk, zoo.data.cache): every image mode and format
+torchvision's ImageFolder reads, colour kept where any image has it, labels only from the train and eval splits'
+class folders, links followed without loops, a decoded cache that a moved image or an unwritable cache dir cannot
+fool, and a bad archive, image or layout said in one line."""
 
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +55,16 @@ def test_a_grayscale_folder_stays_one_channel(tmp_path):
     assert data.splits["train"]["x"][:, 0, 0, 0].tolist() == [255, 40]
 
 
+def test_tiff_and_netpbm_images_are_images(tmp_path):
+    """.tif, .tiff, .ppm and .pgm files (torchvision's ImageFolder reads them) were skipped without a word: a class
+    of TIFF scans beside PNG ones was missing from the labels."""
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.tif", "train/c/2.tiff", "train/d/3.ppm", "test/a/4.pgm"):
+        _save(root, rel, Image.new("RGB" if rel.endswith("ppm") else "L", (4, 4), GRAY))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    assert data.num_classes == 4 and data.size("test") == 1 and tuple(data.in_shape) == (4, 4, 3)
+
+
 def test_classes_of_folders_that_are_neither_train_nor_eval_are_no_labels(tmp_path):
     """A 'val' beside 'test' (the eval split) added its classes to the labels: 3 outputs for a set of 2 classes, the
     unused 'aardvark' taking label 0 and shifting a and b to 1 and 2."""
@@ -83,28 +97,6 @@ def test_an_image_in_a_subfolder_of_a_class_folder_is_one_line(tmp_path, top):
         zoo.data.load(f"imagefolder:{root}", cache_dir="off")
 
 
-def test_a_full_disk_during_a_prepare_names_the_file_and_leaves_no_out(tmp_path, monkeypatch, capsys):
-    """A write error names no file, so a prepare that ran out of space said 'no space left on the device writing .
-    (79,107 MB free)', the free space of the working folder's disk, not of --out's."""
-    import errno
-
-    from zoo.cli.prepare import main
-    from zoo.data import prepare
-
-    class FullDisk(prepare.ByteTokenizer):
-        def encode(self, text: str) -> np.ndarray:
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(prepare, "ByteTokenizer", FullDisk)
-    corpus, out = tmp_path / "corpus.txt", tmp_path / "tokens"
-    corpus.write_text("some text\n" * 50)
-    with pytest.raises(SystemExit) as stop:
-        main(["text", str(corpus), "--out", str(out), "--tokenizer", "byte"])
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert stop.value.code == 1 and err.startswith(f"error: no space left on the device writing {out}/all.bin.partial")
-    assert not out.exists()
-
-
 def test_a_linked_class_folder_is_read_and_a_link_to_a_folder_above_does_not_loop(tmp_path):
     """os.walk follows no links by default: train/dog linked in from elsewhere (as ImageNet subsets are made) was
     skipped without a word, leaving 2 classes and 2 training images of 3 and 4."""
@@ -120,19 +112,19 @@ def test_a_linked_class_folder_is_read_and_a_link_to_a_folder_above_does_not_loo
     assert data.splits["train"]["x"][3, 0, 0].tolist() == [1, 0, 0]
 
 
-def test_a_prepare_reads_a_linked_folder_of_the_corpus(tmp_path):
-    """Path.rglob follows no links either (Python 3.11): a folder of the corpus linked in from elsewhere was left
-    out of the token directory without a word."""
-    from zoo.data.prepare import text_files
+def test_links_between_two_folders_do_not_loop_the_walk(tmp_path):
+    """A/toB -> B beside B/toA -> A: each link is to no folder above its own, and the walk of 145a800 went round
+    A/toB/toA/toB/... without end. A link back to a folder the walk came through is not followed."""
+    from zoo.data.walk import files_under
 
-    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
-    (corpus / "a").mkdir(parents=True)
-    elsewhere.mkdir()
-    (corpus / "a" / "one.txt").write_text("one\n")
-    (elsewhere / "two.txt").write_text("two\n")
-    (corpus / "b").symlink_to(elsewhere, target_is_directory=True)
-    (corpus / "a" / "up").symlink_to(corpus, target_is_directory=True)
-    assert text_files(corpus) == [corpus / "a" / "one.txt", corpus / "b" / "two.txt"]
+    for name in ("A", "B"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.txt").write_text(name)
+    (tmp_path / "A" / "toB").symlink_to(tmp_path / "B", target_is_directory=True)
+    (tmp_path / "B" / "toA").symlink_to(tmp_path / "A", target_is_directory=True)
+    (tmp_path / "B" / "root").symlink_to("/", target_is_directory=True)
+    found = sorted(str(p.relative_to(tmp_path)) for p in itertools.islice(files_under(tmp_path), 10))
+    assert found == ["A/A.txt", "A/toB/B.txt", "B/B.txt", "B/toA/A.txt"]
 
 
 def test_an_archive_reads_its_links_as_the_files_they_name(tmp_path):
@@ -164,7 +156,6 @@ def test_an_archive_reads_its_links_as_the_files_they_name(tmp_path):
 def test_an_image_moved_to_another_class_is_not_served_its_old_label_from_the_cache(tmp_path):
     """The cache's key held the folder's image count, total size and newest mtime; a move between class folders (a
     label corrected) changes none of them, so the cache served [0, 0, 1] for a set now labelled [0, 1, 1]."""
-    import shutil
 
     root, cache_dir = tmp_path / "set", str(tmp_path / "cache")
     for i, rel in enumerate(("train/cat/0.png", "train/cat/1.png", "train/dog/2.png", "test/cat/3.png")):
@@ -172,6 +163,42 @@ def test_an_image_moved_to_another_class_is_not_served_its_old_label_from_the_ca
     assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 0, 1]
     shutil.move(root / "train/cat/1.png", root / "train/dog/1.png")
     assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 1, 1]
+
+
+def test_a_cached_grayscale_folder_reads_no_image_header(tmp_path, monkeypatch):
+    """A grayscale folder's mode is read from every image's header (a colour one's up to its first colour image):
+    the in-memory size rule read it at every start, a cache hit included (3 s for 70,000 images). Counted as RGB
+    the set's size is an upper bound, which decides while it is within the limit: a cache hit reads no header, and
+    the decoded set is grayscale as before."""
+    from zoo.data import imagefolder
+
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _save(tmp_path / "set", rel, Image.new("L", (4, 4), GRAY))
+    first = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
+    reads = []
+    real = imagefolder._set_mode
+    monkeypatch.setattr(imagefolder, "_set_mode", lambda entries: reads.append(1) or real(entries))
+    again = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
+    assert reads == [] and first.splits["train"]["x"].shape == again.splits["train"]["x"].shape == (2, 4, 4, 1)
+    np.testing.assert_array_equal(again.splits["train"]["x"], first.splits["train"]["x"])
+
+
+def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, monkeypatch):
+    """A write error names no file, so a cache write that ran out of space said 'no space left on the device
+    writing . (78,432 MB free)': the working folder's disk, not the cache's; no partial file is left."""
+    import errno
+
+    from zoo.data import cache
+    from zoo.errors import DiskFull
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.np, "savez", full)
+    where = tmp_path / "cache" / "set.npz"
+    with pytest.raises(DiskFull, match=f"writing {where} \\(it needs about 0.0 MB, .* are free\\).* --cache-dir off"):
+        cache.save(where, {"x": np.zeros(8, np.uint8)})
+    assert list(where.parent.iterdir()) == []
 
 
 def test_file_names_that_are_not_utf8_stream(tmp_path):
@@ -212,109 +239,95 @@ def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, caps
                                                    f"image {root / 'train/b/1.png'}") and "\n" not in err
 
 
-def test_a_damaged_bpe_model_is_one_line_naming_it(tmp_path):
-    """sentencepiece raises a RuntimeError naming its C++ check ('INTERNAL: src/sentencepiece_processor.cc(109)
-    [model_proto->ParseFromArray(...)]'), which the boundary took for a bug: 'unexpected RuntimeError'."""
-    from zoo.data.tokenizer import from_meta
+def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
+    """A 16-bit grayscale PNG (PIL's mode I;16, common for scans and microscopy) was decoded as RGB through PIL's
+    convert, which clips at 255: levels 0, 4369, ..., 65535 all came out 255 but the zeros, silently. It decodes
+    now as grayscale scaled by 255 / 65535 (0, 17, ..., 255), and 32-bit pixels, whose range is unknown, are one
+    line."""
+    import io
 
-    (tmp_path / "tokenizer.model").write_bytes(b"\x0a\x05hello" * 10)
-    with pytest.raises(ValueError, match=f"the BPE model {tmp_path / 'tokenizer.model'} named in .*meta.json is not a "
-                       r"sentencepiece model \(70 bytes"):
-        from_meta({"kind": "bpe", "model": "tokenizer.model"}, tmp_path)
+    import numpy as np
+    from PIL import Image
 
+    from zoo.data.imagefolder import _decode_one, load
 
-def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, monkeypatch):
-    """A write error names no file, so a cache write that ran out of space said 'no space left on the device
-    writing . (78,432 MB free)': the working folder's disk, not the cache's; no partial file is left."""
-    import errno
-
-    from zoo.data import cache
-    from zoo.errors import DiskFull
-
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(cache.np, "savez", full)
-    where = tmp_path / "cache" / "set.npz"
-    with pytest.raises(DiskFull, match=f"writing {where} \\(it needs about 0.0 MB, .* are free\\).* --cache-dir off"):
-        cache.save(where, {"x": np.zeros(8, np.uint8)})
-    assert list(where.parent.iterdir()) == []
+    levels = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4369)
+    for split in ("train", "test"):
+        for k, cls in enumerate(("a", "b")):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.fromarray(levels if k else levels[::-1]).save(tmp_path / "set" / split / cls / "0.png")
+    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
+    x = data.splits["train"]["x"]
+    assert x.shape == (2, 4, 4, 1) and x.dtype == np.uint8
+    np.testing.assert_array_equal(x[1, ..., 0], np.arange(16).reshape(4, 4) * 17)
+    tiff = io.BytesIO()
+    Image.fromarray(levels.astype(np.int32)).save(tiff, format="TIFF")
+    with pytest.raises(ValueError, match="32-bit integer pixels .* convert it to 8 or 16 bits"):
+        _decode_one("wide.tif", tiff.getvalue())
 
 
-def test_a_bpe_trains_on_a_corpus_without_line_ends(tmp_path):
-    """sentencepiece skips a sentence over 4,192 bytes without a word: a corpus of one 12,000-character line
-    trained on nothing ('sentencepiece could not train a BPE of size 300: INTERNAL: src/trainer_interface.cc(467)
-    [!sentences_.empty()]'). Lines are cut into pieces of 1,024 characters to train on."""
-    from zoo.data.tokenizer import BPE_MIN, BPETokenizer
+def test_an_eval_class_without_train_images_is_refused(tmp_path):
+    """An image folder whose test split holds a class the train split lacks (a misspelled folder: train/cat,
+    test/Cat) trained with that label never seen and scored its test images wrong whatever the model did,
+    silently (the eval accuracy of such a set: 0.0). Now one line naming the class, before anything is decoded
+    (nothing is cached) or streamed."""
+    from PIL import Image
 
-    text = "the cat sat on the mat. " * 500
-    bpe = BPETokenizer.fit(iter([text]), 300)
-    assert BPE_MIN < bpe.vocab_size <= 300
-    ids = bpe.encode(text)
-    assert bpe.decode(ids) == text and len(ids) < len(text) / 3  # merges learnt: 'the cat' is a few pieces, not 7
+    from zoo.data.imagefolder import load
 
-
-def test_a_prepare_reads_a_file_without_line_ends_a_chunk_at_a_time(tmp_path, monkeypatch):
-    """Each chunk ran on to the next line end: a file without line ends was read whole at once (the rest of the
-    line after the first chunk), so memory grew with the file. A chunk is now at most twice CHUNK characters."""
-    from zoo.data import prepare
-
-    monkeypatch.setattr(prepare, "CHUNK", 10)
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("x" * 95 + "\nshort\n" + "y" * 12)
-    chunks = list(prepare.read_chunks([corpus], "strict"))
-    assert "".join(chunks) == corpus.read_text() and max(map(len, chunks)) == 20
-    assert "x" * 15 + "\n" in chunks  # a chunk still runs on to its line end when that is near
+    for split, classes in (("train", ("cat", "dog")), ("test", ("Cat", "dog"))):
+        for cls in classes:
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
+    for stream in (False, True):
+        with pytest.raises(ValueError, match=r"the test split of image folder .* has classes the train split lacks "
+                                             r"\(Cat\)"):
+            load(str(tmp_path / "set"), cache_dir=str(tmp_path / "cache"), stream=stream)
+    assert not list((tmp_path / "cache").glob("*.npz"))
 
 
-@pytest.mark.parametrize("spec", ["byte:", "char:"])
-def test_a_tokenizer_with_an_empty_size_is_refused(spec):
-    """'byte:' and 'char:' (a size from an unset variable after them) were read as 'byte' and 'char'."""
-    from zoo.data.tokenizer import parse
+def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch):
+    """`--cache-dir FILE` decoded the whole image set, then failed as 'File exists: FILE' (and an unwritable one as
+    'No such file or directory'): the line did not say it was the cache, nor how to choose another. It is now
+    checked before anything is decoded, named, with --cache-dir DIR or off as the way out."""
+    from PIL import Image
 
-    assert parse(spec[:-1]) == (spec[:-1], None)
-    with pytest.raises(ValueError, match=f"unknown tokenizer '{spec}'"):
-        parse(spec)
-
-
-def test_tiff_and_netpbm_images_are_images(tmp_path):
-    """.tif, .tiff, .ppm and .pgm files (torchvision's ImageFolder reads them) were skipped without a word: a class
-    of TIFF scans beside PNG ones was missing from the labels."""
-    root = tmp_path / "set"
-    for rel in ("train/a/0.png", "train/b/1.tif", "train/c/2.tiff", "train/d/3.ppm", "test/a/4.pgm"):
-        _save(root, rel, Image.new("RGB" if rel.endswith("ppm") else "L", (4, 4), GRAY))
-    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
-    assert data.num_classes == 4 and data.size("test") == 1 and tuple(data.in_shape) == (4, 4, 3)
-
-
-def test_links_between_two_folders_do_not_loop_the_walk(tmp_path):
-    """A/toB -> B beside B/toA -> A: each link is to no folder above its own, and the walk of 145a800 went round
-    A/toB/toA/toB/... without end. A link back to a folder the walk came through is not followed."""
-    from zoo.data.walk import files_under
-
-    for name in ("A", "B"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / f"{name}.txt").write_text(name)
-    (tmp_path / "A" / "toB").symlink_to(tmp_path / "B", target_is_directory=True)
-    (tmp_path / "B" / "toA").symlink_to(tmp_path / "A", target_is_directory=True)
-    (tmp_path / "B" / "root").symlink_to("/", target_is_directory=True)
-    found = sorted(str(p.relative_to(tmp_path)) for p in itertools.islice(files_under(tmp_path), 10))
-    assert found == ["A/A.txt", "A/toB/B.txt", "B/B.txt", "B/toA/A.txt"]
-
-
-def test_a_cached_grayscale_folder_reads_no_image_header(tmp_path, monkeypatch):
-    """A grayscale folder's mode is read from every image's header (a colour one's up to its first colour image):
-    the in-memory size rule read it at every start, a cache hit included (3 s for 70,000 images). Counted as RGB
-    the set's size is an upper bound, which decides while it is within the limit: a cache hit reads no header, and
-    the decoded set is grayscale as before."""
     from zoo.data import imagefolder
 
-    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
-        _save(tmp_path / "set", rel, Image.new("L", (4, 4), GRAY))
-    first = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
-    reads = []
-    real = imagefolder._set_mode
-    monkeypatch.setattr(imagefolder, "_set_mode", lambda entries: reads.append(1) or real(entries))
-    again = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
-    assert reads == [] and first.splits["train"]["x"].shape == again.splits["train"]["x"].shape == (2, 4, 4, 1)
-    np.testing.assert_array_equal(again.splits["train"]["x"], first.splits["train"]["x"])
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(imagefolder, "_decode", lambda *a: pytest.fail("decoded before the cache was checked"))
+    with pytest.raises(ValueError, match=r"the decoded-data cache .*file \(--cache-dir DIR, or off\) cannot be "
+                                         r"written: .*file is a file, not a folder"):
+        imagefolder.load(str(tmp_path / "set"), cache_dir=str(tmp_path / "file"), stream=False)
+
+
+def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):
+    """An --data imagefolder:X.tar.gz that is no archive was 'corrupt or unreadable archive X: file could not be
+    opened successfully:', the line a user sees ending at the colon (tarfile gives the reasons on the next lines)."""
+    from zoo.data.imagefolder import load
+
+    (tmp_path / "junk.tar.gz").write_text("junk\n")
+    with pytest.raises(ValueError) as refused:
+        load(str(tmp_path / "junk.tar.gz"), cache_dir=str(tmp_path / "cache"))
+    line = str(refused.value)
+    assert "\n" not in line and "not a gzip file" in line, line
+
+
+def test_cache_dir_off_decodes_each_time_and_writes_nothing(tmp_path, monkeypatch):
+    """`--cache-dir off` turns the sweep's compile cache off, but train.py's (the decoded image sets') made a folder
+    named 'off' in the current folder and cached there. 'off' now means no cache for both."""
+    from PIL import Image
+
+    from zoo.data.imagefolder import load
+
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4), (200 if cls == "a" else 10, 0, 0)).save(tmp_path / "set" / split / cls / "0.png")
+    monkeypatch.chdir(tmp_path)
+    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
+    assert data.size("train") == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["set"]
