@@ -4,67 +4,16 @@ other tests do not use: each was accepted silently, misreported or ended in a tr
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from cli_utils import one_line_error
 
 import zoo.models
 import zoo.param
-from zoo.cli import transfer
-from zoo.config import RunConfig
 from zoo.diagnostics.ntk import ntk_change
 from zoo.param.mup import MuP
 from zoo.param.tags import Tag
-from zoo.sweeps import report
-from zoo.sweeps.transfer import Arm, TransferSpec
-from zoo.sweeps.transfer_report import verdict
-
-TINY = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
-        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher", "--compile-cache", "off"]
-
-
-@pytest.mark.parametrize("param", ["mup", "sp"])
-def test_a_comparison_with_the_arm_under_test_is_refused(tmp_path, capsys, param):
-    """--param X --compare X ran one arm (arms() dropped the comparison) under a report and JSON set up to compare
-    ("compare": X); now one line, before anything trains. Without --compare, --param sp compares with nothing
-    (it would be itself) and any other param with sp."""
-    out = tmp_path / "t"
-    line = one_line_error(transfer.main, [*TINY, "--param", param, "--compare", param, "--out", str(out)], capsys)
-    assert f"--compare {param} is the parametrization under test" in line and "--compare none" in line
-    assert not out.exists()
-    spec = transfer.build_spec(transfer.parser().parse_args([*TINY, "--param", param, "--out", str(out)]))
-    assert spec.compare == (None if param == "sp" else "sp") and len(spec.arms()) == (1 if param == "sp" else 2)
-
-
-def arm(param: str, target_loss: float | None) -> Arm:
-    """An arm whose proxy's best LR is 2^-9 and whose target, trained there, reached `target_loss` (None: it
-    diverged)."""
-    def record(width: int, lr_log2: float, loss: float | None) -> dict:
-        return {"width": width, "depth": 2, "seed": 0, "lr": 2.0**lr_log2, "log2_lr": lr_log2, "diverged": loss is None,
-                "train_loss": loss, "eval_accuracy": None}
-
-    proxy = report.summarize([record(16, -10, 2.0), record(16, -9, 1.5), record(16, -8, 1.8)])
-    target = report.summarize([record(32, -9, target_loss)])
-    return Arm(param, {}, proxy, [-9.0], -9.0, target, [target_loss], False)
-
-
-SPEC = TransferSpec(run=RunConfig.from_flat({"model": "mlp_resnet", "param": "mup"}), lrs=[1e-3], proxy=(16, 2),
-                    target=(32, 2), out=Path("unused"))
-
-
-def test_an_exact_tie_is_no_win():
-    """Equal target losses read "sp's target is better" (the comparison won every tie: la < lb was false); a tie
-    is now said as one, whichever arm comes first, and a real difference (or a diverged arm) still has a winner."""
-    assert verdict([arm("mup", 1.25), arm("sp", 1.25)], SPEC).startswith("the targets tie: mup's 1.2500, sp's 1.2500")
-    assert verdict([arm("sp", 1.25), arm("mup", 1.25)], SPEC).startswith("the targets tie")
-    assert verdict([arm("mup", 1.25), arm("sp", 1.2500001)], SPEC).startswith("mup's target is better")
-    assert verdict([arm("mup", 1.2500001), arm("sp", 1.25)], SPEC).startswith("sp's target is better")
-    assert verdict([arm("mup", None), arm("sp", 1.25)], SPEC).startswith("sp's target is better: 1.2500 vs mup's "
-                                                                          "diverged")
-    assert verdict([arm("mup", None), arm("sp", None)], SPEC).startswith("neither target trained")
 
 
 def test_ntk_change_with_its_defaults():
@@ -126,22 +75,3 @@ def test_a_run_files_default_eps_follows_a_new_optimizer():
     assert resolve({"optimizer": "adam", "eps": 1e-5}, adafactor_run).optim.eps == 1e-5
     assert resolve({"optimizer": "adafactor"}, {"model": "gpt", "eps": 1e-8}).optim.eps == 1e-30  # gpt: adamw
     assert resolve({"optimizer": "adafactor"}, {"model": "mlp_resnet", "eps": 1e-6}).optim.eps == 1e-6
-
-
-def test_a_target_difference_within_the_seeds_noise_is_no_win():
-    """With --target-seeds, 2.5277 +- 0.21 against 2.6371 +- 0.25 read "mup's target is better", a difference
-    well inside the seeds' spread. Now the verdict says the lower one is within the noise when the difference is
-    below two standard errors of the difference of the means, 2 sqrt(s_a^2 / n_a + s_b^2 / n_b) (ddof 1); a
-    difference beyond it, or a single target seed (no spread to judge), is still a win."""
-    def seeded(param: str, losses: list[float]) -> Arm:
-        return dataclasses.replace(arm(param, float(np.mean(losses))), target_losses=losses)
-
-    mup, sp = seeded("mup", [2.3, 2.5, 2.8]), seeded("sp", [2.4, 2.6, 2.9])  # means 2.5333, 2.6333, s 0.2517 each
-    noise = 2 * np.sqrt(2 * np.var([2.3, 2.5, 2.8], ddof=1) / 3)  # 0.4110
-    text = verdict([mup, sp], SPEC)
-    assert text.startswith("mup's target is lower, within the seeds' noise:")
-    assert f"(difference 0.1000 < 2 standard errors {noise:.4f};" in text
-    assert verdict([sp, mup], SPEC).startswith("mup's target is lower, within the seeds' noise:")
-    apart = seeded("sp", [3.3, 3.5, 3.8])  # 1.0 apart: beyond 0.41
-    assert verdict([mup, apart], SPEC).startswith("mup's target is better: 2.5333 +- ")
-    assert verdict([arm("mup", 2.5), arm("sp", 2.6)], SPEC).startswith("mup's target is better")

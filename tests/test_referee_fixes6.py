@@ -3,34 +3,10 @@ hints."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from zoo.diagnostics import verdict
 from zoo.diagnostics.coord_sweep import CoordSpec, mixed_parts_hint
-from zoo.sweeps import report
-from zoo.sweeps.transfer import Arm
-from zoo.sweeps.transfer_report import seed_noise, target_text
-
-
-def seeded_arm(param: str, losses: list[float]) -> Arm:
-    """An arm whose proxy's best LR is 2^-9 and whose target seeds reached `losses` there."""
-    def record(width: int, seed: int, loss: float) -> dict:
-        return {"width": width, "depth": 2, "seed": seed, "lr": 2.0**-9, "log2_lr": -9.0, "diverged": False,
-                "train_loss": loss, "eval_accuracy": None}
-
-    proxy = report.summarize([record(16, 0, 1.5)])
-    target = report.summarize([record(32, i, v) for i, v in enumerate(losses)])
-    return Arm(param, {}, proxy, [-9.0], -9.0, target, losses, False)
-
-
-def test_a_targets_spread_is_the_sample_std_the_noise_rule_uses():
-    """The target's "+-" was the population std (ddof 0: 0.2055 for losses 2.3, 2.5, 2.8) beside a noise rule that
-    takes the sample std (ddof 1: 0.2517); both are the sample std now, and the text says so."""
-    mup, sp = seeded_arm("mup", [2.3, 2.5, 2.8]), seeded_arm("sp", [2.4, 2.6, 2.9])
-    assert target_text(mup) == "2.5333 +- 0.2517 (sample std of 3 seeds)"
-    assert seed_noise([mup, sp]) == pytest.approx(2 * np.sqrt(2 * 0.2517**2 / 3), rel=1e-3)
-    assert target_text(seeded_arm("mup", [2.5])) == "2.5000"
 
 
 def mixer_result(slopes: dict[str, float], unstable: tuple[str, ...] = ()) -> dict:

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from zoo import sweep
-from zoo.config import RunConfig
+from zoo.config import RunConfig, resolve
 from zoo.errors import RunLocked
 from zoo.sweeps import results
 from zoo.sweeps.grid import parse_lrs
@@ -141,3 +141,56 @@ def test_lr_grids_that_cannot_run_are_refused(text):
 def test_sweep_spec_refuses_what_cannot_run(tmp_path, bad):
     with pytest.raises(ValueError):
         SweepSpec(**{"run": RUN, "lrs": LRS, "out": tmp_path, **bad})
+
+
+def test_a_sweep_refused_for_its_base_width_says_the_values_and_the_default(tmp_path):
+    """A sweep of widths 16, 32 rerun with widths 32, 64 (to extend it) was refused as 'other settings (base_width)':
+    the base width defaults to the smallest width swept, which the command never named. Now the line gives both
+    values and the flag that keeps the base."""
+    import json
+
+    from zoo.sweeps import results
+
+    settings = {"param": "mup", "base_width": 16, "steps": 6}
+    results.check_settings(tmp_path, settings)
+    results.append(tmp_path, [{"width": 16, "depth": 2, "lr": 0.5, "seed": 0}])
+    with pytest.raises(ValueError) as e:
+        results.check_settings(tmp_path, {**settings, "base_width": 32})
+    assert "other settings (base_width 16 there, 32 here) (the base width and depth default to the smallest swept: " \
+           "give --base-width/--base-depth)" in str(e.value)
+    with pytest.raises(ValueError, match='other settings \\(param "mup" there, "sp" here, steps 6 there, 7 here\\);'):
+        results.check_settings(tmp_path, {**settings, "param": "sp", "steps": 7})
+    assert json.loads((tmp_path / results.SETTINGS).read_text()) == settings
+
+
+def test_results_without_their_settings_file_are_refused_not_taken_as_this_sweeps(tmp_path):
+    """DIR/results.jsonl whose sweep.json was removed: the sweep wrote a new sweep.json, skipped those members as
+    finished and reported a 5-step sweep's losses under a 7-step title. Now one line, and nothing written."""
+    (tmp_path / results.RESULTS).write_text(json.dumps({"width": 8, "depth": 1, "lr": 0.01, "seed": 0, "steps": 5})
+                                            + "\n")
+    with pytest.raises(ValueError, match=r"holds 1 member results \(results.jsonl\) but no sweep.json: the settings "
+                                         "that trained them are unknown"):
+        results.check_settings(tmp_path, {"steps": 7}, lambda _: None)
+    assert not (tmp_path / results.SETTINGS).exists()
+    results.check_settings(tmp_path / "new", {"steps": 7}, lambda _: None)  # an empty DIR starts a sweep
+    assert json.loads((tmp_path / "new" / results.SETTINGS).read_text()) == {"steps": 7}
+
+
+def test_a_base_size_given_is_not_said_to_default_when_a_rerun_is_refused_for_it(tmp_path):
+    """A transfer's sweeps take the proxy's size as their base (given, not defaulted): a rerun with --proxy-width 16
+    into an --out of --proxy-width 8 was refused with '(the base width and depth default to the smallest swept: give
+    --base-width/--base-depth)', advice that cannot apply (the flag was set: the proxy). The hint now comes only
+    where the base was left to default; the refusal itself is unchanged, before anything trains."""
+    settings = {"model": "mlp_resnet", "param": "mup", "data": "synthetic", "steps": 3, "batch_size": 8}
+
+    def spec(**base):
+        return SweepSpec(run=resolve({**settings, **base}), lrs=[1e-3], out=tmp_path, widths=[32], depths=[1])
+
+    results.check_settings(tmp_path, spec(base_width=8, base_depth=1).settings(3), lambda _: None)
+    results.append(tmp_path, [{"width": 32, "depth": 1, "lr": 1e-3, "seed": 0}])
+    with pytest.raises(ValueError, match=r"other settings \(base_width 8 there, 16 here\); use another --out"):
+        run_sweep(spec(base_width=16, base_depth=1), echo=lambda _: None)
+    with pytest.raises(ValueError, match=r"\(base_width 8 there, 32 here\) \(the base width and depth default to the "
+                                         r"smallest swept: give --base-width/--base-depth\)"):
+        run_sweep(spec(), echo=lambda _: None)
+    assert len(results.read(tmp_path)) == 1

@@ -5,12 +5,13 @@ import json
 
 import numpy as np
 import pytest
+from cli_utils import one_line_error
 
 from zoo.cli import transfer
 from zoo.config import RunConfig
 from zoo.sweeps.transfer import TransferSpec, check_lrs, target_config
 
-# MLP-ResNet depth 4, Adam, 300 steps on the 16-dimensional random-teacher task (as tests/test_sweep_transfer.py):
+# MLP-ResNet depth 4, Adam, 300 steps on the 16-dimensional random-teacher task (as tests/sweeps/test_lr_transfer.py):
 # SP's best LR falls like 1/width there, muP's stays put.
 CASE = ["--model", "mlp_resnet", "--param", "mup", "--proxy-width", "64", "--width", "512", "--depth", "4",
         "--lrs", "2^-13:2^-7:1", "--steps", "300", "--batch-size", "64", "--optimizer", "adam",
@@ -92,3 +93,40 @@ def test_arms_scale_from_the_proxy_and_compare_without_options(tmp_path):
     assert (given.model.base_width, given.model.base_depth) == (32, 1)
     cfg = RunConfig.from_json(target_config(spec, main, 2.0**-9))
     assert (cfg.model.width, cfg.model.depth, cfg.model.base_depth, cfg.optim.lr) == (32, 16, 2, 2.0**-9)
+
+
+@pytest.mark.slow
+def test_the_target_trains_at_the_proxys_own_learning_rate(tmp_path, capsys):
+    """--lrs 1e-3: the target trained, and OUT/mup/target.json held, 2^round(log2 1e-3, 6) = 1.0000002e-3, another
+    float32 than the proxy's 1e-3 (2 ulps off). Now the transferred LR is the proxy member's own, also in the check
+    grid (one member at it, not two) and in transfer.json."""
+    import json
+
+    from zoo.cli import transfer
+
+    out = tmp_path / "t"
+    transfer.main(["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2",
+                   "--compile-cache", "off", "--lrs", "1e-3", "--width", "32", "--proxy-width", "16", "--depth", "2",
+                   "--batch-size", "8", "--compare", "none", "--check-target", "--out", str(out)])
+    capsys.readouterr()
+    target = [json.loads(line) for line in (out / "mup" / "target" / "results.jsonl").read_text().splitlines()]
+    assert len(target) == 5 and sum(r["lr"] == 1e-3 for r in target) == 1, [r["lr"] for r in target]
+    assert json.loads((out / "mup" / "target.json").read_text())["optim"]["lr"] == 1e-3
+    assert json.loads((out / "transfer.json").read_text())["arms"][0]["transferred_lr"] == 1e-3
+
+
+TRANSFER = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
+        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher", "--compile-cache", "off"]
+
+
+@pytest.mark.parametrize("param", ["mup", "sp"])
+def test_a_comparison_with_the_arm_under_test_is_refused(tmp_path, capsys, param):
+    """--param X --compare X ran one arm (arms() dropped the comparison) under a report and JSON set up to compare
+    ("compare": X); now one line, before anything trains. Without --compare, --param sp compares with nothing
+    (it would be itself) and any other param with sp."""
+    out = tmp_path / "t"
+    line = one_line_error(transfer.main, [*TRANSFER, "--param", param, "--compare", param, "--out", str(out)], capsys)
+    assert f"--compare {param} is the parametrization under test" in line and "--compare none" in line
+    assert not out.exists()
+    spec = transfer.build_spec(transfer.parser().parse_args([*TRANSFER, "--param", param, "--out", str(out)]))
+    assert spec.compare == (None if param == "sp" else "sp") and len(spec.arms()) == (1 if param == "sp" else 2)

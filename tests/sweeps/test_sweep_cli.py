@@ -80,3 +80,15 @@ def test_sweep_cache_dir_is_the_decoded_data_cache_as_in_train_py(tmp_path, caps
          "--compile-cache", str(tmp_path / "jax"), "--out", str(tmp_path / "s")], capsys)
     assert [p.name.split("-")[0] for p in (tmp_path / "data").iterdir()] == ["imagefolder"]
     assert (tmp_path / "jax").is_dir() and not list((tmp_path / "jax").glob("imagefolder-*"))
+
+
+def test_report_only_refuses_training_flags(tmp_path, capsys):
+    """`zoo.sweep --out DIR --report-only --lrs 1e-5 --widths 999 --steps 5` re-rendered DIR as it was, the flags
+    ignored silently; now one line naming them, before DIR is read."""
+    from zoo.cli.sweep import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(tmp_path / "none"), "--report-only", "--lrs", "1e-5", "--widths", "999", "--steps", "5",
+              "--metric", "eval_loss"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and "--widths, --lrs, --steps would not change them" in err, err
