@@ -99,41 +99,6 @@ def test_the_hosts_out_of_memory_is_the_out_of_memory_line():
     assert out_of_memory(AxisError(3, 2)) is None
 
 
-def test_muon_io_reaches_the_coordinate_checks_prediction():
-    """--muon-io: Muon also trains the input and output layers, which changes what theory predicts (SP: the input
-    layer's change shrinks like width^-1/2 and the output's grows like width^+1/2, instead of 0 and +1); the flag
-    did not exist, so no coordinate check could test that routing. Without --optimizer muon it is refused."""
-    import zoo.models
-    import zoo.param
-    from zoo.cli.coord_check import parser, spec_of
-    from zoo.diagnostics import verdict
-
-    spec = spec_of(parser().parse_args(["--param", "sp", "--optimizer", "muon", "--muon-io"]))
-    assert spec.muon_io
-    cfg = zoo.models.config("mlp_resnet", width=64, depth=2)
-    routed = verdict.expected("mlp_resnet", cfg, zoo.param.get("sp"), "muon", muon_io=spec.muon_io).total
-    assert (routed["input"], routed["output"]) == (-0.5, 0.5)
-    alone = verdict.expected("mlp_resnet", cfg, zoo.param.get("sp"), "muon").total
-    assert (alone["input"], alone["output"]) == (0.0, 1.0)
-    with pytest.raises(ValueError, match="--muon-io routes the input and output layers to Muon, but --optimizer is"):
-        spec_of(parser().parse_args(["--muon-io"]))
-
-
-@pytest.mark.parametrize("argv, err", [
-    (["--widths", "32,32", "--depth", "2"], "at least two different widths, each once; got 32, 32"),
-    (["--depths", "4,8,4", "--width", "16"], "at least two different depths, each once; got 4, 8, 4")])
-def test_a_coordinate_check_over_a_repeated_size_is_refused(tmp_path, capsys, argv, err):
-    """--widths 32,32 ran and printed a verdict from slopes fitted over log-size differences of 0; a repeated size in
-    a longer list weighted it twice. Now one line, before anything trains or is written."""
-    from zoo.cli.coord_check import main
-
-    with pytest.raises(SystemExit) as stop:
-        main(["--model", "mlp_resnet", "--param", "mup", *argv, "--out", str(tmp_path / "out")])
-    text = capsys.readouterr().err
-    assert stop.value.code == 1 and text.count("\n") == 1 and err in text, text
-    assert not (tmp_path / "out").exists()
-
-
 def test_a_bad_run_config_names_no_flag_of_train_alone(tmp_path, capsys):
     """zoo.export (and zoo.sample, --fork-from) of a folder whose config.json is not JSON said 'use another
     --run-dir', a flag only train.py has; the line now says 'use another run dir'."""

@@ -5,24 +5,7 @@ from __future__ import annotations
 import pytest
 
 import zoo.param as P
-from zoo.diagnostics.coord_sweep import CoordSpec, stream_start_hint
-from zoo.diagnostics.verdict import LayerVerdict
 from zoo.optim import OptimConfig
-
-
-@pytest.mark.parametrize("param,threshold", [("depth_mup", "2500"), ("completep", "50"), ("sp", None)])
-def test_stream_start_hint_names_the_plugins_depth_threshold(param, threshold):
-    """From embeddings of std s the first block's input is mostly branches, a L^-alpha each, until s > a L^-alpha:
-    L >~ (a/s)^(1/alpha), 2500 for Depth-muP (alpha 1/2, s 0.02) but 50 for CompleteP (alpha 1), which the hint
-    called 2500 with a 'branch multiplier L^-1/2'; a plugin with no depth scaling (sp, alpha 0) gets no hint."""
-    growing = LayerVerdict("blocks@0.25", "stream", [0.3, 0.3, 0.3], 0.0, False, False)
-    result = {"axis": "depth", "config": {"embed_std": 0.02}, "verdicts": [growing], "branch_verdicts": []}
-    hint = stream_start_hint(CoordSpec(model="gpt", param=param), result)
-    if threshold is None:
-        assert hint is None
-    else:
-        alpha = {"depth_mup": "0.5", "completep": "1"}[param]
-        assert f"L >~ {threshold};" in hint and f"L^-{alpha} cancels" in hint, hint
 
 
 @pytest.mark.long

@@ -307,3 +307,91 @@ def test_gpt_stream_grows_in_depth_from_a_small_embedding_and_the_tool_says_why(
         slopes[std] = record["layers"]["blocks@0.25"]["slopes"][-1]
         assert ("embed_std=1" in stdout) == (std == 0.02), stdout
     assert slopes[0.02] > 0.15 and abs(slopes[1.0]) < 0.1, slopes
+
+
+def test_muon_io_reaches_the_coordinate_checks_prediction():
+    """--muon-io: Muon also trains the input and output layers, which changes what theory predicts (SP: the input
+    layer's change shrinks like width^-1/2 and the output's grows like width^+1/2, instead of 0 and +1); the flag
+    did not exist, so no coordinate check could test that routing. Without --optimizer muon it is refused."""
+    import zoo.models
+    import zoo.param
+    from zoo.cli.coord_check import parser, spec_of
+    from zoo.diagnostics import verdict
+
+    spec = spec_of(parser().parse_args(["--param", "sp", "--optimizer", "muon", "--muon-io"]))
+    assert spec.muon_io
+    cfg = zoo.models.config("mlp_resnet", width=64, depth=2)
+    routed = verdict.expected("mlp_resnet", cfg, zoo.param.get("sp"), "muon", muon_io=spec.muon_io).total
+    assert (routed["input"], routed["output"]) == (-0.5, 0.5)
+    alone = verdict.expected("mlp_resnet", cfg, zoo.param.get("sp"), "muon").total
+    assert (alone["input"], alone["output"]) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="--muon-io routes the input and output layers to Muon, but --optimizer is"):
+        spec_of(parser().parse_args(["--muon-io"]))
+
+
+@pytest.mark.parametrize("argv, err", [
+    (["--widths", "32,32", "--depth", "2"], "at least two different widths, each once; got 32, 32"),
+    (["--depths", "4,8,4", "--width", "16"], "at least two different depths, each once; got 4, 8, 4")])
+def test_a_coordinate_check_over_a_repeated_size_is_refused(tmp_path, capsys, argv, err):
+    """--widths 32,32 ran and printed a verdict from slopes fitted over log-size differences of 0; a repeated size in
+    a longer list weighted it twice. Now one line, before anything trains or is written."""
+    from zoo.cli.coord_check import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--model", "mlp_resnet", "--param", "mup", *argv, "--out", str(tmp_path / "out")])
+    text = capsys.readouterr().err
+    assert stop.value.code == 1 and text.count("\n") == 1 and err in text, text
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_step_under_a_zero_readout_is_refused_in_one_line(tmp_path, capsys):
+    """`python -m zoo.coord_check --steps 1 --param-opt zero_init=true`: the zero readout passes no gradient back at
+    the first step, so the embedding, every pre-activation and the stream had change 0 at every width, no slope, and
+    each was a FAIL (6 of 6 at depth 2; the logits alone moved): a failed law where none was tested. Now one line
+    before anything runs; one step without zero_init, or two with it, is accepted."""
+    from zoo.cli.coord_check import main
+    from zoo.diagnostics import coord
+
+    with pytest.raises(SystemExit) as code:
+        main(["--widths", "32,64", "--steps", "1", "--param-opt", "zero_init=true", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code.value.code == 1 and len(err) == 1 and "needs at least 2 steps" in err[0], err
+    assert not (tmp_path / "out").exists()
+    coord.check_steps(P.get("mup"), 1)
+    coord.check_steps(P.get("mup", zero_init=True), 2)
+
+
+def test_a_depth_sweep_of_a_plugin_without_a_depth_law_is_refused(tmp_path, capsys):
+    """`python -m zoo.coord_check --param critical --depths 4,8,16` judged critical init by Depth-muP's laws at
+    alpha = gamma = 0: 'FAIL (depth): unstable by theory: alpha = 0 < 1/2: the residual stream grows without bound'
+    and +1 expected for every layer, where critical's mu = 0 default has no residual stream and its measured slopes
+    were +0.2 to +0.5. A plugin without a depth law (critical) is refused in one line before anything runs; its
+    width sweep, and depth_mup's depth sweep, are accepted."""
+    from zoo.cli.coord_check import main
+
+    with pytest.raises(SystemExit) as code:
+        main(["--param", "critical", "--depths", "4,8", "--width", "32", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code.value.code == 1 and len(err) == 1 and "critical has none" in err[0], err
+    assert not (tmp_path / "out").exists()
+    verdict.check_depths([4, 8], P.get("depth_mup"))
+    with pytest.raises(ValueError, match="critical has none"):
+        verdict.check_depths([4, 8], P.get("critical"))
+
+
+def test_the_coordinate_check_record_is_strict_json(tmp_path):
+    """coord_check_width.json held Python's NaN token wherever a group is frozen (its expected slope) or the training
+    diverged (the changes, slopes and growth fits): no JSON, which JavaScript and other strict parsers refuse. It is
+    written as criticality.json is: non-finite numbers as the strings 'nan' and 'inf'."""
+    from zoo.diagnostics.coord_sweep import CoordSpec, write
+    from zoo.diagnostics.verdict import Expectation, LayerVerdict
+
+    data = {"pre/0": np.array([[np.nan, np.inf], [1.0, 2.0]])}
+    result = {"axis": "width", "sizes": [32, 64], "data": data, "branch": {}, "lr": 1e-3, "linear_change": np.inf,
+              "expected": Expectation({"hidden": 0.0, "input": np.nan}, {}, []), "branch_verdicts": [],
+              "verdicts": [LayerVerdict("pre/0", "hidden", [np.nan, 0.1], 0.0, False, False)], "growth": [],
+              "config": {"in_shape": (16,)}}
+    write(CoordSpec(), result, tmp_path)
+    record = json.loads((tmp_path / "coord_check_width.json").read_text(), parse_constant=pytest.fail)
+    assert record["expected"]["input"] == "nan" and record["linear_change"] == "inf", record
+    assert record["layers"]["pre/0"]["rms_change"] == [["nan", "inf"], [1.0, 2.0]], record["layers"]

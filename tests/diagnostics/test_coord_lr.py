@@ -53,3 +53,38 @@ def test_choose_lr_refuses_in_one_line():
         choose_lr(lambda lr: Changes({"output": np.ones((1, 1))}, {}, {"output": np.ones(1)}), 0.1)
     with pytest.raises(ValueError, match="must be positive"):
         choose_lr(measurement, 0.0)
+
+
+@pytest.mark.parametrize("diverged", ["embed", "pre.0"])
+def test_the_coordinate_check_lr_counts_a_diverged_layer(diverged):
+    """choose_lr's linear regime: a layer whose change is NaN (its steps diverged) is beyond any limit. Python's max
+    over the layers kept or dropped a NaN by its place: second, it was dropped and lr 1e-3 accepted with a diverged
+    layer; first, the search stopped with 'no ... layer is nonzero at init'. Now both lower the LR to 1e-7 and
+    say that none keeps the change within the limit."""
+    from zoo.diagnostics.coord import Changes
+    from zoo.diagnostics.coord_lr import choose_lr, linear_change
+
+    total = {"embed": np.full((2, 3), 0.05), "pre.0": np.full((2, 3), 0.05)}
+    total[diverged] = np.full((2, 3), np.nan)
+    changes = Changes(total=total, branch={}, init={"embed": np.ones(2), "pre.0": np.ones(2)})
+    assert linear_change(changes) == np.inf
+    with pytest.raises(ValueError, match="no learning rate down to 1e-07 keeps every activation's change within 0.1"):
+        choose_lr(lambda lr: changes)
+
+
+def test_the_coordinate_check_lr_search_reaches_its_lowest_lr():
+    """choose_lr tries FIRST_LR / sqrt(10)^k down to LOWEST_LR = 1e-7, nine rates. Dividing by sqrt(10) eight times
+    gives 9.999999999999994e-08, below 1e-7, so the search stopped at 3.16e-7 and said that no rate 'down to 1e-07'
+    kept the changes linear without trying 1e-7; a model linear only there is now measured at it."""
+    from zoo.diagnostics.coord import Changes
+    from zoo.diagnostics.coord_lr import LOWEST_LR, choose_lr
+
+    tried = []
+
+    def measure(lr):
+        tried.append(lr)
+        change = 0.05 if lr < 2 * LOWEST_LR else 1.0
+        return Changes(total={"embed": np.full((1, 3), change)}, branch={}, init={"embed": np.ones(1)})
+
+    lr, _, change = choose_lr(measure)
+    assert lr == pytest.approx(LOWEST_LR, rel=1e-9) and change == pytest.approx(0.05) and len(tried) == 9

@@ -109,3 +109,32 @@ def test_train_option_logs_the_slope_and_refuses_shallow_models(tmp_path):
     assert json.loads((run / "summary.json").read_text())["final_eval"]["diversity_slope"] == slopes[-1]
     line = clean_error(*refused)
     assert "feature diversity" in line and "depth 2" in line
+
+
+@pytest.mark.parametrize("lam", [0.29, 0.57, 0.58])
+def test_diversity_blocks_round_alike_at_every_depth_fraction(lam):
+    """A straight path x^l = (l / L) v has d(eps) = eps |v| / sqrt(n): slope 1 at every depth fraction (Claim 7.4's
+    limit). At L = 100 and lambda = 0.29, 0.57 or 0.58, lambda L rounds below its integer in floating point
+    (28.999999999999996), so the start block was one too early while each eps = k/L end was not: every step spanned
+    k + 1 blocks, and the slope read 0.776."""
+    from zoo.diagnostics.diversity import default_eps, feature_diversity
+
+    depth = 100
+    line = np.linspace(0, 1, depth + 1)[:, None, None] * np.random.default_rng(1).standard_normal((1, 4, 32))
+    d, slope = feature_diversity(line, lam, default_eps(depth, lam))
+    assert slope == pytest.approx(1.0, abs=1e-9)
+    assert d[0] == pytest.approx(np.mean(np.linalg.norm(line[1, :, :], axis=-1)) / np.sqrt(32))  # one block apart
+
+
+def test_diversity_slope_is_fitted_against_the_blocks_each_eps_spans():
+    """eps off the block grid (1.5, 3 and 6 blocks at L = 100) measures the steps floor rounds them to (1, 3 and 6
+    blocks): fitted against those, a straight path's slope is 1 and a random walk's 1/2 (within 0.05 over 256
+    inputs); against the nominal eps the straight path read 1.29."""
+    from zoo.diagnostics.diversity import feature_diversity
+
+    depth, rng = 100, np.random.default_rng(2)
+    line = np.linspace(0, 1, depth + 1)[:, None, None] * rng.standard_normal((1, 4, 32))
+    walk = np.concatenate([np.zeros((1, 256, 32)), np.cumsum(rng.standard_normal((depth, 256, 32)), 0)])
+    eps = [0.015, 0.03, 0.06]
+    assert feature_diversity(line, 0.5, eps)[1] == pytest.approx(1.0, abs=1e-9)
+    assert feature_diversity(walk, 0.5, eps)[1] == pytest.approx(0.5, abs=0.05)

@@ -1,12 +1,11 @@
-"""Referee checks of "Bring your own model" (zoo.param.infer_tags, multiplier_free, rescale_init, coord_any) at
-settings the other tests do not use: rules whose regex matches more than it means, axes growing by another ratio,
-bad arguments, and the base width itself."""
+"""zoo.diagnostics.coord_any.coord_check refuses in one line, before anything is compiled, what it cannot check:
+bad sizes, batches and arguments, an apply that returns no intermediates, and an init that is not SP's (which the
+multiplier-free form assumes), naming the leaf and the rule or layout that fixes it."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import zoo.param as P
@@ -27,6 +26,30 @@ def tiny_apply(params: dict, x: jax.Array, width: int, depth: int):
 def tiny_batch(n: int = 8, labels: int | None = None) -> dict:
     kx, ky = jax.random.split(jax.random.key(0))
     return {"x": jax.random.normal(kx, (n, 6)), "y": jax.random.randint(ky, (labels or n,), 0, 3)}
+
+
+def embed_init(key: jax.Array, width: int, depth: int, std: float | None = None) -> dict:
+    """tiny_init with an embedding table [50, width] of std `std` (None: Flax Linen nn.Embed's 1/sqrt(width))."""
+    k1, k2 = jax.random.split(key)
+    std = width**-0.5 if std is None else std
+    return {**tiny_init(k2, width, depth), "table": std * jax.random.normal(k1, (50, width))}
+
+
+def embed_apply(params: dict, x: jax.Array, width: int, depth: int):
+    e = params["table"][x[:, 0]] + x[:, 1:].astype(jnp.float32) @ params["w_in"]
+    return jax.nn.relu(e) @ params["w_out"], {"embed": e}
+
+
+def eqx_init(key: jax.Array, width: int, depth: int) -> dict:
+    """An Equinox-style model: Embedding weight [50, width] (std 1), Linear weight [3, width] (fan-in std)."""
+    k1, k2 = jax.random.split(key)
+    return {"embed": {"weight": jax.random.normal(k1, (50, width))},
+            "head": {"weight": jax.random.normal(k2, (3, width)) / width**0.5}}
+
+
+def eqx_apply(params: dict, x: jax.Array, width: int, depth: int):
+    e = params["embed"]["weight"][x[:, 0]]
+    return jax.nn.relu(e) @ params["head"]["weight"].T, {"embed": e}
 
 
 @pytest.mark.parametrize("change,error,needle", [
@@ -59,18 +82,6 @@ def test_bad_coord_checks_are_one_line(change, error, needle):
     assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
-def embed_init(key: jax.Array, width: int, depth: int, std: float | None = None) -> dict:
-    """tiny_init with an embedding table [50, width] of std `std` (None: Flax Linen nn.Embed's 1/sqrt(width))."""
-    k1, k2 = jax.random.split(key)
-    std = width**-0.5 if std is None else std
-    return {**tiny_init(k2, width, depth), "table": std * jax.random.normal(k1, (50, width))}
-
-
-def embed_apply(params: dict, x: jax.Array, width: int, depth: int):
-    e = params["table"][x[:, 0]] + x[:, 1:].astype(jnp.float32) @ params["w_in"]
-    return jax.nn.relu(e) @ params["w_out"], {"embed": e}
-
-
 def test_coord_check_refuses_an_init_that_is_not_sp():
     """The multiplier-free form rescales the model's own init, assumed SP's. Linen's nn.Embed draws std
     1/sqrt(features): an input-kind table whose RMS falls like n^-1/2 (measured -0.49 between widths 32 and 256,
@@ -88,18 +99,6 @@ def test_coord_check_refuses_an_init_that_is_not_sp():
     assert "'table' (input)" in msg and "like n^-0.49" in msg and "\n" not in msg, msg
     result = coord_check(lambda k, w, d: embed_init(k, w, d, std=1.0), **kwargs)
     assert set(result["slopes"]) == {"embed", "output"}
-
-
-def eqx_init(key: jax.Array, width: int, depth: int) -> dict:
-    """An Equinox-style model: Embedding weight [50, width] (std 1), Linear weight [3, width] (fan-in std)."""
-    k1, k2 = jax.random.split(key)
-    return {"embed": {"weight": jax.random.normal(k1, (50, width))},
-            "head": {"weight": jax.random.normal(k2, (3, width)) / width**0.5}}
-
-
-def eqx_apply(params: dict, x: jax.Array, width: int, depth: int):
-    e = params["embed"]["weight"][x[:, 0]]
-    return jax.nn.relu(e) @ params["head"]["weight"].T, {"embed": e}
 
 
 def test_an_equinox_embedding_under_out_in_needs_its_layout_and_coord_check_says_so():
@@ -123,27 +122,58 @@ def test_an_equinox_embedding_under_out_in_needs_its_layout_and_coord_check_says
     assert set(coord_check(eqx_init, rules=rules, **kwargs)["slopes"]) == {"embed", "output"}
 
 
-def test_the_readout_bias_is_no_kind_before_the_readout():
-    """coord_check predicts each layer's slope from the kinds before the readout; the readout's bias (a scalar beside
-    its weight, unmarked: the examples give no readout rule; infer_tags now marks it readout_bias, as zoo's own heads
-    are) was counted among them, which turned NTK's predicted
-    hidden slope from -1/2 into 0 (zoo.param.predict: a scalar's gradient sums over the width). The Equinox MLP under
-    NTK at widths 96 and 480 (seed 3, 2 seeds) measures -0.50 +- 0.03 in every hidden layer: it FAILED against 0, and
-    passes against -1/2 at the default tol 0.15."""
-    from param_helpers import example, images
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(widths=[32, 64], base_depth=0), "base_depth must be a positive integer, got 0"),
+    (dict(depths=[4, 8], width=0), "width must be a positive integer, got 0"),
+    (dict(widths=[32, 64], depth=-1), "depth must be a positive integer, got -1"),
+])
+def test_coord_check_refuses_bad_sizes_before_calling_the_model(kwargs, needle):
+    """base_depth=0 ran (and passed) as base depth = depth, `0 or depth`; a width or depth the model cannot be built
+    at reached the model's own init first (here its ZeroDivisionError)."""
+    from zoo.diagnostics.coord_any import coord_check
 
-    from zoo.audit.laws import faithful_d
-    from zoo.diagnostics.coord_any import coord_check, inner_kinds
+    def init(key, width, depth):
+        return tiny_init(key, width, depth) if width > 0 and depth > 0 else 1 / 0
 
-    m = example("equinox_mlp")
-    tags = P.infer_tags_from(lambda w: jax.eval_shape(lambda k: m.init(k, w, 2), jax.random.key(0)), base_width=96,
-                             width=480, layout="out_in")
-    assert [tags.layers[3].bias.kind, tags.layers[3].bias.role] == ["scalar", "readout_bias"]  # as zoo's heads
-    assert inner_kinds(tags) == {"input", "vector", "hidden"}
-    assert faithful_d(P.get("ntk"), tags.layers[3].bias) == 0.0  # the audit's d* of a readout bias (was -1/2)
-    result = coord_check(m.init, m.apply, P.get("ntk"), images(12), widths=[96, 480], depth=2, layout="out_in",
-                         seed=3, seeds=2)
-    assert result["expected"].total["hidden"] == -0.5
-    for layer in ("hidden_0", "hidden_1"):
-        assert np.all(np.abs(result["slopes"][layer] + 0.5) <= 0.05), result["slopes"][layer]
-    assert result["passed"]
+    with pytest.raises(ValueError) as err:
+        coord_check(init, tiny_apply, P.get("mup"), tiny_batch(), seeds=1, lr=1e-3, **kwargs)
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def small_init(key, width, depth):
+    k1, k2 = jax.random.split(key)
+    return {"embed": {"w": jax.random.normal(k1, (5, width)) / jnp.sqrt(5.0)},
+            "head": {"w": jax.random.normal(k2, (width, 3)) / jnp.sqrt(width)}}
+
+
+def small_apply(p, x, width, depth):
+    h = jnp.tanh(x @ p["embed"]["w"])
+    return h @ p["head"]["w"], {"embed": h}
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(head_dim=0), "head_dim must be a positive integer (or a function of the width giving one), got 0 at width "
+     "32"),
+    (dict(head_dim=lambda w: w // 64), "got 0 at width 32"),
+    (dict(lr="1e-3"), "lr must be a positive number, got '1e-3'"),
+    (dict(seed=0.5), "seed must be an integer, got 0.5"),
+    (dict(y=jnp.zeros(8)), "batch 'y' must hold integer labels for the cross-entropy loss, got float32"),
+    (dict(y=jnp.full((8,), 7)), "batch 'y' holds labels from 7 to 7, but the output has 3 classes (its last axis): "
+     "labels must lie in [0, 3)"),
+    (dict(y=jnp.arange(8) - 1), "labels from -1 to 6"),
+    (dict(y=jnp.zeros((8, 2), int)), "batch 'y' (8, 2) must have the output's shape (8, 3) less its last (class) "
+     "axis"),
+])
+def test_coord_check_refuses_bad_arguments_in_one_line(kwargs, needle):
+    """Before anything is compiled: head_dim=0 (no query rule) divided by zero in the head-dim slope
+    (ZeroDivisionError); lr='1e-3' a TypeError "'<' not supported"; seed=0.5 jax's "PRNG key seed must be an
+    integer; got JitTracer"; float labels optax's dtype TypeError, labels (8, 2) for logits (8, 3) its shape error;
+    and labels out of [0, classes) ran with no word (optax's cross-entropy: NaN for 7 of 3 classes, and -1 read as
+    class 2)."""
+    from zoo.diagnostics.coord_any import coord_check
+
+    y = kwargs.pop("y", jnp.arange(8) % 3)
+    batch = {"x": jax.random.normal(jax.random.key(0), (8, 5)), "y": y}
+    with pytest.raises(ValueError) as err:
+        coord_check(small_init, small_apply, P.get("mup"), batch, widths=[32, 64], seeds=1, steps=1, **kwargs)
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
