@@ -22,44 +22,6 @@ def test_digit_like_characters_are_not_numbers(tmp_path, number):
         tokenizer.parse(f"bpe:{number}")
 
 
-def test_export_under_a_file_is_refused_before_the_work(tmp_path, capsys):
-    """--out under a file: the export loaded, folded and checked the run, then failed naming its temporary folder
-    ('Not a directory: .../.sub.tmp-PID'); now one line naming --out and the file, before the run is read."""
-    from zoo.cli.export import main
-
-    (tmp_path / "afile").write_text("x")
-    with pytest.raises(SystemExit) as stop:
-        main([str(tmp_path / "no-run-read"), "--out", str(tmp_path / "afile" / "sub")])
-    err = capsys.readouterr().err
-    assert stop.value.code == 1 and err.count("\n") == 1, err
-    assert f"--out {tmp_path / 'afile' / 'sub'} cannot be written: {tmp_path / 'afile'} is a file, not a folder" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
-
-
-def test_render_of_numbers_only_the_plot_cannot_read_is_one_line(tmp_path):
-    """papers render: numbers that pass the checks but not the plot (a profile edited into a string) were an
-    unexpected TypeError with a traceback file; now the line that stale numbers get, and no temporary figure."""
-    import json
-
-    from zoo.papers import page
-
-    class Claim:
-        name = "stub"
-
-        def checks(self, numbers):
-            return []
-
-        def plot(self, numbers, path):
-            path.write_bytes(b"half a png")
-            raise TypeError("len() of unsized object")
-
-    (tmp_path / "stub").mkdir()
-    (tmp_path / "stub" / "results.json").write_text(json.dumps({"numbers": {"apjn": "x"}, "command": "c"}))
-    with pytest.raises(ValueError, match="does not hold this version's numbers of stub .*rerun the claim"):
-        page.render(Claim(), tmp_path)
-    assert sorted(p.name for p in (tmp_path / "stub").iterdir()) == ["results.json"]
-
-
 @pytest.mark.parametrize("option", ["=", "=1", " =relu"])
 def test_an_option_without_a_name_is_a_bad_command_line(capsys, option):
     """--model-opt =1 reached the model, whose line read "model 'mlp_resnet' has no option ; its options are ..."."""
@@ -97,16 +59,3 @@ def test_the_hosts_out_of_memory_is_the_out_of_memory_line():
     assert out_of_memory(numpy_error) == "72.8 TiB"
     assert out_of_memory(MemoryError()) == "memory"
     assert out_of_memory(AxisError(3, 2)) is None
-
-
-def test_a_bad_run_config_names_no_flag_of_train_alone(tmp_path, capsys):
-    """zoo.export (and zoo.sample, --fork-from) of a folder whose config.json is not JSON said 'use another
-    --run-dir', a flag only train.py has; the line now says 'use another run dir'."""
-    from zoo.cli.export import main
-
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "config.json").write_text("{not json")
-    with pytest.raises(SystemExit) as stop:
-        main([str(tmp_path / "run"), "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert stop.value.code == 1 and "is not valid JSON; use another run dir" in err and "--run-dir" not in err, err

@@ -109,84 +109,6 @@ def test_the_program_computes_in_the_precision_the_run_records():
     assert over["dtype"] == "bfloat16" and over["remat"] is True
 
 
-TINY_GPT = ["--model", "gpt", "--width", "16", "--depth", "1", "--model-opt", "head_dim=8", "--seq-len", "8",
-            "--batch-size", "4", "--steps", "2", "--ckpt-every", "2", "--eval-every", "100"]
-
-
-@pytest.fixture(scope="module")
-def gpt_run(tmp_path_factory):
-    """A tiny GPT trained on a text file (char tokens), and the file; the run dir is copied before it is changed."""
-    from cli_utils import run_train
-
-    root = tmp_path_factory.mktemp("gpt")
-    corpus = root / "corpus.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 40)
-    proc = run_train([*TINY_GPT, "--data", f"text:{corpus}", "--run-dir", str(root / "run")])
-    assert proc.returncode == 0, proc.stderr
-    return root / "run", corpus
-
-
-def _moved_away(corpus, tmp_path):
-    """The run's data gone from where it trained (as on another machine): the corpus moved into tmp_path."""
-    import shutil
-
-    shutil.copy(corpus, tmp_path / "kept.txt")
-    corpus.unlink()
-
-
-def _without_data_record(run, tmp_path):
-    """A copy of `run` as a zoo before the data was recorded saved it: its checkpoints' metadata has no "data"."""
-    import json
-    import shutil
-
-    old = tmp_path / "old"
-    shutil.copytree(run, old)
-    for meta in old.glob("checkpoints/*/meta/metadata"):
-        values = json.loads(meta.read_text())
-        del values["data"]
-        meta.write_text(json.dumps(values))
-    return old
-
-
-def test_sample_and_export_need_no_data_files(gpt_run, tmp_path):
-    """`zoo.sample RUN` and `zoo.export RUN` loaded the run's data set to know its vocabulary, shapes and tokenizer:
-    a run dir copied to a machine without the text file could be neither sampled nor exported. The checkpoints now
-    record what they need (shapes and the whole tokenizer), and the same text comes out without the file."""
-    from zoo import sample
-    from zoo.export import export
-
-    run, corpus = gpt_run
-    before = sample.sample(str(run), "the ", 12, seed=3)
-    _moved_away(corpus, tmp_path)
-    try:
-        assert sample.sample(str(run), "the ", 12, seed=3) == before
-        cfg = export(run, tmp_path / "exp", echo=lambda line: None)
-        assert cfg["param"]["name"] == "sp" and (tmp_path / "exp" / "model.safetensors").is_file()
-        old = _without_data_record(run, tmp_path)
-        with pytest.raises(FileNotFoundError, match="did not record its data in its checkpoints, and --data text:"):
-            sample.sample(str(old), "the ", 4)  # an older run dir without its data: one line
-    finally:
-        (tmp_path / "kept.txt").rename(corpus)
-    assert sample.sample(str(old), "the ", 12, seed=3) == before  # an older run dir with its data still reads
-
-
-def test_a_malformed_data_record_is_one_line(gpt_run, tmp_path):
-    import json
-    import shutil
-
-    from zoo import sample
-    from zoo.errors import CheckpointError
-
-    run = tmp_path / "run"
-    shutil.copytree(gpt_run[0], run)
-    meta = next(run.glob("checkpoints/*/meta/metadata"))
-    values = json.loads(meta.read_text())
-    values["data"]["tokenizer"] = {"kind": "char", "chars": 7}
-    meta.write_text(json.dumps(values))
-    with pytest.raises(CheckpointError, match="its record of the run's data is malformed"):
-        sample.sample(str(run), "the ", 4)
-
-
 @pytest.mark.parametrize("text, want", [
     ("steps: 010\n", 10),  # YAML 1.1: octal 8, where --steps 010 is 10
     ("steps: +12\n", 12), ("lr: 1e-3\n", 1e-3), ("lr: +.5\n", 0.5), ("lr: 3.\n", 3.0),
@@ -207,15 +129,6 @@ def test_config_file_numbers_read_as_typed_on_the_command_line(text, want, tmp_p
         assert f"must be an integer, got {want}" in line or f"must be a number, got {want}" in line, line
     else:
         assert list(read_file(str(tmp_path / "run.yaml")).values()) == [want]
-
-
-def test_a_prompt_that_is_not_utf8_is_one_line_for_a_text_tokenizer(gpt_run, capsys, tmp_path, monkeypatch):
-    """`zoo.sample RUN --prompt $'a\\xff'` (argv bytes that are not UTF-8, held as surrogate escapes): a char run said
-    "'utf-32-le' codec can't encode character '\\udcff'", a BPE run failed with sentencepiece's 'Unable to cast'
-    (an unexpected error). A byte-level run reads those bytes; the others refuse the prompt in one line."""
-    monkeypatch.chdir(tmp_path)
-    line = one_line_error(sample_cli.main, [str(gpt_run[0]), "--prompt", "a\udcff", "--tokens", "2"], capsys)
-    assert "--prompt 'a\\udcff' holds bytes that are not UTF-8 text, which this run's char tokenizer" in line, line
 
 
 def test_a_run_dir_under_the_home_folder_in_a_config_file(tmp_path, monkeypatch, capsys):

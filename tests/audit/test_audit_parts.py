@@ -164,15 +164,29 @@ def test_cli_passes_a_correct_run_and_writes_json(tmp_path, capsys):
     assert "PASS" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "nope"], "unknown model 'nope'"), (["--widths", "64", "--model-opt", "in_shape=8"], "at least two"),
-    (["--widths", "6x"], "comma-separated integers"), (["--optimizer", "rmsprop"], "rmsprop"),
-    (["--param", "nope"], "unknown parametrization"), (["--tol", "0"], "argument --tol: expected a positive")])
-def test_bad_input_is_one_line(argv, message, capsys):
-    with pytest.raises(SystemExit) as e:
+@pytest.mark.parametrize("argv, status, message", [
+    (["--model", "nope"], 1, "unknown model 'nope'"), (["--optimizer", "rmsprop"], 1, "rmsprop"),
+    (["--param", "nope"], 1, "unknown parametrization"),
+    (["--widths", "64", "--model-opt", "in_shape=8"], 2, "at least two"),
+    (["--widths", "6x"], 2, "comma-separated integers"), (["--tol", "0"], 2, "argument --tol: expected a positive"),
+    (["--tol", "-1"], 2, "error: argument --tol: expected a positive number, got '-1'"),
+    (["--widths", "64"], 2, "error: an audit needs at least two different positive --widths, each once; got [64]"),
+    (["--widths", "32,64,32"], 2, "error: an audit needs at least two different positive --widths, each once; got "
+                                  "[32, 64, 32]"),
+    (["--depths", "3"], 2, "error: an audit needs at least two different positive --depths, each once; got [3]"),
+    (["--depths", "2,4", "--depth", "3"], 2, "error: --depth 3 is the width sweep's depth, but --depths alone runs "
+                                             "none"),
+    (["RUN", "--model", "gpt"], 2, "error: a run dir brings its own settings; --model is not taken with it"),
+])
+def test_bad_input_is_one_line(argv, status, message, capsys):
+    """One line, before any model is built; a bad command line exits 2, not the 1 of a failed audit (a script reads
+    1 as a parameter that fails): --tol -1, one width, a run dir with --model exited 1 (ValueError). --depth with
+    --depths alone was taken and ignored (the depth sweep measures at --depths); a repeated width was measured twice
+    and weighed twice in the fit."""
+    with pytest.raises(SystemExit) as stop:
         main(argv)
-    line = clean_error(e.value.code, capsys.readouterr().err)
-    assert message in line, line
+    err = capsys.readouterr().err
+    assert stop.value.code == status and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
 
 
 def test_an_unwritable_json_or_a_probe_that_cannot_fit_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
@@ -219,3 +233,22 @@ def test_a_run_dir_is_audited_with_its_own_settings(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main([str(run), "--optimizer", "adam"])
     assert "--optimizer is not taken" in clean_error(e.value.code, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0, -1.0])
+def test_output_power_is_the_power_the_logits_carry(power):
+    g = jnp.arange(1.0, 7.0).reshape(2, 3)
+    c = {"m": jnp.asarray(0.7)}
+    p = measure.output_power(lambda t: t["m"] ** power * g, c, c)
+    assert float(p) == pytest.approx(power, rel=1e-5)
+
+
+@pytest.mark.parametrize("size,base,want", [(1, 1, [1, 2]), (1, None, [1, 2]), (2, 2, [1, 2]), (6, 6, [3, 6]),
+                                            (5, 3, [3, 5])])
+def test_a_run_at_size_1_is_audited_at_1_and_2(size, base, want):
+    """A run dir of depth_mup at depth 1 = its base depth was audited at depths [max(1, 1 // 2), 1] = [1, 1] and
+    refused ('an audit needs at least two different positive depths, got [1, 1]'), depths the user never gave; a
+    size with no half is measured at it and twice it."""
+    from zoo.audit.rundir import around
+
+    assert around(size, base) == want

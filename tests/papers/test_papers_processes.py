@@ -1,5 +1,5 @@
-"""Referee round 9 (sweeps, transfer, zoo.papers): the papers' LR sweeps over worker processes, and the sweep grid,
-divergence, resume and transfer-score rules at settings the other tests do not use."""
+"""`python -m zoo.papers run NAME --processes N`: the claims' LR sweeps over worker processes give the one program's
+numbers, and a claim or count that cannot split is one line before the experiment."""
 
 from __future__ import annotations
 

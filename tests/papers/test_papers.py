@@ -114,3 +114,27 @@ def test_a_quick_run_never_lands_beside_the_full_runs(tmp_path, monkeypatch, cap
     assert capsys.readouterr().out.strip().endswith(str(Path("runs") / "papers-quick" / "dhg-apjn"))
     assert (tmp_path / "runs" / "papers-quick" / "dhg-apjn" / "results.json").is_file()
     assert not (tmp_path / "docs").exists()
+
+
+def test_render_of_numbers_only_the_plot_cannot_read_is_one_line(tmp_path):
+    """papers render: numbers that pass the checks but not the plot (a profile edited into a string) were an
+    unexpected TypeError with a traceback file; now the line that stale numbers get, and no temporary figure."""
+    import json
+
+    from zoo.papers import page
+
+    class Claim:
+        name = "stub"
+
+        def checks(self, numbers):
+            return []
+
+        def plot(self, numbers, path):
+            path.write_bytes(b"half a png")
+            raise TypeError("len() of unsized object")
+
+    (tmp_path / "stub").mkdir()
+    (tmp_path / "stub" / "results.json").write_text(json.dumps({"numbers": {"apjn": "x"}, "command": "c"}))
+    with pytest.raises(ValueError, match="does not hold this version's numbers of stub .*rerun the claim"):
+        page.render(Claim(), tmp_path)
+    assert sorted(p.name for p in (tmp_path / "stub").iterdir()) == ["results.json"]

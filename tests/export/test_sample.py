@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_utils import ROOT, child_env, run_main_many
+from cli_utils import ROOT, child_env, one_line_error, run_main_many
 
 from zoo import sample
+from zoo.cli import sample as sample_cli
 from zoo.cli.sample import main as sample_main
 from zoo.config import RunConfig
 from zoo.data import prepare
@@ -153,3 +154,107 @@ def test_a_fallback_to_an_older_checkpoint_is_said_on_stderr(monkeypatch, capsys
         sample.load_gpt("RUN")
     out, err = capsys.readouterr()
     assert out == "" and "trying an older checkpoint" in err
+
+
+def test_the_default_prompt_outside_the_vocabulary_is_named():
+    """`python -m zoo.sample RUN` with no --prompt, on a run whose characters hold no newline (synthetic:text, a
+    corpus of one line), said 'characters not in the vocabulary: '\\n'', a prompt the user never gave. The line now
+    names the default and asks for a --prompt; a vocabulary with a newline takes the default as before."""
+    from types import SimpleNamespace
+
+    from zoo.data.tokenizer import CharTokenizer
+    from zoo.sample import encode_prompt
+
+    one_line = SimpleNamespace(encode=CharTokenizer.fit(["abc"]).encode)
+    with pytest.raises(ValueError, match="this run's vocabulary has no newline, the default --prompt: give one"):
+        encode_prompt(one_line, None)
+    assert encode_prompt(one_line, "ba").tolist() == [1, 0]
+    lines = SimpleNamespace(encode=CharTokenizer.fit(["a\nb"]).encode)
+    assert encode_prompt(lines, None).tolist() == [0]
+
+
+TINY_GPT = ["--model", "gpt", "--width", "16", "--depth", "1", "--model-opt", "head_dim=8", "--seq-len", "8",
+            "--batch-size", "4", "--steps", "2", "--ckpt-every", "2", "--eval-every", "100"]
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory):
+    """A tiny GPT trained on a text file (char tokens), and the file; the run dir is copied before it is changed."""
+    from cli_utils import run_train
+
+    root = tmp_path_factory.mktemp("gpt")
+    corpus = root / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 40)
+    proc = run_train([*TINY_GPT, "--data", f"text:{corpus}", "--run-dir", str(root / "run")])
+    assert proc.returncode == 0, proc.stderr
+    return root / "run", corpus
+
+
+def _moved_away(corpus, tmp_path):
+    """The run's data gone from where it trained (as on another machine): the corpus moved into tmp_path."""
+    import shutil
+
+    shutil.copy(corpus, tmp_path / "kept.txt")
+    corpus.unlink()
+
+
+def _without_data_record(run, tmp_path):
+    """A copy of `run` as a zoo before the data was recorded saved it: its checkpoints' metadata has no "data"."""
+    import json
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    for meta in old.glob("checkpoints/*/meta/metadata"):
+        values = json.loads(meta.read_text())
+        del values["data"]
+        meta.write_text(json.dumps(values))
+    return old
+
+
+def test_sample_and_export_need_no_data_files(gpt_run, tmp_path):
+    """`zoo.sample RUN` and `zoo.export RUN` loaded the run's data set to know its vocabulary, shapes and tokenizer:
+    a run dir copied to a machine without the text file could be neither sampled nor exported. The checkpoints now
+    record what they need (shapes and the whole tokenizer), and the same text comes out without the file."""
+    from zoo import sample
+    from zoo.export import export
+
+    run, corpus = gpt_run
+    before = sample.sample(str(run), "the ", 12, seed=3)
+    _moved_away(corpus, tmp_path)
+    try:
+        assert sample.sample(str(run), "the ", 12, seed=3) == before
+        cfg = export(run, tmp_path / "exp", echo=lambda line: None)
+        assert cfg["param"]["name"] == "sp" and (tmp_path / "exp" / "model.safetensors").is_file()
+        old = _without_data_record(run, tmp_path)
+        with pytest.raises(FileNotFoundError, match="did not record its data in its checkpoints, and --data text:"):
+            sample.sample(str(old), "the ", 4)  # an older run dir without its data: one line
+    finally:
+        (tmp_path / "kept.txt").rename(corpus)
+    assert sample.sample(str(old), "the ", 12, seed=3) == before  # an older run dir with its data still reads
+
+
+def test_a_malformed_data_record_is_one_line(gpt_run, tmp_path):
+    import json
+    import shutil
+
+    from zoo import sample
+    from zoo.errors import CheckpointError
+
+    run = tmp_path / "run"
+    shutil.copytree(gpt_run[0], run)
+    meta = next(run.glob("checkpoints/*/meta/metadata"))
+    values = json.loads(meta.read_text())
+    values["data"]["tokenizer"] = {"kind": "char", "chars": 7}
+    meta.write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match="its record of the run's data is malformed"):
+        sample.sample(str(run), "the ", 4)
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line_for_a_text_tokenizer(gpt_run, capsys, tmp_path, monkeypatch):
+    """`zoo.sample RUN --prompt $'a\\xff'` (argv bytes that are not UTF-8, held as surrogate escapes): a char run said
+    "'utf-32-le' codec can't encode character '\\udcff'", a BPE run failed with sentencepiece's 'Unable to cast'
+    (an unexpected error). A byte-level run reads those bytes; the others refuse the prompt in one line."""
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(sample_cli.main, [str(gpt_run[0]), "--prompt", "a\udcff", "--tokens", "2"], capsys)
+    assert "--prompt 'a\\udcff' holds bytes that are not UTF-8 text, which this run's char tokenizer" in line, line

@@ -114,3 +114,115 @@ def test_bad_exports_are_one_line(tmp_path, capsys):
         assert code.value.code == 1 and needle in err and len(err.splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crit", "d", "gelu"]
     assert (tmp_path / "d" / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(tmp_path):
+    """--out LINK, a symbolic link to an empty folder: the export loaded, folded and checked the run, then failed in
+    'error: Not a directory: LINK' (os.rmdir of a link); now it is written into the folder the link names."""
+    import json
+
+    from zoo.export import export
+
+    run, folder, link = tmp_path / "run", tmp_path / "folder", tmp_path / "link"
+    make_run(run, "mlp_resnet")
+    folder.mkdir()
+    link.symlink_to(folder)
+    cfg = export(run, link, echo=lambda _: None)
+    assert link.is_symlink() and json.loads((folder / "config.json").read_text()) == cfg
+    assert (folder / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_an_export_removes_the_temporary_folder_a_killed_export_left(tmp_path):
+    """A SIGKILLed export left its half-written `.OUT.tmp-PID` beside --out, and no later export removed it (each
+    cleans only its own pid's). Now an export to OUT removes those of processes that are gone, and keeps a live
+    one's (pid 1)."""
+    from zoo.export import export
+
+    make_run(tmp_path / "run", "mlp_resnet")
+    stale, live = tmp_path / ".out.tmp-999999999", tmp_path / ".out.tmp-1"
+    for folder in (stale, live):
+        (folder / "checkpoints").mkdir(parents=True)
+    export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
+    assert not stale.exists() and live.exists() and (tmp_path / "out" / "config.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def zero_run(tmp_path_factory) -> Path:
+    """A tiny run whose logits are 0: muP's zero_init with the output frozen (TP VI's depth runs freeze it)."""
+    from zoo.config import resolve
+    from zoo.train.loop import train
+
+    run = tmp_path_factory.mktemp("zero") / "run"
+    train(resolve({"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+                   "eval_batch_size": 16, "steps": 2, "param": "mup",
+                   "param_opt": {"zero_init": True, "freeze": "output"}, "run_dir": str(run)}))
+    return run
+
+
+SIGTERMED = """
+import os, signal, sys
+from zoo.data import prepare
+from zoo.config import resolve
+from zoo.errors import Stopped
+from zoo.export import export, sp_form
+from zoo.train import loop
+
+def terminated(real):
+    def call(*args):
+        out = real(*args)  # its files half-written
+        os.kill(os.getpid(), signal.SIGTERM)
+        return out
+    return call
+
+tmp = sys.argv[1]
+prepare.encode_to = terminated(prepare.encode_to)
+sp_form.save_safetensors = terminated(sp_form.save_safetensors)
+loop.restore_or_init = terminated(loop.restore_or_init)  # before the compile
+run = resolve({"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+               "steps": 2, "run_dir": tmp + "/new/run"})
+for write, args in ((prepare.prepare, ("text", tmp + "/a.txt", tmp + "/new/tokens", "char")),
+                    (export, (sys.argv[2], tmp + "/new/export")), (loop.train, (run,))):
+    try:
+        write(*args)
+    except Stopped as stop:  # the boundary says its line and exits 128 + its signal
+        print(stop.signum, stop.line)
+"""
+
+
+def test_a_run_whose_logits_are_zero_exports(zero_run, tmp_path):
+    """A run under zero_init with its output frozen has logits 0: the fold keeps them 0 exactly, but the check
+    divided by their norm, 0 / 0 = nan, and refused the export ('differ from the run's by nan'). An --out that is
+    a file is named as one (it read 'not an empty directory')."""
+    from zoo.export import export
+
+    run = zero_run
+    lines: list[str] = []
+    export(run, tmp_path / "sp", echo=lines.append)
+    assert "logits agree to 0 (relative, f32)" in lines[0] and (tmp_path / "sp" / "model.safetensors").is_file()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="file is a file, not a directory"):
+        export(run, tmp_path / "file")
+
+
+def test_sigterm_during_a_prepare_an_export_or_a_compile_leaves_nothing_half_written(zero_run, tmp_path):
+    """SIGTERM (a job scheduler's stop) during a prepare, an export or a run's compile ended the process at once,
+    as Python does by default: the prepare's --out stayed behind with a half-written all.bin.partial (and the
+    folders made for it), the export's temporary folder beside --out, the run dir made for a run that never
+    trained (its .lock and an empty checkpoints/). All now stop as after Ctrl-C, cleaning up; the boundary says
+    one line and exits 143 (128 + SIGTERM)."""
+    import subprocess
+    import sys
+
+    from cli_utils import ROOT, child_env
+
+    (tmp_path / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
+    proc = subprocess.run([sys.executable, "-c", SIGTERMED, str(tmp_path), str(zero_run)], cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    from zoo.train.loop import BETWEEN_STEPS
+
+    said = proc.stdout.splitlines()[-3:]
+    assert proc.returncode == 0 and said == ["15 stopped by SIGTERM; nothing half-written was left"] * 2 + [
+        f"15 {BETWEEN_STEPS}"], proc.stdout + proc.stderr
+    assert not (tmp_path / "new").exists()
