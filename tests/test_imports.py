@@ -1,15 +1,18 @@
-"""zoo's modules import one another without circles: every `import` and `from ... import` in zoo/ (at module level,
-inside functions, under TYPE_CHECKING; relative ones resolved), read statically with ast, makes a graph of zoo's
-modules that must have no cycle. A package is not taken to import its submodules' importers: `import zoo.a.b`
-runs zoo/a/__init__.py, but an edge goes only to the module named."""
+"""How zoo's modules import one another: the layers import nothing above them (the loop no diagnostics or command
+line, the plugins nothing but what they need), and there is no circle: every `import` and `from ... import` in zoo/
+(at module level, inside functions, under TYPE_CHECKING; relative ones resolved), read statically with ast, makes a
+graph of zoo's modules that must have no cycle. A package is not taken to import its submodules' importers:
+`import zoo.a.b` runs zoo/a/__init__.py, but an edge goes only to the module named."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
 
-from cli_utils import ROOT
+from cli_utils import ROOT, child_env
 
 ZOO = ROOT / "zoo"
 
@@ -114,3 +117,28 @@ def test_a_cycle_is_found_and_named(tmp_path):
     assert cycles(pkg) == [["pkg.a", "pkg.sub.b", "pkg.sub.c", "pkg.a"]]
     (pkg / "a.py").write_text("def f():\n    return 1\n")
     assert cycles(pkg) == []
+
+
+def test_the_loop_imports_nothing_above_it():
+    """`import zoo.train.loop` (and the rest of zoo.train) loads no diagnostics, no command line."""
+    code = ("import sys, zoo.train.loop, zoo.train.load, zoo.train.hooks\n"
+            "print([m for m in sys.modules if m.startswith(('zoo.diagnostics', 'zoo.cli', 'zoo.sweeps', "
+            "'zoo.export', 'zoo.papers', 'zoo.audit'))])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_plugins_import_nothing_above_them():
+    """zoo/param is the bottom floor: no module there imports zoo.diagnostics, zoo.models or zoo.train, not even
+    inside a function (param/critical.py used to import diagnostics, a circle with diagnostics/jacobian.py)."""
+    import ast
+    from pathlib import Path
+
+    import zoo.param
+
+    above = ("zoo.diagnostics", "zoo.models", "zoo.train", "zoo.sweeps", "zoo.data")
+    for path in Path(zoo.param.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.startswith(above)], (path.name, names)

@@ -214,22 +214,6 @@ def test_mean_field_recursion_runs_to_the_depth_asked():
     assert len(chis) < 500 and not np.isfinite(qs[-1]) and np.all(np.isfinite(qs[:-1]))
 
 
-def test_plugins_import_nothing_above_them():
-    """zoo/param is the bottom floor: no module there imports zoo.diagnostics, zoo.models or zoo.train, not even
-    inside a function (param/critical.py used to import diagnostics, a circle with diagnostics/jacobian.py)."""
-    import ast
-    from pathlib import Path
-
-    import zoo.param
-
-    above = ("zoo.diagnostics", "zoo.models", "zoo.train", "zoo.sweeps", "zoo.data")
-    for path in Path(zoo.param.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not [n for n in names if n.startswith(above)], (path.name, names)
-
-
 def test_correlation_length_and_depth():
     """xi = 1 / |ln chi| (eq. 17) and the trainable depth 28 xi (App. L)."""
     assert jacobian.correlation_length(np.exp(-0.1)) == pytest.approx(10.0)

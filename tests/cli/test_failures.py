@@ -323,3 +323,17 @@ def test_ctrl_c_outside_training_does_not_speak_of_training():
                    "from zoo.cli.sample import main\nmain(['RUN', '--prompt', 'P'])")
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", proc.stderr
     assert proc.stdout == "Pdrawn"
+
+
+def test_the_hosts_out_of_memory_is_the_out_of_memory_line():
+    """A host allocation beyond the machine (numpy's MemoryError, or Python's bare one) is said as XLA's is: the
+    size where it is known, never 'unexpected MemoryError'."""
+    from numpy.exceptions import AxisError  # an error that is not about memory
+
+    from zoo.errors import out_of_memory
+
+    numpy_error = type("_ArrayMemoryError", (MemoryError,), {})(
+        "Unable to allocate 72.8 TiB for an array with shape (1000000, 10000000) and data type float64")
+    assert out_of_memory(numpy_error) == "72.8 TiB"
+    assert out_of_memory(MemoryError()) == "memory"
+    assert out_of_memory(AxisError(3, 2)) is None
