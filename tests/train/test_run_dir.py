@@ -116,43 +116,43 @@ def test_the_horizon_is_part_of_the_identity_and_forks_must_train(tmp_path):
 def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_new_settings(tmp_path):
     """Every refusal below happens before the run dir exists; a run dir whose run never saved a checkpoint (its
     config.json is there) takes the corrected command, saying so in one line."""
-    run = tmp_path / "run"
-    refused = run_main_many([
+    run, unsaved = tmp_path / "run", tmp_path / "unsaved"
+    unsaved.mkdir()
+    (unsaved / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
+    *refused, started = run_main_many([
         [*SMALL, "--steps", "2", "--model-opt", "activation=nope", "--run-dir", str(run)],
         [*SMALL, "--steps", "2", "--param", "depth_mup", "--param-opt", "alpha=nan", "--run-dir", str(run)],
         [*SMALL, "--steps", "2", "--mesh", "data=2", "--run-dir", str(run)],
         ["--model", "gpt", "--width", "64", "--depth", "1", "--data", "shakespeare", "--seq-len", "65536",
          "--batch-size", "64", "--run-dir", str(run)],
+        [*SMALL, "--steps", "2", "--run-dir", str(unsaved)],
     ])
     lines = [clean_error(code, err) for code, err in refused]
     assert "unknown activation 'nope'" in lines[0], lines[0]
     assert "option alpha of 'depth_mup' must be a finite number, got nan" in lines[1], lines[1]
     assert "must equal the 1 devices" in lines[2] and "GB of activations" in lines[3], lines
     assert not run.exists()
-    run.mkdir()
-    (run / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
-    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    code, err = started
     assert code == 0, err
-    assert f"{run} has no checkpoint yet: starting it with these settings (lr 0.5 -> 0.001)" in err
-    assert json.loads((run / "config.json").read_text())["optim"]["lr"] == 0.001
+    assert f"{unsaved} has no checkpoint yet: starting it with these settings (lr 0.5 -> 0.001)" in err
+    assert json.loads((unsaved / "config.json").read_text())["optim"]["lr"] == 0.001
 
 
 def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(tmp_path):
     """A folder whose config.json names no model (another program's file), or which holds a run's other files without
     a run's config, is refused in one line, the files as they were; a zoo run's config.json, nested or flat, names
     its model, and a run writes it before anything else."""
-    run = tmp_path / "project"
-    run.mkdir()
+    config, summary = tmp_path / "project", tmp_path / "other"
     foreign = json.dumps({"name": "my project", "version": 3})
-    (run / "config.json").write_text(foreign)
-    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    for run, name in ((config, "config.json"), (summary, "summary.json")):  # nor a metrics.jsonl or curves.png
+        run.mkdir()
+        (run / name).write_text(foreign)
+    results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)] for run in (config, summary)])
+    (code, err), (other, other_err) = results
     assert code == 1 and "does not hold a zoo run's config" in clean_error(code, err), err
-    assert (run / "config.json").read_text() == foreign and not (run / "checkpoints").exists()
-    (run / "config.json").unlink()
-    (run / "summary.json").write_text(foreign)  # nor a summary.json, metrics.jsonl or curves.png of its own
-    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
-    assert code == 1 and "another program's files would be overwritten" in clean_error(code, err), err
-    assert (run / "summary.json").read_text() == foreign and not (run / "checkpoints").exists()
+    assert (config / "config.json").read_text() == foreign and not (config / "checkpoints").exists()
+    assert other == 1 and "another program's files would be overwritten" in clean_error(other, other_err), other_err
+    assert (summary / "summary.json").read_text() == foreign and not (summary / "checkpoints").exists()
 
 def test_files_follow_the_umask(tmp_path):
     """config.json, summary.json and a trimmed metrics.jsonl get 0666 less the umask (0640 under umask 027), as
@@ -217,13 +217,13 @@ def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refus
     run = tmp_path / "run"
     run.mkdir()
     (run / "checkpoints").write_text("not a folder")
-    (code, err), = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)]])
+    runs = {name: tmp_path / name.replace(".", "_") for name in ("metrics.jsonl", "summary.json", "curves.png")}
+    for name, folder in runs.items():
+        (folder / name).mkdir(parents=True)  # found after the compile, or after training, naming a temporary file
+    (code, err), *results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(folder)]
+                                           for folder in (run, *runs.values())])
     assert f"{run / 'checkpoints'} is not a directory" in clean_error(code, err)
     assert (run / "checkpoints").read_text() == "not a folder" and "compiling" not in err
-    runs = {name: tmp_path / name.replace(".", "_") for name in ("metrics.jsonl", "summary.json", "curves.png")}
-    for name, run in runs.items():
-        (run / name).mkdir(parents=True)  # found after the compile, or after training, naming a temporary file
-    results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)] for run in runs.values()])
     for (name, run), (code, err) in zip(runs.items(), results, strict=True):
         assert f"{run / name} is a directory, so the run could not write it" in clean_error(code, err)
         assert "compiling" not in err
