@@ -1,7 +1,7 @@
 """Bad input: one clear line naming what is wrong, a non-zero exit, no traceback, nothing on disk lost (issues 3, 9).
 
-Inputs that fail before training run through `zoo.cli.train.main` in one subprocess (run_main_many), those that need a
-run on disk through train.py itself."""
+Commands run through `zoo.cli.train.main`, many in one subprocess (run_main_many): those that fail before training,
+and the reruns of a small run on disk (damaged, from an older zoo, under other settings)."""
 
 from __future__ import annotations
 
@@ -140,45 +140,54 @@ def test_example_config_file_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-def test_corrupt_checkpoints_are_reported_and_kept(tmp_path, small_run):
-    """Every checkpoint unreadable: one line, exit 1, every file still there."""
-    import shutil
-
-    run = tmp_path / "run"
-    shutil.copytree(small_run, run)
-    (run / "summary.json").unlink()  # not finished: the rerun must read a checkpoint
-    for f in (run / "checkpoints").rglob("*"):
-        if f.is_file() and f.stat().st_size > 0 and "state" in str(f):
-            f.write_bytes(b"garbage")
-    before = sorted(str(p) for p in (run / "checkpoints").rglob("*"))
-    line = one_clean_line(run_train([*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(run)]))
-    assert "no checkpoint" in line and "can be read" in line
-    assert sorted(str(p) for p in (run / "checkpoints").rglob("*")) == before
-
-
-def test_checkpoint_with_in_out_kernels_is_one_line_and_kept(tmp_path, small_run):
-    """A checkpoint from before Dense kernels were stored (out, in) (no "kernels" in its metadata): one line naming
-    the layout, exit 1, nothing moved to corrupt/ (its hidden kernels are square: it would load, transposed)."""
+@pytest.fixture(scope="module")
+def rerun(small_run, tmp_path_factory) -> dict:
+    """small_run rerun by train.py's main, in one process: a copy whose every checkpoint is garbage, a copy whose
+    checkpoints predate Dense kernels stored (out, in), and the run itself under another width. (exit status,
+    stderr) and each copy's files before, by name."""
     import json
     import shutil
 
-    run = tmp_path / "run"
-    shutil.copytree(small_run, run)
-    (run / "summary.json").unlink()
-    metas = [f for f in (run / "checkpoints").rglob("metadata") if f.parent.name == "meta"]
+    root = tmp_path_factory.mktemp("rerun")
+    corrupt, in_out = root / "corrupt", root / "in_out"
+    for run in (corrupt, in_out):
+        shutil.copytree(small_run, run)
+        (run / "summary.json").unlink()  # not finished: the rerun must read a checkpoint
+    for f in (corrupt / "checkpoints").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0 and "state" in str(f):
+            f.write_bytes(b"garbage")
+    metas = [f for f in (in_out / "checkpoints").rglob("metadata") if f.parent.name == "meta"]
     assert metas
     for f in metas:
         meta = json.loads(f.read_text())
         assert meta.pop("kernels") == "out_in"
         f.write_text(json.dumps(meta))
-    before = sorted(str(p) for p in run.rglob("*"))
-    line = one_clean_line(run_train([*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(run)]))
+    before = {"corrupt": sorted(str(p) for p in (corrupt / "checkpoints").rglob("*")),
+              "in_out": sorted(str(p) for p in in_out.rglob("*"))}
+    runs = {"corrupt": [*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(corrupt)],
+            "in_out": [*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(in_out)],
+            "wider": [*SMALL, "--steps", "4", "--run-dir", str(small_run), "--width", "64"]}
+    return {"corrupt_dir": corrupt, "in_out_dir": in_out, "before": before,
+            **dict(zip(runs, run_main_many(list(runs.values())), strict=True))}
+
+
+def test_corrupt_checkpoints_are_reported_and_kept(rerun):
+    """Every checkpoint unreadable: one line, exit 1, every file still there."""
+    line = clean_error(*rerun["corrupt"])
+    assert "no checkpoint" in line and "can be read" in line
+    assert sorted(str(p) for p in (rerun["corrupt_dir"] / "checkpoints").rglob("*")) == rerun["before"]["corrupt"]
+
+
+def test_checkpoint_with_in_out_kernels_is_one_line_and_kept(rerun):
+    """A checkpoint from before Dense kernels were stored (out, in) (no "kernels" in its metadata): one line naming
+    the layout, exit 1, nothing moved to corrupt/ (its hidden kernels are square: it would load, transposed)."""
+    line = clean_error(*rerun["in_out"])
     assert "holds Dense kernels in_out" in line and "train it again" in line
-    assert sorted(str(p) for p in run.rglob("*")) == before
+    assert sorted(str(p) for p in rerun["in_out_dir"].rglob("*")) == rerun["before"]["in_out"]
 
 
-def test_different_run_in_same_dir_is_refused(small_run):
-    line = one_clean_line(run_train([*SMALL, "--steps", "4", "--run-dir", str(small_run), "--width", "64"]))
+def test_different_run_in_same_dir_is_refused(rerun):
+    line = clean_error(*rerun["wider"])
     assert "holds a run with other settings (width 32 -> 64)" in line
 
 
