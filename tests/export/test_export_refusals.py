@@ -68,7 +68,7 @@ def test_a_refused_export_leaves_no_folders_made_for_out(tmp_path, capsys):
 def test_a_negative_branch_multiplier_is_refused_for_its_sign(activation, branch_mult, why):
     """depth_mup --param-opt branch_mult=-1 on a relu MLP-ResNet: the export refused it saying relu 'is not
     positively homogeneous', which it is; the sign is what cannot fold (relu(-u) != -relu(u)). Identity folds any
-    multiplier (the export's logits then equal the run's: tests/test_export.py's check)."""
+    multiplier (the export's logits then equal the run's: tests/export/test_export.py's check)."""
     from flax import nnx
 
     import zoo.models
