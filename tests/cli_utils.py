@@ -22,6 +22,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size", "16", "--data", "synthetic",
          "--eval-every", "1000", "--log-every", "5"]
+# a tiny run's settings in-process (zoo.config.resolve, then zoo.train.loop.train)
+TINY_RUN = {"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+            "eval_batch_size": 64, "log_every": 2}
 NOISE = ("Traceback", "Event loop is closed", "pybind", "absl", "tensorstore", "WARNING")
 
 
@@ -170,3 +173,34 @@ def saved_run(run_dir: Path, steps: tuple[int, ...] = (2, 4), argv: list[str] | 
 def metadata_files(run_dir: Path) -> list[Path]:
     """The metadata file (meta/metadata) of each checkpoint of a run dir."""
     return sorted(p for p in (run_dir / "checkpoints").glob("*/meta/metadata"))
+
+
+def exported_model(out: Path):
+    """The export as another program would see it: the SP model its config.json builds, with the params read back
+    by path (as --init-from reads them). Returns (config, logits(params, x) to trace, params, loaded, meta)."""
+    import jax
+    from flax import nnx
+
+    import zoo.models as M
+    import zoo.param as P
+    from zoo.config import RunConfig
+    from zoo.train.load import read_params
+    from zoo.train.setup import setup
+    from zoo.tree import key_path
+
+    cfg = RunConfig.from_json(json.loads((out / "config.json").read_text()))
+    model_cfg = setup(cfg).model_cfg
+
+    def create():
+        return M.create(cfg.model.name, model_cfg, P.get(cfg.param.name), nnx.Rngs(0))
+
+    loaded, meta = read_params(out)
+    graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    assert {key_path(p) for p, _ in flat} == set(loaded)
+    params = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
+
+    def logits(params, x):  # the multipliers from the SP model's own init (the rest of it is dead code)
+        return nnx.merge(graphdef, params, nnx.split(create(), nnx.Param, ...)[2])(x)[0]
+
+    return cfg, logits, params, loaded, meta

@@ -225,11 +225,25 @@ def undo_folders_made_on_failure(folder: Path) -> Iterator[None]:
         raise
 
 
+MAX_DEPTH = 32  # levels of nested mappings and lists in a settings file: a run's config holds 3
+
+
+def shallow(data: Any, where: str) -> Any:
+    """`data` (a file's parsed values), refused in one line naming `where` where it nests deeper than MAX_DEPTH:
+    the checks that walk a file's values recurse (a list nested 900 deep was 'unexpected RecursionError' and a trace
+    of 190 KB). Walked without recursion."""
+    level = [data]
+    for _ in range(MAX_DEPTH + 1):
+        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
+        if not level:
+            return data
+    raise ValueError(f"{where} nests its values deeper than a settings file does ({MAX_DEPTH} levels at most); is it "
+                     "a settings file?")
+
+
 def read_mapping(path: Path, what: str, advice: str) -> dict[str, Any]:
     """The JSON object in `path`: one line naming the file, `what` it should hold and `advice` when it is not JSON
     or not an object."""
-    from zoo.settings_file import shallow
-
     try:
         value = shallow(json.loads(read_regular(path)), str(path))
     except RecursionError:

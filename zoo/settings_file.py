@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from zoo.files import read_regular, refuse_special
+from zoo.files import MAX_DEPTH, read_regular, refuse_special, shallow
 
 
 class YamlLoader(yaml.SafeLoader):
@@ -67,22 +67,6 @@ def _numbers_as_typed(loader: type[yaml.SafeLoader]) -> None:
 
 
 _numbers_as_typed(YamlLoader)
-
-
-MAX_DEPTH = 32  # levels of nested mappings and lists in a settings file: a run's config holds 3
-
-
-def shallow(data: Any, where: str) -> Any:
-    """`data` (a file's parsed values), refused in one line naming `where` where it nests deeper than MAX_DEPTH:
-    the checks that walk a file's values recurse (a list nested 900 deep was 'unexpected RecursionError' and a trace
-    of 190 KB). Walked without recursion."""
-    level = [data]
-    for _ in range(MAX_DEPTH + 1):
-        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
-        if not level:
-            return data
-    raise ValueError(f"{where} nests its values deeper than a settings file does ({MAX_DEPTH} levels at most); is it "
-                     "a settings file?")
 
 
 def load(path: str, what: str) -> Any:

@@ -25,9 +25,8 @@ import zoo.data
 from zoo.config import RunConfig, identity_changes
 from zoo.data.card import described, from_card
 from zoo.errors import CheckpointError, one_line, reraise_stop
-from zoo.files import read_regular, refuse_special
+from zoo.files import read_regular, refuse_special, shallow
 from zoo.schema import digits
-from zoo.settings_file import shallow
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.setup import Setup, setup
 from zoo.tree import key_path
