@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,17 +81,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--eval-iters", type=int, default=200)
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", help="default: cuda where there is one, else cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (train.py's default on a GPU)")
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's own choice)")
     p.add_argument("--json", help="also write the evals and the summary here")
     args = p.parse_args(argv)
     sys.path.insert(0, str(checkout(args.nanogpt)))
+    import torch  # after the flags: --help needs no torch
     from model import GPT, GPTConfig  # nanoGPT's
 
     t0 = time.perf_counter()
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = args.device.startswith("cuda")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     autocast = torch.autocast("cuda", torch.bfloat16) if cuda else contextlib.nullcontext()

@@ -75,8 +75,8 @@ def spread(values: list[float]) -> str:
 
 def table(runs: list[dict], iters: int) -> str:
     lines = [f"| seed | zoo best val (whole split) | zoo best val ({iters} random batches) | nanoGPT best val ({iters} "
-             "random batches) | zoo steps (whole / sampled) | nanoGPT step | zoo time to best (s) | nanoGPT time to best (s) "
-             "| zoo wall (s) | nanoGPT wall (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "random batches) | zoo steps (whole / sampled) | nanoGPT step | zoo time to best (s) | nanoGPT time to "
+             "best (s) | zoo wall (s) | nanoGPT wall (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         z, n = r["zoo"], r["nanogpt"]
         lines.append(f"| {r['seed']} | {z['best_val']:.4f} | {z['best_sampled']:.4f} | {n['best_val']:.4f} | "

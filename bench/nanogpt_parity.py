@@ -31,7 +31,6 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 from flax import nnx
 from nanogpt_char import char_splits, checkout, get_lr, shape_args, windows
 from nanogpt_weights import to_nanogpt
@@ -66,6 +65,7 @@ def zoo_grads(prog, state, batch) -> dict[str, np.ndarray]:
 
 
 def nanogpt_model(args: argparse.Namespace, vocab: int, weights: dict[str, np.ndarray]):
+    import torch  # here, not at the top: parsing the flags needs no torch
     sys.path.insert(0, args.nanogpt)
     from model import GPT, GPTConfig  # nanoGPT's
 
@@ -102,6 +102,7 @@ def schedule_gap(lr: float) -> dict[str, float]:
 def bf16_first_loss(args, vocab, model, x, y) -> dict[str, float]:
     """The first batch's loss in bf16: zoo's bfloat16 dtype (f32 stream, LayerNorm, softmax and loss) and nanoGPT
     under torch's CPU autocast, from the same weights."""
+    import torch
     prog, _ = zoo_program(args, vocab, "bfloat16")
     state = prog.init(jax.random.key(args.seed))
     model_bf16 = as_model(prog, state, state["params"])
@@ -117,6 +118,8 @@ def rel(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
+    import torch
+
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     splits, vocab = char_splits(args.data)
