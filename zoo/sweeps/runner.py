@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 import zoo.data
@@ -77,13 +76,6 @@ class SweepSpec:
         run = {k: v for k, v in json.loads(json.dumps(self.run.identity())).items() if k not in PER_MEMBER}
         base_width, base_depth = self.bases()
         return {**run, "steps": steps, "base_width": base_width, "base_depth": base_depth}
-
-
-def enable_compile_cache(path: str | Path) -> None:
-    """JAX's persistent compilation cache in `path`: a rerun, or another sweep of the same shapes, skips XLA."""
-    Path(path).expanduser().mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(Path(path).expanduser()))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 def load_data(run: RunConfig) -> Any:
