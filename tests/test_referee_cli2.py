@@ -23,7 +23,7 @@ from zoo.sweeps.transfer import Arm, TransferSpec
 from zoo.sweeps.transfer_report import verdict
 
 TINY = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
-        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher", "--compile-cache", "off"]
+        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher"]
 
 
 @pytest.mark.parametrize("param", ["mup", "sp"])

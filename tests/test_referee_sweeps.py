@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from cli_utils import one_line_error
 
-TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--compile-cache", "off",
+TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2",
         "--lrs", "1e-3"]
 
 

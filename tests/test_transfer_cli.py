@@ -14,7 +14,7 @@ from zoo.sweeps.transfer import TransferSpec, check_lrs, target_config
 # SP's best LR falls like 1/width there, muP's stays put.
 CASE = ["--model", "mlp_resnet", "--param", "mup", "--proxy-width", "64", "--width", "512", "--depth", "4",
         "--lrs", "2^-13:2^-7:1", "--steps", "300", "--batch-size", "64", "--optimizer", "adam",
-        "--data", "synthetic:teacher", "--compile-cache", "off"]
+        "--data", "synthetic:teacher"]
 
 
 def error(argv, capsys) -> str:
@@ -64,7 +64,7 @@ def test_transfer_bad_input(tmp_path, capsys):
     assert "--target-seeds 2 from --seed 2147483647 reaches seed 2147483648" in error(
         [*CASE, *out, "--seed", str(2**31 - 1), "--target-seeds", "2"], capsys)
     gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--proxy-width", "16", "--width", "20", "--depth", "1",
-           "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", "--compile-cache", "off", *out]
+           "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", *out]
     assert "width 20 is not a multiple of head_dim 8" in error(gpt, capsys)
     assert not (tmp_path / "x").exists()  # refused before the proxy trained
 
