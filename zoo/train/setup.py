@@ -5,6 +5,7 @@ Shared by train.py and the sweeps (which build one program per shape over the sa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -53,8 +54,8 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
         check_augmentable(cfg.data.name, data)
         augment = pad_crop_flip
     dtype = jnp.dtype(compute_dtype(cfg.loop.precision))
-    program = build_program(lambda r: zoo.models.create(cfg.model.name, model_cfg, plugin, r), plugin, cfg.optim,
-                            dtype, augment, cfg.loop.grad_accum, horizon=steps)
+    program = build_program(None, plugin, cfg.optim, dtype, augment, cfg.loop.grad_accum, horizon=steps,
+                            model_of=functools.partial(zoo.models.create, cfg.model.name, model_cfg))
     return Setup(cfg, data, model_cfg, plugin, program)
 
 
