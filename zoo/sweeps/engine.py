@@ -188,7 +188,7 @@ class MemberTrainer:
         """A compile job for Programs: its key (the name, the mesh and the arguments' shapes), the function, the
         arguments, the compiler options (fast_compile: XLA's backend optimisation off, RUN_ONCE, for init)."""
         options = RUN_ONCE if fast_compile or self.fast_compile else None
-        return (self._mesh.size, *key_of(name, args)), fn, args, options
+        return (*key_of(name, args), self._mesh.size), fn, args, options
 
     def _call(self, name: str, fn: Any, *args: Any, fast_compile: bool = False) -> Any:
         """fn(*args), compiled ahead of time once per argument shapes (unless `prepare` did); run time accumulated."""

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 from jax._src import config as jax_config  # the thread-local switch of the threefry GPU kernel (no public one)
 
+from zoo.sweeps.ahead import wait
 from zoo.train import memory
 
 HITS = "/jax/compilation_cache/cache_hits"
@@ -29,13 +30,14 @@ HITS = "/jax/compilation_cache/cache_hits"
 @dataclasses.dataclass(frozen=True)
 class Compile:
     """One program's compile: seconds tracing (Python), lowering (to StableHLO) and compiling (XLA, or a load from
-    the persistent cache: `cached`)."""
+    the persistent cache: `cached`); the lowered text's bytes where measured (`Programs(text_sizes=True)`), else 0."""
 
     name: str
     trace_s: float
     lower_s: float
     compile_s: float
     cached: bool
+    text_bytes: int = 0
 
     @property
     def total_s(self) -> float:
@@ -63,10 +65,11 @@ def key_of(name: str, args: Sequence[Any]) -> tuple:
 
 
 class Programs:
-    """Compiled programs by `key_of`; `log` holds every compile in order, `compile_s` their total seconds."""
+    """Compiled programs by `key_of`; `log` holds every compile in order, `compile_s` their total seconds.
+    text_sizes: also measure each lowered program's text (bench/sweep_compile.py; printing it costs time)."""
 
-    def __init__(self, advice: str):
-        self.advice = advice
+    def __init__(self, advice: str, text_sizes: bool = False):
+        self.advice, self.text_sizes = advice, text_sizes
         self.log: list[Compile] = []
         self._compiled: dict[tuple, Any] = {}
         self._checked: set[tuple] = set()
@@ -94,24 +97,26 @@ class Programs:
                 traced = fn.trace(*args)
                 t1 = time.perf_counter()
                 low = traced.lower()
-            lowered.append((key, low, options, t1 - t0, time.perf_counter() - t1))
+            lowered.append((key, low, options, t1 - t0, time.perf_counter() - t1,
+                            len(low.as_text()) if self.text_sizes else 0))
         results: list[Any] = [None] * len(lowered)
 
         def run(i: int) -> None:
-            key, low, options, trace_s, lower_s = lowered[i]
+            key, low, options, trace_s, lower_s, size = lowered[i]
             try:
                 before, t0 = _hits.count, time.perf_counter()
                 compiled = low.compile(compiler_options=options)
                 results[i] = (compiled, Compile(key[0], trace_s, lower_s, time.perf_counter() - t0,
-                                                _hits.count > before))
+                                                _hits.count > before, size))
             except BaseException as e:  # noqa: BLE001 -- raised again in the calling thread
                 results[i] = e
 
-        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(lowered))]
+        threads = [threading.Thread(target=run, args=(i,), daemon=True, name=f"zoo-compile {lowered[i][0][0]}")
+                   for i in range(len(lowered))]
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            wait(t)
         for (key, *_), result in zip(lowered, results, strict=True):
             if isinstance(result, BaseException):
                 raise result
