@@ -38,14 +38,16 @@ def lowered(prog) -> tuple[str, str]:
 
 
 def test_plugins_at_one_shape_lower_to_one_program():
-    """SP; muP; muP with another init scale, zero-initialised readout and weight decay: other numbers (the test
-    could fail), the same init and train-step programs."""
-    progs = [program("sp"), program("mup"), program("mup", weight_decay=0.05, param_opt={"init_mult": 2.0,
-                                                                                          "zero_init": True})]
+    """SP; muP; muP with another init scale and weight decay: other numbers (the test could fail), the same init and
+    train-step programs. A zero-initialised readout fills it with 0 instead of drawing it: another init program, the
+    same train step."""
+    progs = [program("sp"), program("mup"), program("mup", weight_decay=0.05, param_opt={"init_mult": 2.0})]
     flat = [np.concatenate([np.ravel(v) for v in jax.tree.leaves(p.numbers.values)]) for p in progs]
     assert not np.array_equal(flat[0], flat[1]) and not np.array_equal(flat[1], flat[2])
     texts = [lowered(p) for p in progs]
     assert texts[0] == texts[1] == texts[2]
+    zeroed = lowered(program("mup", param_opt={"zero_init": True}))
+    assert zeroed[0] != texts[0][0] and zeroed[1] == texts[0][1]
 
 
 @pytest.mark.slow

@@ -8,7 +8,10 @@ list of values, which may be traced arrays: an init program traced under `replay
 argument instead of holding them as constants, so SP, muP or any plugin of the same shape lowers to the same program
 (design.md section 3: plugin scalars may be traced). An answer is stored as the float32 array the model makes of
 it (`jnp.asarray(answer, float32)`, or `std * normal` in float32), so a replayed model is the recorded one bit for
-bit. Everything else (the plugin's name, its frozen kinds, `for_model`'s checks) is the plugin's own."""
+bit. An init std of exactly 0 stays the constant 0: a model fills such a parameter with its constant instead of
+drawing it (a bias, a norm gain, a zero-initialised readout), which a traced 0 would make it draw and multiply by 0
+(the same values, a larger init program); which stds are 0 is then part of the program. Everything else (the
+plugin's name, its frozen kinds, `for_model`'s checks) is the plugin's own."""
 
 from __future__ import annotations
 
@@ -50,15 +53,21 @@ def record(build: Callable[[Any], Any], plugin: Any) -> tuple[Any, dict[Question
     return build(_Answering(plugin, answer)), answers
 
 
-def replay(plugin: Any, questions: Sequence[Question], values: Sequence[Any]) -> Any:
-    """`plugin` answering `questions[i]` with `values[i]` (traced or not); a question not recorded is a KeyError
-    naming it (the model asked something at replay it did not ask at record: a bug, not a user error)."""
+def zero_stds(answers: dict[Question, np.ndarray]) -> frozenset[Question]:
+    """The init-std questions answered with exactly 0 (replayed as the constant 0)."""
+    return frozenset(q for q, v in answers.items() if q[0] == "init_std" and not np.any(v))
+
+
+def replay(plugin: Any, questions: Sequence[Question], values: Sequence[Any], zeros: frozenset = frozenset()) -> Any:
+    """`plugin` answering `questions[i]` with `values[i]` (traced or not), and those in `zeros` (`zero_stds`) with
+    the constant 0.0; a question not recorded is a KeyError naming it (the model asked something at replay it did not
+    ask at record: a bug, not a user error)."""
     index = {q: i for i, q in enumerate(questions)}
 
     def answer(inner: Any, question: Question) -> Any:
         del inner
         if question not in index:
             raise KeyError(f"the model asked its plugin {question[0]}{question[1]}, which was not recorded")
-        return values[index[question]]
+        return 0.0 if question in zeros else values[index[question]]
 
     return _Answering(plugin, answer)

@@ -10,8 +10,11 @@ optimizer state (`Program.init(key, lr)`); its init and step RNG come from its s
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
 plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
 Program, each member's options are traced values kept in its state, and its program is built from them inside
-the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side. Compile
-time (ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from steady-state running.
+the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side; a Program
+built with its plugin's numbers as data (zoo.train.step.Numbers) trains as the family of them, so no LR, seed or
+plugin number is a constant of its programs and every plugin and grid of a shape shares them. The programs compile
+ahead of time, from shapes alone and side by side (`prepare`, zoo.sweeps.programs), timed apart from steady-state
+running (a persistent-cache hit counts as a compile).
 """
 
 from __future__ import annotations
@@ -111,28 +114,29 @@ class MemberTrainer:
         step, evaluate, init_one = _member_functions(prog if self._numbers is None else prog.with_numbers)
         gather = data.gather
 
-        def steps(state, arrays, idx, count, step):
+        def steps(state, arrays, idx, count, step, members=()):
             """The first `count` steps of the chunk's batch indices `idx` [chunk, batch], in a loop whose trip count
             is a traced value (a shorter last chunk runs the same program; a switched-off step under a `cond`
-            made XLA copy the whole state every step) and whose carry is updated in place."""
+            made XLA copy the whole state every step) and whose carry is updated in place. members: the shape of
+            the step's loss, () or (group,) (float32: Program's loss; the step is traced once, in the loop)."""
             def body(i, carry):
                 s, losses = carry
                 s, metrics = step(s, gather(arrays, idx[i]))
                 return s, losses.at[i].set(metrics["loss"])
 
-            loss = jax.eval_shape(lambda s: step(s, gather(arrays, idx[0]))[1]["loss"], state)
-            losses = jnp.zeros((idx.shape[0], *loss.shape), loss.dtype)
+            losses = jnp.zeros((idx.shape[0], *members), jnp.float32)
             return jax.lax.fori_loop(0, count, body, (state, losses))
 
         def grouped(states, arrays, idx, count, g):
             """A device's members [k, ...] in groups of g, each group through all of the chunk's steps."""
             k = jax.tree.leaves(states)[0].shape[0]
             if g == 1:  # the members one by one through the unbatched step
-                groups, step_g = states, step
+                groups, step_g, members = states, step, ()
             else:
                 groups = jax.tree.map(lambda a: a.reshape(k // g, g, *a.shape[1:]), states)
-                step_g = jax.vmap(step, in_axes=(0, None))  # the batch shared
-            _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g)), None, groups)
+                step_g, members = jax.vmap(step, in_axes=(0, None)), (g,)  # the batch shared
+            _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g, members)), None,
+                                            groups)
             new = jax.tree.map(lambda a: a.reshape(k, *a.shape[2 if g > 1 else 1:]), new)
             return new, jnp.moveaxis(losses.reshape(k, -1) if g == 1 else
                                      jnp.moveaxis(losses, 2, 1).reshape(k, -1), 0, 1)
@@ -193,7 +197,8 @@ class MemberTrainer:
     def _call(self, name: str, fn: Any, *args: Any, fast_compile: bool = False) -> Any:
         """fn(*args), compiled ahead of time once per argument shapes (unless `prepare` did); run time accumulated."""
         key, *_ = job = self._job(name, fn, args, fast_compile)
-        self.programs.compile_all([job])
+        self.programs.lower(*job)
+        self.programs.compile()
         program = self.programs.get(key, name, args)
         t0 = time.perf_counter()
         out = jax.block_until_ready(program(*args))
@@ -206,21 +211,22 @@ class MemberTrainer:
         shapes alone, nothing allocated on the device, side by side (`Programs.compile_all`): for a sweep's next
         shape while the current one trains, or for this one's programs at once."""
         args = self._init_args(lrs, seeds, options)
-        jobs = [self._job("init", self._init, args, fast_compile=True)]
-        if jobs[0][0] not in self._abstract:
-            shapes = jax.eval_shape(self._init, *args)
+        init = self._job("init", self._init, args, fast_compile=True)
+        shapes = self.programs.lower(*init)
+        if shapes is not None or init[0] not in self._abstract:  # the states' shapes, as the init program gives them
+            shapes = shapes or jax.eval_shape(self._init, *args)
             sharding = self._states_sharding()
-            self._abstract[jobs[0][0]] = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype,
-                                                                                     sharding=sharding), shapes)
-        states = self._abstract[jobs[0][0]]
+            self._abstract[init[0]] = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
+                                                   shapes)
+        states = self._abstract[init[0]]
         if steps > 0:
             idx = jax.ShapeDtypeStruct((min(self.chunk, steps), self.batch_size), jnp.int32)
-            jobs.append(self._job(self._train_name(), self._train_chunk(self._group, self._mesh),
-                                  (states, self._train_arrays, idx, jax.ShapeDtypeStruct((), jnp.int32))))
+            self.programs.lower(*self._job(self._train_name(), self._train_chunk(self._group, self._mesh),
+                                           (states, self._train_arrays, idx, jax.ShapeDtypeStruct((), jnp.int32))))
         if evaluate:
             rows = self._eval_rows(args[1].shape[0] if self.vmapped else 1, eval_limit)
-            jobs.append(self._job("eval", self._eval_sums, (states, self._eval_arrays, *rows)))
-        self.programs.compile_all(jobs)
+            self.programs.lower(*self._job("eval", self._eval_sums, (states, self._eval_arrays, *rows)))
+        self.programs.compile()
 
     def _states_sharding(self) -> NamedSharding | None:
         """Where vmapped states live: split over the `members` mesh (one member's: where its init put it)."""

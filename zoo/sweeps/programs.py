@@ -65,44 +65,42 @@ def key_of(name: str, args: Sequence[Any]) -> tuple:
 
 
 class Programs:
-    """Compiled programs by `key_of`; `log` holds every compile in order, `compile_s` their total seconds.
-    text_sizes: also measure each lowered program's text (bench/sweep_compile.py; printing it costs time)."""
+    """Compiled programs by `key_of`: `lower` traces and lowers one (Python, one after another), `compile` compiles
+    every lowered one side by side, one thread each. `log` holds every compile in order, `compile_s` the wall-clock
+    seconds spent in both (programs compiled side by side count once). text_sizes: also measure each lowered
+    program's text (bench/sweep_compile.py; printing it costs time)."""
 
     def __init__(self, advice: str, text_sizes: bool = False):
         self.advice, self.text_sizes = advice, text_sizes
         self.log: list[Compile] = []
+        self.compile_s = 0.0
         self._compiled: dict[tuple, Any] = {}
+        self._lowered: dict[tuple, tuple] = {}
         self._checked: set[tuple] = set()
 
-    @property
-    def compile_s(self) -> float:
-        return sum(c.total_s for c in self.log)
+    def lower(self, key: tuple, fn: Any, args: Sequence[Any], options: dict[str, Any] | None = None) -> Any:
+        """`fn` (a jax.jit) traced and lowered on `args` (arrays or ShapeDtypeStructs) under `key`, to be compiled
+        with `options` by `compile`; its outputs' shapes (None when `key` is compiled or lowered already)."""
+        if key in self._compiled or key in self._lowered:
+            return None
+        t0 = time.perf_counter()
+        with jax_config.threefry_gpu_kernel_lowering(True):
+            traced = fn.trace(*args)
+            t1 = time.perf_counter()
+            low = traced.lower()
+        t2 = time.perf_counter()
+        self._lowered[key] = (low, options, t1 - t0, t2 - t1, len(low.as_text()) if self.text_sizes else 0)
+        self.compile_s += time.perf_counter() - t0
+        return traced.out_info
 
-    def has(self, key: tuple) -> bool:
-        return key in self._compiled
-
-    def compile(self, key: tuple, fn: Any, args: Sequence[Any], options: dict[str, Any] | None = None) -> None:
-        """Compile `fn` (a jax.jit) on `args` under `key`, unless it is compiled already."""
-        self.compile_all([(key, fn, args, options)])
-
-    def compile_all(self, jobs: list[tuple[tuple, Any, Sequence[Any], dict[str, Any] | None]]) -> None:
-        """Each (key, fn, args, compiler options) not compiled yet: traced and lowered one after another (Python),
-        then compiled side by side, one thread each (a failure is raised here, the first one's)."""
-        lowered = []
-        for key, fn, args, options in jobs:
-            if key in self._compiled or any(key == k for k, *_ in lowered):
-                continue
-            t0 = time.perf_counter()
-            with jax_config.threefry_gpu_kernel_lowering(True):
-                traced = fn.trace(*args)
-                t1 = time.perf_counter()
-                low = traced.lower()
-            lowered.append((key, low, options, t1 - t0, time.perf_counter() - t1,
-                            len(low.as_text()) if self.text_sizes else 0))
-        results: list[Any] = [None] * len(lowered)
+    def compile(self) -> None:
+        """Every lowered program compiled, side by side (a failure is raised here, the first one's)."""
+        start, jobs = time.perf_counter(), list(self._lowered.items())
+        self._lowered = {}
+        results: list[Any] = [None] * len(jobs)
 
         def run(i: int) -> None:
-            key, low, options, trace_s, lower_s, size = lowered[i]
+            key, (low, options, trace_s, lower_s, size) = jobs[i]
             try:
                 before, t0 = _hits.count, time.perf_counter()
                 compiled = low.compile(compiler_options=options)
@@ -111,13 +109,16 @@ class Programs:
             except BaseException as e:  # noqa: BLE001 -- raised again in the calling thread
                 results[i] = e
 
-        threads = [threading.Thread(target=run, args=(i,), daemon=True, name=f"zoo-compile {lowered[i][0][0]}")
-                   for i in range(len(lowered))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            wait(t)
-        for (key, *_), result in zip(lowered, results, strict=True):
+        threads = [threading.Thread(target=run, args=(i,), daemon=True, name=f"zoo-compile {key[0]}")
+                   for i, (key, _) in enumerate(jobs)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                wait(t)
+        finally:
+            self.compile_s += time.perf_counter() - start
+        for (key, _), result in zip(jobs, results, strict=True):
             if isinstance(result, BaseException):
                 raise result
             self._compiled[key] = result[0]

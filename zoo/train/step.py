@@ -70,6 +70,7 @@ class Numbers:
     """
 
     questions: tuple[scalars.Question, ...]
+    zeros: frozenset  # the questions answered with the constant 0 (scalars.zero_stds)
     values: dict[str, Any]
     model_of: Callable[[Any, nnx.Rngs], nnx.Module]
     plugin: Parametrization
@@ -103,7 +104,7 @@ class Program:
         n = self.numbers
         if n is None:
             raise ValueError("this program was built without its plugin's numbers (build_program(model_of=...))")
-        plugin = scalars.replay(n.plugin, n.questions, values["model"])
+        plugin = scalars.replay(n.plugin, n.questions, values["model"], n.zeros)
         tx = n.chain(n.tree(values["grad_scale"]), n.tree(values["lr_mult"]), None, decayed=n.tree(values["decayed"]))
         return dataclasses.replace(self, make_model=functools.partial(n.model_of, plugin), tx=tx)
 
@@ -195,5 +196,5 @@ def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: P
         values = {"model": list(answers.values()),
                   **{k: [np.float32(x) for x in leaves[k]] for k in ("grad_scale", "lr_mult")},
                   "decayed": [np.float32(optim_cfg.decay * w) for w in leaves["wd_mult"]]}
-        numbers = Numbers(tuple(answers), values, model_of, plugin, params, chain)
+        numbers = Numbers(tuple(answers), scalars.zero_stds(answers), values, model_of, plugin, params, chain)
     return Program(graphdef, chain(*rules), make_model, dtype, augment, grad_accum, numbers)
