@@ -22,8 +22,8 @@ STEPS, BATCH = 3, 8
 
 
 def program(param: str, **settings):
-    cfg = resolve({"model": "mlp_resnet", "param": param, "width": 16, "depth": 2, "base_width": 8, "data": "synthetic",
-                   "steps": STEPS, "batch_size": BATCH, "optimizer": "adamw", **settings})
+    cfg = resolve({"model": "mlp_resnet", "width": 16, "depth": 2, "base_width": 8, "data": "synthetic", "steps": STEPS,
+                   "batch_size": BATCH, "optimizer": "adamw", "param": param, **settings})
     return setup(cfg, DATA).program
 
 
@@ -66,3 +66,23 @@ def test_numbers_as_data_train_as_numbers_as_constants():
     assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(start, own, strict=True))
     _, losses = traced.train(states, STEPS)
     np.testing.assert_allclose(losses, reference, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_sweep_member_is_the_train_py_run(tmp_path):
+    """train.py takes the plugin's numbers as arguments too: a one-member sweep of its LR and seed has its losses,
+    step for step. (Held as constants, XLA folds and contracts them otherwise: Depth-muP's Adam moments of the
+    embedding and readout differed from the second step, and the losses from the third to the sixth.)"""
+    from zoo.cli import train as train_cli
+    from zoo.train.logger import read_metrics
+
+    run, steps = tmp_path / "run", 6
+    settings = {"param": "depth_mup", "width": 16, "depth": 4, "base_width": 16, "base_depth": 1, "optimizer": "adam",
+                "lr": 2.0**-8, "seed": 3, "steps": steps}
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**settings, "model": "mlp_resnet", "data": "synthetic",
+                                                          "batch_size": BATCH}.items()]
+    train_cli.main.__wrapped__([*flags, "--log-every", "1", "--run-dir", str(run)])
+    logged = [row["loss"] for row in read_metrics(run) if row.get("split") == "train"]
+    member = MemberTrainer(program(**settings), DATA, BATCH, chunk=steps, data_seed=3)
+    _, losses = member.train(member.init(np.array([2.0**-8]), np.array([3])), steps)
+    assert np.array_equal(losses[:, 0], np.float32(logged))
