@@ -37,8 +37,6 @@ from zoo.sweeps.runner import load_data, shape_trainer
 from zoo.train import backend, compile_cache
 from zoo.train.setup import setup
 
-backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
-
 
 def measure(cfg: Any, data: Any, count: int, steps: int, chunk: int, shift: float = 0.0,
             train: bool = True) -> dict[str, Any]:
@@ -96,6 +94,7 @@ def machine() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=positive)
     p.add_argument("--depth", type=positive)

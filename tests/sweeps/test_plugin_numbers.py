@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_utils import run_train
 
 import zoo.data
 from zoo.config import resolve
@@ -72,8 +73,8 @@ def test_numbers_as_data_train_as_numbers_as_constants():
 def test_a_sweep_member_is_the_train_py_run(tmp_path):
     """train.py takes the plugin's numbers as arguments too: a one-member sweep of its LR and seed has its losses,
     step for step. (Held as constants, XLA folds and contracts them otherwise: Depth-muP's Adam moments of the
-    embedding and readout differed from the second step, and the losses from the third to the sixth.)"""
-    from zoo.cli import train as train_cli
+    embedding and readout differed from the second step, the losses from the third.) train.py runs in a process of
+    its own, on one device: this session's devices may be several, and a batch split over them sums otherwise."""
     from zoo.train.logger import read_metrics
 
     run, steps = tmp_path / "run", 6
@@ -81,7 +82,8 @@ def test_a_sweep_member_is_the_train_py_run(tmp_path):
                 "lr": 2.0**-8, "seed": 3, "steps": steps}
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**settings, "model": "mlp_resnet", "data": "synthetic",
                                                           "batch_size": BATCH}.items()]
-    train_cli.main.__wrapped__([*flags, "--log-every", "1", "--run-dir", str(run)])
+    trained = run_train([*flags, "--log-every", "1", "--run-dir", str(run)])
+    assert trained.returncode == 0, trained.stderr
     logged = [row["loss"] for row in read_metrics(run) if row.get("split") == "train"]
     member = MemberTrainer(program(**settings), DATA, BATCH, chunk=steps, data_seed=3)
     _, losses = member.train(member.init(np.array([2.0**-8]), np.array([3])), steps)

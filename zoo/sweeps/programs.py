@@ -11,6 +11,7 @@ instead of 30 s."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -19,12 +20,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src import config as jax_config  # the thread-local switch of the threefry GPU kernel (no public one)
+from jax._src import config as jax_config
 
 from zoo.sweeps.ahead import wait
 from zoo.train import memory
 
 HITS = "/jax/compilation_cache/cache_hits"
+# The thread-local switch of the threefry GPU kernel (JAX has no public one; without it, the default lowering).
+THREEFRY_KERNEL = getattr(jax_config, "threefry_gpu_kernel_lowering", lambda _: contextlib.nullcontext())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +87,7 @@ class Programs:
         if key in self._compiled or key in self._lowered:
             return None
         t0 = time.perf_counter()
-        with jax_config.threefry_gpu_kernel_lowering(True):
+        with THREEFRY_KERNEL(True):
             traced = fn.trace(*args)
             t1 = time.perf_counter()
             low = traced.lower()
