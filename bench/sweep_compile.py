@@ -94,7 +94,6 @@ def machine() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=positive)
     p.add_argument("--depth", type=positive)
@@ -106,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write", help="also write the numbers as markdown to this file")
     add_run_flags(p)
     args = p.parse_args(argv)
+    backend.cpu_cores_as_devices()  # as python -m zoo.sweep: the vmapped members split over the cores
     run = run_config(args)
     data = load_data(run)
     cfg = run.replace(width=args.width, depth=args.depth, base_width=args.base_width or args.width,
