@@ -143,7 +143,7 @@ def check_shell_script(path: Path, args: list[str]) -> None:
     assert path.is_file(), f"{path.relative_to(ROOT)}: no such script"
     syntax = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
-    parts = set(re.findall(r"^\s+([\w-]+)\)", path.read_text(), re.M))
+    parts = {p for case in re.findall(r"^\s+([\w|-]+)\)", path.read_text(), re.M) for p in case.split("|")}
     if parts:
         assert set(args[1:]) <= parts, f"{path.name}: unknown parts {sorted(set(args[1:]) - parts)}"
 

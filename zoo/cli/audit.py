@@ -25,6 +25,7 @@ from typing import Any
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
     Parser,
+    add_allow_import,
     add_compile_cache,
     add_policy_flags,
     add_settings,
@@ -68,6 +69,7 @@ def parser() -> argparse.ArgumentParser:
     add_policy_flags(p, "is audited at --batch-sizes and --horizons (the proxy: the smallest of each)", tokens=False)
     add_settings(p, RUN_FLAGS)
     add_compile_cache(p)
+    add_allow_import(p)
     return p
 
 
@@ -145,11 +147,17 @@ def main(argv: list[str] | None = None) -> None:
                                     min(widths) if widths else w, args.tol, args.seed)
         result.run["policy"] = policy.spec()
     result.run["run_dir"], result.saved = args.run_dir or "", subject.saved
+    if args.run_dir:
+        result.run["step"], result.run["unreadable"] = subject.step, subject.unreadable
     console = Console()
     console.width = max(console.width, 150)  # the table whole, in a pipe too
+    for line in subject.unreadable:
+        console.print(f"note: {line}", highlight=False)
     for table in tables(result):
         console.print(table)
     for line in result.failures():
         console.print(f"[red]FAIL[/red] {line}", highlight=False)
-    print(f"{'PASS' if result.passed else 'FAIL'}; json: {write_json(result, args.json)}")
+    older = (f" (of checkpoint {subject.step}, not the run's newest: {len(subject.unreadable)} newer cannot be read, "
+             "see above)") if subject.unreadable else ""
+    print(f"{'PASS' if result.passed else 'FAIL'}{older}; json: {write_json(result, args.json)}")
     raise SystemExit(0 if result.passed else 1)

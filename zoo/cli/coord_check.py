@@ -28,6 +28,7 @@ from zoo.cli.flags import (
 )
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
+from zoo.files import check_out_folder
 from zoo.train import compile_cache
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     compile_cache.use(args.compile_cache)
     spec = spec_of(args)
+    check_out_folder(Path(args.out), "--out")
     verdicts = []
     for axis, sizes, fixed in sweeps(args):
         result = coord_sweep(spec, axis, sizes, fixed)

@@ -14,14 +14,24 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
+from zoo.registry import allow_import
 from zoo.schema import INT32_MAX, MAX_SEEDS, SEED, base_type, from_text, to_float, to_int, typed_number, utf8
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and no abbreviated flags."""
+    """argparse with one-line errors and no abbreviated flags. A model or plugin given as module:Object by a flag
+    (--model, --param, --allow-import) is the user's to import (zoo.registry.allow_import), where files name it too."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        for name in (getattr(parsed, "model", None), getattr(parsed, "param", None),
+                     *(getattr(parsed, "allow_import", None) or [])):
+            if isinstance(name, str) and ":" in name:
+                allow_import(name)
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
@@ -38,6 +48,13 @@ class ShownDefaults(argparse.HelpFormatter):
         if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
             return text
         return f"{text} (default: %(default)s)"
+
+
+def add_allow_import(p: argparse.ArgumentParser) -> None:
+    """--allow-import MODULE:OBJECT, for a command that reads a config file or a run dir (which never import code
+    by themselves: zoo.registry)."""
+    p.add_argument("--allow-import", action="append", metavar="MODULE:OBJECT", help="import this model or plugin "
+                   "where a config file or run dir names it (a file never makes zoo import code; repeatable)")
 
 
 def kv(text: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from zoo.train import compile_cache
 
 def parser(shelf: Any = None) -> argparse.ArgumentParser:
     """The command line of a shelf of claims (zoo.papers.page.Shelf; default: the source papers')."""
-    from zoo.papers.page import PAPERS
+    from zoo.papers import PAPERS
 
     shelf = shelf or PAPERS
     claims = shelf.claims()
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
 def command(argv: list[str] | None = None, shelf: Any = None) -> None:
     """list, run or render a shelf's claims (default: the source papers'), as `main` and zoo.cli.policy run it."""
     import zoo.papers as papers
-    from zoo.papers.page import PAPERS
+    from zoo.papers import PAPERS
 
     shelf = shelf or PAPERS
     args = parser(shelf).parse_args(argv)

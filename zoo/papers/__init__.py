@@ -27,12 +27,17 @@ from zoo.papers import (
     yaida_family,
 )
 from zoo.papers.claim import Claim
-from zoo.papers.page import PAPERS, Shelf, render, writable, write
+from zoo.papers.page import Shelf, render, writable, write
 from zoo.sweeps.processes import check_processes
 
 MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, yaida_family, dhg_phase,
            dhg_trainability, dhg_apjn, lecture_hanin_nica)
 CLAIMS: dict[str, Claim] = {m.CLAIM.name: m.CLAIM for m in MODULES}
+PAPERS = Shelf("zoo.papers", "The source papers, regenerated",
+               "Each claim below is one source paper's headline result rerun by zoo at a scale this repository's "
+               "2-core CPU runs in minutes; its page puts the paper's setting and result beside zoo's, and the "
+               "verdict is computed from the run's numbers (`results.json`).", lambda: CLAIMS, Path("docs") / "papers",
+               Path("runs") / "papers-quick")  # quick versions never land beside the committed full runs
 DEFAULT_OUT, QUICK_OUT = PAPERS.out, PAPERS.quick_out
 
 
@@ -59,4 +64,4 @@ def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int 
     return write(claim, numbers, Path(out), quick, shelf)
 
 
-__all__ = ["CLAIMS", "DEFAULT_OUT", "get", "render", "run"]
+__all__ = ["CLAIMS", "DEFAULT_OUT", "PAPERS", "get", "render", "run"]

@@ -27,8 +27,8 @@ STALE = (KeyError, IndexError, TypeError, ValueError)  # what checks raise on nu
 
 @dataclasses.dataclass(frozen=True)
 class Shelf:
-    """A set of claims: `module` runs them (`python -m MODULE run NAME`), `claims` names them (a function: the
-    modules import this one), the index has `title` and `intro`; full runs go to `out`, quick ones to `quick_out`."""
+    """A set of claims: `module` runs them (`python -m MODULE run NAME`), `claims` names them (a function, read when
+    needed), the index has `title` and `intro`; full runs go to `out`, quick ones to `quick_out`."""
 
     module: str
     title: str
@@ -38,20 +38,7 @@ class Shelf:
     quick_out: Path
 
 
-def _paper_claims() -> dict[str, Claim]:
-    from zoo.papers import CLAIMS
-
-    return CLAIMS
-
-
-PAPERS = Shelf("zoo.papers", "The source papers, regenerated",
-               "Each claim below is one source paper's headline result rerun by zoo at a scale this repository's "
-               "2-core CPU runs in minutes; its page puts the paper's setting and result beside zoo's, and the "
-               "verdict is computed from the run's numbers (`results.json`).", _paper_claims, Path("docs") / "papers",
-               Path("runs") / "papers-quick")  # quick versions never land beside the committed full runs
-
-
-def command(name: str, quick: bool = False, shelf: Shelf = PAPERS) -> str:
+def command(name: str, shelf: Shelf, quick: bool = False) -> str:
     return f"python -m {shelf.module} run {name}" + (" --quick" if quick else "")
 
 
@@ -73,21 +60,21 @@ def writable(out: Path, name: str) -> None:
         raise ValueError(f"cannot write under the output root {out}: {e.strerror or e}") from None
 
 
-def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf = PAPERS) -> Path:
+def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf) -> Path:
     """results.json from the run's numbers, then the figure, the page and the index from it. The checks read the
     numbers as the JSON holds them (NaN as null), so the recorded verdict is the one `render` recomputes."""
     folder = out / claim.name
     folder.mkdir(parents=True, exist_ok=True)
     numbers = json.loads(json.dumps(jsonable(numbers)))
     checks = claim.checks(numbers)
-    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, quick, shelf),
+    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, shelf, quick),
               "verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks], "numbers": numbers}
     write_atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
     render(claim, out, shelf)
     return folder
 
 
-def render(claim: Claim, out: Path, shelf: Shelf = PAPERS) -> None:
+def render(claim: Claim, out: Path, shelf: Shelf) -> None:
     """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers), and the index."""
     folder = out / claim.name
     record = read(folder)
@@ -156,7 +143,7 @@ Source: {claim.source}.
 """
 
 
-def index(out: Path, shelf: Shelf = PAPERS) -> str:
+def index(out: Path, shelf: Shelf) -> str:
     """OUT/README.md: every claim of the shelf with a results.json under OUT, its thumbnail, verdict and command."""
     rows = []
     for name, claim in shelf.claims().items():
@@ -167,7 +154,7 @@ def index(out: Path, shelf: Shelf = PAPERS) -> str:
             record = read(folder)
             v = verdict(claim.checks(record["numbers"]))
         except STALE:  # not results, or numbers from an older version of the claim
-            v, record = "stale: rerun it", {"command": command(name, shelf=shelf)}
+            v, record = "stale: rerun it", {"command": command(name, shelf)}
         # the folder, not its README.md: raw HTML links are not rewritten by the docs site, where the page is name/
         thumb = f'<a href="{name}/"><img src="{name}/{FIGURE}" width="220"></a>'
         rows.append(f"| [{name}]({name}/{PAGE}) | {claim.source} | {thumb} | **{v}** | `{record['command']}` |")

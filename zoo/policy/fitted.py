@@ -17,6 +17,7 @@ from typing import Any
 
 from zoo.optim import OptimConfig
 from zoo.policy.base import Change, ScalingPolicy, fmt, proxy_value
+from zoo.policy.registry import get
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +39,10 @@ class Fitted(ScalingPolicy):
 
     def base(self, law: Any) -> ScalingPolicy:
         """The policy the law's sweeps were read under."""
-        import zoo.policy
-
         name = law.policy.get("name", "none")
         if name == self.name:
             raise ValueError(f"{self.law}: a law read under a fitted policy cannot be a fitted policy's base")
-        return zoo.policy.get(name, **law.policy.get("options", {}))
+        return get(name, **law.policy.get("options", {}))
 
     def check_run(self, run: Any) -> None:
         self.read().check_run(run.model.name, run.param.name, run.optim.name)

@@ -3,7 +3,7 @@
 On a GPU a small shape's compile costs many times its training; `Ahead` builds the next shape's trainer and compiles
 its programs (MemberTrainer.prepare: ahead of time, from shapes alone, nothing allocated for its states) in a
 background thread, so the shapes' compiles overlap each other and the training. The thread is a daemon: a Ctrl-C or a
-SIGTERM ends the command at once (the boundary's exit, or the signal's default), and a compile still running dies
+SIGTERM ends the command at once (the boundary's one line and exit: 130 or 143), and a compile still running dies
 with the process; a failure in the thread is raised where the shape's turn comes (`result`)."""
 
 from __future__ import annotations

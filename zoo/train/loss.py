@@ -63,3 +63,18 @@ def _cross_entropy_jvp(primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.
     e = jnp.exp(x.astype(jnp.float32) - jax.lax.optimization_barrier(m)[..., None])
     is_label = jnp.arange(x.shape[-1]) == labels[..., None]
     return jnp.log(s) + m - label, jnp.sum(e * dx, axis=-1) / s - jnp.sum(jnp.where(is_label, dx, 0.0), axis=-1)
+
+
+def soft_cross_entropy(logits: jax.Array, labels: jax.Array, target: jax.Array | None = None,
+                       smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
+    """-sum_k t_k log p_k (float32) against the labels, or the mixed label distributions `target` where augmentation
+    mixed them (zoo.data.mix), with label smoothing e (Szegedy et al. 2016): t <- (1 - e) t + e / K, which is
+    (1 - e) CE(t) + e mean_k(-log p_k); and whether the label (each image's own) is the first argmax."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32))
+    if target is not None:
+        ce = -(target * logp).sum(-1)
+    else:
+        ce = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+    if smoothing:
+        ce = (1.0 - smoothing) * ce - smoothing * logp.mean(-1)
+    return ce, jnp.argmax(logits, axis=-1) == labels
