@@ -1,5 +1,6 @@
-"""JAX's persistent compile cache for every command (zoo.train.compile_cache): a rerun of the same shapes compiles
-nothing, a damaged entry is compiled again, a folder that cannot be written is one line."""
+"""JAX's persistent compile cache for every command (zoo.train.compile_cache): off is off, a damaged entry is compiled
+again, a folder that cannot be written is one line. (train.py's rerun from the cache, in the same processes as the
+sweep member it equals: tests/sweeps/test_plugin_numbers.py.)"""
 
 from __future__ import annotations
 
@@ -40,16 +41,6 @@ def own_cache():
 def misses() -> int:
     """Programs compiled by XLA since EVENTS was cleared (requests the persistent cache did not answer)."""
     return EVENTS.count(REQUESTS) - EVENTS.count(HITS)
-
-
-@pytest.mark.slow
-def test_a_rerun_of_train_py_compiles_nothing(tmp_path, own_cache):
-    """train.py twice with the same shapes and the default cache folder ($JAX_COMPILATION_CACHE_DIR here, fresh): the
-    second run's programs all come from the cache."""
-    for run in ("first", "second"):
-        EVENTS.clear()
-        train_cli.main.__wrapped__([*TINY, "--run-dir", str(tmp_path / run)])
-    assert EVENTS.count(HITS) > 0 and misses() == 0, EVENTS
 
 
 def test_off_is_no_cache(tmp_path, own_cache):
