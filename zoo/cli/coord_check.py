@@ -97,7 +97,8 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
                 "slope t=" + ",".join(str(t + 1) for t in range(spec.steps)), "expected", "verdict"):
         table.add_column(col, justify="left" if col in ("layer", "group") else "right")
     rows = [(v, result["data"], "") for v in result["verdicts"]] + \
-        [(v, result["branch"], " (branch)") for v in result["branch_verdicts"]]
+        [(v, result["branch"], " (branch)") for v in result["branch_verdicts"]] + \
+        [(v, result["parts"][p], f" ({p} alone)") for p, vs in result.get("part_verdicts", {}).items() for v in vs]
     for v, data, part in rows:
         rms = data[v.layer][:, -1]
         unstable = " (as predicted; the plugin is unstable)" if v.matches else ""

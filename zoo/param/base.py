@@ -52,8 +52,8 @@ class Parametrization:
     the model and the optimizer builder apply, so they are what the checks measure. Override a rule method only to
     apply the stated rules in another way (the multiplier-free form folds multipliers into parameters; `critical`
     chooses a width-free init constant); one that applies another rule than the stated one (a Muon LR with an extra
-    1/m on the hidden matrices) fails the audit, by name, and the coordinate check where its slope shows. To change a
-    rule, state it: a table (or `abcd` with a gauge), or `global_lr`.
+    1/m on the hidden matrices) fails both checks, by name in the audit and in that kind's own part in the
+    coordinate check. To change a rule, state it: a table (or `abcd` with a gauge), or `global_lr`.
 
     Options every plugin has:
       alpha, gamma: depth exponents (branch multiplier r^-alpha, Adam LR of branch parameters r^-gamma).
@@ -199,13 +199,15 @@ class Parametrization:
     def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
                         head_dim_slope: float = 1.0, branch_only: bool = False,
-                        muon_io: bool = False, outside: tuple[str, ...] | None = None) -> dict[str, float]:
+                        muon_io: bool = False, outside: tuple[str, ...] | None = None,
+                        part: str | None = None) -> dict[str, float]:
         """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
         against width or depth, from this plugin's stated rules (class docstring): its abcd table, the LR rule it
         states per optimizer family, (alpha, gamma), its attention exponent and its frozen kinds (a group nothing
         trained moves: NaN); in depth, with branch_only, of the change the residual-branch parameters cause alone,
-        and `outside` the kinds of the parameters outside the residual branches (None: some of them train). See
-        zoo.param.predict.
+        and `outside` the kinds of the parameters outside the residual branches (None: some of them train); in
+        width, with `part` (a kind, "output" or "readout_bias"), of the change that part's parameters cause alone.
+        See zoo.param.predict.
         """
         frozen = self.frozen_kinds()
         if axis == "depth":
@@ -214,8 +216,10 @@ class Parametrization:
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
         e = float(self.attn_exponent)  # stated: logits q.k / d_head^e
-        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, self.spectral_c, muon_io,
-                                    zero_readout=bool(self.zero_init), frozen=frozen)
+        common = dict(spectral_c=self.spectral_c, muon_io=muon_io, zero_readout=bool(self.zero_init), frozen=frozen)
+        if part is not None:
+            return predict.part_slopes(self.table_for, part, optimizer, kinds, e, head_dim_slope, **common)
+        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, **common)
 
     def spectral_c(self, kind: str) -> float:
         """The Muon LR exponent the table states for a kind (zoo.param.families.lr_exponent under the spectral
