@@ -4,6 +4,7 @@
     python bench/throughput.py --config configs/gpt2_124m.yaml --batch 32 --vocab 50257
     python bench/throughput.py --model vit --batch 512 --precision bf16                      # 32x32 images
     python bench/throughput.py --model mixer --batch 512 --precision bf16
+    python bench/throughput.py --model vit --depth 6 --model-opt head_dim=64 --model-opt mlp_ratio=4 --batch 512
 
 The model, plugin and optimizer are the run's (the preset or the model's defaults; --width/--depth override),
 on random tokens or images of the data's shape, through the same jitted train step as train.py (state donated,
@@ -43,13 +44,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--width", type=int)
     ap.add_argument("--depth", type=int)
+    ap.add_argument("--model-opt", action="append", default=[], metavar="K=V",
+                    help="a model option over the preset's or recipe's, repeatable")
     ap.add_argument("--vocab", type=int, default=65, help="vocabulary of the random tokens (language models)")
     ap.add_argument("--image", type=int, nargs=3, default=(32, 32, 3), metavar=("H", "W", "C"))
     ap.add_argument("--classes", type=int, default=10, help="classes of the random labels (image models)")
     ap.add_argument("--precision", choices=("f32", "bf16"))
     ap.add_argument("--steps", type=int, default=30, help="timed steps (after 3 warm-up steps)")
     args = ap.parse_args()
-    flags = {"model": args.model, "width": args.width, "depth": args.depth, "precision": args.precision}
+    flags = {"model": args.model, "width": args.width, "depth": args.depth, "precision": args.precision,
+             "model_opt": dict(kv.split("=", 1) for kv in args.model_opt) or None}
     cfg = resolve(flags, read_file(args.config) if args.config else None)
     m, precision = cfg.model, cfg.loop.precision
     task = zoo.models.model_class(m.name).task

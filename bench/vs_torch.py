@@ -29,14 +29,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import torch
-import torch_models
 from flax import nnx
 from gpt_step import baseline_loss, baseline_params
 
@@ -45,6 +43,9 @@ import zoo.param
 from zoo.optim import OptimConfig
 from zoo.train import backend, memory
 from zoo.train.step import RUN_ONCE, build_program, on_leaves
+
+if TYPE_CHECKING:  # torch is imported where it runs: the flags (--help) need no torch
+    import torch
 
 # Per model: a tiny size, the default (the model's config) and one of about 4x its FLOPs; the batch of each.
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
@@ -113,6 +114,8 @@ class Case:
             self.steps["jax"] = self._plain_jax(batch_j)
 
     def _torch_model(self) -> torch.nn.Module:
+        import torch_models
+
         c = self.cfg
         if self.name == "gpt":
             return torch_models.GPT(VOCAB, c.seq_len, c.width, c.depth, c.head_dim)
@@ -123,6 +126,8 @@ class Case:
         return torch_models.MLPResNet(c.width, c.depth, int(np.prod(IMAGE)), CLASSES)
 
     def _torch_step(self, model: torch.nn.Module) -> Callable[[], Any]:
+        import torch
+
         # zoo decays matrices and embeddings, not vectors (biases, norms) nor scalar-kind weights (Mixer tokens)
         decayed = {n for n, p in model.named_parameters() if p.ndim >= 2 and "token_mlp" not in n}
         groups = [{"params": [p for n, p in model.named_parameters() if (n in decayed) == d],
@@ -236,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: unknown model, size or side {', '.join(bad)} (models: {', '.join(SIZES)}; sizes: tiny, "
               "default, 4x; sides: zoo and torch or jax), or --pairs/--steps below 1", file=sys.stderr)
         raise SystemExit(1)
+    import torch
+
     print(f"jax {jax.__version__}, torch {torch.__version__}, {cores()} cores; {args.pairs} rounds of runs of "
           f"{args.steps}+ steps (at least {args.min_run_s:g} s); f32, AdamW")
     print(f"{'model':10s} {'size':8s} {'shape':20s} {'GFLOP':>7s} {'compile s':>9s} {'zoo ms':>9s} {'torch ms':>9s}"
@@ -260,6 +267,8 @@ def case_row(name: str, size: str, quick: bool, measure_args: tuple[list[str], i
              ) -> dict[str, Any]:
     """One table row, measured in a process of its own: the medians (ms), the paired ratios, XLA's FLOPs and
     compile time, whether zoo's steps ran inline, the load after it."""
+    import torch
+
     torch.set_num_threads(cores())
     case = Case(name, SIZES[name][size], BATCH[name], fast_compile=quick)
     runs = measure(case, *measure_args)

@@ -22,6 +22,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size", "16", "--data", "synthetic",
          "--eval-every", "1000", "--log-every", "5"]
+# a tiny run's settings in-process (zoo.config.resolve, then zoo.train.loop.train)
+TINY_RUN = {"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
+            "eval_batch_size": 64, "log_every": 2}
 NOISE = ("Traceback", "Event loop is closed", "pybind", "absl", "tensorstore", "WARNING")
 
 
@@ -135,3 +138,69 @@ def one_line_error(main, argv: list[str], capsys) -> str:
     assert stop.value.code in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0], lines
     assert not out.out, out.out
     return lines[0]
+
+
+TINY = ["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "8", "--data", "synthetic",
+        "--eval-every", "1000", "--log-every", "1000"]
+
+
+def saved_run(run_dir: Path, steps: tuple[int, ...] = (2, 4), argv: list[str] | None = None) -> Path:
+    """A run dir as train.py leaves it (config.json, and a checkpoint at each of `steps` with the metadata the loop
+    saves), made in this process for tests of its readers: its state has the run's shapes and types and holds zeros
+    (no init or train step is compiled)."""
+    import jax
+    import jax.numpy as jnp
+
+    from zoo.cli.train import config_from_args, parser
+    from zoo.data import card
+    from zoo.train.checkpoint import Checkpoints
+    from zoo.train.setup import setup
+
+    cfg = config_from_args(parser().parse_args([*(argv or TINY), "--steps", str(max(steps)), "--run-dir",
+                                                str(run_dir)]))
+    s = setup(cfg)
+    state = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(s.program.init, jax.random.PRNGKey(0)))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(s.cfg.to_json(), indent=2))
+    with Checkpoints(run_dir, keep=len(steps)) as ckpts:
+        for step in steps:
+            ckpts.save(step, state, {"step": step, "data_position": step, "config": s.cfg.to_json(),
+                                     "plugin": s.plugin.spec(), "first_loss": None, "summary_extra": {},
+                                     "train_examples": s.data.size("train"), **card.record(s.data)})
+    return run_dir
+
+
+def metadata_files(run_dir: Path) -> list[Path]:
+    """The metadata file (meta/metadata) of each checkpoint of a run dir."""
+    return sorted(p for p in (run_dir / "checkpoints").glob("*/meta/metadata"))
+
+
+def exported_model(out: Path):
+    """The export as another program would see it: the SP model its config.json builds, with the params read back
+    by path (as --init-from reads them). Returns (config, logits(params, x) to trace, params, loaded, meta)."""
+    import jax
+    from flax import nnx
+
+    import zoo.models as M
+    import zoo.param as P
+    from zoo.config import RunConfig
+    from zoo.train.load import read_params
+    from zoo.train.setup import setup
+    from zoo.tree import key_path
+
+    cfg = RunConfig.from_json(json.loads((out / "config.json").read_text()))
+    model_cfg = setup(cfg).model_cfg
+
+    def create():
+        return M.create(cfg.model.name, model_cfg, P.get(cfg.param.name), nnx.Rngs(0))
+
+    loaded, meta = read_params(out)
+    graphdef, params = nnx.split(nnx.eval_shape(create), nnx.Param, ...)[:2]
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    assert {key_path(p) for p, _ in flat} == set(loaded)
+    params = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
+
+    def logits(params, x):  # the multipliers from the SP model's own init (the rest of it is dead code)
+        return nnx.merge(graphdef, params, nnx.split(create(), nnx.Param, ...)[2])(x)[0]
+
+    return cfg, logits, params, loaded, meta

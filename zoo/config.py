@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Any
 
 from zoo import settings_file
 from zoo.data.config import DataConfig
-from zoo.optim import USED_BY, OptimConfig, default_eps
+from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
 from zoo.train.mesh import given_axes
 
@@ -66,6 +67,8 @@ class LoopConfig:
     grad_accum: int = setting(1, "microbatches per step, scanned inside the jitted step (the batch is split K ways)",
                               identity=False, check=POSITIVE)
     seed: int = setting(0, "seed of init, data order and dropout", check=SEED)
+    label_smoothing: float = setting(0.0, "train against (1 - e) labels + e uniform (Szegedy et al. 2016)",
+                                     check=(lambda v: 0 <= v < 1, "must be in [0, 1)"), metavar="E")
     precision: str = setting("f32", "compute precision (params stay f32)", choices=("f32", "bf16"))
     mesh: str | None = setting(None, "device mesh data=D,fsdp=F,tensor=T (product = device count)", identity=False,
                                metavar="AXES", shown="data = all devices")
@@ -150,8 +153,10 @@ class RunConfig:
     def from_json(cls, values: dict[str, Any], where: str = "the config") -> RunConfig:
         """A config from its stored form, nested or flat; settings a newer zoo added take their defaults, settings
         an older one had are ignored."""
-        flat = flatten(values, where, strict=False)
-        return cls.from_flat({k: check_type(f"{where}: {k}", v, HINTS[k]) for k, v in flat.items()})
+        flat = flatten(settings_file.shallow(values, where), where, strict=False)
+        typed = {k: check_type(f"{where}: {k}", v, HINTS[k]) for k, v in flat.items()}
+        names_no_code(typed, where)
+        return cls.from_flat(typed)
 
     def identity(self) -> dict[str, Any]:
         """The settings that shape the trajectory, by flat name (the horizon `steps` included: a run's schedule
@@ -164,15 +169,21 @@ class RunConfig:
         return str(Path("runs") / f"{m.name}_{self.param.name}_w{m.width}_d{m.depth}_s{self.loop.seed}")
 
 
+# settings whose values an older zoo stored in another form: augment was true (pad-crop-flip) or false
+LEGACY = {"augment": {True: "crop,flip", False: "none"}}
+
+
 def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str, Any]:
     """Flat settings from a mapping that is flat (flag names, dashes or underscores) or nested by part; `strict`:
-    unknown settings are an error (else ignored)."""
+    unknown settings are an error (else ignored). A LEGACY value is read as its present form."""
     out: dict[str, Any] = {}
     given_as: dict[str, str] = {}
 
     def put(name: str, value: Any, written: str) -> None:
         if strict and name in given_as:  # lr and optim.lr, or lr and --lr: the one read last would win silently
             raise ValueError(f"{where}: {name} is given twice, as {given_as[name]} and as {written}; give it once")
+        if isinstance(value, bool) and name in LEGACY:
+            value = LEGACY[name][value]
         out[name], given_as[name] = value, written
 
     for raw, value in values.items():
@@ -184,26 +195,40 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
                 name = fields.get(k) or (k if FLAT.get(k, ("",))[0] == key else None)
                 if name is None:
                     if strict:
-                        raise ValueError(f"{where}: {key} has no setting {k!r}; its settings are "
+                        raise ValueError(f"{where}: {key} has no setting {key_name(k)}; its settings are "
                                          f"{', '.join(fields)}")
                     continue
                 put(name, v, f"{raw}.{raw_k}")
         elif key in FLAT:
             put(key, value, str(raw))
         elif strict:
-            raise ValueError(f"{where}: unknown option(s) {key}")
+            raise ValueError(f"{where}: unknown option(s) {key_name(key)}")
     return out
+
+
+def key_name(key: str) -> str:
+    """A key of a file as an error line shows it: a name as settings are named (letters, digits, _ . -; up to 64
+    characters), else not at all. A file given by mistake (--config /etc/shadow) read as one key, its first entry,
+    which the line printed."""
+    if re.fullmatch(r"[A-Za-z_][\w.-]{0,63}", key):
+        return repr(key)
+    return f"(a key of {len(key)} characters that is no setting's name, not shown: is it a config file?)"
 
 
 def read_file(path: str) -> dict[str, Any]:
     """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
-    schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them)."""
+    schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them). A top-level
+    `provenance` mapping (zoo.transfer's record of which scaling policy produced each number) is no setting: it is
+    left out."""
     data = settings_file.load(path, "config file")
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of option: value")
+    if isinstance(data.get("provenance"), dict):
+        data = {k: v for k, v in data.items() if k != "provenance"}
     flat = flatten(data, f"config file {path}")
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
-    for name in ("model_opt", "param_opt"):
+    names_no_code(out, f"config file {path}")
+    for name in ("model_opt", "param_opt", "augment_opt"):
         for k, v in out.get(name, {}).items():
             if not isinstance(k, str):
                 raise ValueError(f"config file {path}: {name} has the key {k!r}; option names are strings")
@@ -213,14 +238,25 @@ def read_file(path: str) -> dict[str, Any]:
     return out
 
 
+def names_no_code(flat: dict[str, Any], where: str) -> None:
+    """The model and plugin a file (`where`) names are registered or installed, or allowed by the user
+    (zoo.registry.Registry.refuse_code): a file never names code to import."""
+    import zoo.models
+    import zoo.param
+
+    for key, registry in (("model", zoo.models.MODELS), ("param", zoo.param.PLUGINS)):
+        if isinstance(flat.get(key), str):
+            registry.refuse_code(flat[key], where)
+
+
 def _plain(v: Any) -> bool:
     return isinstance(v, (int, float, str, bool)) or (isinstance(v, list) and all(map(_plain, v)))
 
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:
     """The model's recipe, then the file, then the flags that were given (None: not given; option mappings merge;
-    epochs given replace the steps before them). The model, the plugin and their options are checked here, before
-    any data is loaded."""
+    epochs given replace the steps before them, an augment given the augment options before it). The model, the
+    plugin and their options are checked here, before any data is loaded."""
     import zoo.models
     import zoo.param
 
@@ -229,6 +265,8 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     recipe = zoo.models.recipe(model)
     values: dict[str, Any] = {"model": model, **recipe}
     for source in (file_values, {k: v for k, v in flags.items() if v is not None}):
+        if source.get("augment") is not None:  # the options before it were for other ops
+            values.pop("augment_opt", None)
         if source.get("epochs") is not None:  # the horizon in epochs replaces the steps of the recipe or file
             if source.get("steps") is not None:
                 where = " (both in the config file)" if source is file_values else ""
@@ -281,9 +319,11 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
     `--optimizer sgd --b1 0.5` trained as if --b1 were not there."""
     for name in cfg.optim.unused(given):
         flag = "--" + name.replace("_", "-")
-        if name == "min_lr_ratio":
-            raise ValueError(f"{flag} is where the cosine and linear schedules end; --schedule constant does not "
-                             "read it: leave it out, or give --schedule cosine or linear")
+        if name in SCHEDULE_READS:
+            reads = SCHEDULE_READS[name]
+            what = "is where the decaying schedules end" if name == "min_lr_ratio" else "is read by --schedule wsd"
+            raise ValueError(f"{flag} {what}; --schedule {cfg.optim.schedule} does not read it: leave it out, or give "
+                             f"--schedule {' or '.join(reads)}")
         raise ValueError(f"{flag} is read only by --optimizer {' / '.join(USED_BY[name])}; --optimizer "
                          f"{cfg.optim.name} does not read it: leave it out")
 

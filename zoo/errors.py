@@ -12,7 +12,8 @@ import errno
 import re
 import shutil
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ def naming_full_disk(path: str | Path, needed: int | None = None) -> Iterator[No
     except DiskFull:
         raise
     except Exception as e:
+        reraise_stop(e)  # an async write interrupted by a stop
         chain = [e, e.__cause__, e.__context__]
         if any(c is not None and is_disk_full(c) for c in chain) or "No space left on device" in str(e):
             raise DiskFull.writing(path, needed) from None
@@ -88,44 +90,120 @@ def out_of_memory(e: BaseException) -> str | None:
     return f"{int(found.group(1)) / 1e9:,.1f} GB" if found else "memory"
 
 
-class Stopped(Exception):
+class Stopped(KeyboardInterrupt):
     """A signal asked the run to stop (after a checkpoint, when there was a state worth saving); `line`: what the
-    boundary says as it exits (None: it was said already)."""
+    boundary says as it exits (None: it was said already). A KeyboardInterrupt, as Ctrl-C's is: no reader's `except
+    Exception` takes it for a file that cannot be read (a checkpoint's reader moved the good newest one to corrupt/),
+    and the libraries that run zoo's code let it through where they keep any other error (asyncio's callbacks, which
+    orbax's reads run in, log a BaseException and go on)."""
 
     def __init__(self, signum: int, line: str | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum, self.line = signum, line
 
 
-@contextlib.contextmanager
-def sigterm_stops(line: str = "stopped by SIGTERM; nothing half-written was left") -> Iterator[None]:
+_received: list[KeyboardInterrupt] = []  # the stops the handlers below raised, not yet delivered; newest last
+
+
+def stop_received() -> KeyboardInterrupt | None:
+    """The newest stop the handlers below raised that has not left their block yet, or None. A stop is raised where
+    the signal lands, and code that swallows it there (a library's `except BaseException`, a C++ callback that drops
+    the error) loses it: the command ran on (a Ctrl-C during the compile trained on). It is still known here, for
+    the readers (`reraise_stop`), the training loop (zoo.train.guard.StopSignals) and the boundary to stop with."""
+    return _received[-1] if _received else None
+
+
+def reraise_stop(e: BaseException) -> None:
+    """Raise the stop `e` is or wraps, or one received while it was raised (`stop_received`); nothing otherwise. A
+    reader's failure then says nothing about its file: orbax turns whatever interrupts an array's read, a stop
+    included, into an Exception ('Encountered error while reading array index') raised from it, which a checkpoint
+    reader took for a corrupt checkpoint (moved to corrupt/, an older step used)."""
+    seen: BaseException | None = e
+    for _ in range(64):  # the chain of causes and contexts
+        if seen is None:
+            break
+        if isinstance(seen, KeyboardInterrupt):
+            raise seen
+        seen = seen.__cause__ or seen.__context__
+    if (stop := stop_received()) is not None:
+        raise stop
+
+
+def forget_stops() -> None:
+    """A new command starts with no stop received."""
+    _received.clear()
+
+
+def ctrl_c_noted() -> contextlib.AbstractContextManager[None]:
+    """In the block, Ctrl-C raises KeyboardInterrupt as Python's default handler does, and is noted
+    (`stop_received`); where SIGINT is ignored (a command started in the background) or handled otherwise it stays
+    so. Main thread only, as `sigterm_stops`."""
+    return _stopping(signal.SIGINT, KeyboardInterrupt, over=signal.default_int_handler)
+
+
+def sigterm_stops(line: str = "stopped by SIGTERM; nothing half-written was left"
+                  ) -> contextlib.AbstractContextManager[None]:
     """In the block, SIGTERM raises Stopped (as Ctrl-C raises KeyboardInterrupt), so a command's clean-up runs (a
     prepare's or an export's half-written files removed, a run dir made for a run that had not started) and the
-    boundary says `line` and exits 143; Python's default ends the process at once, leaving them. Main thread only,
-    as every signal handler."""
-    def stop(signum: int, frame: Any) -> None:
-        raise Stopped(signum, line)
+    boundary says `line` and exits 143; Python's default ends the process at once, leaving them. In the main thread
+    only, where Python runs every signal handler (elsewhere the block runs as it is)."""
+    return _stopping(signal.SIGTERM, lambda: Stopped(signal.SIGTERM, line))
 
-    previous = signal.signal(signal.SIGTERM, stop)
+
+@contextlib.contextmanager
+def _stopping(signum: int, stop: Callable[[], KeyboardInterrupt], over: Any = None) -> Iterator[None]:
+    """In the block, signal `signum` raises `stop()`, noted (`stop_received`) until it leaves the block (then it was
+    not swallowed: its raiser's caller handles it). Only in the main thread, and only over the handler `over` where
+    one is given."""
+    def handle(signum: int, frame: Any) -> None:
+        _received.append(stop())
+        raise _received[-1]
+
+    if threading.current_thread() is not threading.main_thread() or (
+            over is not None and signal.getsignal(signum) is not over):
+        yield
+        return
+    previous = signal.signal(signum, handle)
     try:
         yield
+    except KeyboardInterrupt:  # Stopped too
+        forget_stops()
+        raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
 
 
-def one_line(e: BaseException) -> str:
-    """The first line of an exception's message (XLA's and orbax's run over many), or its type's name."""
+LONG_WORD, LONG_LINE = 160, 1200  # characters: a word (a path) and a line of zoo's longer are shortened in the middle
+LIBRARY_LINE = 400  # characters of a library's line kept (its start says what failed; its end is often a repr)
+
+
+def one_line(e: BaseException, whole: bool = False) -> str:
+    """An exception's message as one line (`readable`), or its type's name. `whole`: the message is zoo's own line
+    (a ZooError, or a ValueError or OSError of a check), whose every line is kept: a path with a newline in it split
+    it, and its first line alone lost the reason. Else only its first line (XLA's and orbax's run over many)."""
     if isinstance(e, KeyError):
-        return f"missing key {e}"
+        return f"missing key {readable(str(e))}"
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
-        return f"{e.strerror}: {e.filename}"  # not "[Errno 17] File exists: '...'"
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    if not lines:
-        return type(e).__name__
-    line = lines[0]
-    for noise in (" [tensorstore_spec", " [source locations", " See full TensorStore details"):  # TensorStore
-        line = line.split(noise)[0]  # appends its full spec, or a pybind11 repr of a method that prints it
-    return line[:400]
+        return readable(f"{e.strerror}: {e.filename}")  # not "[Errno 17] File exists: '...'"
+    text = str(e).strip()
+    if not whole:
+        text = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        for noise in (" [tensorstore_spec", " [source locations", " See full TensorStore details"):  # TensorStore
+            text = text.split(noise)[0]  # appends its full spec, or a pybind11 repr of a method that prints it
+        return readable(text)[:LIBRARY_LINE] or type(e).__name__
+    return readable(text) or type(e).__name__
+
+
+def readable(text: str) -> str:
+    """`text` as one line for a terminal: control characters escaped (a newline in a path is \\n), each word
+    longer than LONG_WORD shortened in its middle (a path of 390 characters pushed the reason past the line's cut),
+    and a line longer than LONG_LINE cut in its middle, never at its end, which says why and what to do."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    half = LONG_WORD // 2
+    text = re.sub(rf"\S{{{LONG_WORD + 1},}}", lambda m: f"{m[0][:half]}...{m[0][-half:]}", text)
+    if len(text) > LONG_LINE:
+        text = f"{text[:LONG_LINE // 2]} ... {text[-LONG_LINE // 2:]}"
+    return text
 
 
 _log_dir: list[Path] = []

@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from zoo.errors import naming_full_disk
 
@@ -27,14 +31,106 @@ def umask() -> int:
     return mask
 
 
+class NotAFile(ValueError):
+    """A path zoo reads or writes is not a regular file: a FIFO, a device, a socket or a folder, or (to write) a
+    symbolic link."""
+
+
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+FLAGS = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+         "r+": os.O_RDWR}
+
+
+def open_regular(path: str | Path, mode: str = "rb", what: str | None = None) -> IO:
+    """`path` opened as a regular file (`regular_fd`); `mode`: r, w, a or r+, with b for bytes."""
+    kind = mode.replace("b", "").replace("t", "")
+    fd = regular_fd(path, FLAGS[kind], what)
+    try:
+        if kind == "w":
+            os.ftruncate(fd, 0)
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def regular_fd(path: str | Path, flags: int, what: str | None = None) -> int:
+    """A descriptor of `path` opened with `flags` as a regular file, or one line (NotAFile) naming it as `what`
+    (default: the path) and what it is, before a byte is read or written: a FIFO or a device would hang the command
+    or feed it without end (/dev/zero). Writing never follows a symbolic link (its last part), which could point at
+    any file the user can write (the link is refused); reading follows one. Opening never blocks (O_NONBLOCK,
+    cleared once the file is known to be regular)."""
+    path = Path(path)
+    name = what or str(path)
+    writing = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) != 0
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if writing else 0), 0o666)
+    except OSError as e:
+        if writing and e.errno == errno.ELOOP and path.is_symlink():
+            raise NotAFile(f"{name} is a symbolic link, which zoo never writes through (it could point at any file): "
+                           "remove it, or choose another path") from None
+        if e.errno == errno.ENXIO:  # a FIFO opened to write with no reader
+            raise NotAFile(f"{name} is not a regular file but a FIFO (named pipe); give a file") from None
+        raise
+    try:
+        found = os.fstat(fd).st_mode
+        if not stat.S_ISREG(found):
+            raise NotAFile(f"{name} is not a regular file but {_kind(found)}; give a file")
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    return next((text for test, text in KINDS if test(mode)), "not a file")
+
+
+def read_regular(path: str | Path, what: str | None = None) -> bytes:
+    """The bytes of the regular file at `path` (`open_regular`)."""
+    with open_regular(path, "rb", what) as f:
+        return f.read()
+
+
+def refuse_special(path: str | Path, what: str) -> None:
+    """One line (NotAFile) naming `path` as `what` where it is (through its links) a FIFO, a device or a socket,
+    before a reader opens it: /dev/zero fed a reader without end, a FIFO hung it, and both were 'does not exist'
+    where the check was for a regular file. A folder or a missing path passes (each caller names those)."""
+    try:
+        found = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(found) or stat.S_ISDIR(found)):
+        raise NotAFile(f"{what} is not a regular file but {_kind(found)}; give a file")
+
+
+def check_replaceable(path: Path) -> None:
+    """`path` may be replaced by a file zoo writes: nothing there yet, or a regular file (not a link, a FIFO or a
+    device, which a write meant for a file of zoo's would replace)."""
+    try:
+        found = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(found):
+        raise NotAFile(f"{path} is a symbolic link, which zoo never writes through (it could point at any file): "
+                       "remove it, or choose another path")
+    if stat.S_ISDIR(found):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(found):
+        raise NotAFile(f"{path} is not a regular file but {_kind(found)}, which zoo does not replace; remove it, or "
+                       "choose another path")
+
+
 @contextlib.contextmanager
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
     readers see the old or the new file, never a partial one. The file gets mode 0666 less the umask, as
     `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error naming `path` (not
-    the temporary file, which the rename would name). A full disk is one DiskFull line naming `path`."""
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    the temporary file, which the rename would name), and so is a link or a special file there (`check_replaceable`).
+    A full disk is one DiskFull line naming `path`."""
+    check_replaceable(path)
     with naming_full_disk(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -62,9 +158,9 @@ def save_figure(fig: Any, path: str | Path, dpi: float | None = None) -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """`text` written to `path` atomically (see `atomic`)."""
-    with atomic(path) as f:
+def write_atomic(path: Path, text: str | bytes, mode: str = "w") -> None:
+    """`text` written to `path` atomically (see `atomic`); `mode` "wb" for bytes."""
+    with atomic(path, mode) as f:
         f.write(text)
 
 
@@ -87,6 +183,14 @@ def check_can_write_in(folder: Path, what: str) -> None:
         raise ValueError(f"{what} cannot be written: {e.filename} is a file, not a folder") from None
     except OSError as e:
         raise ValueError(f"{what} cannot be written: {e.strerror or e}") from None
+
+
+def check_out_folder(folder: Path, flag: str) -> None:
+    """Before any work: an output folder is one (or can be made: its nearest existing folder takes files), without
+    making it; one line naming `flag` otherwise. A file there was refused only after the measurements (9-18 s)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{flag} {folder} is a file, not a directory; choose another")
+    check_can_write_in(first_missing(folder).parent if not folder.exists() else folder, f"{flag} {folder}")
 
 
 def first_missing(folder: Path) -> Path | None:
@@ -121,13 +225,48 @@ def undo_folders_made_on_failure(folder: Path) -> Iterator[None]:
         raise
 
 
+MAX_DEPTH = 32  # levels of nested mappings and lists in a settings file: a run's config holds 3
+
+
+def shallow(data: Any, where: str) -> Any:
+    """`data` (a file's parsed values), refused in one line naming `where` where it nests deeper than MAX_DEPTH:
+    the checks that walk a file's values recurse (a list nested 900 deep was 'unexpected RecursionError' and a trace
+    of 190 KB). Walked without recursion."""
+    level = [data]
+    for _ in range(MAX_DEPTH + 1):
+        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
+        if not level:
+            return data
+    raise ValueError(f"{where} nests its values deeper than a settings file does ({MAX_DEPTH} levels at most); is it "
+                     "a settings file?")
+
+
 def read_mapping(path: Path, what: str, advice: str) -> dict[str, Any]:
     """The JSON object in `path`: one line naming the file, `what` it should hold and `advice` when it is not JSON
     or not an object."""
     try:
-        value = json.loads(path.read_bytes())
+        value = shallow(json.loads(read_regular(path)), str(path))
+    except RecursionError:
+        raise ValueError(f"{path} nests its values too deep to be {what}: {advice}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not JSON ({e}): {advice}") from None
     if not isinstance(value, dict):
         raise ValueError(f"{path} is not {what} (not a JSON object): {advice}")
     return value
+
+
+def jsonable(x: Any) -> Any:
+    """Numbers as JSON: numpy scalars and arrays to Python, NaN and inf to None."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x

@@ -42,7 +42,8 @@ from zoo.param.tags import Tag
 from zoo.schema import BETA, FRACTION, NON_NEGATIVE, POSITIVE, check_settings, setting
 
 OPTIMIZERS = families.OPTIMIZERS
-SCHEDULES = ("constant", "cosine", "linear")
+SCHEDULES = ("constant", "cosine", "linear", "wsd")
+COOLDOWN = 0.2  # wsd's default: the last 20% of the run decays (nanochat's warmdown_ratio)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +56,10 @@ class OptimConfig:
                         check=POSITIVE)
     schedule: str = setting("constant", "LR schedule after --warmup", choices=SCHEDULES)
     warmup: int = setting(0, "linear warmup steps", check=NON_NEGATIVE)
-    min_lr_ratio: float = setting(0.0, "final LR / peak LR for cosine and linear", check=FRACTION)
+    min_lr_ratio: float = setting(0.0, "final LR / peak LR for cosine, linear and wsd", check=FRACTION)
+    cooldown: float | None = setting(None, "the fraction of the run after the warmup that --schedule wsd spends in "
+                                     "its final linear decay (warmup, stable, decay)", shown=f"{COOLDOWN}",
+                                     check=FRACTION)
     b1: float = setting(0.9, "Adam/Lion beta1", check=BETA)
     b2: float = setting(0.999, "Adam/Lion beta2", check=BETA)
     eps: float | None = setting(None, "epsilon at the base width (the plugin scales it): Adam's, beside sqrt(v); "
@@ -85,8 +89,12 @@ class OptimConfig:
         their defaults (a run's config.json, read back as a config file, gives every setting)."""
         default = OptimConfig(self.name)
         return [k for k in sorted(given) if k in USED_BY and self.name not in USED_BY[k]
-                and not (k == "min_lr_ratio" and self.schedule != "constant")
+                and self.schedule not in SCHEDULE_READS.get(k, ())
                 and getattr(self, k) != getattr(default, k)]
+
+    @property
+    def cooldown_fraction(self) -> float:
+        return COOLDOWN if self.cooldown is None else self.cooldown
 
     @property
     def decay(self) -> float:
@@ -103,14 +111,17 @@ def default_eps(optimizer: str) -> float:
 _ADAM_PART = ("adam", "adamw", "muon")  # Muon's vectors, scalars (and io layers) are Adam's
 USED_BY = {"b1": (*_ADAM_PART, "lion"), "b2": (*_ADAM_PART, "lion"), "eps": (*_ADAM_PART, "adafactor"),
            "momentum": ("momentum",), "muon_beta": ("muon",), "muon_rms": ("muon",), "muon_io": ("muon",),
-           "ns_steps": ("muon",), "min_lr_ratio": ()}  # min_lr_ratio: the cosine and linear schedules'
+           "ns_steps": ("muon",), "min_lr_ratio": (), "cooldown": ()}  # these two: the schedules' (SCHEDULE_READS)
+SCHEDULE_READS = {"min_lr_ratio": ("cosine", "linear", "wsd"), "cooldown": ("wsd",)}
 
 
 def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
     """LR factor in [0, 1] at step t: linear warmup (t + 1) / W over steps 0..W-1, then constant, or cosine or linear
     decay in f = (t - W) / (horizon - W) from 1 at step W to min_lr_ratio at step `horizon` (a decaying schedule
-    needs it; `chain` gives a run's last step). Past the warmup this is optax's warmup_cosine_decay_schedule (and
-    linear_schedule) with decay_steps = horizon; its warmup t / W is ours a step later, without its step at LR 0.
+    needs it; `chain` gives a run's last step), or wsd: constant up to step S = W + round((1 - cooldown) (horizon -
+    W)), then linear in (t - S) / (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024). Past the
+    warmup the cosine and linear ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with
+    decay_steps = horizon; its warmup t / W is ours a step later, without its step at LR 0.
     A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1;
     a horizon before the warmup's end leaves no step to decay."""
     if cfg.schedule != "constant" and horizon is None:
@@ -125,6 +136,9 @@ def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[ja
             down = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
         elif cfg.schedule == "linear":
             down = 1.0 - (1 - cfg.min_lr_ratio) * frac
+        elif cfg.schedule == "wsd":
+            stable = warm + round((1 - cfg.cooldown_fraction) * max((horizon or 0) - warm, 0))
+            down = 1.0 - (1 - cfg.min_lr_ratio) * decay_fraction(t, stable, horizon or 0)
         else:
             down = 1.0
         return up * down

@@ -4,6 +4,11 @@ A name resolves, in order, to: an entry registered in zoo (one `register` line),
 package's Python entry-point group (`zoo.params`, `zoo.models`, `zoo.data`: `name = "my_pkg.module:Object"` in
 its pyproject.toml), or, when it has the form `my_pkg.module:Object`, that object imported directly (so a plugin
 in a user's own file works from every command line as `--param my_file:MyParam`, with its folder on the path).
+
+Importing runs the module's code, so a `module:Object` is imported only where the user named it: on the command
+line (--model, --param, --allow-import, each `allow_import`ed), or in Python. A file never names code to import: a
+config file, a run dir's config.json or a checkpoint's metadata (which may come from anyone) that names one is
+refused in one line (`refuse_code`) saying which flag allows it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+ALLOWED: set[str] = set()  # the module:Object names the user gave (command-line flags), which files may name too
+
+
+def allow_import(name: str) -> None:
+    """Let files name `name` (module:Object): the user gave it (--model, --param, --allow-import)."""
+    ALLOWED.add(name)
+
+
+class NamesCode(ValueError):
+    """A file names a model or plugin by module:Object that is neither registered nor installed nor allowed."""
 
 
 class Registry:
@@ -49,6 +65,24 @@ class Registry:
             return self.register(name, _import(name, self.what))
         raise ValueError(f"unknown {self.what} {name!r}; choose from {', '.join(self.names())} (or give "
                          "module:Object)")
+
+    def importable(self, name: str) -> bool:
+        """Whether `get(name)` may import what it needs: a registered or installed name, or a module:Object the user
+        allowed (`allow_import`)."""
+        if ":" not in name or name in ALLOWED:
+            return True
+        self._scan()
+        return name in self._lazy or name in self.entries
+
+    def refuse_code(self, name: str, where: str) -> None:
+        """A `name` that `where` (a file) gives is not code to import (`importable`); NamesCode otherwise, before
+        anything is imported. A run dir under ./runs/ shipped its own module (`model: runs.x.payload:Net`), which
+        reading the run ran."""
+        if self.importable(name):
+            return
+        raise NamesCode(f"{where} names the {self.what} {name!r}, code to import that is neither registered in zoo "
+                        "nor installed; a file (a config, a run dir, a checkpoint) never makes zoo import code: if you "
+                        f"trust it, give --allow-import {name}")
 
     def _scan(self) -> None:
         """The entry points of installed packages, once."""

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from zoo.files import MAX_DEPTH, read_regular, refuse_special, shallow
+
 
 class YamlLoader(yaml.SafeLoader):
     """PyYAML's safe loader, reading numbers as YAML 1.2, JSON and the command line do (`_numbers_as_typed`: `lr:
@@ -72,11 +74,16 @@ def load(path: str, what: str) -> Any:
     p = Path(path)
     if p.is_dir():
         raise IsADirectoryError(f"{what} {path} is a directory, not a YAML or JSON file")
+    refuse_special(p, f"{what} {path}")
     if not p.is_file():
         raise FileNotFoundError(f"{what} {path} does not exist")
     try:
-        text = p.read_text()
-        return json.loads(text, object_pairs_hook=_json_mapping) if p.suffix == ".json" else yaml.load(text, YamlLoader)
+        text = read_regular(p, f"{what} {path}").decode()
+        data = json.loads(text, object_pairs_hook=_json_mapping) if p.suffix == ".json" else yaml.load(text, YamlLoader)
+        return shallow(data, f"{what} {path}")
+    except RecursionError:  # the parsers recurse once per level
+        raise ValueError(f"{what} {path} nests its values deeper than a settings file does ({MAX_DEPTH} levels at "
+                         "most); is it a settings file?") from None
     except GivenTwice as e:
         raise ValueError(f"{what} {path}: {e}") from None
     except (ValueError, yaml.YAMLError) as e:  # JSON's errors, a file that is not UTF-8

@@ -15,6 +15,8 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
                                   as the key bias, whose gradient is rounding noise: not judged)
     sqrt_v_rms                    RMS of sqrt(v_hat) in Adam's state after the step (absent without Adam's v)
+    b2                            Adam's realised beta2: its v after a zero-gradient update over its v before (the
+                                  small step's; absent without Adam's v)
     in_spectral, in_adam          1 when Muon's momentum, or Adam's second moment, holds the parameter in the chain's
                                   state (the family the run really gives it)
     mult, power                   the multiplier variable beside it (mean over layers) and the power p with which
@@ -110,9 +112,10 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
         decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
         # at w = 0: the chain reads the parameters only in its decay, lr wd w (zoo.optim.chain), whose ~1e-5 beside
         # a step of TINY times the gradient (~1e-15) would leave the float32 difference little but rounding
-        small, small_opt = prog.tx.update(jax.tree.map(lambda x: x * TINY, grads), fresh,
-                                          jax.tree.map(jnp.zeros_like, st["params"]))
-        v, v_small = second_moments(new["opt"]), second_moments(small_opt)
+        zeros = jax.tree.map(jnp.zeros_like, st["params"])
+        small, small_opt = prog.tx.update(jax.tree.map(lambda x: x * TINY, grads), fresh, zeros)
+        _, decayed_opt = prog.tx.update(zeros, small_opt, zeros)  # v -> b2 v
+        v, v_small, v_decayed = (second_moments(o) for o in (new["opt"], small_opt, decayed_opt))
         w0, w1, g, u, du = (paths(t) for t in (st["params"], new["params"], grads, decay, small))
         keys = jax.random.split(jax.random.fold_in(key, 1), len(tags))
         out = {}
@@ -129,6 +132,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
             if path in v:
                 out[path]["sqrt_v_rms"] = measure.rms(jnp.sqrt(v[path] / (1.0 - cfg.b2)))
                 out[path]["small_sqrt_v_rms"] = measure.rms(jnp.sqrt(v_small[path] / (1.0 - cfg.b2))) / TINY
+                out[path]["b2"] = jnp.sum(v_decayed[path]) / jnp.maximum(jnp.sum(v_small[path]), 1e-38)
         at = nonzero(st["params"], tags, jax.random.fold_in(key, 2))
         for path, p in powers(logits, at, st["rest"], b["x"], mults).items():
             out[path]["power"] = p

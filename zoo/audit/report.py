@@ -16,6 +16,9 @@ from zoo.files import write_atomic
 UPDATE = {"adam": "update_rms", "spectral": "spectral_step", "sgd": "step_size"}
 COLUMNS = (("multiplier", "multiplier"), ("init rms", "init_rms"), ("init ||.||*", "init_spectral"),
            ("update", None), ("wd shrink", "wd_shrink"), ("eps", "eps_scale"))
+POLICY_COLUMNS = (("lr", "lr"), ("wd shrink", "wd_shrink"), ("EMA timescale", "timescale"),
+                  ("b2 half-life", "b2_half_life"), ("eps", "eps_scale"), ("eps / sqrt(v)", "eps_ratio"))
+POLICY_AXES = ("batch_size", "steps")  # zoo.audit.policy's: judged against a scaling policy
 
 
 def cell(c: Check | None) -> str:
@@ -29,14 +32,14 @@ def cell(c: Check | None) -> str:
     return f"[red]{text}[/red]" if c.passed is False else text
 
 
-def row(path: str, p: ParamResult) -> list[str]:
+def row(path: str, p: ParamResult, columns: tuple = COLUMNS) -> list[str]:
     by_name = {c.quantity: c for c in p.checks}
     kind = p.kind if p.kind == p.tag_kind else f"[red]{p.kind} (tag: {p.tag_kind})[/red]"
     if "branch" in by_name:
         kind += " [red](branch?)[/red]"
     family = f"[red]{p.family} ({by_name['family'].note})[/red]" if "family" in by_name else p.family
     update = "frozen" if "frozen" in by_name else UPDATE.get(p.family)
-    cells = [cell(by_name.get(update if name is None else name)) for _, name in COLUMNS]
+    cells = [cell(by_name.get(update if name is None else name)) for _, name in columns]
     return [path, kind, family, *cells, "PASS" if p.passed else "[red]FAIL[/red]"]
 
 
@@ -45,12 +48,14 @@ def tables(audit: Audit) -> list[Table]:
     out = []
     for axis in audit.axes:
         sizes = ", ".join(map(str, axis.sizes))
+        columns, law = (POLICY_COLUMNS, f"policy {audit.run.get('policy', {}).get('name')}") \
+            if axis.axis in POLICY_AXES else (COLUMNS, "theory")
         t = Table(title=f"{audit.run['model']} {audit.run['param']['name']} {audit.run['optimizer']}: slopes in "
-                  f"{axis.axis} ({sizes}), measured / theory", title_justify="left")
-        for name in ("parameter", "kind", "family", *(c for c, _ in COLUMNS), "verdict"):
+                  f"{axis.axis} ({sizes}), measured / {law}", title_justify="left")
+        for name in ("parameter", "kind", "family", *(c for c, _ in columns), "verdict"):
             t.add_column(name, no_wrap=name == "parameter")
         for path, p in axis.params.items():
-            t.add_row(*row(path, p))
+            t.add_row(*row(path, p, columns))
         out.append(t)
     return out
 

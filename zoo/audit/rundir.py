@@ -33,6 +33,8 @@ class Subject:
     depths: list[int]
     depth: int
     saved: list[str] = dataclasses.field(default_factory=list)  # families the saved state contradicts
+    unreadable: list[str] = dataclasses.field(default_factory=list)  # a run dir's newer checkpoints that fail to read
+    step: int | None = None  # the checkpoint a run dir is audited at
 
 
 def from_config(cfg: RunConfig, batch_size: int) -> Subject:
@@ -46,9 +48,12 @@ def from_config(cfg: RunConfig, batch_size: int) -> Subject:
 
 
 def from_run_dir(run_dir: str | Path, batch_size: int | None = None) -> Subject:
+    """The run in `run_dir` at its newest checkpoint that reads; the newer ones that do not are `unreadable` (their
+    lines), which the verdict names: an audit of an older checkpoint said PASS as if it were the run's newest."""
     from zoo.train.load import load_run
 
-    loaded = load_run(run_dir, report=lambda _: None)
+    unreadable: list[str] = []
+    loaded = load_run(run_dir, report=unreadable.append)  # a reader reports only the checkpoints that fail
     model = loaded.setup.model_cfg
     model_opt = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name not in SIZES}
     plugin = loaded.setup.plugin
@@ -58,7 +63,7 @@ def from_run_dir(run_dir: str | Path, batch_size: int | None = None) -> Subject:
     tags = {p: v.get_metadata()["tag"] for p, v in paths(jax.eval_shape(loaded.setup.program.init,
                                                                         jax.random.key(0))["params"]).items()}
     return Subject(run, around(model.width, model.base_width), depths, model.depth,
-                   saved_families(loaded.state["opt"], tags, loaded.cfg))
+                   saved_families(loaded.state["opt"], tags, loaded.cfg), unreadable, loaded.step)
 
 
 def zoo_run(cfg: RunConfig, model_opt: dict[str, Any], batch_size: int, horizon: int | None) -> ZooRun:

@@ -7,15 +7,35 @@ any parameter fails (or a bad command line, 2).
     python -m zoo.audit --model vit --param depth_mup --optimizer sgd --depths 2,8
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m zoo.audit --model gpt --param mup \\
         --optimizer muon --mesh fsdp=4,tensor=2 --grad-accum 4
+    python -m zoo.audit --param mup --optimizer adamw --policy timescale --batch-sizes 16,256 --horizons 100,400
+
+With a scaling policy (--policy, zoo.policy) and --batch-sizes or --horizons, the run is also measured at each batch
+size (or horizon) under the settings the policy maps the proxy's to, at the largest width, and each parameter's
+realised LR, decay shrink, EMA timescale, beta2 half-life and epsilon are judged against the policy's law
+(zoo.audit.policy); the width and depth tables are then measured at the largest batch size and horizon, under the
+policy's settings there: each factor, the plugin's and the policy's, is seen applied once.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, ints, path_arg, positive, positive_finite, seed, settings
+from zoo.cli.flags import (
+    Parser,
+    add_allow_import,
+    add_policy_flags,
+    add_settings,
+    ints,
+    path_arg,
+    policy_of,
+    positive,
+    positive_finite,
+    seed,
+    settings,
+)
 from zoo.config import FLAT
 from zoo.files import check_writable
 
@@ -42,7 +62,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=seed, default=0, help="init seed (default: 0)")
     g.add_argument("--json", type=path_arg, default="runs/audit/audit.json", help="where the JSON goes (default: "
                    "runs/audit/audit.json)")
+    g.add_argument("--batch-sizes", type=ints, help="batch sizes to audit the scaling policy at (--policy)")
+    g.add_argument("--horizons", type=ints, help="horizons in steps to audit the scaling policy at (--policy)")
+    add_policy_flags(p, "is audited at --batch-sizes and --horizons (the proxy: the smallest of each)", tokens=False)
     add_settings(p, RUN_FLAGS)
+    add_allow_import(p)
     return p
 
 
@@ -59,9 +83,32 @@ def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             check_sweep(flag, sizes)
         except ValueError as e:
             p.error(str(e))
+    for flag, sizes in (("--batch-sizes", args.batch_sizes), ("--horizons", args.horizons)):
+        try:
+            check_sweep(flag, sizes)
+        except ValueError as e:
+            p.error(str(e))
+    policed = args.batch_sizes or args.horizons
+    if policed and args.policy is None:
+        p.error("--batch-sizes and --horizons audit a scaling policy: give --policy (none: today's settings)")
+    if args.policy is not None and not policed:
+        p.error(f"--policy {args.policy} is audited at two or more --batch-sizes or --horizons: give them")
     if args.depth is not None and args.depths and not args.widths:
         p.error(f"--depth {args.depth} is the width sweep's depth, but --depths alone runs none: leave it out (the "
                 "depth sweep measures at --depths), or give --widths too")
+
+
+def at_largest(run: Any, policy: Any, args: argparse.Namespace) -> Any:
+    """The run at the largest audited batch size and horizon, under the settings the policy maps the proxy's to."""
+    import dataclasses
+
+    from zoo.policy import Change
+
+    batches, horizons = args.batch_sizes or [run.batch_size], args.horizons or [run.horizon or 1]
+    change = Change(args.proxy_batch_size or min(batches), max(batches), args.proxy_steps or min(horizons),
+                    max(horizons))
+    return dataclasses.replace(run, optim=policy.apply(run.optim, change)[0], batch_size=change.batch,
+                               horizon=change.steps)
 
 
 @boundary
@@ -82,14 +129,31 @@ def main(argv: list[str] | None = None) -> None:
     else:
         subject = from_config(resolve(settings(args, RUN_FLAGS)), args.batch_size or 16)
     depths = args.depths or ([] if args.widths else subject.depths)
-    result = audit(subject.run, args.widths or ([] if args.depths else subject.widths), depths,
-                   depth=args.depth or subject.depth, tol=args.tol, seed=args.seed)
+    widths = args.widths or ([] if args.depths else subject.widths)
+    policy, run = policy_of(args, subject.run.optim.name), subject.run
+    if policy is not None:
+        run = at_largest(run, policy, args)
+    result = audit(run, widths, depths, depth=args.depth or subject.depth, tol=args.tol, seed=args.seed)
+    if policy is not None:
+        from zoo.audit.policy import audit_policy
+
+        w = max(widths) if widths else run.default_size()[0]
+        result.axes += audit_policy(subject.run, policy, args.batch_sizes or [], args.horizons or [],
+                                    (args.proxy_batch_size, args.proxy_steps), w, args.depth or subject.depth,
+                                    min(widths) if widths else w, args.tol, args.seed)
+        result.run["policy"] = policy.spec()
     result.run["run_dir"], result.saved = args.run_dir or "", subject.saved
+    if args.run_dir:
+        result.run["step"], result.run["unreadable"] = subject.step, subject.unreadable
     console = Console()
     console.width = max(console.width, 150)  # the table whole, in a pipe too
+    for line in subject.unreadable:
+        console.print(f"note: {line}", highlight=False)
     for table in tables(result):
         console.print(table)
     for line in result.failures():
         console.print(f"[red]FAIL[/red] {line}", highlight=False)
-    print(f"{'PASS' if result.passed else 'FAIL'}; json: {write_json(result, args.json)}")
+    older = (f" (of checkpoint {subject.step}, not the run's newest: {len(subject.unreadable)} newer cannot be read, "
+             "see above)") if subject.unreadable else ""
+    print(f"{'PASS' if result.passed else 'FAIL'}{older}; json: {write_json(result, args.json)}")
     raise SystemExit(0 if result.passed else 1)

@@ -18,7 +18,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import DiskFull, Stopped, ZooError, failure_dir, is_disk_full, one_line, out_of_memory
+from zoo.errors import (
+    DiskFull,
+    Stopped,
+    ZooError,
+    ctrl_c_noted,
+    failure_dir,
+    forget_stops,
+    is_disk_full,
+    one_line,
+    out_of_memory,
+    reraise_stop,
+    sigterm_stops,
+    stop_received,
+)
+from zoo.files import open_regular
 
 EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
             PermissionError)
@@ -43,7 +57,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             logging.getLogger(name).setLevel(logging.CRITICAL)
         threading.excepthook = lambda hook_args: _background_failed(hook_args.exc_value)
         sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
-        sys.unraisablehook = lambda hook_args: _unraisable(hook_args.exc_value)
+        sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)
         try:
             if not joins:
                 from zoo.train import backend
@@ -51,21 +65,29 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
                 if per_core:
                     backend.cpu_cores_as_devices()
                 backend.check()
-            return main(*args, **kwargs)
+            forget_stops()
+            with sigterm_stops("stopped by SIGTERM"), ctrl_c_noted():  # a stop, never an error (Stopped)
+                result = main(*args, **kwargs)
+            if (lost := stop_received()) is not None:  # a stop some library swallowed where it landed
+                raise lost
+            return result
         except SystemExit:
             raise
         except Stopped as e:
-            if e.line is not None:
-                print(e.line, file=sys.stderr)
-            _exit(128 + e.signum)
+            _stopped(e)
         except KeyboardInterrupt:
-            print(interrupted, file=sys.stderr)
-            _exit(130)
+            _interrupted(interrupted)
         except BaseException as e:
+            try:
+                reraise_stop(e)  # a stop a library wrapped in its own error
+            except Stopped as stop:
+                _stopped(stop)
+            except KeyboardInterrupt:
+                _interrupted(interrupted)
             if is_disk_full(e):
                 e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".")
             if isinstance(e, EXPECTED) or (isinstance(e, OSError) and e.filename is not None):  # a path's error
-                print(f"error: {one_line(e)}", file=sys.stderr)
+                print(f"error: {one_line(e, whole=True)}", file=sys.stderr)
             elif (size := out_of_memory(e)) is not None:
                 print(f"error: out of memory: this machine could not allocate {size}; use smaller sizes (widths, "
                       "depths, batch) or fewer members", file=sys.stderr)
@@ -77,26 +99,42 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
     return run
 
 
+def _stopped(e: Stopped) -> None:
+    if e.line is not None:
+        print(e.line, file=sys.stderr)
+    _exit(128 + e.signum)
+
+
+def _interrupted(line: str) -> None:
+    print(line, file=sys.stderr)
+    _exit(130)
+
+
 def _background_failed(e: BaseException | None) -> None:
     """A library's background failure (a thread, a callback C++ code runs, an unraisable error) leaves its traceback
-    in the failure file, not on the terminal; what the command itself does is unaffected. Except the echoes of reads
-    orbax abandoned once one read of a corrupt checkpoint failed, which is reported already: a coroutine failing as it
-    is closed (its __cause__ a GeneratorExit) and TensorStore's callbacks finding asyncio's loop closed. Those come at
-    no fixed time (garbage collection, thread timing), so writing them would leave a file behind, or not, by chance."""
+    in the failure file, not on the terminal; what the command itself does is unaffected. Except a stop (`_stop_again`)
+    and the echoes of reads orbax abandoned once one read of a corrupt checkpoint failed, which is reported already: a
+    coroutine failing as it is closed (its __cause__ a GeneratorExit) and TensorStore's callbacks finding asyncio's
+    loop closed. Those come at no fixed time (garbage collection, thread timing), so writing them would leave a file
+    behind, or not, by chance."""
+    if _stop_again(e):
+        return
     abandoned = isinstance(e, RuntimeError) and str(e) == "Event loop is closed"
     if e is not None and not abandoned and not isinstance(e.__cause__, GeneratorExit):
         _write_trace(e)
 
 
-def _unraisable(e: BaseException | None) -> None:
-    """An error Python could not raise (in a finalizer or a GC callback) goes to `_background_failed`, except a
-    Ctrl-C: one that lands in such a callback (JAX's `_xla_gc_callback` runs often during a compile) would be lost
-    and the command run on, so its signal is sent again from another thread, shortly, to land in the command's own
-    code (sent from here, it would land in this hook)."""
-    if isinstance(e, KeyboardInterrupt):
-        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
-        return
-    _background_failed(e)
+def _stop_again(e: BaseException | None) -> bool:
+    """Whether `e` is a stop by signal (Ctrl-C's KeyboardInterrupt, SIGTERM's Stopped) that landed where Python
+    cannot raise it: in a finalizer or a GC callback (JAX's `_xla_gc_callback` runs often during a compile and a
+    restore), or in Python code a C++ library called back. It would be lost and the command run on, so its signal is
+    sent again from another thread, shortly, to land in the command's own code (sent from here, it would land in this
+    hook)."""
+    signum = e.signum if isinstance(e, Stopped) else signal.SIGINT if isinstance(e, KeyboardInterrupt) else None
+    if signum is None:
+        return False
+    threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
+    return True
 
 
 def _exit(status: int) -> None:
@@ -113,7 +151,7 @@ def _write_trace(e: BaseException) -> Path:
     for folder in ([where] if where is not None else []) + [Path(tempfile.gettempdir())]:
         try:
             path = folder / name
-            with path.open("a") as f:
+            with open_regular(path, "a") as f:
                 f.write("".join(traceback.format_exception(e)))
             return path
         except OSError:

@@ -17,6 +17,7 @@ from zoo.cli.boundary import boundary
 from zoo.cli.flags import KeyValues, Parser, ShownDefaults, finite, ints, kv, path_arg, positive, seed_count
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
+from zoo.files import check_out_folder
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
 
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parser().parse_args(argv)
     spec = spec_of(args)
+    check_out_folder(Path(args.out), "--out")
     verdicts = []
     for axis, sizes, fixed in sweeps(args):
         result = coord_sweep(spec, axis, sizes, fixed)

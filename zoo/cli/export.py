@@ -4,7 +4,7 @@ zoo.export.export."""
 from __future__ import annotations
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, path_arg, step
+from zoo.cli.flags import Parser, add_allow_import, path_arg, step
 
 
 @boundary
@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("run_dir", type=path_arg, help="a zoo run directory (config.json and checkpoints/)")
     p.add_argument("--out", type=path_arg, required=True, help="a new (or empty) directory for the export")
     p.add_argument("--step", type=step, default=None, help="the checkpoint step (default: the latest)")
+    add_allow_import(p)
     args = p.parse_args(argv)
     from zoo.export import export
 

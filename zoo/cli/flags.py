@@ -14,14 +14,24 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
+from zoo.registry import allow_import
 from zoo.schema import INT32_MAX, MAX_SEEDS, SEED, base_type, from_text, to_float, to_int, typed_number, utf8
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and no abbreviated flags."""
+    """argparse with one-line errors and no abbreviated flags. A model or plugin given as module:Object by a flag
+    (--model, --param, --allow-import) is the user's to import (zoo.registry.allow_import), where files name it too."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        for name in (getattr(parsed, "model", None), getattr(parsed, "param", None),
+                     *(getattr(parsed, "allow_import", None) or [])):
+            if isinstance(name, str) and ":" in name:
+                allow_import(name)
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
@@ -38,6 +48,13 @@ class ShownDefaults(argparse.HelpFormatter):
         if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
             return text
         return f"{text} (default: %(default)s)"
+
+
+def add_allow_import(p: argparse.ArgumentParser) -> None:
+    """--allow-import MODULE:OBJECT, for a command that reads a config file or a run dir (which never import code
+    by themselves: zoo.registry)."""
+    p.add_argument("--allow-import", action="append", metavar="MODULE:OBJECT", help="import this model or plugin "
+                   "where a config file or run dir names it (a file never makes zoo import code; repeatable)")
 
 
 def kv(text: str) -> tuple[str, str]:
@@ -216,3 +233,49 @@ def settings(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
             value = dict(value)
         out[name] = value
     return out
+
+
+def add_policy_flags(p: argparse.ArgumentParser, what: str, tokens: bool = True) -> None:
+    """--policy, --policy-opt, --proxy-batch-size, --proxy-steps and (`tokens`) --proxy-tokens (zoo.policy); `what`:
+    what the policy does here."""
+    g = p.add_argument_group("scaling policy (batch size, horizon, weight decay)")
+    g.add_argument("--policy", help=f"the scaling policy that {what}: none, sde, timescale, fitted (with "
+                   "--policy-opt law=FIT/law.json), a registered name or module:Class (default: none)")
+    g.add_argument("--policy-opt", action=KeyValues, type=kv, metavar="K=V", help="policy option, repeatable (e.g. "
+                   "betas=all)")
+    g.add_argument("--proxy-batch-size", type=positive, help="the proxy's batch size (default: the target's)")
+    g.add_argument("--proxy-steps", type=positive, help="the proxy's horizon in steps (default: the target's)")
+    if tokens:
+        g.add_argument("--proxy-tokens", type=positive, help="the proxy's horizon in tokens (examples for a model "
+                       "that is not a language model), in place of --proxy-steps: steps = tokens / (batch x context)")
+
+
+def proxy_steps(args: argparse.Namespace, run: Any) -> int | None:
+    """--proxy-steps, or --proxy-tokens over the proxy's tokens per step (its batch times the context of a language
+    model's data, zoo.config.RunConfig `run`; one per example otherwise); None when neither is given."""
+    if args.proxy_tokens is None:
+        return args.proxy_steps
+    if args.proxy_steps is not None:
+        raise ValueError("--proxy-steps and --proxy-tokens exclude each other: give the proxy's horizon once")
+    import dataclasses
+
+    import zoo.models
+
+    fields = {f.name for f in dataclasses.fields(zoo.models.config(run.model.name))}
+    per_step = (args.proxy_batch_size or run.loop.batch_size) * (run.data.seq_len if "seq_len" in fields else 1)
+    if args.proxy_tokens < per_step:
+        raise ValueError(f"--proxy-tokens {args.proxy_tokens} is less than one step of the proxy ({per_step} tokens)")
+    return args.proxy_tokens // per_step
+
+
+def policy_of(args: argparse.Namespace, optimizer: str) -> Any:
+    """The policy of the parsed flags (None when neither --policy nor --policy-opt is given); an option
+    `optimizer` does not read is refused (zoo.policy.base.ScalingPolicy.check)."""
+    import zoo.policy
+
+    options = dict(args.policy_opt or [])
+    if args.policy is None and not options:
+        return None
+    policy = zoo.policy.get(args.policy or "none", **options)
+    policy.check(optimizer, set(options))
+    return policy

@@ -11,25 +11,30 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, path_arg, positive
 
 
-def parser() -> argparse.ArgumentParser:
-    import zoo.papers as papers
+def parser(shelf: Any = None) -> argparse.ArgumentParser:
+    """The command line of a shelf of claims (zoo.papers.page.Shelf; default: the source papers')."""
+    from zoo.papers import PAPERS
 
-    p = Parser(prog="python -m zoo.papers", description=__doc__.split("\n\n")[0])
+    shelf = shelf or PAPERS
+    claims = shelf.claims()
+    p = Parser(prog=f"python -m {shelf.module}", description=__doc__.split("\n\n")[0] if shelf is PAPERS else
+               f"{shelf.title}: list, run or render the claims; each writes DIR/NAME/ (figure.png, results.json, "
+               "README.md) and the index DIR/README.md")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("list", help="every claim with its source")
     for name, text in (("run", "run a claim and write DIR/NAME/ (figure, results.json, README.md) and DIR/README.md"),
                        ("render", "redraw DIR/NAME/'s figure and page from its results.json")):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("name", metavar="NAME", choices=list(papers.CLAIMS),
-                         help=f"a claim: {', '.join(papers.CLAIMS)}")
+        cmd.add_argument("name", metavar="NAME", choices=list(claims), help=f"a claim: {', '.join(claims)}")
         cmd.add_argument("--out", type=path_arg, metavar="DIR",
-                         help=f"root of the claims' folders (default: {papers.DEFAULT_OUT}; with --quick "
-                         f"{papers.QUICK_OUT}, so a quick run never replaces a full run's outputs)")
+                         help=f"root of the claims' folders (default: {shelf.out}; with --quick "
+                         f"{shelf.quick_out}, so a quick run never replaces a full run's outputs)")
         if name == "run":
             cmd.add_argument("--quick", action="store_true", help="the tiny version (seconds; what the tests run)")
             cmd.add_argument("--processes", type=positive, default=1,
@@ -40,18 +45,24 @@ def parser() -> argparse.ArgumentParser:
 
 @boundary
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    import zoo.papers as papers
+    command(argv)
 
+
+def command(argv: list[str] | None = None, shelf: Any = None) -> None:
+    """list, run or render a shelf's claims (default: the source papers'), as `main` and zoo.cli.policy run it."""
+    import zoo.papers as papers
+    from zoo.papers import PAPERS
+
+    shelf = shelf or PAPERS
+    args = parser(shelf).parse_args(argv)
     if args.command != "list":
-        args.out = Path(args.out) if args.out else papers.QUICK_OUT if getattr(args, "quick", False) \
-            else papers.DEFAULT_OUT
+        args.out = Path(args.out) if args.out else shelf.quick_out if getattr(args, "quick", False) else shelf.out
     if args.command == "list":
-        for claim in papers.CLAIMS.values():
+        for claim in shelf.claims().values():
             print(f"{claim.name:22s} {claim.source}: {claim.title}")
     elif args.command == "render":
-        papers.render(papers.get(args.name), args.out)
+        papers.render(papers.get(args.name, shelf), args.out, shelf)
         print(args.out / args.name)
     else:
-        folder = papers.run(args.name, args.quick, args.out, args.processes)
+        folder = papers.run(args.name, args.quick, args.out, args.processes, shelf)
         print(f"{args.name}: {papers.page.read(folder)['verdict']} -> {folder}")

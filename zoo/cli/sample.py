@@ -7,7 +7,7 @@ import signal
 import sys
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, finite, path_arg, positive, positive_int32, seed, step
+from zoo.cli.flags import Parser, add_allow_import, finite, path_arg, positive, positive_int32, seed, step
 
 
 @boundary
@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     a("--top-k", type=positive, help="draw only among the K most likely tokens (default: all)")
     a("--step", type=step, help="the checkpoint's step (default: the latest)")
     a("--seed", type=seed, default=0, help="seed of the draws (default: 0)")
+    add_allow_import(p)
     args = p.parse_args(argv)
     from zoo.sample import DEFAULT_PROMPT, continuation
 

@@ -9,7 +9,17 @@ import os
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, numbers_text, path_arg, positive, settings
+from zoo.cli.flags import (
+    Parser,
+    add_policy_flags,
+    add_settings,
+    numbers_text,
+    path_arg,
+    policy_of,
+    positive,
+    proxy_steps,
+    settings,
+)
 from zoo.config import FLAT, RunConfig, resolve
 from zoo.sweeps import report
 from zoo.sweeps.grid import parse_ints, parse_lrs
@@ -37,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     a("--depths", "--depth", type=numbers_text, help="comma list of depths (default: the model's depth)")
     a("--report-only", action="store_true", help="re-render the report from --out without training")
     add_lr_flags(p)
+    add_policy_flags(p, "maps a proxy's settings to this sweep's batch size and steps (its --lrs are the proxy's: "
+                     "each is trained times the policy's LR factor; python -m zoo.fit --policy reads them back)")
     add_run_flags(p)
     return p
 
@@ -130,13 +142,30 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     return resolve({**settings(args, RUN_FLAGS), "base_width": args.base_width, "base_depth": args.base_depth})
 
 
+def under_policy(args: argparse.Namespace, run: RunConfig, lrs: list[float]) -> tuple[RunConfig, list[float]]:
+    """With --policy: the run at its batch size and steps under the settings the policy maps the proxy's to (the
+    proxy at --proxy-batch-size and --proxy-steps), and the LRs, the proxy's, times the policy's factor."""
+    import zoo.policy
+
+    policy = policy_of(args, run.optim.name)
+    if policy is None:
+        return run, lrs
+    if run.loop.steps is None:
+        raise ValueError("--policy maps the proxy's settings to this sweep's horizon: give it in --steps")
+    policy.check_run(run)
+    change = zoo.policy.Change(args.proxy_batch_size or run.loop.batch_size, run.loop.batch_size,
+                               proxy_steps(args, run) or run.loop.steps, run.loop.steps)
+    mapped, factor = zoo.policy.mapped_run(run, policy, change)
+    return mapped, [lr * factor for lr in lrs]
+
+
 def build_spec(args: argparse.Namespace):
     """The SweepSpec of the parsed flags (model defaults < flags)."""
     from zoo.sweeps.runner import SweepSpec
 
-    run = run_config(args)
+    run, lrs = under_policy(args, run_config(args), parse_lrs(args.lrs))
     widths = parse_ints(args.widths, "--widths") if args.widths else []
     depths = parse_ints(args.depths, "--depths") if args.depths else []
-    return SweepSpec(run=run, lrs=parse_lrs(args.lrs), out=Path(args.out), widths=widths, depths=depths,
+    return SweepSpec(run=run, lrs=lrs, out=Path(args.out), widths=widths, depths=depths,
                      seeds=args.seeds, chunk=args.chunk, processes=args.processes)
 

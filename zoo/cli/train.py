@@ -10,7 +10,7 @@ import sys
 import yaml
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_settings, finite, integer, path_arg, settings
+from zoo.cli.flags import Parser, add_allow_import, add_settings, finite, integer, path_arg, settings
 from zoo.config import FLAT, RunConfig, read_file, resolve
 from zoo.train import distributed
 
@@ -28,6 +28,7 @@ def parser() -> argparse.ArgumentParser:
                    "-, or nested by part: model, param, optim, data, loop), e.g. configs/run.yaml")
     p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
     add_settings(p, FLAT)
+    add_allow_import(p)
     for action in p._actions:  # the registries' names in the help of --model and --param
         if action.dest == "model":
             action.help = f"one of {', '.join(zoo.models.names())}, or module:Class (default: mlp_resnet)"

@@ -1,9 +1,13 @@
 """`python -m zoo.transfer`: tune small, train big. The LR sweep at a proxy size, the target trained at the proxy's
 best LR, and the same recipe under SP (or --compare) for comparison; --check-target also sweeps a few LRs at
-the target. Prints a table and writes OUT/transfer.png and OUT/transfer.json; rerunning skips finished runs.
+the target. Prints a table and writes OUT/transfer.png and OUT/transfer.json; rerunning skips finished runs. The
+proxy may train at its own batch size and horizon (--proxy-batch-size, --proxy-steps), a scaling policy (--policy)
+mapping its tuned settings to the target's; OUT/<param>/target.json records which policy produced each number.
 
     python -m zoo.transfer --out runs/t --model gpt --param mup --proxy-width 128 --width 1024 --lrs 2^-12:2^-6:1
     python -m zoo.transfer --out runs/d --model gpt --param completep --proxy-depth 2 --depth 16 --lrs 2^-12:2^-6:1
+    python -m zoo.transfer --out runs/b --param mup --proxy-width 64 --width 256 --proxy-batch-size 16 \\
+        --batch-size 256 --policy sde --lrs 2^-12:2^-4:1
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, numbers_text, path_arg, positive
+from zoo.cli.flags import Parser, add_policy_flags, numbers_text, path_arg, policy_of, positive, proxy_steps
 from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config, use_compile_cache
 from zoo.sweeps.grid import parse_lrs
 
@@ -35,6 +39,7 @@ def parser() -> argparse.ArgumentParser:
     a("--check-target", nargs="?", const="", type=numbers_text, metavar="LRS",
       help="also sweep LRs at the target: the transferred LR +- 2 proxy grid steps, or the LRs given")
     add_lr_flags(p)
+    add_policy_flags(p, "maps the proxy's tuned settings to the target's batch size and horizon")
     add_run_flags(p)
     return p
 
@@ -54,9 +59,13 @@ def build_spec(args: argparse.Namespace):
     target = (args.width or default.width, args.depth or default.depth)
     proxy = (args.proxy_width or target[0], args.proxy_depth or target[1])
     check = None if args.check_target is None else parse_lrs(args.check_target) if args.check_target else []
+    policy = policy_of(args, run.optim.name)
+    if policy is not None:
+        policy.check_run(run)
     return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
                         compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
-                        metric=args.metric, chunk=args.chunk, processes=args.processes)
+                        metric=args.metric, chunk=args.chunk, processes=args.processes, policy=policy,
+                        proxy_batch=args.proxy_batch_size, proxy_steps=proxy_steps(args, run))
 
 
 def comparison(given: str | None, param: str) -> str | None:

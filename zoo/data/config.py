@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from zoo.schema import NON_NEGATIVE, POSITIVE, check_settings, setting
 
@@ -25,7 +26,16 @@ class DataConfig:
                                      shown="the set's own, which must be one size", check=POSITIVE)
     seq_len: int = setting(256, "context length for text data", check=POSITIVE)
     byte_level: bool = setting(False, "text as bytes instead of characters")
-    augment: bool = setting(False, "CIFAR pad-crop and flip")
+    augment: str = setting("none", "image augmentation on the device: none, crop_flip, or ops in order from crop, "
+                           "flip, autoaugment, erasing, mixup, cutmix (zoo.data.augment)", metavar="OPS")
+    augment_options: dict[str, Any] = setting({}, "augmentation option, repeatable (e.g. mix_prob=0.5; "
+                                              "zoo.data.augment.AugmentOptions)", flag="augment_opt", metavar="K=V")
 
     def __post_init__(self):
+        from zoo.data import augment
+
         check_settings(self)
+        ops = augment.parse_ops(self.augment)  # the ops spelled out, the options typed: as the run stores them
+        typed = augment.options(ops, self.augment_options)
+        object.__setattr__(self, "augment", ",".join(ops) or "none")
+        object.__setattr__(self, "augment_options", {k: getattr(typed, k) for k in self.augment_options})

@@ -31,6 +31,7 @@ from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams, usable_cores
 from zoo.data.view import DataView, check_classes
 from zoo.data.walk import files_under
+from zoo.files import refuse_special
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")  # torchvision's + .gif
 EVAL_SPLITS = ("test", "val", "validation")
@@ -53,6 +54,7 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
     src = Path(path).expanduser()
     if not src.exists():
         raise FileNotFoundError(f"image folder not found: {src}")
+    refuse_special(src, f"imagefolder:{src}")  # /dev/zero read as an archive without end
     if image_size is not None:
         check_host(image_bytes(image_size), f"one image at --image-size {image_size}", SMALLER)
     if src.is_dir():

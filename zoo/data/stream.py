@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from zoo.data.view import Batch, DataView
-from zoo.errors import ZooError
+from zoo.errors import ZooError, reraise_stop
 
 # Steps a stream can run: an end far beyond any run (grain's datasets have a length).
 HORIZON = 1 << 62
@@ -73,6 +73,7 @@ def _checked(it: Iterator[tuple[int, Batch]], step: int, split: str) -> Iterator
             try:
                 at, batch = next(it)
             except Exception as err:  # whatever a reader or grain raises, as one line
+                reraise_stop(err)
                 why = (str(err).strip() or type(err).__name__).splitlines()[0]
                 raise DataError(f"reading step {step} of split {split!r} failed: {why}") from None
             # worker batches arrive in grain's shared memory: copied out, so it is freed now

@@ -12,6 +12,7 @@ from zoo.data.sources import SpecError
 from zoo.data.streamed import maybe_streamed, not_images
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
 from zoo.data.view import DataView, check_classes
+from zoo.files import read_regular, refuse_special
 
 TRAIN_FRACTION = 0.9
 
@@ -22,9 +23,10 @@ def load(path: str, seq_len: int, byte_level: bool = False) -> Dataset:
     if src.is_dir():
         raise IsADirectoryError(f"text:{src} is a directory; text:FILE reads one file (for a folder of files, "
                                 "python -m zoo.data.prepare text DIR --out TOKENS, then --data tokens:TOKENS)")
+    refuse_special(src, f"text:{src}")
     if not src.is_file():
         raise FileNotFoundError(f"text file not found: {src}")
-    raw = src.read_bytes()
+    raw = read_regular(src, f"text:{src}")
     if byte_level:
         return from_tokens(np.frombuffer(raw, np.uint8).astype(np.int32), ByteTokenizer(), seq_len, str(src))
     try:

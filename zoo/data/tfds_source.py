@@ -24,6 +24,7 @@ from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
 from zoo.data.view import DataView, check_classes
+from zoo.errors import reraise_stop
 
 TEXT_FEATURES = ("text", "content", "document", "article")
 
@@ -121,6 +122,7 @@ class TfdsImages:
             try:
                 examples.append(self.source[int(i)])
             except Exception as err:  # ArrayRecord and the feature decoders raise many types
+                reraise_stop(err)
                 why = (str(err).strip() or type(err).__name__).splitlines()[0]
                 raise ValueError(f"tfds split {self.what}: cannot read example {int(i)}: {why}") from None
         x = np.stack([self._image(np.asarray(e["image"], np.uint8)) for e in examples])

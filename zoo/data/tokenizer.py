@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from zoo.files import read_regular, refuse_special, write_atomic
 from zoo.schema import INT32_MAX, digits
 
 BPE_MODEL = "tokenizer.model"
@@ -143,7 +144,7 @@ class BPETokenizer:
         return {"kind": "bpe", "model": BPE_MODEL}
 
     def save(self, directory: Path) -> None:
-        (directory / BPE_MODEL).write_bytes(self.model)
+        write_atomic(directory / BPE_MODEL, self.model, "wb")
 
 
 def pieces(lines: Iterable[str]) -> Iterator[str]:
@@ -179,10 +180,11 @@ def from_meta(meta: dict[str, Any], directory: Path) -> Tokenizer:
         return ByteTokenizer()
     if kind == "bpe":
         path = directory / meta["model"]
+        refuse_special(path, f"the BPE model {path} named in {directory / 'meta.json'}")
         if not path.is_file():
             raise FileNotFoundError(f"the BPE model {path} named in {directory / 'meta.json'} is missing")
         try:
-            return BPETokenizer(path.read_bytes())
+            return BPETokenizer(read_regular(path))
         except ValueError as err:
             raise ValueError(f"the BPE model {path} named in {directory / 'meta.json'} is {err}") from None
     raise ValueError(f"{directory / 'meta.json'}: unknown tokenizer kind {kind!r} (char, byte or bpe)")

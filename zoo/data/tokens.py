@@ -20,7 +20,7 @@ from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, not_images, streams
 from zoo.data.tokenizer import Tokenizer, from_meta
 from zoo.data.view import DataView, TokenWindows
-from zoo.files import write_atomic
+from zoo.files import read_regular, refuse_special, write_atomic
 
 META = "meta.json"
 SPLITS = ("train", "val")
@@ -63,7 +63,7 @@ def read_meta(directory: Path) -> dict[str, Any]:
     path = directory / META
     need_file(path, "; write a token directory with python -m zoo.data.prepare")
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(read_regular(path))
         vocab_size, dtype, tok = meta["vocab_size"], meta["dtype"], meta["tokenizer"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
         raise ValueError(f"{path} is not a token directory's meta (vocab_size, dtype, tokenizer): {err}") from None
@@ -82,6 +82,7 @@ def need_file(path: Path, advice: str = "") -> None:
     """One line when a token directory's file is missing or is a folder (it said 'not found' for a folder)."""
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a file of the token directory{advice}")
+    refuse_special(path, str(path))
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found{advice}")
 

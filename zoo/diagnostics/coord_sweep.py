@@ -33,6 +33,7 @@ from zoo.diagnostics import coord, coord_plot, verdict
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT, choose_lr, linear_change
 from zoo.diagnostics.inputs import random_batch
 from zoo.diagnostics.records import to_json
+from zoo.files import write_atomic
 from zoo.optim import OptimConfig
 from zoo.param import predict
 
@@ -167,7 +168,7 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
                             for v in vs} for p, vs in result.get("part_verdicts", {}).items()},
         "growth": [dataclasses.asdict(g) for g in result["growth"]], "passed": passed(result),
     }
-    (out / f"coord_check_{axis}.json").write_text(to_json(record))
+    write_atomic(out / f"coord_check_{axis}.json", to_json(record))
     return png
 
 

@@ -4,15 +4,13 @@ feature-diversity probe (--diversity LAMBDA, logged with every eval)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax.numpy as jnp
 
 import zoo.models
 from zoo.config import RunConfig
 from zoo.diagnostics.diversity import default_eps, diversity_probe
 from zoo.diagnostics.report import describe, run_report
-from zoo.train.hooks import Hook
+from zoo.train.hooks import Hook, LoopView
 
 PROBE_INPUTS = 256
 
@@ -28,7 +26,7 @@ def diagnostics_hooks(cfg: RunConfig) -> list[Hook]:
     return hooks
 
 
-def _report(loop: Any, step: int) -> None:
+def _report(loop: LoopView, step: int) -> None:
     """Before the first step of a fresh run: the plugin's report, said and kept in the summary."""
     s = loop.s
     report = run_report(s.cfg.model.name, s.model_cfg, s.plugin, seeds=2, batch=4, probes=1)
@@ -44,7 +42,7 @@ class _Diversity:
     def __init__(self, lam: float):
         self.lam, self.probe, self.x = lam, None, None
 
-    def __call__(self, loop: Any, step: int) -> None:
+    def __call__(self, loop: LoopView, step: int) -> None:
         if self.probe is None:
             s = loop.s
             idx = next(iter(s.data.eval_indices(min(PROBE_INPUTS, s.cfg.loop.eval_batch_size))))

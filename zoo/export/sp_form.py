@@ -33,7 +33,7 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.errors import sigterm_stops
 from zoo.export.fold import folded_params
-from zoo.files import check_can_write_in, undo_folders_made_on_failure
+from zoo.files import check_can_write_in, undo_folders_made_on_failure, write_atomic
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
@@ -100,7 +100,7 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
         ckpts.wait()
         ckpts.close()
         save_safetensors(tmp / EXPORTED, sp_params, sp_cfg)
-        (tmp / "config.json").write_text(json.dumps(sp_cfg.to_json(), indent=2))
+        write_atomic(tmp / "config.json", json.dumps(sp_cfg.to_json(), indent=2))
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(tmp, out)

@@ -47,7 +47,7 @@ class GPT(nnx.Module):
     config_class = GPTConfig
     # the run's defaults (flags override them): nanoGPT's "baby" char-level Shakespeare config, what `python
     # train.py --model gpt` trains. nanoGPT reaches a best val loss of 1.4718 (12.6 ms/step on an H100); zoo under sp
-    # on an H200: 1.515 at step 1500, 6.8 ms/step (docs/results.md, "On one GPU").
+    # on an H200: 1.515 at step 1500, 6.8 ms/step (docs/results/training.md).
     recipe = dict(data="shakespeare", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=100,
                   min_lr_ratio=0.1, b2=0.99, batch_size=64, steps=5000, eval_every=250, seq_len=256,
                   weight_decay=0.1, clip_norm=1.0)

@@ -198,6 +198,16 @@ class LayerNorm(nnx.Module):
         return y.astype(x.dtype)
 
 
+def drop_path(x: jax.Array, rate: jax.Array | None, key: jax.Array | None) -> jax.Array:
+    """Stochastic depth (Huang et al. 2016) on a residual branch's output, as timm's DropPath: each example's
+    branch is kept with probability 1 - rate and scaled by 1 / (1 - rate), so E[drop_path(x)] = x; the identity
+    without a rate or a key (evaluation)."""
+    if rate is None or key is None:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, (x.shape[0],) + (1,) * (x.ndim - 1))
+    return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), 0).astype(x.dtype)
+
+
 class Stack(nnx.Module):
     """`depth` copies of a block made by `make(rngs)`, stored stacked (leading axis = depth).
 
@@ -205,12 +215,14 @@ class Stack(nnx.Module):
     called as `block(x, key) -> (x, intermediates)`; the stack returns x and the intermediates stacked. With
     `remat`, each block's activations are recomputed in the backward pass instead of stored (`jax.checkpoint`);
     the blocks are then scanned, so only each block's input is kept (an unrolled loop lets XLA's CPU scheduler
-    undo the saving).
+    undo the saving). With `drop_path` > 0 a block is called in training as `block(x, key, rate)` with its
+    stochastic-depth rate, rising linearly from 0 at the first block to `drop_path` at the last (timm's
+    linspace(0, drop_path_rate, depth)).
     """
 
     def __init__(self, make: Callable[[nnx.Rngs], nnx.Module], depth: int, rngs: nnx.Rngs, scan: bool = True,
-                 remat: bool = False):
-        self.depth, self.scan, self.remat = depth, scan, remat
+                 remat: bool = False, drop_path: float = 0.0):
+        self.depth, self.scan, self.remat, self.drop_path = depth, scan, remat, drop_path
 
         @nnx.split_rngs(splits=depth)
         @nnx.vmap(in_axes=(0,), out_axes=0)
@@ -224,24 +236,28 @@ class Stack(nnx.Module):
         """Blocks start..stop-1 (all by default; partial Jacobians apply a slice of the stack)."""
         stop = self.depth if stop is None else stop
         keys = jax.random.split(key, self.depth)[start:stop] if key is not None else None
+        rates = jnp.linspace(0.0, self.drop_path, self.depth)[start:stop] if key is not None and self.drop_path \
+            else None
         graphdef, state = nnx.split(self.blocks)
         if (start, stop) != (0, self.depth):
             state = jax.tree.map(lambda a: a[start:stop], state)
 
-        def apply(h, block_state, k):
-            return nnx.merge(graphdef, block_state)(h, k)
+        def apply(h, block_state, k, rate=None):
+            block = nnx.merge(graphdef, block_state)
+            return block(h, k) if rate is None else block(h, k, rate)
 
         if self.remat:
             apply = jax.checkpoint(apply)
 
         if self.scan or self.remat:
-            return jax.lax.scan(lambda h, sk: apply(h, *sk), x, (state, keys))
+            return jax.lax.scan(lambda h, sk: apply(h, *sk), x, (state, keys, rates))
         # unstacked at once, whose gradient is one concatenate (indexing each layer's slice transposes to a pad of
         # the whole stack per layer, then their sum: 2-3x the block parameters' memory traffic again)
         leaves, treedef = jax.tree.flatten(state)
         layers = [jnp.unstack(a) for a in leaves]
         inters = []
         for i in range(stop - start):
-            x, inter = apply(x, treedef.unflatten([a[i] for a in layers]), None if keys is None else keys[i])
+            x, inter = apply(x, treedef.unflatten([a[i] for a in layers]), None if keys is None else keys[i],
+                             None if rates is None else rates[i])
             inters.append(inter)
         return x, jax.tree.map(lambda *a: jnp.stack(a), *inters)

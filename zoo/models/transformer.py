@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, branch_folds, residual, tagged_param
+from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, branch_folds, drop_path, residual, tagged_param
 from zoo.param.tags import Kind
 
 
@@ -230,11 +230,15 @@ class Block(nnx.Module):
         return (branch_folds(self.attn_skip, self.attn_branch, "attn/o") +
                 branch_folds(self.mlp_skip, self.mlp_branch, "mlp/fc2"))
 
-    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
+    def __call__(self, x: jax.Array, key: jax.Array | None = None,
+                 drop_rate: jax.Array | None = None) -> tuple[jax.Array, dict]:
+        """`drop_rate`: this block's stochastic depth (Stack), on each branch."""
         y, logits = self.attn(self.ln1(x))
-        x = residual(x, dropout(y, self.rate, fold(key, 0)), self.attn_skip, self.attn_branch)
+        y = drop_path(dropout(y, self.rate, fold(key, 0)), drop_rate, fold(key, 2))
+        x = residual(x, y, self.attn_skip, self.attn_branch)
         y, pre = self.mlp(self.ln2(x))
-        x = residual(x, dropout(y, self.rate, fold(key, 1)), self.mlp_skip, self.mlp_branch)
+        y = drop_path(dropout(y, self.rate, fold(key, 1)), drop_rate, fold(key, 3))
+        x = residual(x, y, self.mlp_skip, self.mlp_branch)
         return x, {"pre": pre, "attn_logits": logits, "blocks": x}
 
 
@@ -255,9 +259,11 @@ class MixerBlock(nnx.Module):
         return (branch_folds(self.token_skip, self.token_branch, "token_mlp/fc2") +
                 branch_folds(self.channel_skip, self.channel_branch, "channel_mlp/fc2"))
 
-    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, dict]:
+    def __call__(self, x: jax.Array, key: jax.Array | None = None,
+                 drop_rate: jax.Array | None = None) -> tuple[jax.Array, dict]:
+        """`drop_rate`: this block's stochastic depth (Stack), on each branch."""
         y, _ = self.token_mlp(self.ln1(x), axis=1)
-        x = residual(x, y, self.token_skip, self.token_branch)
+        x = residual(x, drop_path(y, drop_rate, fold(key, 0)), self.token_skip, self.token_branch)
         y, pre = self.channel_mlp(self.ln2(x))
-        x = residual(x, y, self.channel_skip, self.channel_branch)
+        x = residual(x, drop_path(y, drop_rate, fold(key, 1)), self.channel_skip, self.channel_branch)
         return x, {"pre": pre, "blocks": x}

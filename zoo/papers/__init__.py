@@ -27,26 +27,31 @@ from zoo.papers import (
     yaida_family,
 )
 from zoo.papers.claim import Claim
-from zoo.papers.page import render, writable, write
+from zoo.papers.page import Shelf, render, writable, write
 from zoo.sweeps.processes import check_processes
 
 MODULES = (tp6_depth_transfer, tp6_abs_vs_relu, tp6_diversity, tp4b_adam_width, yaida_family, dhg_phase,
            dhg_trainability, dhg_apjn, lecture_hanin_nica)
 CLAIMS: dict[str, Claim] = {m.CLAIM.name: m.CLAIM for m in MODULES}
-DEFAULT_OUT = Path("docs") / "papers"
-QUICK_OUT = Path("runs") / "papers-quick"  # quick versions never land beside the committed full runs
+PAPERS = Shelf("zoo.papers", "The source papers, regenerated",
+               "Each claim below is one source paper's headline result rerun by zoo at a scale this repository's "
+               "2-core CPU runs in minutes; its page puts the paper's setting and result beside zoo's, and the "
+               "verdict is computed from the run's numbers (`results.json`).", lambda: CLAIMS, Path("docs") / "papers",
+               Path("runs") / "papers-quick")  # quick versions never land beside the committed full runs
+DEFAULT_OUT, QUICK_OUT = PAPERS.out, PAPERS.quick_out
 
 
-def get(name: str) -> Claim:
-    if name not in CLAIMS:
-        raise ValueError(f"unknown claim {name!r}; choose from {', '.join(CLAIMS)}")
-    return CLAIMS[name]
+def get(name: str, shelf: Shelf = PAPERS) -> Claim:
+    claims = shelf.claims()
+    if name not in claims:
+        raise ValueError(f"unknown claim {name!r}; choose from {', '.join(claims)}")
+    return claims[name]
 
 
-def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int = 1) -> Path:
-    """Run claim `name` (quick: its tiny version; processes: its sweeps' members split over this many worker
-    processes, as `python -m zoo.sweep --processes`) and write OUT/NAME/ and the index OUT/README.md."""
-    claim = get(name)
+def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int = 1, shelf: Shelf = PAPERS) -> Path:
+    """Run claim `name` of the shelf (quick: its tiny version; processes: its sweeps' members split over this many
+    worker processes, as `python -m zoo.sweep --processes`) and write OUT/NAME/ and the index OUT/README.md."""
+    claim = get(name, shelf)
     check_processes(processes)
     if processes > 1 and claim.serial:
         raise ValueError(f"--processes: {name} cannot split over worker processes: {claim.serial}")
@@ -56,7 +61,7 @@ def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int 
     numbers["wall_s"] = round(time.perf_counter() - t0, 1)
     cpu = jax.default_backend() == "cpu"
     numbers["machine"] = f"{os.cpu_count()} CPU cores" if cpu else jax.devices()[0].device_kind
-    return write(claim, numbers, Path(out), quick)
+    return write(claim, numbers, Path(out), quick, shelf)
 
 
-__all__ = ["CLAIMS", "DEFAULT_OUT", "get", "render", "run"]
+__all__ = ["CLAIMS", "DEFAULT_OUT", "PAPERS", "get", "render", "run"]

@@ -82,7 +82,7 @@ def member_trainer(family: Family, load: Callable[[], Any], batch_size: int, chu
 
 def train_shape(pool: MemberPool | None, make: Callable[..., MemberTrainer], data: Any, lrs: np.ndarray,
                 seeds: np.ndarray, steps: int, options: dict[str, np.ndarray], **evaluate: Any) -> Result:
-    """The members (lrs[i], seeds[i], options[k][i]) of the trainer `make(data)` from fresh states through `steps`
+    """The members (`lrs[i]`, `seeds[i]`, `options[k][i]`) of the trainer `make(data)` from fresh states through `steps`
     steps, in the pool's worker processes (each building `make()`, loading its own data) or in this one;
     `evaluate`: train_members' eval arguments."""
     if pool is not None:

@@ -1,33 +1,47 @@
 """The outputs of a claim: OUT/NAME/figure.png, OUT/NAME/results.json (every number, the checks, the verdict) and
-OUT/NAME/README.md (the paper beside zoo), plus the index OUT/README.md of every claim found under OUT.
+OUT/NAME/README.md (the paper beside zoo), plus the index OUT/README.md of every claim of its shelf found under OUT.
 
 Pages are rendered from results.json's raw numbers only, so `render` reproduces them without rerunning: it
 recomputes every fit, the checks and the verdict from those numbers and writes them back into results.json, so
 the stored verdict, the figure and the page always say what the numbers say (a claim module stores measurements,
-never a fit of them: its checks fit the stored curve).
+never a fit of them: its checks fit the stored curve). A shelf is a set of claims with its command and index: the
+source papers (zoo.papers) and the scaling policies' evidence (zoo.policy.pages).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from zoo.files import read_mapping, save_figure, write_atomic
+from zoo.files import jsonable, read_mapping, save_figure, write_atomic
 from zoo.papers.claim import Claim, Numbers, verdict
 
 FIGURE, RESULTS, PAGE, INDEX = "figure.png", "results.json", "README.md", "README.md"
 STALE = (KeyError, IndexError, TypeError, ValueError)  # what checks raise on numbers of another version
 
 
-def command(name: str, quick: bool = False) -> str:
-    return f"python -m zoo.papers run {name}" + (" --quick" if quick else "")
+@dataclasses.dataclass(frozen=True)
+class Shelf:
+    """A set of claims: `module` runs them (`python -m MODULE run NAME`), `claims` names them (a function, read when
+    needed), the index has `title` and `intro`; full runs go to `out`, quick ones to `quick_out`."""
+
+    module: str
+    title: str
+    intro: str
+    claims: Callable[[], dict[str, Claim]]
+    out: Path
+    quick_out: Path
+
+
+def command(name: str, shelf: Shelf, quick: bool = False) -> str:
+    return f"python -m {shelf.module} run {name}" + (" --quick" if quick else "")
 
 
 def writable(out: Path, name: str) -> None:
@@ -48,18 +62,18 @@ def writable(out: Path, name: str) -> None:
         raise ValueError(f"cannot write under the output root {out}: {e.strerror or e}") from None
 
 
-def write(claim: Claim, numbers: Numbers, out: Path, quick: bool) -> Path:
+def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf) -> Path:
     """results.json from the run's numbers, then everything derived from them (`render`). The checks read the
     numbers as the JSON holds them (NaN as null)."""
     folder = out / claim.name
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, quick), "numbers": numbers}
+    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, shelf, quick), "numbers": numbers}
     write_atomic(folder / RESULTS, dump(record))
-    render(claim, out)
+    render(claim, out, shelf)
     return folder
 
 
-def render(claim: Claim, out: Path) -> None:
+def render(claim: Claim, out: Path, shelf: Shelf) -> None:
     """From OUT/NAME/results.json's numbers: the checks and the verdict (written back into results.json in place of
     any stored before), the figure, the page, and the index."""
     folder = out / claim.name
@@ -78,7 +92,7 @@ def render(claim: Claim, out: Path) -> None:
                                          "numbers": record["numbers"]}))
     os.replace(tmp, folder / FIGURE)
     write_atomic(folder / PAGE, text)
-    write_atomic(out / INDEX, index(out))
+    write_atomic(out / INDEX, index(out, shelf))
 
 
 def dump(record: dict[str, Any]) -> str:
@@ -108,7 +122,7 @@ def page(claim: Claim, numbers: Numbers, checks: list, cmd: str) -> str:
 Source: {claim.source}.
 
 **Verdict: {v}** ({sum(c.passed for c in checks)} of {len(checks)} checks pass; computed from `results.json` by
-`zoo/papers/{claim.name.replace('-', '_')}.py`).
+`{claim.run.__module__.replace('.', '/')}.py`).
 
 ![{claim.name}]({FIGURE})
 
@@ -136,12 +150,10 @@ Source: {claim.source}.
 """
 
 
-def index(out: Path) -> str:
-    """OUT/README.md: every claim with a results.json under OUT, its thumbnail, verdict and command."""
-    from zoo.papers import CLAIMS
-
+def index(out: Path, shelf: Shelf) -> str:
+    """OUT/README.md: every claim of the shelf with a results.json under OUT, its thumbnail, verdict and command."""
     rows = []
-    for name, claim in CLAIMS.items():
+    for name, claim in shelf.claims().items():
         folder = out / name
         if not (folder / RESULTS).is_file():
             continue
@@ -149,14 +161,12 @@ def index(out: Path) -> str:
             record = read(folder)
             v = verdict(claim.checks(record["numbers"]))
         except STALE:  # not results, or numbers from an older version of the claim
-            v, record = "stale: rerun it", {"command": f"python -m zoo.papers run {name}"}
-        thumb = f'<a href="{name}/{PAGE}"><img src="{name}/{FIGURE}" width="220"></a>'
+            v, record = "stale: rerun it", {"command": command(name, shelf)}
+        # the folder, not its README.md: raw HTML links are not rewritten by the docs site, where the page is name/
+        thumb = f'<a href="{name}/"><img src="{name}/{FIGURE}" width="220"></a>'
         rows.append(f"| [{name}]({name}/{PAGE}) | {claim.source} | {thumb} | **{v}** | `{record['command']}` |")
-    return ("# The source papers, regenerated\n\n"
-            "Each claim below is one source paper's headline result rerun by zoo at a scale this repository's 2-core "
-            "CPU runs in minutes; its page puts the paper's setting and result beside zoo's, and the verdict is "
-            "computed from the run's numbers (`results.json`). `python -m zoo.papers list` names them; "
-            "`python -m zoo.papers run NAME` reruns one.\n\n"
+    return (f"# {shelf.title}\n\n{shelf.intro} `python -m {shelf.module} list` names them; "
+            f"`python -m {shelf.module} run NAME` reruns one.\n\n"
             "| claim | source | figure | verdict | command |\n|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
 
@@ -179,23 +189,6 @@ def save(fig: Any, path: Path) -> None:
 def sizes(values: dict[Any, float | None], prefix: str = "L=", digits: int = 0, none: str = "all diverged") -> str:
     """`L=8: -9, L=16: -9` from {8: -9.0, 16: -9.0}; None shown as `none`."""
     return ", ".join(f"{prefix}{k}: " + (none if v is None else f"{v:.{digits}f}") for k, v in values.items())
-
-
-def jsonable(x: Any) -> Any:
-    """Numbers as JSON: numpy scalars and arrays to Python, NaN and inf to None."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return jsonable(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
 def _cell(text: str) -> str:

@@ -43,8 +43,8 @@ def default_group(state_bytes: int, per_device: int) -> int:
     fits in half of one core's share of the last-level cache, the rest left to the batches and activations: a group
     streams its members' state through every step of a chunk, so a group the cache holds gains from sharing each
     step's op overhead and from wider products, and a group that overflows it waits on memory (bench/sweep.py,
-    docs/results.md: for members of 3.4 MB of state on a core with 16 MB, groups of 2 beat groups of 1 and 4 by
-    10%)."""
+    docs/results/cpu-sweeps.md: for members of 3.4 MB of state on a core with 16 MB, groups of 2 beat groups of 1
+    and 4 by 10%)."""
     if jax.default_backend() != "cpu":
         return per_device
     fits = max(1, cache_share_bytes() // 2 // max(1, state_bytes))
@@ -194,7 +194,7 @@ class MemberTrainer:
 
     def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> State:
         """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and
-        with a program family, options[k][i] for each option k (arrays as long as lrs). Vmapped members are split
+        with a program family, `options[k][i]` for each option k (arrays as long as lrs). Vmapped members are split
         over up to every device (no more devices than members), padded with copies of the last one to a multiple of
         devices x group."""
         if isinstance(self.prog, Program) != (options is None):

@@ -2,7 +2,7 @@
 
 One program over a CPU's cores (`MemberTrainer`, one device per core) leaves the devices sharing one process's
 XLA:CPU thread pool, which costs a sweep of small members 5-15% against the same groups trained in processes that
-share nothing (docs/results.md). A `MemberPool` starts `processes` workers (spawned: JAX's threads do not survive a
+share nothing (docs/results/). A `MemberPool` starts `processes` workers (spawned: JAX's threads do not survive a
 fork), deals each a contiguous block of the members, as the one program's `members` mesh deals them to its devices,
 so each trains the same groups, and gathers the per-step losses and evals in member order. Workers keep their
 trainers (compiled programs, data on the device) for the pool's life: a second call with the same recipe runs
@@ -114,8 +114,8 @@ class MemberPool:
 
     def run(self, make_trainer: Callable[[], Any], lrs: np.ndarray, seeds: np.ndarray, steps: int, *,
             options: Options | None = None, evaluate: bool = True, eval_limit: int | None = None) -> Result:
-        """Each worker's block of the members (lrs[i], seeds[i], and options[k][i] for a program family) from fresh
-        states through `steps` train steps of the vmapped `MemberTrainer` that `make_trainer()` (picklable: a
+        """Each worker's block of the members (`lrs[i]`, `seeds[i]`, and `options[k][i]` for a program family) from
+        fresh states through `steps` train steps of the vmapped `MemberTrainer` that `make_trainer()` (picklable: a
         module-level function or a partial of one) builds in the worker, and an eval when asked (of `eval_limit`
         examples: `MemberTrainer.evaluate`)."""
         recipe = pickle.dumps(make_trainer)
@@ -201,7 +201,7 @@ def train(trainers: dict[bytes, Any], recipe: bytes, lrs: np.ndarray, seeds: np.
 
 def train_members(trainer: Any, lrs: np.ndarray, seeds: np.ndarray, steps: int, *, options: Options | None = None,
                   evaluate: bool = True, eval_limit: int | None = None) -> Result:
-    """The members (lrs[i], seeds[i], options[k][i] for a program family) from fresh states through `steps` train
+    """The members (`lrs[i]`, `seeds[i]`, `options[k][i]` for a program family) from fresh states through `steps` train
     steps of a `MemberTrainer`, and an eval when asked (of `eval_limit` examples); the seconds this took."""
     compile_s, start = trainer.compile_s, trainer.run_s
     states = trainer.init(lrs, seeds, options)

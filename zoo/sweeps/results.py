@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.files import read_mapping, write_atomic
+from zoo.files import open_regular, read_mapping, read_regular, write_atomic
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
 
@@ -80,13 +80,13 @@ def repair(out: Path, report: Callable[[str], None] = print) -> None:
     """End DIR/results.jsonl with a newline: a last line that is a whole record gets one, a torn one is cut."""
     path = out / RESULTS
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         return
     if not data or data.endswith(b"\n"):
         return
     start = data.rfind(b"\n") + 1
-    with open(path, "r+b") as f:
+    with open_regular(path, "r+b") as f:
         if _record(data[start:]) is not None:
             f.seek(len(data))
             f.write(b"\n")
@@ -101,7 +101,7 @@ def read(out: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     records, seen = [], set()
-    for line in path.read_bytes().splitlines():
+    for line in read_regular(path).splitlines():
         r = _record(line)
         if r is None or _key(r) in seen:
             continue
@@ -115,13 +115,13 @@ def unreadable(out: Path) -> int:
     path = out / RESULTS
     if not path.exists():
         return 0
-    return sum(1 for line in path.read_bytes().splitlines() if line.strip() and _record(line) is None)
+    return sum(1 for line in read_regular(path).splitlines() if line.strip() and _record(line) is None)
 
 
 def append(out: Path, records: list[dict[str, Any]]) -> None:
     """Append member records (NaN and inf written as null) in one write."""
     text = "".join(json.dumps({k: _finite(v) for k, v in r.items()}) + "\n" for r in records)
-    with open(out / RESULTS, "a") as f:
+    with open_regular(out / RESULTS, "a") as f:
         f.write(text)
         f.flush()
 

@@ -9,6 +9,10 @@ whose best LR moves with width, so its transferred LR is off at the target).
 Every run is a sweep-engine run (zoo.sweeps.runner.run_sweep): the target is a vmapped program of one member
 per target seed (plus the --check-target LRs), on the same batches as the proxy, so proxy and target losses are
 measured alike, and a rerun skips what is finished. Runs live in OUT/<param>/proxy and OUT/<param>/target.
+
+The proxy may also train at another batch size and horizon (proxy_batch, proxy_steps); a scaling policy
+(zoo.policy) then maps its tuned settings to the target's (the LR, betas, epsilon, weight decay, warmup), and each
+arm's `rules` say which policy produced each number.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from zoo.config import RunConfig
+from zoo.policy import Change, Rule, ScalingPolicy
 from zoo.sweeps import report
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, valid_lrs
 from zoo.sweeps.runner import SweepSpec, check_shapes, load_data, run_sweep
@@ -49,6 +54,9 @@ class TransferSpec:
     metric: str = "train_loss"
     chunk: int = 100
     processes: int = 1
+    policy: ScalingPolicy | None = None
+    proxy_batch: int | None = None  # None: the target's
+    proxy_steps: int | None = None
 
     def __post_init__(self) -> None:
         """Refuse what cannot be a transfer: a target not bigger than the proxy (it must be at least the proxy's
@@ -64,20 +72,45 @@ class TransferSpec:
             check_positive(what, [v])
         check_seeds(self.run.loop.seed, self.seeds)
         check_seeds(self.run.loop.seed, self.target_seeds, "--target-seeds")
+        for what, v in (("the proxy batch size", self.proxy_batch), ("the proxy steps", self.proxy_steps)):
+            if v is not None:
+                check_positive(what, [v])
         smaller = [axis for axis, t, p in (("width", tw, pw), ("depth", td, pd)) if t < p]
         if smaller:
             raise ValueError(f"the target (width {tw}, depth {td}) is smaller than the proxy (width {pw}, depth {pd}) "
                              f"in {' and '.join(smaller)}; muTransfer tunes a small proxy and transfers to a bigger "
                              "target")
-        if self.proxy == self.target:
+        if self.proxy == self.target and not self.rescaled:
             raise ValueError(f"the proxy (width {pw}, depth {pd}) is the target; give a smaller --proxy-width or "
-                             "--proxy-depth")
+                             "--proxy-depth, or another --proxy-batch-size or --proxy-steps")
         if self.compare == self.run.param.name:
             raise ValueError(f"--compare {self.compare} is the parametrization under test (--param {self.compare}): "
                              "compare with another one, or give --compare none")
         self.lrs = valid_lrs(self.lrs)
         if self.check:
             self.check = valid_lrs(self.check)
+
+    @property
+    def rescaled(self) -> bool:
+        """Whether the proxy trains at another batch size or horizon than the target."""
+        loop = self.run.loop
+        return (self.proxy_batch or loop.batch_size) != loop.batch_size or (
+            self.proxy_steps is not None and self.proxy_steps != loop.steps)
+
+    def proxy_run(self, run: RunConfig) -> RunConfig:
+        """An arm's settings at the proxy's batch size and horizon."""
+        return run.replace(batch_size=self.proxy_batch or run.loop.batch_size,
+                           steps=self.proxy_steps or run.loop.steps)
+
+    def change(self, data: Any) -> Change:
+        """Proxy -> target, the horizons in steps (a target given in --epochs counted on `data`)."""
+        from zoo.train.setup import epoch_steps
+
+        steps = self.run.loop.steps or epoch_steps(self.run, data)
+        size = data.size("train")
+        return Change(self.proxy_batch or self.run.loop.batch_size, self.run.loop.batch_size,
+                      self.proxy_steps or steps, steps, size, size, self.proxy[0], self.target[0], self.proxy[1],
+                      self.target[1])
 
     def arms(self) -> list[RunConfig]:
         """The run settings of each parametrization: the one under test, then the comparison (no options)."""
@@ -103,11 +136,18 @@ class Arm:
     target: report.Summary | None
     target_losses: list[float | None]
     checked: bool
+    rules: list[Rule] = dataclasses.field(default_factory=list)  # the policy's map of each setting (none: kept)
+    factor: float = 1.0  # target LR / proxy LR, the policy's
 
     @property
     def lr(self) -> float | None:
         """The transferred LR as the proxy's members held it (2^lr_log2 up to the rounding of lr_log2)."""
         return self.proxy.curves[0].best_lr
+
+    @property
+    def target_lr_log2(self) -> float | None:
+        """The log2 LR the target trained at: the transferred one times the policy's factor."""
+        return None if self.lr_log2 is None else self.lr_log2 + math.log2(self.factor)
 
     @property
     def target_curve(self) -> report.Curve | None:
@@ -120,7 +160,7 @@ class Arm:
         c = self.target_curve
         if c is None or self.lr_log2 is None:
             return None
-        return int(np.flatnonzero(c.log2_lr == self.lr_log2)[0])
+        return int(np.flatnonzero(c.log2_lr == lr_key(self.lr * self.factor))[0])
 
     @property
     def target_loss(self) -> float | None:
@@ -139,7 +179,7 @@ class Arm:
         c = self.target_curve
         if not self.checked or c is None or c.best is None or self.lr is None:
             return None
-        return report.steps_between(math.log2(self.lr), math.log2(c.best_lr), self.proxy.grid_step)
+        return report.steps_between(math.log2(self.lr * self.factor), math.log2(c.best_lr), self.proxy.grid_step)
 
 
 def check_lrs(lr_log2: float, grid_step: float, lrs: list[float] | None) -> list[float]:
@@ -163,8 +203,8 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
     out = spec.out / name
     (pw, pd), (tw, td) = spec.proxy, spec.target
     seeds = range(seed, seed + spec.seeds)
-    proxy_spec = SweepSpec(run=run, lrs=spec.lrs, out=out / "proxy", widths=[pw], depths=[pd], seeds=spec.seeds,
-                           chunk=spec.chunk, processes=spec.processes)
+    proxy_spec = SweepSpec(run=spec.proxy_run(run), lrs=spec.lrs, out=out / "proxy", widths=[pw], depths=[pd],
+                           seeds=spec.seeds, chunk=spec.chunk, processes=spec.processes)
     proxy_records = select(run_sweep(proxy_spec, lambda s: echo(f"[{name} proxy] {s}"), data),
                            spec.proxy, spec.lrs, seeds)
     proxy = report.summarize(proxy_records, spec.metric)
@@ -174,7 +214,8 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
     if best is None:
         echo(f"[{name}] every proxy LR diverged: no LR to transfer")
         return Arm(name, run.param.options, proxy, seed_best, None, None, [], spec.check is not None)
-    lr = proxy.curves[0].best_lr  # the proxy's own LR: 2^best is another float32 where it is not a power of 2
+    run, rules = target_run(spec, run, proxy.curves[0].best_lr, data)  # the proxy's own LR: 2^best is another
+    lr = run.optim.lr  # float32 where it is not a power of 2; times the policy's factor
     target_lrs = [lr]
     if spec.check is not None:  # one member per rounded log2 LR: a check LR equal to the transferred one is it
         by_key = {lr_key(x): x for x in check_lrs(math.log2(lr), proxy.grid_step, spec.check)}
@@ -187,13 +228,38 @@ def run_arm(spec: TransferSpec, run: RunConfig, data: Any, echo: Callable[[str],
     target = report.summarize(target_records, spec.metric)  # first: it checks the records hold what is read here
     at_lr = sorted((r for r in target_records if lr_key(r["lr"]) == lr_key(lr)), key=lambda r: r["seed"])
     losses = [None if r["diverged"] or r[spec.metric] is None else float(r[spec.metric]) for r in at_lr]
-    return Arm(name, run.param.options, proxy, seed_best, best, target, losses, spec.check is not None)
+    return Arm(name, run.param.options, proxy, seed_best, best, target, losses, spec.check is not None, rules,
+               lr / proxy.curves[0].best_lr)
 
 
-def target_config(spec: TransferSpec, run: RunConfig, lr: float) -> dict[str, Any]:
+def target_run(spec: TransferSpec, run: RunConfig, lr: float, data: Any) -> tuple[RunConfig, list[Rule]]:
+    """An arm's target settings: the proxy's tuned `lr` and its optimizer settings mapped by the policy (none: kept),
+    and the rules that mapped them."""
+    import zoo.policy
+
+    policy = spec.policy or zoo.policy.get("none")
+    optim, rules = policy.apply(dataclasses.replace(run.optim, lr=lr), spec.change(data))
+    return run.replace(**{r.setting: getattr(optim, r.setting) for r in rules}), rules
+
+
+def target_config(spec: TransferSpec, run: RunConfig, lr: float, rules: list[Rule] | None = None
+                  ) -> dict[str, Any]:
     """The target as a train.py config file (`train.py --config FILE`): the arm's settings at the target size,
-    its base size, and the transferred LR `lr`, for a run with checkpoints and curves."""
-    return run.replace(width=spec.target[0], depth=spec.target[1], lr=lr).to_json()
+    its base size, the target's LR `lr` and the settings a policy mapped (`rules`), for a run with checkpoints and
+    curves; with `rules`, its `provenance` (which train.py leaves out of the settings) says which policy produced each
+    number."""
+    mapped = {r.setting: r.target for r in rules or []}
+    config = run.replace(width=spec.target[0], depth=spec.target[1], **{**mapped, "lr": lr}).to_json()
+    return {**config, "provenance": provenance(spec, rules)} if rules else config
+
+
+def provenance(spec: TransferSpec, rules: list[Rule]) -> dict[str, Any]:
+    """Which policy produced each target setting from which proxy value, by what law; the proxy's batch and steps."""
+    policy = spec.policy.spec() if spec.policy else {"name": "none", "options": {}}
+    change = spec.proxy_batch or spec.run.loop.batch_size, spec.proxy_steps or spec.run.loop.steps
+    return {"tool": "zoo.transfer", "policy": policy, "proxy": {"width": spec.proxy[0], "depth": spec.proxy[1],
+                                                                "batch_size": change[0], "steps": change[1]},
+            "settings": {r.setting: r.record() for r in rules}}
 
 
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:

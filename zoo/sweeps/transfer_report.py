@@ -37,7 +37,9 @@ def _spread(values: list[float | None]) -> str:
 def settings(spec: TransferSpec) -> str:
     """`model, optimizer, N steps, data`: what both parametrizations share."""
     run = spec.run
-    return (f"{run.model.name}, {run.optim.name}, {run.loop.steps} steps, batch {run.loop.batch_size}, "
+    proxy = f" (proxy: {spec.proxy_run(run).loop.steps} steps, batch {spec.proxy_run(run).loop.batch_size}; policy " \
+        f"{spec.policy.name if spec.policy else 'none'})" if spec.rescaled or spec.policy else ""
+    return (f"{run.model.name}, {run.optim.name}, {run.loop.steps} steps, batch {run.loop.batch_size}{proxy}, "
             f"{run.data.name}")
 
 
@@ -148,8 +150,8 @@ def plot(arms: list[Arm], spec: TransferSpec, path: Path) -> Path:
     for ax, arm in zip(axes[0], arms, strict=True):
         if arm.lr_log2 is not None:
             y, marker = (arm.target_loss, "D") if arm.target_loss is not None else (ax.get_ylim()[1], "X")
-            ax.plot([arm.lr_log2], [y], marker, color="tab:red", ms=10, mec="k", mew=0.8, clip_on=False, zorder=5,
-                    label=f"target {_size(spec.target)} at the transferred LR: {target_text(arm)}")
+            ax.plot([arm.target_lr_log2], [y], marker, color="tab:red", ms=10, mec="k", mew=0.8, clip_on=False,
+                    zorder=5, label=f"target {_size(spec.target)} at the transferred LR: {target_text(arm)}")
         ax.legend(fontsize=8)
     fig.suptitle(verdict(arms, spec) + f"  ({settings(spec)})", fontsize=10)
     fig.tight_layout()
@@ -184,9 +186,14 @@ def to_json(arms: list[Arm], spec: TransferSpec) -> dict[str, Any]:
     return {"proxy": {"width": spec.proxy[0], "depth": spec.proxy[1]},
             "target": {"width": spec.target[0], "depth": spec.target[1]},
             "metric": spec.metric, "run": spec.run.to_json(), "compare": spec.compare, "lrs": spec.lrs,
+            "policy": spec.policy.spec() if spec.policy else {"name": "none", "options": {}},
+            "proxy_batch_size": spec.proxy_batch or spec.run.loop.batch_size,
+            "proxy_steps": spec.proxy_steps or spec.run.loop.steps,
             "seeds": spec.seeds, "target_seeds": spec.target_seeds, "verdict": verdict(arms, spec),
             "arms": [{"param": a.param, "param_opt": a.param_opt, "proxy": curve(a.proxy.curves[0]),
                       "proxy_seed_best_log2_lr": a.seed_best, "transferred_log2_lr": a.lr_log2, "transferred_lr": a.lr,
+                      "target_lr": None if a.lr is None else a.lr * a.factor,
+                      "target_settings": {r.setting: r.record() for r in a.rules},
                       "target_loss": a.target_loss, "target_diverged": a.target_diverged,
                       "target_seed_losses": a.target_losses,
                       "target_check": curve(a.target_curve) if a.checked and a.target else None,
@@ -212,5 +219,5 @@ def write(arms: list[Arm], spec: TransferSpec) -> list[Path]:
             path.unlink(missing_ok=True)
             continue
         targets.append(path)
-        write_atomic(path, json.dumps(target_config(spec, run, arm.lr), indent=1) + "\n")
+        write_atomic(path, json.dumps(target_config(spec, run, arm.lr * arm.factor, arm.rules), indent=1) + "\n")
     return [png, spec.out / "transfer.json", *targets]

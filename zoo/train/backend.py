@@ -17,8 +17,8 @@ import jax.extend.backend
 from zoo.train import heap
 
 # A step whose forward pass keeps this many bytes of activations at a time (per microbatch, per remat block) runs
-# inline on CPU (`start`): XLA's temporaries measure 2.3-7.1x that over zoo's models (docs/results.md), so such a
-# step's block passes glibc's 32 MiB mmap ceiling.
+# inline on CPU (`start`): XLA's temporaries measure 2.3-7.1x that over zoo's models (docs/results/cpu-speed.md), so
+# such a step's block passes glibc's 32 MiB mmap ceiling.
 INLINE_FROM = 8 * 2**20
 
 

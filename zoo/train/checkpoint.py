@@ -13,6 +13,8 @@
   are reported in one line each and moved to RUN_DIR/corrupt/ (never deleted).
 - Only the run's owner writes: a reader (`read_only=True`: sampling, export, a fork's or a finetune's source, the
   audit) never creates, cleans up, moves or deletes anything, so it cannot hurt a run that is still training.
+- The metadata carries its format (zoo.train.ckpt_format): what this zoo does not know in it is refused, naming the
+  field and the format, before any array is read.
 - The metadata names the layout of the Dense kernels (`KERNELS`); a checkpoint from before they were stored (out, in)
   is one line (CheckpointFormat) before any array is read: a square kernel would otherwise load transposed.
 - Its folder's name is the step orbax reads it as; the metadata records the step it was saved at, and a checkpoint
@@ -23,8 +25,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,18 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from zoo.errors import CheckpointError, CheckpointFormat, DiskFull, naming_full_disk, one_line
+from zoo.errors import (
+    CheckpointError,
+    CheckpointFormat,
+    DiskFull,
+    ZooError,
+    naming_full_disk,
+    one_line,
+    reraise_stop,
+)
+from zoo.train import ckpt_format
+from zoo.train.ckpt_format import FORMAT
+from zoo.train.orbax_threads import release_waiting
 from zoo.tree import key_path
 
 TRASH = "trash"
@@ -94,6 +109,20 @@ class Checkpoints:
         handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
         with naming_full_disk(self.dir):
             self.manager = ocp.CheckpointManager(self.dir, options=options, item_handlers=handlers)
+        if not read_only:
+            self._probe()
+
+    def _probe(self) -> None:
+        """Before the first step: a folder can be made and removed in checkpoints/, as each save makes one. A folder
+        that cannot be written (`chattr +i`, a read-only mount) was found at the first save, 250 steps later."""
+        try:
+            with naming_full_disk(self.dir):
+                Path(tempfile.mkdtemp(dir=self.dir, prefix=".zoo-write-probe-")).rmdir()
+        except OSError as e:
+            self.manager.close()
+            raise ZooError(f"{self.dir} cannot be written ({e.strerror or e}), so no checkpoint could be saved: make "
+                           "it writable (its permissions, chattr -i, a read-write mount) or use another --run-dir"
+                           ) from None
 
     def __enter__(self) -> Checkpoints:
         return self
@@ -114,9 +143,9 @@ class Checkpoints:
         if shutil.disk_usage(self.dir).free < needed:
             self.wait()
             raise DiskFull.writing(self.dir / str(step), needed)
-        meta = {**meta, "kernels": KERNELS, "checksums": checksums(state)}
+        meta = {**meta, "format": FORMAT, "kernels": KERNELS, "checksums": checksums(state)}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-        with naming_full_disk(self.dir / str(step), needed):
+        with _released_on_failure(), naming_full_disk(self.dir / str(step), needed):
             self.manager.save(step, args=args, force=True)
 
     def restore(self, step: int, abstract_state: Any | None = None, check: Check | None = None
@@ -132,15 +161,17 @@ class Checkpoints:
         saved = meta.get("checksums")
         if saved is None:
             raise CheckpointError(f"checkpoint {where} has no checksums in its metadata (meta/metadata)")
-        kernels = meta.get("kernels", "in_out")
+        kernels = meta.get("kernels")
         if kernels != KERNELS:
-            raise CheckpointFormat(f"checkpoint {where} holds Dense kernels {kernels} (zoo before 2026-11-26), this "
-                                   f"zoo {KERNELS}: train it again, or read it with that zoo")
+            by = "zoo before 2026-11-26" if kernels is None else "another zoo"
+            raise CheckpointFormat(f"checkpoint {where} holds Dense kernels {kernels or 'in_out'} ({by}), this zoo "
+                                   f"{KERNELS}: train it again, or read it with that zoo")
         if abstract_state is None:
             abstract_state = self._abstract(step)
         try:
             out = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
         except Exception as e:  # orbax and TensorStore raise many types for unreadable or mismatched files
+            reraise_stop(e)
             raise CheckpointError(f"checkpoint {where} cannot be read ({one_line(e)})") from None
         for name, sums in checksums(out.state).items():
             if saved.get(name) != sums:
@@ -153,12 +184,16 @@ class Checkpoints:
         """The newest checkpoint that reads and verifies, as (state, meta, step); None when there is none at all.
 
         Each one that fails is reported in one line and (unless read-only) moved to RUN_DIR/corrupt/<step>; when
-        every one fails, CheckpointError and nothing is moved."""
-        steps, failed = self.steps(), []
-        for step in steps:
+        every one fails, CheckpointError and nothing is moved. One that is gone once its read failed was removed by
+        the live run that owns it (`newest_first`): not a failure, the newest one now is read instead."""
+        failed = []
+        for step in self.newest_first():
             try:
                 state, meta = self.restore(step, abstract_state, check)
             except CheckpointError as e:
+                reraise_stop(e)  # a failure while a stop came says nothing about the checkpoint
+                if self.gone(step):
+                    continue
                 report(f"{e}; trying an older checkpoint")
                 failed.append(step)
                 continue
@@ -166,8 +201,10 @@ class Checkpoints:
                 self._move_aside(failed, report)
             return state, meta, step
         if failed:
+            advice = ("they are damaged; a resume of the run moves them aside" if self.read_only else
+                      "nothing was deleted: move them away or use another run dir")
             raise CheckpointError(f"no checkpoint in {self.dir} can be read (tried {', '.join(map(str, failed))}); "
-                                  "nothing was deleted: move them away or use another run dir")
+                                  f"{advice}")
         return None
 
     def restore_at(self, step: int | None, abstract_state: Any | None = None, report: Callable[[str], None] = print,
@@ -182,21 +219,56 @@ class Checkpoints:
         if step not in self.steps():
             raise FileNotFoundError(f"{self.run_dir} has no checkpoint at step {step} (it has "
                                     f"{', '.join(map(str, self.steps())) or 'none'})")
-        return (*self.restore(step, abstract_state, check), step)
+        try:
+            return (*self.restore(step, abstract_state, check), step)
+        except CheckpointError:
+            if not self.gone(step):
+                raise
+            raise FileNotFoundError(f"{self.run_dir}: its checkpoint at step {step} was removed as it was read (the "
+                                    "run is training and keeps its newest --keep checkpoints); give a newer step, or "
+                                    "none for the newest") from None
+
+    def newest_first(self) -> Iterator[int]:
+        """The steps, newest first, each listed anew (for a reader, read from disk again) before it is given: a live
+        run (--keep N) removes its oldest checkpoint as it saves a new one, so a list taken before the reads named
+        checkpoints gone by then (a reader of a --keep 1 run called them unreadable, and advised moving the run's
+        checkpoints away) and missed the new ones."""
+        tried: set[int] = set()
+        while True:
+            if self.read_only:
+                self.manager.reload()
+            step = next((s for s in self.steps() if s not in tried), None)
+            if step is None:
+                return
+            tried.add(step)
+            yield step
+
+    def gone(self, step: int) -> bool:
+        """Whether checkpoint `step`'s folder is no longer there (a live run rotated it away)."""
+        return not (self.dir / str(step)).is_dir()
 
     def meta(self, step: int) -> dict[str, Any]:
         """The metadata saved with checkpoint `step` (its config, plugin spec, ...), without reading its arrays."""
         try:
             meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         except Exception as e:  # orbax raises many types for unreadable files
+            reraise_stop(e)
             raise CheckpointError(f"checkpoint {self.dir / str(step)} cannot be read ({one_line(e)})") from None
-        return meta if isinstance(meta, dict) else {}
+        meta = meta if isinstance(meta, dict) else {}
+        ckpt_format.check(meta, self.metadata_file(step))
+        return meta
+
+    def metadata_file(self, step: int) -> Path:
+        """The file that holds checkpoint `step`'s metadata (orbax's JsonCheckpointHandler's), for lines that blame
+        it."""
+        return self.dir / str(step) / "meta" / "metadata"
 
     def _abstract(self, step: int) -> Any:
         """The saved tree as ShapeDtypeStructs on this process's first device (for restores without a model)."""
         try:
             tree = self.manager.item_metadata(step)["state"].tree
         except Exception as e:
+            reraise_stop(e)
             raise CheckpointError(f"checkpoint {self.dir / str(step)} cannot be read ({one_line(e)})") from None
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         return jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
@@ -218,7 +290,7 @@ class Checkpoints:
             shutil.rmtree(self.dir / TRASH, ignore_errors=True)
 
     def wait(self) -> None:
-        with naming_full_disk(self.dir):
+        with _released_on_failure(), naming_full_disk(self.dir):
             self.manager.wait_until_finished()
         self._empty_trash()
 
@@ -227,6 +299,16 @@ class Checkpoints:
             self.wait()
         finally:
             self.manager.close()
+
+
+@contextlib.contextmanager
+def _released_on_failure() -> Iterator[None]:
+    """A save or a wait that fails leaves no orbax thread waiting (zoo.train.orbax_threads)."""
+    try:
+        yield
+    except BaseException:
+        release_waiting()
+        raise
 
 
 def _same_step(where: Path, step: int, meta: dict[str, Any]) -> None:

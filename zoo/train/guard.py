@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from zoo.errors import Stopped, TrainingDiverged
+from zoo.errors import Stopped, TrainingDiverged, stop_received
 
 
 class DivergenceGuard:
@@ -35,10 +35,12 @@ class DivergenceGuard:
 
 
 class StopSignals:
-    """SIGTERM and SIGINT ask the loop to save a checkpoint at the next step and stop (exit 143 / 130)."""
+    """SIGTERM and SIGINT ask the loop to save a checkpoint at the next step and stop (exit 143 / 130); so does one
+    received before the loop began that was swallowed where it landed (zoo.errors.stop_received)."""
 
     def __init__(self):
-        self.signum: int | None = None
+        pending = stop_received()
+        self.signum: int | None = None if pending is None else getattr(pending, "signum", signal.SIGINT)
         self.previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def _handle(self, signum, frame):

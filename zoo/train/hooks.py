@@ -3,18 +3,38 @@ levanter's `add_hook(every=N)`).
 
 The loop's own hooks are the log (train metrics, fetched one step late), eval and checkpoint; callers add theirs
 (the command line adds the diagnostics: the run-start report, the feature-diversity probe) through
-`train(cfg, hooks=[...])`, so the loop imports nothing above it.
+`train(cfg, hooks=[...])`, so the loop imports nothing above it. A hook sees the loop as a `LoopView` (what
+zoo.train.loop.Loop offers it), so this module and the loop do not import each other.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from zoo.train.checkpoint import Checkpoints
-    from zoo.train.loop import Loop
+    from zoo.train.compiled import Compiled
+    from zoo.train.evals import Evals
+    from zoo.train.logger import Logger
+    from zoo.train.setup import Setup
+
+
+class LoopView(Protocol):
+    """What a hook reads of the running loop: the run's setup, the compiled steps, the logger, the evals (where a
+    hook adds its metrics and summary entries), the newest train metrics and the state."""
+
+    s: Setup
+    compiled: Compiled
+    logger: Logger
+    evals: Evals
+    metrics: dict[str, float]
+
+    @property
+    def state(self) -> Any: ...
+
+    def checkpoint_meta(self, step: int) -> dict[str, Any]: ...
 
 
 def due(step: int, every: int | None, total: int) -> bool:
@@ -32,7 +52,7 @@ class Hook:
     """
 
     name: str
-    fn: Callable[[Loop, int], Any]
+    fn: Callable[[LoopView, int], Any]
     every: int | None = None
     metrics: bool = False
     at_start: bool = False

@@ -11,6 +11,7 @@ checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,8 @@ import numpy as np
 import zoo.data
 from zoo.config import RunConfig, identity_changes
 from zoo.data.card import described, from_card
-from zoo.errors import CheckpointError, one_line
+from zoo.errors import CheckpointError, one_line, reraise_stop
+from zoo.files import read_regular, refuse_special, shallow
 from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.setup import Setup, setup
@@ -62,20 +64,28 @@ def parse_run_spec(spec: str, flag: str = "--fork-from") -> tuple[Path, int | No
 
 def stored_config(run_dir: str | Path) -> dict[str, Any] | None:
     """A run dir's stored config as saved (config.json, else its newest checkpoint's), or None when it has neither."""
+    found = stored_config_where(run_dir)
+    return None if found is None else found[0]
+
+
+def stored_config_where(run_dir: str | Path) -> tuple[dict[str, Any], str] | None:
+    """`stored_config` and the file it is read from, for the lines that blame it: config.json, or a checkpoint's
+    metadata (an unknown model option was blamed on a config.json that was gone)."""
     path = Path(run_dir)
     values = read_config_json(path)
     if values is not None:
-        return values
+        return values, str(path / "config.json")
     if not (path / "checkpoints").is_dir():
         return None
     with Checkpoints(path, read_only=True) as ckpts:
-        for step in ckpts.steps():
+        for step in ckpts.newest_first():
             try:
                 config = ckpts.meta(step).get("config")
-            except CheckpointError:
+            except CheckpointError as e:
+                reraise_stop(e)
                 continue
             if isinstance(config, dict):
-                return config
+                return config, f"{ckpts.metadata_file(step)}"
     return None
 
 
@@ -83,10 +93,13 @@ def read_config_json(path: Path) -> dict[str, Any] | None:
     config = path / "config.json"
     if config.is_dir():
         raise IsADirectoryError(f"{config} is a directory, not a run's config; use another run dir")
+    refuse_special(config, str(config))
     if not config.is_file():
         return None
     try:
-        values = json.loads(config.read_text())
+        values = shallow(json.loads(read_regular(config)), str(config))
+    except RecursionError:  # the parser recurses once per level
+        raise ValueError(f"{config} nests its values too deep to be a run's config; use another run dir") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ValueError(f"{config} is not valid JSON; use another run dir") from None
     model = values.get("model") if isinstance(values, dict) else None
@@ -101,12 +114,13 @@ def read_config(run_dir: str | Path) -> RunConfig:
     path = Path(run_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"{run_dir} is not a directory (a zoo run dir holds config.json and checkpoints/)")
-    values = stored_config(path)
-    if values is None:
+    found = stored_config_where(path)
+    if found is None:
         raise FileNotFoundError(f"{run_dir}: neither a config.json nor a checkpoint there (is it a zoo run dir?)")
+    values, where = found
     if "model" not in values:
-        raise ValueError(f"{path / 'config.json'} is not a zoo run's config (it names no model)")
-    return RunConfig.from_json(values, str(path / "config.json"))
+        raise ValueError(f"{where} is not a zoo run's config (it names no model)")
+    return RunConfig.from_json(values, where)
 
 
 EXPORTED = "model.safetensors"  # what zoo.export writes beside its checkpoint, and a run dir never holds
@@ -145,11 +159,11 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
 def recorded_meta(ckpts: Checkpoints, step: int | None) -> tuple[dict[str, Any], Path]:
     """The metadata of checkpoint `step`, else of the newest checkpoint whose metadata reads (a run's checkpoints
     record one config and one data set), and its folder; {} where none reads."""
-    steps = ckpts.steps()
-    for at in ([step] if step in steps else []) + [s for s in steps if s != step]:
+    for at in itertools.chain([step] if step in ckpts.steps() else [], (s for s in ckpts.newest_first() if s != step)):
         try:
             return ckpts.meta(at), ckpts.dir / str(at)
-        except CheckpointError:
+        except CheckpointError as e:
+            reraise_stop(e)
             continue
     return {}, ckpts.dir
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.errors import RunLocked, naming_full_disk
+from zoo.files import regular_fd
 
 LOCK = ".lock"  # the lock file's name in the directory it locks
 
@@ -42,7 +43,7 @@ class RunLock:
         no lock in its token directory): a lock then taken on the removed file would exclude no one, so it is taken
         again on the file now at the path."""
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = regular_fd(self.path, os.O_RDWR | os.O_CREAT)  # never a link's target, truncated below
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -52,7 +53,7 @@ class RunLock:
                 raise RunLocked(f"{run_dir} is in use by another {holder}; wait for it to finish or pass another "
                                 f"{flag}") from None
             try:
-                if os.path.samestat(os.fstat(fd), os.stat(self.path)):
+                if os.path.samestat(os.fstat(fd), os.lstat(self.path)):
                     return fd
             except FileNotFoundError:
                 pass

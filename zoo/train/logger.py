@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from zoo.errors import naming_full_disk
-from zoo.files import save_figure, write_atomic
+from zoo.files import open_regular, read_regular, save_figure, write_atomic
 
 console = Console(stderr=True, soft_wrap=True)  # soft wrap: a long path stays one line in a log file
 HEARTBEAT_S = 30.0
@@ -75,7 +75,7 @@ class MetricsLog:
     when tensorboardX is installed."""
 
     def __init__(self, run_dir: Path):
-        self.file = (run_dir / "metrics.jsonl").open("a")
+        self.file = open_regular(run_dir / "metrics.jsonl", "a")
         self.tb = _tensorboard(run_dir)
 
     def write(self, step: int, metrics: dict[str, Any], split: str) -> None:
@@ -176,7 +176,7 @@ def eval_rows(run_dir: Path, until: int) -> list[dict[str, Any]]:
 
 def _lines(path: Path) -> list[str]:
     """The lines of a text file, bytes that are not UTF-8 replaced (they make a row that is skipped)."""
-    return path.read_text(errors="replace").splitlines() if path.exists() else []
+    return read_regular(path).decode(errors="replace").splitlines() if path.exists() else []
 
 
 def trim_metrics(run_dir: Path, step: int) -> int:

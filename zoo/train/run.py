@@ -17,7 +17,7 @@ from typing import Any
 
 from zoo.config import RunConfig, identity_changes
 from zoo.errors import RunLocked, log_failures_in
-from zoo.files import first_missing, remove_empty_folders, write_atomic
+from zoo.files import check_replaceable, first_missing, read_regular, remove_empty_folders, write_atomic
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.distributed import barrier, is_main
 from zoo.train.load import check_not_export, check_same_run, read_config_json, stored_config
@@ -86,7 +86,7 @@ class Run:
         rerun with 'unexpected AttributeError' or a decode error."""
         steps = self.cfg.loop.steps
         try:
-            summary = json.loads((self.dir / "summary.json").read_text())
+            summary = json.loads(read_regular(self.dir / "summary.json"))
         except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return None
         finished = isinstance(summary, dict) and summary.get("steps") == steps and steps in self.saved_steps
@@ -138,8 +138,8 @@ def _remove_made(path: Path, made: Path | None) -> None:
 
 
 def _check_layout(path: Path) -> None:
-    """What the run will write can be written: checkpoints/ is a folder and the files are not (found at the first
-    save or at the end of training otherwise, naming a temporary file)."""
+    """What the run will write can be written: checkpoints/ is a folder and the files are regular files or not there
+    yet (found at the first save or at the end of training otherwise, naming a temporary file)."""
     folder = path / "checkpoints"
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a directory, so no checkpoint could be saved there; use another "
@@ -148,6 +148,9 @@ def _check_layout(path: Path) -> None:
         if (path / name).is_dir():
             raise IsADirectoryError(f"{path / name} is a directory, so the run could not write it; use another "
                                     "--run-dir")
+    for name in ("config.json", *RUN_FILES):
+        if not (path / name).is_dir():  # config.json: a folder is named as one by the config's reader
+            check_replaceable(path / name)  # a link (to a file outside the run) or a FIFO is refused, not written
 
 
 def _saved_steps(path: Path) -> list[int]:

@@ -14,6 +14,7 @@ import zoo.data
 import zoo.models
 import zoo.param
 from zoo.config import RunConfig
+from zoo.data.augment import Augment, options, parse_ops
 from zoo.param.base import Parametrization
 from zoo.schema import INT32_MAX, compute_dtype
 from zoo.train.step import Program, build_program
@@ -46,25 +47,29 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     steps = cfg.loop.steps or epoch_steps(cfg, data)
     cfg = cfg.replace(width=model_cfg.width, depth=model_cfg.depth, base_width=model_cfg.base_width,
                       base_depth=model_cfg.base_depth, steps=steps, epochs=None)  # the horizon in steps only
-    augment = None
-    if cfg.data.augment:
-        from zoo.data.augment import pad_crop_flip
-
-        check_augmentable(cfg.data.name, data)
-        augment = pad_crop_flip
+    augment = augmentation(cfg, data)
     dtype = jnp.dtype(compute_dtype(cfg.loop.precision))
     program = build_program(lambda r: zoo.models.create(cfg.model.name, model_cfg, plugin, r), plugin, cfg.optim,
-                            dtype, augment, cfg.loop.grad_accum, horizon=steps)
+                            dtype, augment, cfg.loop.grad_accum, horizon=steps,
+                            label_smoothing=cfg.loop.label_smoothing)
     return Setup(cfg, data, model_cfg, plugin, program)
 
 
-def check_augmentable(name: str, data: Any) -> None:
-    """--augment (pad-crop-flip) takes images (height, width, channels); it used to be dropped silently on text
-    and to fail inside the compile on vectors."""
+def augmentation(cfg: RunConfig, data: Any) -> Augment | None:
+    """The run's --augment on its data (zoo.data.augment.Augment), None when off. It takes uint8 images (height,
+    width, channels), AutoAugment RGB ones: refused in one line on anything else (it was dropped silently on text
+    and failed inside the compile on vectors)."""
+    ops = parse_ops(cfg.data.augment)
+    if not ops:
+        return None
+    name, given = cfg.data.name, f"--augment {cfg.data.augment}"
     if data.kind != "image" or len(data.in_shape) != 3:
         what = "a text set" if data.kind == "text" else f"a set of examples of shape {tuple(data.in_shape)}"
-        raise ValueError(f"--augment pads, crops and flips images (height, width, channels), but {name} is {what}; "
-                         "leave it out")
+        raise ValueError(f"{given} augments images (height, width, channels), but {name} is {what}; leave it out")
+    if "autoaugment" in ops and data.in_shape[-1] != 3:
+        raise ValueError(f"{given}: AutoAugment's colour ops weigh R, G and B, but {name}'s images have "
+                         f"{data.in_shape[-1]} channel(s); leave autoaugment out")
+    return Augment(ops, options(ops, cfg.data.augment_options), data.num_classes)
 
 
 def epoch_steps(cfg: RunConfig, data: Any) -> int:

@@ -21,7 +21,9 @@ import optax
 from flax import nnx
 
 from zoo import optim
+from zoo.data.augment import unit_range
 from zoo.param.base import Parametrization
+from zoo.train.loss import cross_entropy, soft_cross_entropy
 
 State = dict[str, Any]
 Batch = dict[str, jax.Array]
@@ -33,40 +35,45 @@ RUN_ONCE = {"xla_backend_optimization_level": 0}
 def prepare_inputs(x: jax.Array, dtype: Any) -> jax.Array:
     """uint8 images -> [-1, 1] in the compute dtype; token ids pass through."""
     if x.dtype == jnp.uint8:
-        return (x.astype(jnp.float32) / 127.5 - 1.0).astype(dtype)
+        return unit_range(x).astype(dtype)
     if jnp.issubdtype(x.dtype, jnp.floating):
         return x.astype(dtype)
     return x
 
 
 def per_example(model: nnx.Module, batch: Batch, key: jax.Array | None, train: bool,
-                dtype: Any = jnp.float32) -> tuple[jax.Array, jax.Array]:
-    """Cross-entropy and accuracy per example (B,), averaged over the tokens of a language model's window."""
+                dtype: Any = jnp.float32, smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
+    """Cross-entropy and accuracy per example (B,), averaged over the tokens of a language model's window; the
+    accuracy against the labels y (with mixed images: each image's own)."""
     logits, _ = model(prepare_inputs(batch["x"], dtype), key=key, train=train)
-    logits = logits.astype(jnp.float32)
-    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
-    acc = (logits.argmax(-1) == batch["y"]).astype(jnp.float32)
+    if "target" in batch or smoothing:  # mixed or smoothed labels
+        ce, correct = soft_cross_entropy(logits, batch["y"], batch.get("target"), smoothing)
+    else:
+        ce, correct = cross_entropy(logits, batch["y"])  # the logits in their own dtype (zoo.train.loss)
+    acc = correct.astype(jnp.float32)
     axes = tuple(range(1, ce.ndim))
     return ce.mean(axes), acc.mean(axes)
 
 
 def loss_and_metrics(model: nnx.Module, batch: Batch, key: jax.Array | None, train: bool,
-                     dtype: Any = jnp.float32) -> tuple[jax.Array, dict[str, jax.Array]]:
+                     dtype: Any = jnp.float32, smoothing: float = 0.0) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Mean cross-entropy (per example, or per token for language models) and accuracy."""
-    ce, acc = per_example(model, batch, key, train, dtype)
+    ce, acc = per_example(model, batch, key, train, dtype, smoothing)
     return ce.mean(), {"loss": ce.mean(), "accuracy": acc.mean()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """init(key) -> state; train_step(state, batch) -> (state, metrics); eval_step(state, batch) -> metrics."""
+    """init(key) -> state; train_step(state, batch) -> (state, metrics); eval_step(state, batch) -> metrics.
+    `augment(key, batch) -> batch` (zoo.data.augment) and label smoothing act in training only."""
 
     graphdef: Any
     tx: optax.GradientTransformation
     make_model: Callable[[nnx.Rngs], nnx.Module]
     dtype: Any = jnp.float32
-    augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    augment: Callable[[jax.Array, Batch], Batch] | None = None
     grad_accum: int = 1
+    label_smoothing: float = 0.0
 
     def init(self, key: jax.Array, lr: jax.Array | None = None) -> State:
         init_key, run_key = jax.random.split(key)
@@ -83,7 +90,7 @@ class Program:
         key = jax.random.fold_in(state["key"], state["step"])
         aug_key, drop_key = jax.random.split(key)
         if self.augment is not None:
-            batch = {**batch, "x": self.augment(aug_key, batch["x"])}
+            batch = self.augment(aug_key, batch)
         (_, metrics), grads = self._grads(state, batch, drop_key)
         updates, opt = self.tx.update(grads, state["opt"], state["params"])
         params = optax.apply_updates(state["params"], updates)
@@ -95,7 +102,7 @@ class Program:
 
         def loss_fn(params, micro, k):
             model = nnx.merge(self.graphdef, params, state["rest"])
-            return loss_and_metrics(model, micro, k, True, self.dtype)
+            return loss_and_metrics(model, micro, k, True, self.dtype, self.label_smoothing)
 
         value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
         k = self.grad_accum
@@ -136,11 +143,11 @@ def on_leaves(step: Callable[..., tuple[State, Any]], treedef: Any) -> Callable[
 
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module], plugin: Parametrization,
                   optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
-                  augment: Callable[[jax.Array, jax.Array], jax.Array] | None = None, grad_accum: int = 1,
-                  horizon: int | None = None) -> Program:
+                  augment: Callable[[jax.Array, Batch], Batch] | None = None, grad_accum: int = 1,
+                  horizon: int | None = None, label_smoothing: float = 0.0) -> Program:
     """Builds the optimizer from the abstract model's tags (`horizon`: the run's length, for decaying schedules);
     nothing is materialised."""
     abstract = nnx.eval_shape(lambda: make_model(nnx.Rngs(0)))
     graphdef, params, _ = nnx.split(abstract, nnx.Param, ...)
     tx = optim.build(optim_cfg, plugin, params, horizon)
-    return Program(graphdef, tx, make_model, dtype, augment, grad_accum)
+    return Program(graphdef, tx, make_model, dtype, augment, grad_accum, label_smoothing)

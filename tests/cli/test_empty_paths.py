@@ -1,0 +1,48 @@
+"""An empty path (an unset shell variable) is a bad command line for every command, never the current folder:
+one line naming the argument, exit status 2, nothing written. So is a path that is not UTF-8."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from cli_utils import one_line_error
+
+from zoo.cli import train as train_cli
+
+
+@pytest.mark.parametrize("argv, argument", [
+    (["zoo.sweep", "--out", "", "--lrs", "1e-3"], "--out"), (["zoo.transfer", "--out", " ", "--lrs", "1e-3"], "--out"),
+    (["zoo.export", "RUN", "--out", ""], "--out"), (["zoo.export", "", "--out", "OUT"], "run_dir"),
+    (["zoo.sample", ""], "run_dir"), (["zoo.papers", "run", "dhg-apjn", "--quick", "--out", ""], "--out"),
+    (["zoo.data.prepare", "text", "", "--out", "OUT"], "source"),
+    (["zoo.sweep", "--out", "OUT", "--lrs", "1e-3", "--compile-cache", ""], "--compile-cache"),
+    (["zoo.export", "RUN", "--out", "x\udcff"], "--out"), (["zoo.coord_check", "--out", ""], "--out"),
+    (["zoo.audit", "--json", ""], "--json"), (["zoo.audit", ""], "run_dir"),
+    (["zoo.criticality", "--width", "8", "--depth", "2", "--seeds", "1", "--out", ""], "--out"),
+    (["train", "--config", "", "--steps", "1"], "--config")])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(argv, argument, capsys, tmp_path, monkeypatch):
+    """An empty --out or run dir used to write a sweep, a transfer, a claim, a coordinate check's record or
+    criticality.json into whatever folder the shell was in (coord_check's --out and the audit's --json took '' as
+    that folder), prepare tokenized that folder, `zoo.audit ""` audited the default model instead of the run (PASS
+    for a run it never looked at), and `train.py --config ""` trained with no config file. A path that is not UTF-8
+    is refused too: orbax cannot write it (the export failed after its work with an unexpected error)."""
+    monkeypatch.chdir(tmp_path)
+    main = importlib.import_module(f"zoo.cli.{argv[0].split('.')[-1]}").main
+    with pytest.raises(SystemExit) as stop:
+        main(argv[1:])
+    out = capsys.readouterr()
+    lines = [line for line in out.err.splitlines() if line.strip()]
+    needle = "must be UTF-8 text" if "\udcff" in argv[-1] else "must not be empty"
+    assert stop.value.code == 2 and len(lines) == 1 and lines[0].startswith(f"error: argument {argument}: {needle}")
+    assert not out.out and not any(tmp_path.iterdir())
+
+
+def test_a_fork_from_a_step_alone_is_refused(tmp_path, capsys, monkeypatch):
+    """`--fork-from :3` (an unset run dir before a step) looked for the run in the current folder: one line, and
+    nothing written."""
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--width", "8", "--depth", "1", "--data", "synthetic:teacher", "--batch-size", "8", "--steps", "5"]
+    line = one_line_error(train_cli.main, [*tiny, "--fork-from", ":3", "--run-dir", "fork"], capsys)
+    assert line == "error: --fork-from :3 names no run dir before its step; give RUN_DIR:3"
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,67 @@
+"""--augment, --augment-opt and --label-smoothing as run settings: the recipes', flags over them, a run's identity,
+the older boolean form, and the one-line refusals where augmentation cannot apply."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from zoo.config import RunConfig, identity_changes, resolve
+from zoo.train.setup import augmentation
+
+
+def test_flags_over_the_recipes_augmentation():
+    vit = resolve({"model": "vit"})
+    assert vit.data.augment == "crop,flip,autoaugment,erasing,mixup,cutmix" and vit.loop.label_smoothing == 0.1
+    assert vit.data.augment_options["mix_prob"] == 0.5 and vit.model.options["drop_path"] == 0.1
+    more = resolve({"model": "vit", "augment_opt": {"mix_prob": "1"}})  # options merge over the recipe's
+    assert more.data.augment_options == {**vit.data.augment_options, "mix_prob": 1.0}
+    # another list drops the recipe's options (they were for its ops), spelled out as stored
+    assert resolve({"model": "vit", "augment": "crop_flip"}).data.augment_options == {}
+    assert resolve({"model": "vit", "augment": "crop_flip"}).data.augment == "crop,flip"
+    assert resolve({"model": "mixer"}).data.augment == "crop,crop,autoaugment,cutmix"
+    with pytest.raises(ValueError, match="--augment-opt mixup_alpha is read by mixup, which --augment crop does not"):
+        resolve({"model": "vit", "augment": "crop", "augment_opt": {"mixup_alpha": "0.2"}})
+    with pytest.raises(ValueError, match="--label-smoothing must be in"):
+        resolve({"model": "vit", "label_smoothing": 1.0})
+
+
+def test_older_runs_boolean_augment_is_crop_flip_and_augmentation_is_identity():
+    """A run dir from before (augment: true) reads as crop,flip, resumes under --augment crop_flip, and is refused
+    under other augmentation or label smoothing, as any changed setting."""
+    old = {"data": {"name": "synthetic", "augment": True}, "loop": {"steps": 10}}
+    assert RunConfig.from_json(old).data.augment == "crop,flip"
+    assert RunConfig.from_json({"data": {"augment": False}}).data.augment == "none"
+    same = RunConfig.from_flat({"data": "synthetic", "augment": "crop_flip", "steps": 10})
+    assert identity_changes(old, same) == []
+    changed = RunConfig.from_flat({"data": "synthetic", "augment": "crop,flip,mixup", "steps": 10,
+                                   "label_smoothing": 0.1, "augment_opt": {"mix_prob": 0.5}})
+    stored = json.loads(json.dumps(same.to_json()))
+    assert identity_changes(stored, changed) == ['augment "crop,flip" -> "crop,flip,mixup"',
+                                                 'augment_opt {} -> {"mix_prob": 0.5}', "label_smoothing 0 -> 0.1"]
+
+
+def data(kind: str, shape: tuple) -> SimpleNamespace:
+    return SimpleNamespace(kind=kind, in_shape=shape, num_classes=10)
+
+
+@pytest.mark.parametrize("augment, given, error", [
+    ("crop_flip", data("text", (256,)), "--augment crop,flip augments images (height, width, channels), but d is a "
+                                        "text set; leave it out"),
+    ("mixup", data("image", (16,)), "but d is a set of examples of shape (16,)"),
+    ("crop,autoaugment", data("image", (28, 28, 1)), "AutoAugment's colour ops weigh R, G and B, but d's images "
+                                                     "have 1 channel(s); leave autoaugment out"),
+])
+def test_augmentation_refused_where_it_cannot_apply(augment, given, error):
+    cfg = RunConfig.from_flat({"data": "d", "augment": augment})
+    with pytest.raises(ValueError) as e:
+        augmentation(cfg, given)
+    assert str(e.value).endswith(error) or error in str(e.value)
+
+
+def test_augmentation_of_a_run():
+    cfg = resolve({"model": "vit", "data": "synthetic"})
+    aug = augmentation(cfg, data("image", (32, 32, 3)))
+    assert aug.ops == ("crop", "flip", "autoaugment", "erasing", "mixup", "cutmix") and aug.num_classes == 10
+    assert (aug.options.pad_mode, aug.options.erasing_prob, aug.options.mix_prob) == ("constant", 0.25, 0.5)
+    assert augmentation(cfg.replace(augment="none", augment_opt={}), data("text", (256,))) is None

@@ -1,0 +1,333 @@
+"""Image folders and archives (zoo.data.imagefolder, zoo.data.walk, zoo.data.cache): every image mode and format
+torchvision's ImageFolder reads, colour kept where any image has it, labels only from the train and eval splits'
+class folders, links followed without loops, a decoded cache that a moved image or an unwritable cache dir cannot
+fool, and a bad archive, image or layout said in one line."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import zoo.data
+
+RED, GRAY = (200, 30, 60), 90
+
+
+def _save(root: Path, rel: str, image: Image.Image) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_colour_folder_whose_first_image_is_grayscale_keeps_its_colour(tmp_path, stream):
+    """The first training image (train/a/0.png, grayscale: 16-bit here) set the mode of the whole set: every colour
+    image after it was read in grayscale, red (200, 30, 60) as 94. Any colour image makes the set RGB."""
+    root = tmp_path / "set"
+    gray16 = Image.fromarray(np.full((5, 7), GRAY * 257, np.uint16))
+    _save(root, "train/a/0.png", gray16)
+    _save(root, "train/b/1.jpg", Image.new("CMYK", (7, 5), (0, 0, 0, 0)))
+    _save(root, "train/b/2.png", Image.new("RGBA", (7, 5), (*RED, 255)))
+    _save(root, "test/b/3.png", Image.new("RGB", (7, 5), RED))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off", stream=stream)
+    assert tuple(data.in_shape) == (5, 7, 3)
+    if stream:
+        x = data.readers["train"].read(np.arange(3))["x"]
+        test = data.readers["test"].read(np.arange(1))["x"]
+    else:
+        x, test = data.splits["train"]["x"], data.splits["test"]["x"]
+    assert x[0, 2, 3].tolist() == [GRAY] * 3  # the grayscale image, its gray in each channel
+    assert x[2, 2, 3].tolist() == list(RED) and test[0, 0, 0].tolist() == list(RED)
+    assert x[1, 0, 0].tolist() == [255, 255, 255]  # CMYK (0, 0, 0, 0) is white
+
+
+def test_a_grayscale_folder_stays_one_channel(tmp_path):
+    root = tmp_path / "set"
+    for i, rel in enumerate(("train/a/0.png", "train/b/1.png", "test/a/2.png")):
+        _save(root, rel, Image.new("LA", (4, 4), (40 * i, 255)) if i else Image.new("1", (4, 4), 1))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    assert tuple(data.in_shape) == (4, 4, 1)
+    assert data.splits["train"]["x"][:, 0, 0, 0].tolist() == [255, 40]
+
+
+def test_tiff_and_netpbm_images_are_images(tmp_path):
+    """.tif, .tiff, .ppm and .pgm files (torchvision's ImageFolder reads them) were skipped without a word: a class
+    of TIFF scans beside PNG ones was missing from the labels."""
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.tif", "train/c/2.tiff", "train/d/3.ppm", "test/a/4.pgm"):
+        _save(root, rel, Image.new("RGB" if rel.endswith("ppm") else "L", (4, 4), GRAY))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    assert data.num_classes == 4 and data.size("test") == 1 and tuple(data.in_shape) == (4, 4, 3)
+
+
+def test_classes_of_folders_that_are_neither_train_nor_eval_are_no_labels(tmp_path):
+    """A 'val' beside 'test' (the eval split) added its classes to the labels: 3 outputs for a set of 2 classes, the
+    unused 'aardvark' taking label 0 and shifting a and b to 1 and 2."""
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png", "val/aardvark/3.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir=str(tmp_path / "cache"))
+    assert data.num_classes == 2 and sorted(data.splits) == ["test", "train"]
+    assert data.splits["train"]["y"].tolist() == [0, 1] and data.splits["test"]["y"].tolist() == [1]
+
+
+@pytest.mark.parametrize("top", ["", "top/"])
+def test_an_image_in_a_subfolder_of_a_class_folder_is_one_line(tmp_path, top):
+    """train/b/extra/4.png was read as split 'b', class 'extra': left out without a word, and its class counted as
+    a label (3 outputs for 2 classes). Under an archive's top folder too; a top folder named like a split is none."""
+    import tarfile
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png"):
+        _save(root, top + rel, Image.new("RGB", (4, 4), RED))
+    archive = tmp_path / "set.tar"
+    with tarfile.open(archive, "w") as tf:
+        tf.add(root, "test")  # test/[top/]train/a/0.png: its top folder 'test' is no split
+    _save(root, top + "train/b/.ipynb_checkpoints/1-checkpoint.png", Image.new("RGB", (4, 4), RED))  # hidden: not read
+    assert zoo.data.load(f"imagefolder:{archive}", cache_dir="off").num_classes == 2
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir="off").size("train") == 2
+    _save(root, top + "train/b/extra/4.png", Image.new("RGB", (4, 4), RED))
+    with pytest.raises(ValueError, match=f"{top}train/b/extra/4.png lies in a subfolder of the class folder "
+                       f"{top}train/b, which is not read"):
+        zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+
+
+def test_a_linked_class_folder_is_read_and_a_link_to_a_folder_above_does_not_loop(tmp_path):
+    """os.walk follows no links by default: train/dog linked in from elsewhere (as ImageNet subsets are made) was
+    skipped without a word, leaving 2 classes and 2 training images of 3 and 4."""
+    elsewhere, root = tmp_path / "elsewhere", tmp_path / "set"
+    for rel in ("train/bird/0.png", "train/cat/0.png", "test/cat/1.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    for i in range(2):
+        _save(elsewhere, f"dog/{i}.png", Image.new("RGB", (4, 4), (i, 0, 0)))
+    (root / "train" / "dog").symlink_to(elsewhere / "dog", target_is_directory=True)
+    (root / "train" / "cat" / "loop").symlink_to(root, target_is_directory=True)
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off")
+    assert data.num_classes == 3 and data.splits["train"]["y"].tolist() == [0, 1, 2, 2]
+    assert data.splits["train"]["x"][3, 0, 0].tolist() == [1, 0, 0]
+
+
+def test_links_between_two_folders_do_not_loop_the_walk(tmp_path):
+    """A/toB -> B beside B/toA -> A: each link is to no folder above its own, and the walk of 145a800 went round
+    A/toB/toA/toB/... without end. A link back to a folder the walk came through is not followed."""
+    from zoo.data.walk import files_under
+
+    for name in ("A", "B"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.txt").write_text(name)
+    (tmp_path / "A" / "toB").symlink_to(tmp_path / "B", target_is_directory=True)
+    (tmp_path / "B" / "toA").symlink_to(tmp_path / "A", target_is_directory=True)
+    (tmp_path / "B" / "root").symlink_to("/", target_is_directory=True)
+    found = sorted(str(p.relative_to(tmp_path)) for p in itertools.islice(files_under(tmp_path), 10))
+    assert found == ["A/A.txt", "A/toB/B.txt", "B/B.txt", "B/toA/A.txt"]
+
+
+def test_an_archive_reads_its_links_as_the_files_they_name(tmp_path):
+    """tar stores a file's second name (a hard link) as a link member, which is no regular file: the archive of a
+    folder with 4 training images read 2. A link to no file of the archive is one line naming it."""
+    import os
+    import tarfile
+
+    root = tmp_path / "set"
+    for i, rel in enumerate(("train/cat/0.png", "train/dog/0.png", "test/cat/1.png")):
+        _save(root, rel, Image.new("RGB", (4, 4), (i, 0, 0)))
+    os.link(root / "train/cat/0.png", root / "train/cat/1.png")
+    (root / "train/dog/1.png").symlink_to("0.png")
+    archive = tmp_path / "set.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(root, "set")
+    data = zoo.data.load(f"imagefolder:{archive}", cache_dir="off")
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir="off").size("train") == data.size("train") == 4
+    assert data.splits["train"]["x"][:, 0, 0, 0].tolist() == [0, 0, 1, 1]
+    dangling = tarfile.TarInfo("set/train/dog/2.png")
+    dangling.type, dangling.linkname = tarfile.SYMTYPE, "gone.png"
+    with tarfile.open(tmp_path / "dangling.tar", "w") as tf:
+        tf.add(root, "set")
+        tf.addfile(dangling)
+    with pytest.raises(ValueError, match="set/train/dog/2.png in archive .* links to gone.png, which is no file"):
+        zoo.data.load(f"imagefolder:{tmp_path / 'dangling.tar'}", cache_dir="off")
+
+
+def test_an_image_moved_to_another_class_is_not_served_its_old_label_from_the_cache(tmp_path):
+    """The cache's key held the folder's image count, total size and newest mtime; a move between class folders (a
+    label corrected) changes none of them, so the cache served [0, 0, 1] for a set now labelled [0, 1, 1]."""
+
+    root, cache_dir = tmp_path / "set", str(tmp_path / "cache")
+    for i, rel in enumerate(("train/cat/0.png", "train/cat/1.png", "train/dog/2.png", "test/cat/3.png")):
+        _save(root, rel, Image.new("RGB", (4, 4), (i, 0, 0)))
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 0, 1]
+    shutil.move(root / "train/cat/1.png", root / "train/dog/1.png")
+    assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 1, 1]
+
+
+def test_a_cached_grayscale_folder_reads_no_image_header(tmp_path, monkeypatch):
+    """A grayscale folder's mode is read from every image's header (a colour one's up to its first colour image):
+    the in-memory size rule read it at every start, a cache hit included (3 s for 70,000 images). Counted as RGB
+    the set's size is an upper bound, which decides while it is within the limit: a cache hit reads no header, and
+    the decoded set is grayscale as before."""
+    from zoo.data import imagefolder
+
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _save(tmp_path / "set", rel, Image.new("L", (4, 4), GRAY))
+    first = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
+    reads = []
+    real = imagefolder._set_mode
+    monkeypatch.setattr(imagefolder, "_set_mode", lambda entries: reads.append(1) or real(entries))
+    again = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
+    assert reads == [] and first.splits["train"]["x"].shape == again.splits["train"]["x"].shape == (2, 4, 4, 1)
+    np.testing.assert_array_equal(again.splits["train"]["x"], first.splits["train"]["x"])
+
+
+def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, monkeypatch):
+    """A write error names no file, so a cache write that ran out of space said 'no space left on the device
+    writing . (78,432 MB free)': the working folder's disk, not the cache's; no partial file is left."""
+    import errno
+
+    from zoo.data import cache
+    from zoo.errors import DiskFull
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.np, "savez", full)
+    where = tmp_path / "cache" / "set.npz"
+    with pytest.raises(DiskFull, match=f"writing {where} \\(it needs about 0.0 MB, .* are free\\).* --cache-dir off"):
+        cache.save(where, {"x": np.zeros(8, np.uint8)})
+    assert list(where.parent.iterdir()) == []
+
+
+def test_file_names_that_are_not_utf8_stream(tmp_path):
+    """A streamed split stores its file names as bytes; str.encode refused a name that is not UTF-8 (os.walk gives
+    its bytes as surrogates): 'unexpected UnicodeEncodeError' where the in-memory path read the same folder."""
+    import os
+
+    root = os.fsencode(tmp_path / "set")
+    for i, rel in enumerate((b"train/caf\xe9/0.png", b"train/dog/1\xff.png", b"test/dog/2.png")):
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Image.new("RGB", (4, 4), (i, 0, 0)).save(os.fsdecode(path), "PNG")
+    data = zoo.data.load(f"imagefolder:{os.fsdecode(root)}", cache_dir="off", stream=True)
+    batch = data.readers["train"].read(np.arange(2))
+    assert batch["x"][:, 0, 0, 0].tolist() == [0, 1] and batch["y"].tolist() == [0, 1]
+
+
+def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, capsys):
+    """A truncated PNG read by the stream was 'error: unexpected DataError: ... (full traceback in RUN/error-...log)':
+    DataError was no ZooError, so the boundary took a corrupt file for a bug in zoo."""
+    from zoo.cli.boundary import boundary
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    whole = (root / "train/b/1.png").read_bytes()
+    (root / "train/b/1.png").write_bytes(whole[:len(whole) // 2])
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off", stream=True)
+
+    @boundary
+    def main() -> None:
+        next(zoo.data.stream(data, "train", batch_size=2, seed=0))
+
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 1 and err.startswith("error: reading step 0 of split 'train' failed: cannot decode "
+                                                   f"image {root / 'train/b/1.png'}") and "\n" not in err
+
+
+def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
+    """A 16-bit grayscale PNG (PIL's mode I;16, common for scans and microscopy) was decoded as RGB through PIL's
+    convert, which clips at 255: levels 0, 4369, ..., 65535 all came out 255 but the zeros, silently. It decodes
+    now as grayscale scaled by 255 / 65535 (0, 17, ..., 255), and 32-bit pixels, whose range is unknown, are one
+    line."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from zoo.data.imagefolder import _decode_one, load
+
+    levels = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4369)
+    for split in ("train", "test"):
+        for k, cls in enumerate(("a", "b")):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.fromarray(levels if k else levels[::-1]).save(tmp_path / "set" / split / cls / "0.png")
+    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
+    x = data.splits["train"]["x"]
+    assert x.shape == (2, 4, 4, 1) and x.dtype == np.uint8
+    np.testing.assert_array_equal(x[1, ..., 0], np.arange(16).reshape(4, 4) * 17)
+    tiff = io.BytesIO()
+    Image.fromarray(levels.astype(np.int32)).save(tiff, format="TIFF")
+    with pytest.raises(ValueError, match="32-bit integer pixels .* convert it to 8 or 16 bits"):
+        _decode_one("wide.tif", tiff.getvalue())
+
+
+def test_an_eval_class_without_train_images_is_refused(tmp_path):
+    """An image folder whose test split holds a class the train split lacks (a misspelled folder: train/cat,
+    test/Cat) trained with that label never seen and scored its test images wrong whatever the model did,
+    silently (the eval accuracy of such a set: 0.0). Now one line naming the class, before anything is decoded
+    (nothing is cached) or streamed."""
+    from PIL import Image
+
+    from zoo.data.imagefolder import load
+
+    for split, classes in (("train", ("cat", "dog")), ("test", ("Cat", "dog"))):
+        for cls in classes:
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
+    for stream in (False, True):
+        with pytest.raises(ValueError, match=r"the test split of image folder .* has classes the train split lacks "
+                                             r"\(Cat\)"):
+            load(str(tmp_path / "set"), cache_dir=str(tmp_path / "cache"), stream=stream)
+    assert not list((tmp_path / "cache").glob("*.npz"))
+
+
+def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch):
+    """`--cache-dir FILE` decoded the whole image set, then failed as 'File exists: FILE' (and an unwritable one as
+    'No such file or directory'): the line did not say it was the cache, nor how to choose another. It is now
+    checked before anything is decoded, named, with --cache-dir DIR or off as the way out."""
+    from PIL import Image
+
+    from zoo.data import imagefolder
+
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(imagefolder, "_decode", lambda *a: pytest.fail("decoded before the cache was checked"))
+    with pytest.raises(ValueError, match=r"the decoded-data cache .*file \(--cache-dir DIR, or off\) cannot be "
+                                         r"written: .*file is a file, not a folder"):
+        imagefolder.load(str(tmp_path / "set"), cache_dir=str(tmp_path / "file"), stream=False)
+
+
+def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):
+    """An --data imagefolder:X.tar.gz that is no archive was 'corrupt or unreadable archive X: file could not be
+    opened successfully:', the line a user sees ending at the colon (tarfile gives the reasons on the next lines)."""
+    from zoo.data.imagefolder import load
+
+    (tmp_path / "junk.tar.gz").write_text("junk\n")
+    with pytest.raises(ValueError) as refused:
+        load(str(tmp_path / "junk.tar.gz"), cache_dir=str(tmp_path / "cache"))
+    line = str(refused.value)
+    assert "\n" not in line and "not a gzip file" in line, line
+
+
+def test_cache_dir_off_decodes_each_time_and_writes_nothing(tmp_path, monkeypatch):
+    """`--cache-dir off` turns the sweep's compile cache off, but train.py's (the decoded image sets') made a folder
+    named 'off' in the current folder and cached there. 'off' now means no cache for both."""
+    from PIL import Image
+
+    from zoo.data.imagefolder import load
+
+    for split in ("train", "test"):
+        for cls in ("a", "b"):
+            (tmp_path / "set" / split / cls).mkdir(parents=True)
+            Image.new("RGB", (4, 4), (200 if cls == "a" else 10, 0, 0)).save(tmp_path / "set" / split / cls / "0.png")
+    monkeypatch.chdir(tmp_path)
+    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
+    assert data.size("train") == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["set"]

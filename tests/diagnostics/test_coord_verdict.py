@@ -1,0 +1,127 @@
+"""The coordinate check's verdict and hints (zoo.diagnostics.verdict, coord_sweep): a diverged check says so and
+why, and each hint (a random readout's n^-1/2 transient, a prediction set by several kinds' laws, a stream that
+starts from small embeddings) appears exactly where it explains the slopes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zoo.diagnostics import coord_sweep, verdict
+from zoo.diagnostics.coord_sweep import CoordSpec, mixed_parts_hint, stream_start_hint
+from zoo.diagnostics.verdict import LayerVerdict
+
+
+def test_a_diverged_coordinate_check_says_so_not_one_seed():
+    """`python -m zoo.coord_check --param sp --lr 1e6`: every change is NaN, so no layer has a slope. The measured
+    growth said 'slope +nan, significance unknown (one seed at two sizes)', at any number of seeds and sizes; now
+    'no slope, its changes are not finite (the training diverged)'. A group with one finite layer still reports it."""
+    sizes = [32, 64, 128]
+    nan = {"pre/0": np.full((3, 2), np.nan), "pre/1": np.full((3, 2), np.inf)}
+    growth = verdict.measured_growth(sizes, [nan] * 3, {"hidden": 1.0})
+    assert verdict.growth_summary(growth) == "hidden: no slope, its changes are not finite (the training diverged)"
+    rng = np.random.default_rng(0)
+    mixed = [{**nan, "pre/2": np.exp(np.log(n) + 0.01 * rng.normal(size=(3, 2)))} for n in sizes]
+    summary = verdict.growth_summary(verdict.measured_growth(sizes, mixed, {"hidden": 1.0}))
+    assert summary.startswith("hidden grows in 1 of 3 layers (p < 0.01; pre/2 +1.0"), summary
+
+
+def test_a_diverged_coordinate_check_prints_why_its_slopes_are_missing():
+    """The table of a diverged check showed nan RMS and FAIL in every row with no line saying why (a stable plugin,
+    muP at --lr 1e4, read like a failed law). The hint names the layers, the sizes and the lr."""
+    from zoo.diagnostics.coord_sweep import CoordSpec, diverged_hint
+
+    data = {"embed": np.ones((3, 2)), "pre/0": np.array([[1.0, 1.0], [1.0, np.nan], [np.inf, np.nan]])}
+    result = {"data": data, "sizes": [96, 192, 384], "axis": "width", "lr": 1e4}
+    assert diverged_hint(CoordSpec(), result) == (
+        "the training diverged at lr 1e+04: the changes of 1 of 2 layers are not finite at width 192, 384, so they "
+        "have no slope; give a smaller --lr")
+    assert diverged_hint(CoordSpec(), {**result, "data": {"embed": data["embed"]}}) is None
+
+
+@pytest.mark.parametrize("zero_init, hinted", [("false", True), ("0", True), ("true", False)])
+def test_the_readout_hint_reads_zero_init_as_the_plugin_does(zero_init, hinted):
+    """--param-opt zero_init=false reaches the spec as the string 'false', which is truthy: the hint on a random
+    readout's n^-1/2 term (only the output failing, slope -0.3 against 0) was left out exactly when the readout was
+    random. It now asks the plugin, which reads 'false' and '0' as False."""
+    from zoo.diagnostics.coord_sweep import CoordSpec, readout_hint
+    from zoo.diagnostics.verdict import Expectation, LayerVerdict
+
+    result = {"axis": "width", "expected": Expectation({"output": 0.0}, {}, []), "branch_verdicts": [],
+              "verdicts": [LayerVerdict("output", "output", [-0.3, -0.3], 0.0, False, False),
+                           LayerVerdict("pre/0", "hidden", [0.02, 0.01], 0.0, True, True)]}
+    hint = readout_hint(CoordSpec(param_opt={"zero_init": zero_init}), result)
+    assert (hint is not None and hint.startswith("hint: only shrinking output changes fail")) == hinted, hint
+
+
+def _result(unstable: list[str], expected_output: float, slopes: dict[str, float]) -> dict:
+    """A width sweep's result as coord_sweep gives it: one verdict per layer at tolerance 0.15."""
+    expected = {"output": expected_output, "hidden": 0.0, "stream": 0.0}
+    verdicts = [verdict.LayerVerdict(layer, verdict.group_of(layer), [s] * 3, expected[verdict.group_of(layer)],
+                                     abs(s - expected[verdict.group_of(layer)]) <= 0.15, False)
+                for layer, s in slopes.items()]
+    return {"axis": "width", "verdicts": verdicts, "branch_verdicts": [],
+            "expected": verdict.Expectation(expected, {}, unstable)}
+
+
+@pytest.mark.parametrize("unstable, expected_output, slopes, hinted", [
+    ([], 0.0, {"output": -0.3, "pre/0": -0.05}, True),  # muP under SGD at widths 40..320: the n^-1/2 transient
+    (["the output change grows like width^+1.00"], 1.0, {"output": -0.11, "pre/0": -0.2}, False),  # critical + muon
+    ([], 0.0, {"output": -0.3, "pre/0": -0.4}, False),  # the hidden layers fail too: not "only" the output
+])
+def test_the_readout_hint_only_where_only_the_output_shrinks(unstable, expected_output, slopes, hinted):
+    """`coord_check --param critical --optimizer muon --widths 48,96 --seeds 1` (unstable: output expected +1.00,
+    measured -0.11, hidden and stream layers failing too) printed 'hint: only shrinking output changes fail ... tilts
+    the slope below 0', on a run where the output was not the only failure and its prediction was growth."""
+    hint = coord_sweep.readout_hint(coord_sweep.CoordSpec(param="mup"), _result(unstable, expected_output, slopes))
+    assert (hint is not None) == hinted
+
+
+def mixer_result(slopes: dict[str, float], unstable: tuple[str, ...] = ()) -> dict:
+    """A width check's result whose layers measured `slopes` (each layer failing or passing against 0)."""
+    verdicts = [verdict.LayerVerdict(k, verdict.group_of(k), [s] * 3, 0.0, abs(s) <= 0.15, abs(s) <= 0.15)
+                for k, s in slopes.items()]
+    return {"axis": "width", "verdicts": verdicts, "config": {"base_width": 64},
+            "expected": verdict.Expectation({}, {}, list(unstable))}
+
+
+MEASURED = {"pre/0": -0.35, "pre/3": -0.50, "blocks/7": -0.49, "output": -0.04}  # mixer / ntk, widths 64..256
+
+
+def test_mixer_under_ntk_says_which_parts_set_the_prediction():
+    """Mixer under NTK failed its width check with the hidden and stream slopes at -0.35..-0.50 against a predicted
+    0, with nothing said: the prediction is the token mixing's (scalar kind, r = 0, not shrinking) while the channel
+    weights' part shrinks like n^-1/2 and is the larger at CPU widths. The FAIL now says so and names the check
+    that isolates it, --param-opt freeze=scalar (which passes: -0.49..-0.52 against -0.50)."""
+    hint = mixed_parts_hint(CoordSpec("mixer", "ntk"), mixer_result(MEASURED))
+    assert hint is not None and "the scalar-kind parameters' like n^+0.00" in hint and "like n^-0.50" in hint
+    assert "slopes (-0.50..-0.35)" in hint and "--param-opt freeze=scalar (predicted -0.50)" in hint
+    s_half = mixed_parts_hint(CoordSpec("mixer", "ntk_mup", {"s": 0.5, "freeze": "input"}),
+                              mixer_result({"pre/1": -0.27}))
+    assert s_half is not None and "freeze=input,scalar (predicted -0.25)" in s_half
+
+
+@pytest.mark.parametrize("spec, slopes, unstable", [
+    (CoordSpec("mixer", "ntk"), {"pre/0": 0.3}, ()),  # above the prediction: not a mixture's tilt
+    (CoordSpec("mixer", "ntk"), {"pre/0": -0.9}, ()),  # below every part's law
+    (CoordSpec("mixer", "ntk"), {"pre/0": -0.05, "output": -0.4}, ()),  # hidden passes
+    (CoordSpec("mixer", "sp"), {"pre/0": 0.5}, ("the hidden change grows",)),  # unstable: theory decides
+    (CoordSpec("mlp_resnet", "ntk"), {"pre/0": -0.2}, ()),  # one law: every kind's r is 1/2
+])
+def test_no_mixture_hint_where_the_parts_do_not_explain_it(spec, slopes, unstable):
+    assert mixed_parts_hint(spec, mixer_result(slopes, unstable)) is None
+
+
+@pytest.mark.parametrize("param,threshold", [("depth_mup", "2500"), ("completep", "50"), ("sp", None)])
+def test_stream_start_hint_names_the_plugins_depth_threshold(param, threshold):
+    """From embeddings of std s the first block's input is mostly branches, a L^-alpha each, until s > a L^-alpha:
+    L >~ (a/s)^(1/alpha), 2500 for Depth-muP (alpha 1/2, s 0.02) but 50 for CompleteP (alpha 1), which the hint
+    called 2500 with a 'branch multiplier L^-1/2'; a plugin with no depth scaling (sp, alpha 0) gets no hint."""
+    growing = LayerVerdict("blocks@0.25", "stream", [0.3, 0.3, 0.3], 0.0, False, False)
+    result = {"axis": "depth", "config": {"embed_std": 0.02}, "verdicts": [growing], "branch_verdicts": []}
+    hint = stream_start_hint(CoordSpec(model="gpt", param=param), result)
+    if threshold is None:
+        assert hint is None
+    else:
+        alpha = {"depth_mup": "0.5", "completep": "1"}[param]
+        assert f"L >~ {threshold};" in hint and f"L^-{alpha} cancels" in hint, hint

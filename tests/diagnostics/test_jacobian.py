@@ -1,0 +1,449 @@
+"""Partial-Jacobian criticality (Doshi, He, Gromov; seed_partial_jacobians.md sections 2, 5, 6): the APJN
+estimator against the infinite-width theory, the `critical` plugin's defaults, and the phase structure."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from cli_utils import SMALL, run_train
+
+import zoo.models as M
+import zoo.param as P
+from zoo.diagnostics import jacobian, run_report
+from zoo.diagnostics.report import describe, slow_approach
+from zoo.param import mean_field_theory as theory
+
+
+def mlp(**opts):
+    """The MLP-ResNet as the paper's MLP: no mean subtraction, small input."""
+    return M.config("mlp_resnet", **{"mean_subtract": False, "in_shape": (32,), **opts})
+
+
+@pytest.mark.slow
+def test_relu_mlp_chi_is_half_sigma_w_squared():
+    """Vanilla ReLU MLP (no LN, mu = 0), N = 512, L = 50: chi* = sigma_w^2 / 2 (eq. 11; section 6, check 1)."""
+    cfg = mlp(width=512, depth=50)
+    sw2 = np.array([1.5, 2.0, 2.5])
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": np.sqrt(sw2)}, base=P.get("critical", sigma_b=0.0,
+                                 mu=0.0), seeds=12, batch=8, probes=1)
+    assert np.all(np.abs(chi - sw2 / 2) <= 0.05), (chi, err)
+
+
+@pytest.mark.slow
+def test_pre_ln_with_residual_is_everywhere_critical():
+    """h <- mu h + W phi(LN(h)) + b with mu = 1: 1 <= chi_hat <= 1.05 for every sigma_w^2 in [0.1, 4] and
+    sigma_b in [0, 1] at L = 50 (Thm 1.3: chi^l = 1 + A / (K^0 + l B)); at mu = 0 the same grid has points
+    with |chi_hat - 1| > 0.2 (section 6, check 4)."""
+    cfg = mlp(width=256, depth=50, pre_ln=True, pre_nonlin=True, bias=True)
+    sw, sb, mu = np.meshgrid(np.sqrt([0.1, 1.0, 4.0]), [0.0, 1.0], [1.0, 0.0], indexing="ij")
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": sw, "sigma_b": sb, "mu": mu}, seeds=4, batch=8,
+                                 probes=4)
+    assert np.all(chi[..., 0] >= 1.0) and np.all(chi[..., 0] <= 1.05), chi[..., 0]
+    assert np.max(np.abs(chi[..., 1] - 1.0)) > 0.2, chi[..., 1]
+
+
+@pytest.mark.slow
+def test_find_critical_pre_ln_erf_ratio():
+    """Pre-LN (LN on the preactivations) without residual, erf: the critical line is
+    sigma_b / sigma_w = sqrt(E erf'(z)^2 - E erf(z)^2) = 0.324 (section 2); bisection on the Monte-Carlo chi_hat at
+    sigma_w = 1 finds it within 0.03 (section 6, check 3), as does the infinite-width recursion within 0.002."""
+    cfg = mlp(width=256, depth=6, activation="erf", pre_ln=True, pre_nonlin=True, bias=True)
+    sigma_b = jacobian.find_critical("mlp_resnet", cfg, "sigma_b", 0.0, 1.0, tol=0.01,
+                                     fixed={"sigma_w": 1.0, "mu": 0.0}, seeds=8, batch=8, probes=2)
+    assert abs(sigma_b - 0.324) <= 0.03
+    block = theory.Block.of(cfg)
+    assert abs(0.5 / theory.critical_sigma_w(block, 0.5, 0.0) - 0.3238) <= 0.002
+
+
+@pytest.mark.parametrize("activation, sigma_w2", [("relu", 2.0), ("erf", np.pi / 4), ("tanh", 1.0)])
+def test_critical_plugin_defaults_are_the_closed_forms(activation, sigma_w2):
+    """With no options, `critical` on a plain MLP (no LN) picks the critical point of the table in section 2:
+    ReLU sigma_w^2 = 2, erf pi/4, tanh 1, all with sigma_b = 0 and mu = 0 (for erf and tanh the fixed point K* = 0
+    attracts because phi(0) = phi''(0) = 0)."""
+    bound = P.get("critical").for_model("mlp_resnet", mlp(activation=activation))
+    assert (bound.sigma_b, bound.mu) == (0.0, 0.0)
+    assert bound.sigma_w**2 == pytest.approx(sigma_w2, rel=1e-3)
+
+
+def test_critical_gelu_takes_the_half_stable_point_which_needs_biases():
+    """GELU has phi''(0) != 0: the fixed point K* = 0, where chi* = 1 at sigma_w = 2, repels, and unit inputs leave
+    its basin already at sigma_w = 1.468 (the paper's MLP; 1.676 with mean subtraction), where chi* (zoo's chi_star,
+    from Q^0 = 1) jumps over 1 from sigma_w^2 / 4 to the growing stream's sigma_w^2 / 2. So there is no critical point
+    without biases (one line, stating where chi* jumps: checked here against chi_star on both sides); with them, the
+    half-stable point of the paper's vanilla MLP, chi_J* = chi_K* = 1 at K* = (3 + sqrt 17) / 2: (sigma_w, sigma_b) =
+    (1.408, 0.416) (eqs. 157-158), both times sqrt(1 - mu^2) = 0.8 with a residual mu = 0.6 in the paper's block
+    W phi(h) + b + mu h (eqs. 179-180)."""
+    jump = r"from unit inputs \(Q\^0 = 1\) chi\* jumps from ([\d.]+) to ([\d.]+) at sigma_w = ([\d.]+) \(the fixed " \
+           r"point Q\* = 0, where chi\* = 1 at sigma_w = 2, repels.*needs biases: build the model with bias=true"
+    for mean_subtract, place in ((False, 1.468), (True, 1.676)):
+        with pytest.raises(ValueError, match=jump) as err:
+            P.get("critical").for_model("mlp_resnet", mlp(activation="gelu", mean_subtract=mean_subtract))
+        assert "\n" not in str(err.value)
+        below, above, at = (float(v) for v in re.search(jump, str(err.value)).groups())
+        block = theory.Block("gelu", mean_subtract=mean_subtract)
+        chi_below, chi_above = (theory.chi_star(block, at * f, 0.0, 0.0) for f in (1 - 1e-3, 1 + 1e-3))
+        assert chi_below < 1 < chi_above and at == pytest.approx(place, abs=2e-3)
+        assert below == pytest.approx(chi_below, abs=0.01) and 1 < above <= chi_above + 0.005  # 3 digits, rising
+    assert theory.chi_star(theory.Block("gelu"), 20.0, 0.0, 0.0) == pytest.approx(200.0, rel=1e-3)  # sigma_w^2 / 2
+    bound = P.get("critical").for_model("mlp_resnet", mlp(activation="gelu", bias=True))
+    assert (bound.sigma_w, bound.sigma_b, bound.mu) == pytest.approx((1.408, 0.416, 0.0), abs=2e-3)
+    block = theory.Block("gelu", pre_nonlin=True)
+    assert theory.critical_point(block, 0.6) == pytest.approx((0.8 * 1.4082, 0.8 * 0.4158), abs=2e-3)
+    assert theory.kernel_fixed_point(block, 0.0, (3 + 17**0.5) / 2)[3] == pytest.approx(1.0, abs=1e-4)
+
+
+CRITICAL_CASES = [(act, ln) for ln in (False, True) for act in ("relu", "gelu", "tanh", "erf")]
+
+
+@pytest.fixture(scope="module")
+def critical_chis() -> dict[tuple[str, bool], dict[str, float]]:
+    """run_report of the `critical` plugin's own point on the MLP-ResNet at width 256, depth 30 for each activation,
+    without LayerNorm (mu = 0, the default mean subtraction; biases for GELU, whose point needs them) and with pre-LN
+    (mu = 1): chi_hat over 12 initializations of 8 inputs."""
+    out = {}
+    for act, ln in CRITICAL_CASES:
+        cfg = M.config("mlp_resnet", width=256, depth=30, in_shape=(32,), activation=act, pre_ln=ln,
+                       bias=act == "gelu" and not ln)
+        out[act, ln] = run_report("mlp_resnet", cfg, P.get("critical"), seeds=12, batch=8, probes=1)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation, layer_norm", CRITICAL_CASES)
+def test_critical_plugin_point_measures_critical(critical_chis, activation, layer_norm):
+    """The point the plugin picks measures chi_hat in [0.95, 1.05] at width 256, depth 30 (and the infinite-width
+    chi there too): ReLU sigma_w^2 = 2; erf, tanh at K* = 0 (chi^l ~ 1 - 1/l, 0.967 at l = 30); GELU with mean
+    subtraction at the critical-line point whose stable fixed point is the input's Q = 1 (chi = 1 from the first
+    block); with LayerNorm and mu = 1 every init is critical and sigma_w doubles the stream's variance over the
+    stack, so chi^l <= 1 + (A/B) / L."""
+    report = critical_chis[activation, layer_norm]
+    assert 0.95 <= report["chi_infinite_width"] <= 1.05, report
+    assert 0.95 <= report["chi"] <= 1.05, report
+    assert report["mu"] == (1.0 if layer_norm else 0.0)
+
+
+def test_critical_plugin_with_layer_norm_takes_mu_one_and_initializes_as_asked():
+    """Pre-LN blocks default to mu = 1 (critical for every sigma, Thm 1.3); hidden weights get std
+    sigma_w / sqrt(fan_in), branch biases std sigma_b, LayerNorm stays (1, 0), and x <- mu x + branch."""
+    from flax import nnx
+
+    cfg = mlp(width=256, depth=2, pre_ln=True, bias=True)
+    bound = P.get("critical", sigma_w="1.5", sigma_b="0.3").for_model("mlp_resnet", cfg)
+    assert bound.mu == 1.0
+    model = M.create("mlp_resnet", cfg, bound, nnx.Rngs(0))
+    blocks = model.stack.blocks
+    assert float(blocks.w1.kernel[...].std()) == pytest.approx(1.5 / 16, rel=0.02)
+    assert float(blocks.w1.bias[...].std()) == pytest.approx(0.3, rel=0.1)
+    assert float(np.abs(blocks.norm.bias[...]).max()) == 0.0 and float(blocks.norm.gain[...].min()) == 1.0
+    assert np.all(np.asarray(blocks.skip[...]) == 1.0)
+
+
+def test_critical_plugin_without_critical_point_is_one_line():
+    """mu = 1 without LN is chaotic for every sigma_w > 0 (chi = 1 + sigma_w^2 E phi'^2): a clear error."""
+    with pytest.raises(ValueError, match="no critical sigma_w"):
+        P.get("critical", mu=1.0).for_model("mlp_resnet", mlp())
+
+
+def test_bad_critical_options_and_search_ranges_are_refused():
+    """Negative init scales, and a bisection range given high to low (which would return its midpoint unsearched)."""
+    for option, value, bound in (("sigma_w", -1.0, "> 0"), ("sigma_w", 0.0, "> 0"), ("sigma_b", -0.1, ">= 0")):
+        with pytest.raises(ValueError, match=f"{option} of 'critical' must be {bound}"):
+            P.get("critical", **{option: value})
+    with pytest.raises(ValueError, match="needs lo < hi, got 2.0:1.0"):
+        jacobian.find_critical("mlp_resnet", mlp(), "sigma_w", 2.0, 1.0)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("model", ["mixer", "vit", "gpt"])
+def test_pre_ln_transformers_are_critical(model):
+    """Pre-LN blocks with mu = 1 (Mixer, ViT; GPT is our hypothesis, section 2): chi_hat of the last block lies in
+    [1, 1 + 3/L] for sigma_w^2 in {0.25, 1, 4} (section 6, check 6)."""
+    small = {"mixer": dict(in_shape=(16, 16, 3), patch=4, token_dim=32), "vit": dict(in_shape=(8, 8, 3), patch=4,
+             head_dim=16), "gpt": dict(seq_len=8, head_dim=16, dropout=0.0)}[model]
+    cfg = M.config(model, width=32, depth=16, scan=True, **small)  # scanned blocks: half the compile time
+    chi, err = jacobian.chi_grid(model, cfg, {"sigma_w": np.sqrt([0.25, 1.0, 4.0])}, seeds=6, batch=4, probes=2)
+    assert np.all(chi >= 1.0) and np.all(chi <= 1.0 + 3.0 / 16), (chi, err)
+
+
+def test_run_report_measures_only_under_critical():
+    """zoo.diagnostics.run_report: the plugin's theory and, under `critical`, the measured chi_hat with its standard
+    error, xi, the trainable depth 28 xi, and on GELU's half-stable point (chi 0.976 at block 4 at infinite width) the
+    note that chi sits off 1 at this depth, with the chi measured; other plugins report nothing (no measurement at run
+    start)."""
+    cfg = mlp(width=64, depth=4, activation="gelu", bias=True)
+    assert run_report("mlp_resnet", cfg, P.get("mup")) == {}
+    report = run_report("mlp_resnet", cfg, P.get("critical"))
+    assert set(report) == {"sigma_w", "sigma_b", "mu", "chi_infinite_width", "chi", "chi_stderr", "xi",
+                           "trainable_depth", "note"}
+    assert report["trainable_depth"] == pytest.approx(28 * report["xi"])
+    assert abs(report["chi"] - report["chi_infinite_width"]) < 5 * report["chi_stderr"] + 0.1
+    assert report["note"].endswith(f"measured {report['chi']:.3f} +- {report['chi_stderr']:.3f}")
+
+
+@pytest.mark.parametrize("activation, bias, notes", [("gelu", True, (0.976, 0.978)), ("erf", False, (0.907, 0.990)),
+                                                     ("relu", False, None)])
+def test_run_report_notes_when_chi_sits_off_one_at_the_models_depth(activation, bias, notes):
+    """A critical point has chi* = 1 at infinite depth, but where its kernel map is marginal there (chi_K* = 1) chi
+    tends to 1 only as a power law. GELU's half-stable point (the paper's MLP with biases): at infinite width 0.976 at
+    block 10, 0.978 at block 100 (0.986 at block 1000); measured (32 seeds, 8 inputs, 2 probes) 0.944 +- 0.012 at
+    width 256 and 0.964 +- 0.004 at width 1024, at depths 10 to 100 (the finite-width gap shrinks with width). erf at
+    K* = 0: chi^l ~ 1 - 1/l, 0.907 at block 10, 0.990 at block 100. The run report's note says so, with the chi it
+    measured; ReLU at sigma_w^2 = 2 has chi = 1 at every block and gets none."""
+    cfg = mlp(width=128, depth=10, activation=activation, bias=bias)
+    note = slow_approach(P.get("critical"), "mlp_resnet", cfg, 0.9512, 0.0123)
+    if notes is None:
+        assert note is None
+    else:
+        assert note == ("chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite "
+                        f"width {notes[0]:.3f} at block 10 and {notes[1]:.3f} at block 100; measured 0.951 +- 0.012")
+    report = {"sigma_w": 1.4082, "mu": 0.0, "chi": 0.9512, "note": "a note"}
+    assert describe(report) == "sigma_w 1.408, mu 0, chi 0.9512; a note"
+
+
+def test_mean_field_recursion_runs_to_the_depth_asked():
+    """The recursion stops early only as documented: at a non-finite Q (overflow) or, with rtol, once chi has
+    converged. A ReLU MLP at sigma_w^2 = 2 has chi = 1 at every block, 50 of them (it stopped after 21)."""
+    block = theory.Block("relu")
+    chis, qs = theory.recursion(block, 2**0.5, 0.0, 0.0, 50)
+    assert len(chis) == 50 and len(qs) == 51 and np.allclose(chis, 1.0)
+    assert len(theory.recursion(block, 2**0.5, 0.0, 0.0, 50, rtol=1e-12)[0]) == 21
+    chis, qs = theory.recursion(block, 40.0, 0.0, 0.0, 500)  # chi = 800: Q overflows
+    assert len(chis) < 500 and not np.isfinite(qs[-1]) and np.all(np.isfinite(qs[:-1]))
+
+
+def test_correlation_length_and_depth():
+    """xi = 1 / |ln chi| (eq. 17) and the trainable depth 28 xi (App. L)."""
+    assert jacobian.correlation_length(np.exp(-0.1)) == pytest.approx(10.0)
+    assert jacobian.trainable_depth(np.exp(0.5)) == pytest.approx(56.0)
+    assert jacobian.correlation_length(1.0) == float("inf")
+
+
+@pytest.mark.long
+def test_training_under_critical_reports_chi(tmp_path):
+    """`train.py --param critical` logs the plugin's chi when the run starts and keeps it in summary.json; a
+    ReLU MLP (mu = 0) takes sigma_w^2 = 2, where the infinite-width chi is 1."""
+    run = tmp_path / "critical"
+    proc = run_train([*SMALL, "--param", "critical", "--model-opt", "mean_subtract=false", "--steps", "2",
+                      "--run-dir", str(run)])
+    assert proc.returncode == 0, proc.stderr
+    assert "critical: sigma_w 1.414" in proc.stderr and " chi " in proc.stderr
+    report = json.loads((run / "summary.json").read_text())["plugin_report"]
+    assert report["mu"] == 0.0 and abs(report["chi_infinite_width"] - 1.0) < 1e-3
+    assert abs(report["chi"] - 1.0) < 5 * report["chi_stderr"] + 0.1
+
+
+def test_infinite_width_profile_is_the_product_of_the_chis():
+    """zoo.diagnostics.profile.infinite_width: J^{0,l} = prod chi^l (eq. 4 at infinite width). A vanilla ReLU block
+    (mu = 0) has chi = sigma_w^2 / 2 at every block, so J^{0,l} = 0.75^l at sigma_w^2 = 1.5; None once the stream
+    overflows (chaotic unbounded phi)."""
+    from zoo.diagnostics import profile
+
+    cfg = M.config("mlp_resnet", width=64, depth=12, pre_nonlin=True, bias=True, mean_subtract=False)
+    got = profile.infinite_width(cfg, P.get("critical", sigma_w=1.5**0.5, sigma_b=0.0, mu=0.0))
+    np.testing.assert_allclose(got, 0.75 ** np.arange(1, 13), rtol=1e-3)
+    assert profile.infinite_width(M.config("mlp_resnet", depth=300, mean_subtract=False),
+                                  P.get("critical", sigma_w=30.0, sigma_b=0.0, mu=1.0)) is None
+
+
+def test_gelu_critical_line_at_large_variances():
+    """GELU's tables survive variances where float32 overflows in GELU's x^3 (chi* = sigma_w^2 / 2 there, as for
+    ReLU, not NaN), and its critical line on the stable branch K* = 5 (> (3 + sqrt 17) / 2) is eqs. 157-158's."""
+    block = theory.Block(activation="gelu", pre_nonlin=True)
+    assert theory.chi_star(block, 10.0, 0.5, 0.0) == pytest.approx(50.0, rel=1e-3)
+    k = 5.0
+    sigma_w = 2 * (1 + 2 * k * (3 + 5 * k) / (np.pi * (1 + k) * (1 + 2 * k) ** 1.5)
+                   + 2 / np.pi * np.arcsin(k / (1 + k))) ** -0.5
+    sigma_b = k * sigma_w / (np.sqrt(2 * np.pi) * (1 + 2 * k) ** 0.75)
+    assert theory.critical_sigma_w(block, sigma_b, 0.0) == pytest.approx(sigma_w, abs=0.01)
+
+
+def test_a_grid_over_sigma_b_holds_the_default_sigma_w_fixed():
+    """An erf MLP (mu = 0) with sigma_w left unset: a grid over sigma_b holds sigma_w at the model's critical point
+    sqrt(pi / 4), so chi_hat is the recursion's chi^12 at sigma_b = 0.1 and 1 (0.866 and 0.387; measured 0.820 and
+    0.357 at width 128, 8 seeds: within 0.08). It took sigma_w on the critical line at the grid's first sigma_b
+    (1.056 at 0.1), so the diagram sat at another sigma_w than the plugin's (measured 0.947 and 0.470)."""
+    cfg = mlp(in_shape=(16,), width=128, depth=12, activation="erf", bias=True)
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_b": [0.1, 1.0]}, base=P.get("critical", mu=0.0),
+                                 seeds=8, batch=4, probes=1)
+    block = theory.Block.of(cfg)
+    expect = [theory.recursion(block, (np.pi / 4) ** 0.5, sb, 0.0, 12)[0][-1] for sb in (0.1, 1.0)]
+    assert expect[1] < 0.7 and np.all(np.abs(chi - expect) < 0.08), (chi, err, expect)
+
+
+@pytest.mark.parametrize("values, line", [
+    ({"sigma_w": [1.0, 0.0, -1.0]}, "option sigma_w of 'critical' must be > 0, got 0.0"),
+    ({"sigma_b": [0.5, -0.5]}, "option sigma_b of 'critical' must be >= 0, got -0.5"),
+    ({"mu": [0.0, 1e300]}, "option mu of 'critical' 1e\\+300 is beyond float32's largest number"),
+    ({"sigma_w": [1.0, 1e-45]}, "option sigma_w of 'critical' 1e-45 is below float32's smallest normal number")])
+def test_every_grid_value_is_in_the_plugins_range(values, line):
+    """A grid's values are checked as the plugin's options are, each of them: a grid sigma_w = 1:-1:3 measured
+    sigma_w = 0 (chi_hat 0) and -1 (the init of +1) silently, while 0:1:3 was refused (only the first value, bound
+    into the plugin, was checked); mu = 1e300 is inf in the float32 network (chi_hat nan)."""
+    cfg = mlp(in_shape=(16,), width=16, depth=3, bias=True)
+    with pytest.raises(ValueError, match=line):
+        jacobian.chi_grid("mlp_resnet", cfg, values, base=P.get("critical", sigma_w=1.0, sigma_b=0.0, mu=0.0),
+                          seeds=1, batch=2, probes=1)
+
+
+def test_a_stream_that_overflows_float32_measures_nan_not_zero():
+    """A ReLU MLP (mu = 0) at sigma_w = 10, depth 60: the stream grows like 50^(l/2) and is inf in float32 by block
+    45, and the jvp through inf gave J = 0, so chi_hat read 0 (the chaotic phase, chi = 50, drawn as deeply ordered
+    on a phase diagram; --find took it for chi < 1). Now chi_hat is NaN there (a grey cell), --find says it cannot
+    measure there, and the run report says why; at sigma_w = 1 chi_hat is still sigma_w^2 / 2 (width 64: within 0.1)."""
+    from zoo.diagnostics import run_report
+
+    cfg = mlp(in_shape=(16,), width=64, depth=60)
+    base = P.get("critical", sigma_b=0.0, mu=0.0)
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [1.0, 10.0]}, base=base, seeds=4, batch=4, probes=1)
+    assert abs(chi[0] - 0.5) < 0.1 and np.isnan(chi[1]), (chi, err)  # 0.516 +- 0.032
+    with pytest.raises(ValueError, match="chi_hat cannot be measured at sigma_w=10: the float32 forward pass"):
+        jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 1.0, 10.0, fixed={"sigma_b": 0.0, "mu": 0.0}, seeds=4,
+                               batch=4, probes=1)
+    report = run_report("mlp_resnet", cfg, P.get("critical", sigma_w=10.0, sigma_b=0.0, mu=0.0), seeds=4, batch=4,
+                        probes=1)
+    assert np.isnan(report["chi"]) and report["note"].startswith("chi_hat is nan: the stream overflows float32")
+
+
+def test_chi_hat_measures_the_plugins_branch_multiplier():
+    """The critical plugin with a branch multiplier beta (branch_mult, or alpha with a base depth) takes sigma_w with
+    beta^2 sigma_w^2 E phi'^2 = 1 (ReLU MLP, beta = 2: sigma_w = 0.707); chi_hat must measure that network. The grid
+    program rebuilt each point as Critical(sigma_w, sigma_b, mu), dropping beta, and run_report measured
+    sigma_w^2 / 2 = 0.25 where theory says 1 (width 96, depth 8, 6 seeds: now within 0.1). A grid under
+    --param-opt branch_mult keeps it too: chi_hat = beta^2 sigma_w^2 / 2."""
+    cfg = mlp(in_shape=(16,), width=96, depth=8)
+    bound = P.get("critical", branch_mult=2.0).for_model("mlp_resnet", cfg)
+    assert bound.sigma_w == pytest.approx(0.5**0.5, rel=1e-3)
+    chi, err = jacobian.chi_hat("mlp_resnet", cfg, bound, seeds=6, batch=4, probes=1)
+    assert abs(chi - 1.0) < 0.1, (chi, err)
+    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [0.5, 0.6]}, seeds=6, batch=4, probes=1,
+                                 base=P.get("critical", branch_mult=2.0, sigma_b=0.0, mu=0.0))
+    assert np.all(np.abs(chi - 2 * np.array([0.5, 0.6]) ** 2) < 0.1), (chi, err)
+
+
+def test_find_sigma_b_at_the_default_sigma_w_finds_the_pre_ln_ratio():
+    """Pre-LN without a residual (erf, pre_nonlin, mu = 0): the plugin's default point is sigma_w = 1 on the line
+    sigma_b / sigma_w = 0.324; `find_critical` of sigma_b with sigma_w unset holds sigma_w = 1 and finds 0.324
+    (0.313 at width 96, depth 6: within 0.04). It re-derived sigma_w = sigma_b / 0.324 at every trial value, so
+    chi_hat was 1 everywhere and the bisection returned noise (here 'the same sign at both ends')."""
+    cfg = mlp(in_shape=(16,), width=96, depth=6, activation="erf", pre_ln=True, pre_nonlin=True, bias=True)
+    found = jacobian.find_critical("mlp_resnet", cfg, "sigma_b", 0.05, 1.0, tol=0.01, fixed={"mu": 0.0}, seeds=6,
+                                   batch=4, probes=2)
+    assert abs(found - 0.324) <= 0.04, found
+
+
+def test_the_skip_multiplier_enters_as_mu_squared():
+    """chi = mu^2 + beta^2 sigma_w^2 E phi'^2 c_N (eqs. 21-22): the sign of mu does not decide criticality.
+    mu = -1 with pre-LN is everywhere critical like mu = 1 (Thm 1.3): the plugin takes the sigma_w that doubles the
+    stream's variance over the stack (without mean subtraction here, where the stream's mean alternates in sign), and
+    chi_hat there is the recursion's (width 128, depth 12, 6 seeds: within 4 standard errors + 0.01). It was refused
+    with 'no critical sigma_b ... chi* goes from 1 to 1'; mu = -1 without LayerNorm is refused for the right reason
+    (it cited the sigma_b > 0 points' 0 <= mu < 1), as is mu = 1.5 with LayerNorm ('chi* goes from 2.25 to 2.25')."""
+    cfg = mlp(in_shape=(16,), width=128, depth=12, pre_ln=True)
+    bound = P.get("critical", mu=-1.0).for_model("mlp_resnet", cfg)
+    m, q = 0.0, 1.0
+    for _ in range(12):
+        _, m, q = theory.step(theory.Block.of(cfg), bound.sigma_w, 0.0, -1.0, m, q)
+    assert q - m**2 == pytest.approx(2.0, rel=1e-3)  # Var(x^L) = 2 Var(x^0)
+    chis = bound.infinite_width_chis("mlp_resnet", cfg, 12)
+    chi, err = jacobian.chi_hat("mlp_resnet", cfg, bound, seeds=6, batch=4, probes=2)
+    assert 1.0 < chis[-1] < 1.1 and abs(chi - chis[-1]) < 4 * err + 0.01, (chi, err, chis[-1])
+    for mu, opts in ((-1.0, {}), (1.5, {"pre_ln": True})):
+        with pytest.raises(ValueError, match=f"no critical sigma_w for mu={mu}.*: chi = mu\\^2 \\+ beta\\^2"):
+            P.get("critical", mu=mu).for_model("mlp_resnet", mlp(in_shape=(16,), width=16, depth=4, **opts))
+
+
+def test_pre_ln_sigma_w_is_refused_where_the_stream_cannot_double():
+    """With LayerNorm and mu = 1 the plugin takes the sigma_w that doubles the stream's variance over the stack. A
+    bounded phi adds at most beta^2 a block, so with erf, beta = 0.5 (branch_mult) and 4 blocks no sigma_w does:
+    the bisection returned its bracket's end, sigma_w = 100, silently (chi_hat in the hundreds: A grows with
+    sigma_w, B does not). Now one line that says so and asks for sigma_w; where the stream can double (8 blocks)
+    the point is still found (the growth 2 checked on the recursion)."""
+    cfg = mlp(in_shape=(16,), width=16, depth=4, activation="erf", pre_ln=True)
+    with pytest.raises(ValueError, match=r"grows by less than 2.0 over 4 blocks at every sigma_w up to 100 \(erf is "
+                                         r"bounded, branch multiplier 0.5\); give sigma_w"):
+        P.get("critical", branch_mult=0.5).for_model("mlp_resnet", cfg)
+    cfg = mlp(in_shape=(16,), width=16, depth=8, activation="erf", pre_ln=True)
+    bound = P.get("critical", branch_mult=0.5).for_model("mlp_resnet", cfg)
+    block = theory.Block.of(cfg, 0.5)
+    m, q = 0.0, 1.0
+    for _ in range(8):
+        _, m, q = theory.step(block, bound.sigma_w, 0.0, 1.0, m, q)
+    assert bound.sigma_w < 10 and q - m**2 == pytest.approx(2.0, rel=1e-3), bound.sigma_w
+
+
+def pre_ln_mlp(activation: str, bias: bool, depth: int = 8):
+    """The paper's pre-LN MLP, x' = mu x + W phi(LN(x)) + b, without mean subtraction."""
+    return mlp(width=16, depth=depth, activation=activation, pre_ln=True, pre_nonlin=True, bias=bias, in_shape=(16,))
+
+
+@pytest.mark.parametrize("activation", ["relu", "abs", "identity"])
+@pytest.mark.parametrize("mu", [0.0, 0.5])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_scale_invariant_pre_ln_block_is_critical_at_sigma_b_zero(activation, mu, bias):
+    """Pre-LN with a scale-invariant phi (ReLU, |x|, identity) and mu < 1: chi* = (1 - mu^2) sigma_w^2 E phi'^2 /
+    Var + mu^2 = 1 exactly at sigma_b = 0, for every sigma_w (the notes' ratio sigma_b / sigma_w = sqrt(a - b) = 0),
+    so the plugin's point is (sigma_w, sigma_b) = (1, 0), biases or not. The quadrature's chi* there is 1 - 8e-10,
+    read as 'below 1': the plugin refused the model ('no critical sigma_b ... chi* goes from 1 to 0.00125'). With
+    sigma_b given as 0, every sigma_w is critical: one line saying so."""
+    cfg = pre_ln_mlp(activation, bias)
+    bound = P.get("critical", mu=mu).for_model("mlp_resnet", cfg)
+    assert (bound.sigma_w, bound.sigma_b) == (1.0, 0.0)
+    assert abs(theory.chi_star(theory.Block.of(cfg), 1.0, 0.0, mu) - 1) < 1e-7
+    with pytest.raises(ValueError, match="chi\\* = 1 at every sigma_w for sigma_b=0.0.*each is critical; give "):
+        P.get("critical", mu=mu, sigma_b=0.0).for_model("mlp_resnet", cfg)
+    if bias:  # sigma_b > 0 still orders it: ReLU's chi* = sigma_w^2 / (sigma_w^2 + 2 sigma_b^2) (eq. 117)
+        chi = theory.chi_star(theory.Block.of(cfg), 1.0, 0.5, 0.0)
+        assert activation != "relu" or chi == pytest.approx(1 / 1.5, abs=1e-3), chi
+
+
+def test_a_smooth_pre_ln_block_without_biases_still_needs_them():
+    """tanh under pre-LN has its critical point at sigma_b / sigma_w = 0.265 > 0: without biases the plugin still
+    refuses in one line (the fix above skips that refusal only where the point's sigma_b is 0)."""
+    with pytest.raises(ValueError, match=r"\(1.000, 0.265\) needs biases"):
+        P.get("critical", mu=0.0).for_model("mlp_resnet", pre_ln_mlp("tanh", bias=False))
+
+
+def test_find_critical_bisects_a_range_narrower_than_its_tolerance(monkeypatch):
+    """--find sigma_w=0.001:0.004 (a deep pre-LN residual net's sigma_w is ~0.07 at depth 400; a search near mu = 1 is
+    as narrow): the absolute tolerance 0.005 exceeded the range, so after measuring the two ends the bisection returned
+    the midpoint 0.0025 for a crossing at 0.0035 (29% off). It now halves at least to 1/256 of the range. chi_hat is
+    a stand-in here, (sigma_w / 0.0035)^2, so the bisection alone is checked."""
+    from zoo.diagnostics import jacobian
+
+    calls = []
+
+    def chi(model, cfg, values, **_):
+        calls.append(values["sigma_w"][0])
+        return np.array([(values["sigma_w"][0] / 0.0035) ** 2]), np.zeros(1)
+
+    monkeypatch.setattr(jacobian, "chi_grid", chi)
+    cfg = M.config("mlp_resnet", width=16, depth=4, in_shape=(16,))
+    found = jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 0.001, 0.004, fixed={"mu": 0.0})
+    assert found == pytest.approx(0.0035, abs=0.003 / 256) and len(calls) <= 2 + 9, (found, calls)
+    wide = jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 0.0005, 3.0, fixed={"mu": 0.0})
+    assert wide == pytest.approx(0.0035, abs=0.005), wide  # a wide range keeps the absolute tolerance
+
+
+def test_the_profile_exponent_is_compared_with_the_infinite_width_one(tmp_path, capsys):
+    """Pre-LN with mu = 1 at the plugin's sigma_w (the stream doubles over the stack): J^{0,l} = (1 + l/L)^(A/B) is
+    not yet the power law l^(A/B), and its exponent fitted over [L/5, L] is about 0.32 A/B (ReLU, A/B = 1: 0.33 at
+    depths 50 and 400, not 1), so the docstring's '+A/B' misled a reading of the printed exponent. --profile now
+    prints the infinite-width profile's exponent, fitted alike, beside the measured one (width 64, depth 7: +0.47
+    measured, +0.41 at infinite width)."""
+    from zoo.cli.criticality import main
+    from zoo.diagnostics import profile
+
+    cfg = pre_ln_mlp("relu", bias=False, depth=50)
+    bound = P.get("critical", mu=1.0).for_model("mlp_resnet", cfg)
+    slope = profile.exponent([1.0, *profile.infinite_width(cfg, bound)], 50)
+    assert 0.30 < slope < 0.36, slope
+    main(["--width", "32", "--depth", "5", "--seeds", "1", "--batch", "2", "--probes", "1", "--profile",
+          "--model-opt", "pre_ln=true", "--out", str(tmp_path)])
+    prof = json.loads((tmp_path / "criticality.json").read_text())["profile"]
+    theory = profile.exponent(prof["infinite_width"], 5)
+    assert prof["exponent_infinite_width"] == pytest.approx(theory) and 0.3 < theory < 0.6, prof
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"over l in [1, 5]: {prof['exponent']:+.3f} (infinite width: {theory:+.3f})" in out, out

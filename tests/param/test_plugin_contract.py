@@ -1,0 +1,126 @@
+"""The plugin contract on the MLP-ResNet: SP at the base shape, Adam's first step, and clear errors."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+from param_helpers import SP_INIT_OPTIONS, batch, leaves, program, trajectory
+
+import zoo.param as P
+from zoo.param.tags import Tag
+from zoo.train.step import loss_and_metrics
+
+
+@pytest.mark.parametrize("optim", ["adam", "sgd"])
+def test_every_plugin_is_sp_at_the_base_shape(optim):
+    """design.md section 3 / TP IVb Def 2.2.1 at m = n/n0 = 1, r = L/L0 = 1: every multiplier, init std, LR and
+    epsilon factor is SP's, so the init, the outputs and the first 3 updates equal SP's (fp32, rtol 1e-7)."""
+    data = batch()
+    ref = trajectory(program(P.get("sp"), optim), data)
+    for name in P.names():
+        got = trajectory(program(P.get(name, **SP_INIT_OPTIONS.get(name, {})), optim), data)
+        for t, (a, b) in enumerate(zip(ref, got, strict=True)):
+            np.testing.assert_allclose(b["logits"], a["logits"], rtol=1e-7, atol=0, err_msg=f"{name} step {t}")
+            for (path, va), vb in zip(leaves(a["params"]).items(), leaves(b["params"]).values(), strict=True):
+                np.testing.assert_allclose(vb[...], va[...], rtol=1e-7, atol=0, err_msg=f"{name} {path} step {t}")
+
+
+@pytest.mark.parametrize("name", P.names())
+def test_adam_first_step_is_lr_times_lr_mult_times_sign(name):
+    """TP IVb section 2.1 and seed_tp4b_adam.md 6.3: with eps -> 0 Adam's first update is sign(g), so every entry
+    with g != 0 moves by exactly lr * m^-c * r^-gamma against its gradient (in W-space also times the forward
+    multiplier m^-a, and readout_mult on the readout), with (a, b, c, d) the plugin's exponents for the
+    parameter's tag, and entries with g = 0 stay; at n = 4 n0 and L = 2 L0."""
+    plugin, lr = P.get(name), 1e-2
+    prog = program(plugin, "adam", lr=lr, eps=1e-20, base_width=16, base_depth=2)
+    state, data = prog.init(jax.random.key(0)), batch()
+    grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, state["rest"]), data, None, True)[0])(
+        state["params"])
+    new, _ = prog.train_step(state, data)
+    rest, old, g = leaves(state["rest"]), leaves(state["params"]), leaves(grads)
+    for path, var in leaves(new["params"]).items():
+        tag = var.get_metadata()["tag"]
+        w0, w1, gp = (np.asarray(v[...], np.float64) for v in (old[path], var, g[path]))
+        assert (gp != 0).mean() > 0.3, f"{path}: too few nonzero gradient entries to test"
+        a, _, c, _ = (float(e) for e in plugin.abcd(tag))
+        step = lr * tag.width_mult**-c * tag.depth_ratio ** -float(plugin.gamma)
+        mult, want = 1.0, step
+        if path.endswith("['kernel']"):  # W-space: times the multiplier the model applies, which must be m^-a
+            mult = np.asarray(rest[path.replace("['kernel']", "['mult']")][...], np.float64)
+            mult = mult.reshape(mult.shape + (1,) * (w1.ndim - mult.ndim))
+            want = step * tag.width_mult**-a * (float(plugin.readout_mult) if tag.kind == "output" else 1.0)
+        tol = mult * (1e-5 * step + np.spacing(np.abs(w1).astype(np.float32)))  # fp32 update and w0 + update
+        np.testing.assert_array_less(np.abs(mult * (w1 - w0) + want * np.sign(gp)), tol, err_msg=f"{name} {path}")
+
+
+def test_unknown_plugin_option_or_value_lists_what_exists():
+    """design.md section 10: bad input gives one clear error naming the choices."""
+    with pytest.raises(ValueError, match="unknown parametrization 'nope'") as err:
+        P.get("nope")
+    assert all(name in str(err.value) for name in P.names())
+    with pytest.raises(ValueError, match="no option 'nope'") as err:
+        P.get("mup", nope=1)
+    assert all(option in str(err.value) for option in P.options("mup"))
+    with pytest.raises(ValueError, match="ivb, table3, mean_field"):
+        P.get("mup", gauge="nope")
+    with pytest.raises(ValueError, match="must be a number"):
+        P.get("depth_mup", alpha="half")
+    with pytest.raises(ValueError, match="four numbers"):
+        P.get("abcd", hidden="0,0.5,1")
+    with pytest.raises(ValueError, match=r"s in \[0, 1\]"):
+        P.get("ntk_mup", s=2.0)
+
+
+def test_freeze_keeps_the_listed_kinds_at_their_init():
+    """The `freeze` option every plugin takes (TP VI trains only the residual blocks): after 3 AdamW steps with
+    weight decay the frozen kinds (input, output) equal their init exactly, every other kind moved; an unknown kind
+    is one clear error."""
+    prog = program(P.get("depth_mup", freeze="input, output"), "adamw", base_width=32, base_depth=2)
+    state, data = prog.init(jax.random.key(0)), batch()
+    for _ in range(3):
+        state, _ = prog.train_step(state, data)
+    before = leaves(prog.init(jax.random.key(0))["params"])
+    for path, var in leaves(state["params"]).items():
+        moved = not np.array_equal(np.asarray(var[...]), np.asarray(before[path][...]))
+        assert moved == (var.get_metadata()["tag"].kind not in ("input", "output")), path
+    with pytest.raises(ValueError, match="freeze: unknown kind hiden; kinds are input, hidden"):
+        program(P.get("sp", freeze="hiden"))
+
+
+@pytest.mark.parametrize("name", ["mup", "depth_mup", "ntk"])
+def test_init_mult_scales_every_init_std_and_nothing_else(name):
+    """init_mult c (TP-V's tunable init scale) draws every parameter as c times the same draw: the random ones are
+    c times those of c = 1 (same seed; rtol 1e-6, the product's rounding), the constant ones (norm gains, zero
+    biases) unchanged; the first
+    Adam step is the same size (its LR rules do not see c). `critical` refuses it (sigma_w is its init scale)."""
+    c = 0.375
+    plain, scaled = (program(P.get(name, **o), base_width=32, base_depth=2) for o in ({}, {"init_mult": str(c)}))
+    a, b = leaves(plain.init(jax.random.key(0))["params"]), leaves(scaled.init(jax.random.key(0))["params"])
+    for path, va in a.items():
+        va, vb = np.asarray(va[...]), np.asarray(b[path][...])
+        constant = np.all(va == va.ravel()[0])
+        np.testing.assert_allclose(vb, va if constant else c * va, rtol=1e-6, atol=0, err_msg=path)
+    data = batch()
+    steps = [p.train_step(p.init(jax.random.key(0)), data)[0]["params"] for p in (plain, scaled)]
+    for path in a:
+        moved = [np.abs(np.asarray(leaves(s)[path][...]) - np.asarray(init[path][...])).max()
+                 for s, init in zip(steps, (a, b), strict=True)]
+        np.testing.assert_allclose(moved[1], moved[0], rtol=1e-3, err_msg=path)
+    with pytest.raises(ValueError, match="init_mult does not apply"):
+        P.get("critical", init_mult=2.0)
+
+
+@pytest.mark.parametrize("name", ["sp", "ntk", "mup", "mean_field", "depth_mup", "completep", "ntk_mup", "abcd",
+                                  "critical"])
+def test_zero_init_starts_readouts_and_queries_at_zero_under_every_plugin(name):
+    """zero_init starts readouts and attention queries at 0 (TP-V) under every plugin; critical's own init (sigma_w /
+    sqrt(fan_in) on every hidden matrix) skipped it for the queries: a GPT under critical with zero_init=true drew its
+    query kernel at sigma_w / sqrt(fan_in) (0.16 at width 40) while its readout was 0."""
+    opts = {"sigma_w": 1.0, "sigma_b": 0.0, "mu": 1.0} if name == "critical" else {}
+    plugin, plain = P.get(name, zero_init=True, **opts), P.get(name, **opts)
+    query, key, readout = (Tag("hidden", 40, 40, width_mult=2.5, role="query"),
+                           Tag("hidden", 40, 40, width_mult=2.5, role="key"), Tag("output", 40, 7, width_mult=2.5))
+    assert plugin.init_std(query, 0.25) == plugin.init_std(readout, 0.25) == 0.0
+    assert plugin.init_std(key, 0.25) == plain.init_std(key, 0.25) > 0.0  # the rest keeps its init

@@ -1,0 +1,174 @@
+"""zoo.fit on sweep dirs with a known law: each size's optimum, the law's exponent within its bootstrap interval,
+a held-out size within one grid step, the policy's units; and the bad inputs it refuses in one line, writing
+nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zoo.policy
+from zoo.config import resolve
+from zoo.fit import optimum, read, result
+from zoo.fit.lawfile import read_law
+from zoo.sweeps.runner import PER_MEMBER
+
+BASE = resolve({"model": "mlp_resnet", "data": "synthetic:teacher", "optimizer": "adam", "batch_size": 64,
+                "steps": 100})
+
+
+LRS = np.arange(-13.0, -3.0)
+
+
+def sweep_dir(out: Path, widths, law, lrs=LRS, seeds=3, noise=0.004, run=BASE, rng_seed=0,
+              curvature=0.02, wd_law=None):
+    """A zoo.sweep --out dir of a loss 1 + c (log2 lr - law(size))^2 (+ c (log2 wd - wd_law(size))^2) + noise."""
+    rng = np.random.default_rng(rng_seed)
+    settings = {k: v for k, v in json.loads(json.dumps(run.identity())).items() if k not in PER_MEMBER}
+    settings.update(base_width=min(widths), base_depth=2)
+    out.mkdir(parents=True)
+    (out / "sweep.json").write_text(json.dumps(settings))
+    size = {"batch_size": run.loop.batch_size, "steps": run.loop.steps}
+    records = []
+    for w in widths:
+        best = law({**size, "width": w})
+        wd_term = 0.0 if wd_law is None else curvature * (math.log2(run.optim.decay) - wd_law({**size, "width": w}))**2
+        for x in lrs:
+            for s in range(seeds):
+                loss = 1.0 + curvature * (x - best) ** 2 + wd_term + noise * rng.standard_normal()
+                records.append({"width": int(w), "depth": 2, "lr": 2.0**x, "log2_lr": float(x), "seed": s,
+                                "train_loss": loss, "eval_loss": loss, "eval_accuracy": 0.5, "diverged": False})
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return out
+
+
+WIDTH_LAW = lambda s: -8.0 - 0.5 * math.log2(s["width"] / 32)  # noqa: E731
+
+
+def test_parabola_vertex_and_edge():
+    """A parabola's vertex is found between grid points; a minimum on the grid's end is flagged."""
+    x = np.arange(-6.0, 0.0)
+    y = (x + 2.3) ** 2
+    o = optimum.optimum(x, y[:, None, None], np.zeros((6, 1), bool), np.random.default_rng(0), 50)
+    assert o.x == pytest.approx(-2.3, abs=1e-9) and not o.at_edge and o.lo <= -2.3 <= o.hi
+    edge = optimum.optimum(x, (x + 9.0)[:, None, None] ** 2, np.zeros((6, 1), bool), np.random.default_rng(0), 10)
+    assert edge.at_edge and edge.x == -6.0
+
+
+def test_recovers_a_known_exponent_within_its_interval(tmp_path):
+    """Synthetic sweeps of 5 widths, 3 seeds, log2 lr* = -8 - 0.5 log2(w/32): the fitted exponent's 95% interval
+    holds -0.5, and is narrower than a quarter of it; the held-out width 512 is within one grid step."""
+    d = sweep_dir(tmp_path / "s", [32, 64, 128, 256, 512], WIDTH_LAW)
+    fit = result.fit(read.load([d]), {"width": 512}, boot=300)
+    lo, hi = fit.laws["lr"].intervals["width"]
+    assert lo <= -0.5 <= hi and hi - lo < 0.125, (lo, hi)
+    (check,) = fit.checks
+    assert check.within_one_step and abs(check.error_steps) < 0.3
+    assert check.predicted[1] <= check.predicted[0] <= check.predicted[2]
+
+
+def test_two_axes_and_the_weight_decay_law(tmp_path):
+    """Dirs at two horizons and five wds per horizon: the LR law in (width, steps) and the wd law (wd* ~ 1/T, the
+    timescale's at a fixed LR) both recovered within their intervals."""
+    lr_law = lambda s: -8.0 - 0.5 * math.log2(s["width"] / 32) - 0.3 * math.log2(s["steps"] / 100)  # noqa: E731
+    wd_law = lambda s: -3.0 - 1.0 * math.log2(s["steps"] / 100)  # noqa: E731
+    dirs = [sweep_dir(tmp_path / f"t{t}wd{wd}", [32, 64, 128], lr_law, run=BASE.replace(steps=t, weight_decay=2.0**wd),
+                      seeds=2, wd_law=wd_law, rng_seed=t + wd)
+            for t in (100, 400) for wd in range(-7, 1)]
+    fit = result.fit(read.load(dirs), boot=200)
+    for hyper, axis, want in (("lr", "width", -0.5), ("lr", "steps", -0.3), ("weight_decay", "steps", -1.0)):
+        lo, hi = fit.laws[hyper].intervals[axis]
+        assert lo <= want <= hi, (hyper, axis, lo, hi)
+
+
+def test_policy_units(tmp_path):
+    """Sweeps run under sde (LRs times sqrt(B/B0), b2^(B/B0), eps / sqrt(B/B0)) read under --policy sde have their
+    LRs in the proxy's units: a best LR that follows sqrt(B) exactly leaves an exponent 0. Read without the policy,
+    their mapped b2 and eps are refused, naming --policy; read under another policy, its map is refused."""
+    dirs = []
+    for b in (16, 64, 256, 1024):
+        run = BASE.replace(batch_size=b)
+        cfg = zoo.policy.get("sde").apply(BASE.optim, zoo.policy.Change(16, b, 100, 100))[0]
+        run = run.replace(b2=cfg.b2, eps=cfg.eps)
+        dirs.append(sweep_dir(tmp_path / f"b{b}", [64], lambda s: -10 + 0.5 * math.log2(s["batch_size"] / 16),
+                              lrs=np.arange(-14.0, -2.0) + 0.5 * math.log2(b / 16), run=run, rng_seed=b))
+    fit = result.fit(read.load(dirs, policy=zoo.policy.get("sde")), boot=200)
+    lo, hi = fit.laws["lr"].intervals["batch_size"]
+    assert lo <= 0.0 <= hi and abs(fit.laws["lr"].exponents["batch_size"]) < 0.05
+    with pytest.raises(ValueError, match="differ in b2, eps .*give it \\(--policy\\)"):
+        read.load(dirs)
+    from zoo.cli.fit import main
+
+    main([*map(str, dirs), "--out", str(tmp_path / "fit"), "--policy", "sde", "--boot", "20"])
+    law = str(tmp_path / "fit" / "law.json")
+    assert read_law(law).policy["name"] == "sde"
+    target = zoo.policy.get("fitted", law=law).apply(BASE.optim, zoo.policy.Change(16, 1024, 100, 100))[0]
+    assert math.log2(target.lr / BASE.optim.lr) == pytest.approx(3.0, abs=0.3)  # sqrt(64) by sde, ~1 by the law
+    with pytest.raises(ValueError, match="not what policy sde maps"):
+        read.load(dirs, policy=zoo.policy.get("sde", betas="all", eps=False))
+
+
+def run_fit(argv, capsys):
+    from zoo.cli.fit import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    return e.value.code, capsys.readouterr().err
+
+
+def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
+    d = sweep_dir(tmp_path / "s", [32, 64, 128, 256, 512], WIDTH_LAW)
+    from zoo.cli.fit import main
+
+    main([str(d), "--out", str(tmp_path / "fit"), "--holdout", "width=512", "--boot", "100"])
+    assert sorted(p.name for p in (tmp_path / "fit").iterdir()) == ["fit.json", "fit.png", "law.json", "table.md"]
+    law = read_law(tmp_path / "fit" / "law.json")
+    e = law.laws["lr"].exponents["width"]
+    change = zoo.policy.Change(64, 64, 100, 100, proxy_width=64, width=1024)
+    cfg = zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).apply(BASE.optim, change)[0]
+    assert cfg.lr == pytest.approx(BASE.optim.lr * 16**e) and e == pytest.approx(-0.5, abs=0.05)
+    assert "within one grid step" in (tmp_path / "fit" / "table.md").read_text()
+
+
+@pytest.mark.parametrize("case,message", [
+    ("two sizes", "2 sizes to fit (2 swept, 0 held out): a law needs 3 or more"),
+    ("one lr", "a single LR at width 32: zoo.fit locates each size's best LR between grid points"),
+    ("models", "the sweep dirs differ in model, "),  # then each recipe field the two models' defaults set apart
+    ("holdout", "no size has width 999 to hold out"),
+    ("axes", "--axes steps: steps does not vary across the sweeps (what varies: width)"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
+    if case == "two sizes":
+        dirs = [sweep_dir(tmp_path / "a", [32, 64], WIDTH_LAW)]
+    elif case == "one lr":
+        dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW, lrs=np.array([-8.0]))]
+    elif case == "models":
+        dirs = [sweep_dir(tmp_path / "a", [32, 64], WIDTH_LAW),
+                sweep_dir(tmp_path / "b", [128], WIDTH_LAW, run=resolve({"model": "mixer", "batch_size": 64,
+                                                                        "steps": 100}))]
+    else:
+        dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)]
+    out = tmp_path / "fit"
+    code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20",
+                         *(["--holdout", "width=999"] if case == "holdout" else []),
+                         *(["--axes", "steps"] if case == "axes" else [])], capsys)
+    assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_a_hyperparameter_without_a_law_leaves_the_other(tmp_path):
+    """Three LRs around a wd sweep whose best LR sits on the LR grid's edge: no LR law (said why), the wd law
+    fitted; an LR law alone that cannot be fitted is refused."""
+    wd_law = lambda s: -3.0 - 1.0 * math.log2(s["steps"] / 100)  # noqa: E731
+    dirs = [sweep_dir(tmp_path / f"t{t}wd{wd}", [32], lambda s: -12.0, run=BASE.replace(steps=t, weight_decay=2.0**wd),
+                      lrs=np.array([-10.0, -9.0, -8.0]), wd_law=wd_law, rng_seed=t + wd)
+            for t in (100, 200, 400) for wd in range(-8, 1)]
+    fit = result.fit(read.load(dirs), boot=50)
+    assert set(fit.laws) == {"weight_decay"} and "grid's edge" in fit.unfitted["lr"]
+    with pytest.raises(ValueError, match="grid's edge"):
+        result.fit(read.load([sweep_dir(tmp_path / "e", [32, 64, 128], lambda s: -12.0, lrs=np.arange(-10.0, -4.0))]),
+                   boot=20)

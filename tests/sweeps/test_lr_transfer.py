@@ -1,0 +1,50 @@
+"""LR transfer across depth (Depth-muP vs no depth scaling) on MLP-ResNet, as vmapped sweeps on synthetic data.
+
+Small version of seed_depth_mup.md check (c): block depth 1, width 64, depths 4, 16, 64, Adam, log2 LR grid
+step 1. At the base depth 4 both parametrizations are the same model, so (alpha, gamma) = (0, 0) only runs at
+depth 64. The larger runs behind docs/sweeps/depth_transfer.png: `python docs/sweeps/transfer.py depth`.
+"""
+
+import pytest
+
+import zoo.data
+from zoo.config import RunConfig
+from zoo.sweeps import SweepSpec, parse_lrs, report, run_sweep
+
+
+def depth_sweep(tmp_path, data, depths, **param_opt):
+    run = RunConfig.from_flat(dict(model="mlp_resnet", param="depth_mup", param_opt=param_opt, width=64, base_depth=4,
+                                   steps=300, batch_size=64, data="synthetic", optimizer="adam"))
+    spec = SweepSpec(run=run, lrs=parse_lrs("2^-12:2^-7:1"), out=tmp_path / f"p{len(param_opt)}", depths=depths)
+    return report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
+
+
+@pytest.mark.long
+def test_depth_mup_transfers_and_no_depth_scaling_does_not(tmp_path):
+    data = zoo.data.load("synthetic")
+    mup = depth_sweep(tmp_path, data, [4, 16, 64])
+    assert [c.depth for c in mup.curves] == [4, 16, 64]
+    assert mup.transfer_score is not None and mup.transfer_score <= 1
+    best = [c.best_loss for c in mup.curves]
+    assert best[1] <= best[0] and best[2] <= best[1] * 1.02  # deeper is not worse
+    deep = depth_sweep(tmp_path, data, [64], alpha=0, gamma=0).curves[0]
+    base = mup.curves[0].best_log2_lr  # depth 4 = the base depth: the same model under both
+    assert deep.best is None or abs(deep.best_log2_lr - base) >= 2
+
+
+@pytest.mark.long
+def test_mup_width_transfer_and_sp_shift(tmp_path):
+    """Small version of docs/sweeps/width_transfer.png: MLP-ResNet depth 2, widths 64 and 512 (base 64),
+    Adam, 100 steps on synthetic:teacher. muP's best log2 LR moves at most 1 grid step; SP's moves at least 2 (Adam
+    updates of Theta(lr) per entry make SP's hidden features grow like n, so its best LR falls like 1/n). Measured:
+    muP 0 steps (2^-9 at both widths), SP 3, none at the grid's edge, at 100 steps as at 300 (SP 4 at 150)."""
+    data = zoo.data.load("synthetic:teacher")
+    scores = {}
+    for param in ("mup", "sp"):
+        run = RunConfig.from_flat(dict(model="mlp_resnet", param=param, depth=2, base_width=64, steps=100,
+                                       batch_size=64, data="synthetic:teacher", optimizer="adam"))
+        spec = SweepSpec(run=run, lrs=parse_lrs("2^-14:2^-8:1"), out=tmp_path / param, widths=[64, 512])
+        summary = report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
+        assert [c.width for c in summary.curves] == [64, 512] and not any(c.at_edge for c in summary.curves)
+        scores[param] = summary.transfer_score
+    assert scores["mup"] <= 1 and scores["sp"] >= 2, scores

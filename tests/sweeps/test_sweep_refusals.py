@@ -1,0 +1,107 @@
+"""`python -m zoo.sweep` and `python -m zoo.transfer` refuse what cannot run in one line before --out is written: a
+batch beyond the training set, a model option the forward pass refuses, a compile cache that cannot be made, an
+--out that holds a train.py run, an empty --compare, seed counts beyond any sweep."""
+
+from __future__ import annotations
+
+import pytest
+from cli_utils import one_line_error
+
+TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--compile-cache", "off",
+        "--lrs", "1e-3"]
+
+
+@pytest.mark.parametrize("tool", ["sweep", "transfer"])
+def test_a_batch_beyond_the_training_set_is_refused_before_out_is_written(tmp_path, capsys, tool):
+    """--batch-size 100000 on the 4096 synthetic examples: the sweep wrote OUT/sweep.json (a transfer OUT/mup/proxy)
+    and then failed in its first batch; now the line comes before OUT is created."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
+                                                                        "--depth", "2"]
+    out = tmp_path / "out"
+    line = one_line_error(main, [*TINY, *sizes, "--batch-size", "100000", "--out", str(out)], capsys)
+    assert "batch size 100000 must be between 1 and the 4096 examples of split 'train'" in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("tool", ["sweep", "transfer"])
+def test_a_model_option_the_forward_pass_refuses_is_refused_before_out_is_written(tmp_path, capsys, tool):
+    """--model-opt activation=nope: train.py refuses it before its run dir exists (its forward pass is traced on an
+    abstract batch first), but a sweep wrote OUT/sweep.json (a transfer OUT/mup/proxy/) and failed in its first
+    compile. Now each shape's forward pass is traced before OUT is written."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
+                                                                        "--depth", "2"]
+    out = tmp_path / "out"
+    line = one_line_error(main, [*TINY, *sizes, "--batch-size", "8", "--model-opt", "activation=nope",
+                                 "--out", str(out)], capsys)
+    assert "unknown activation 'nope'" in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("tool", ["sweep", "transfer"])
+def test_a_compile_cache_that_cannot_be_made_names_the_flag(tmp_path, capsys, tool):
+    """--compile-cache FILE and --compile-cache FILE/sub: 'error: File exists: FILE' and 'error: Not a directory:
+    FILE/sub', naming no flag; now the line names --compile-cache, before --out is made."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    (tmp_path / "afile").write_text("x")
+    sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
+                                                                        "--depth", "2"]
+    argv = [a for a in TINY if a not in ("--compile-cache", "off")] + sizes
+    for cache, why in (("afile", f"{tmp_path / 'afile'} is a file, not a folder"), ("afile/sub", "Not a directory")):
+        line = one_line_error(main, [*argv, "--compile-cache", str(tmp_path / cache), "--out", str(tmp_path / "o")],
+                              capsys)
+        assert f"--compile-cache {tmp_path / cache} cannot be written: {why}" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("held", ["config.json", "checkpoints"])
+def test_a_sweep_into_a_run_dir_is_refused_and_the_run_kept(tmp_path, capsys, held):
+    """zoo.sweep --out RUN_DIR (a train.py run; one whose config.json was lost) trained and then replaced the run's
+    summary.json (its best and final eval) with the sweep's report; now one line before anything is written, and
+    the run dir as it was."""
+    from zoo.cli import sweep
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}") if held == "config.json" else (run / held).mkdir()
+    (run / "summary.json").write_text('{"best_eval": {"loss": 1.5}}')
+    line = one_line_error(sweep.main, [*TINY, "--widths", "16", "--depths", "2", "--batch-size", "8",
+                                       "--out", str(run)], capsys)
+    assert f"--out {run} holds a run ({held}), whose summary.json a sweep's report would replace" in line, line
+    assert sorted(p.name for p in run.iterdir()) == sorted([held, "summary.json"])
+    assert (run / "summary.json").read_text() == '{"best_eval": {"loss": 1.5}}'
+
+
+def test_an_empty_compare_is_refused_not_taken_for_none(tmp_path, capsys):
+    """--compare '' (an unset shell variable) skipped the comparison silently, as --compare none does; now it is an
+    unknown parametrization, before anything trains."""
+    from zoo.cli import transfer
+
+    line = one_line_error(transfer.main, [*TINY, "--width", "32", "--proxy-width", "16", "--depth", "2",
+                                          "--compare", "", "--out", str(tmp_path / "t")], capsys)
+    assert "unknown parametrization ''" in line, line
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("tool, flag", [("sweep", "--seeds"), ("transfer", "--target-seeds")])
+def test_seed_counts_beyond_any_sweep_are_one_line(tmp_path, capsys, tool, flag):
+    """--target-seeds 2147483648 passed the int32 check (seeds 0 .. 2^31 - 1) and the process was SIGKILLed for
+    memory building 2^31 members after the proxy sweep, with no line; --seeds 10^8 spent 80 s building members
+    before an unexpected MemoryError. Now one line, before anything trains."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    sizes = ["--widths", "16"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16"]
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(tmp_path / "out"), "--lrs", "1e-3", "--depth", "2", "--steps", "2", "--data", "synthetic",
+              *sizes, flag, str(2**31)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and f"{flag} 2147483648 is more than 1024 seeds per learning rate" in err, err
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,67 @@
+"""zoo.transfer with a proxy at another batch size under a scaling policy: the target trains at the settings the
+policy maps, and its config records which policy produced each number; an option the optimizer does not read is one
+line, nothing written."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import zoo.policy
+from zoo.config import read_file, resolve
+from zoo.sweeps import results, transfer_report
+from zoo.sweeps.grid import parse_lrs
+from zoo.sweeps.transfer import TransferSpec, run_transfer
+
+
+def test_the_target_trains_at_the_policy_s_settings(tmp_path):
+    run = resolve({"model": "mlp_resnet", "data": "synthetic:teacher", "param": "mup", "depth": 1, "steps": 2,
+                   "batch_size": 16, "warmup": 1})
+    spec = TransferSpec(run=run, lrs=parse_lrs("2^-8,2^-6"), proxy=(8, 1), target=(16, 1), out=tmp_path / "t",
+                        compare=None, policy=zoo.policy.get("sde"), proxy_batch=4, proxy_steps=4)
+    (arm,) = run_transfer(spec, echo=lambda _: None)
+    assert arm.factor == pytest.approx(2.0)  # sqrt(16 / 4)
+    target = results.read_settings(tmp_path / "t" / "mup" / "target")
+    assert (target["batch_size"], target["steps"], target["b2"]) == (16, 2, pytest.approx(0.999**4))
+    assert results.read_settings(tmp_path / "t" / "mup" / "proxy")["batch_size"] == 4
+    (member,) = results.read(tmp_path / "t" / "mup" / "target")
+    assert math.log2(member["lr"]) == pytest.approx(arm.lr_log2 + 1)
+    transfer_report.write([arm], spec)
+    config = json.loads((tmp_path / "t" / "mup" / "target.json").read_text())
+    settings = config["provenance"]["settings"]
+    assert config["provenance"]["policy"]["name"] == "sde" and config["provenance"]["proxy"]["batch_size"] == 4
+    assert settings["lr"]["target"] == pytest.approx(2 * settings["lr"]["proxy"])
+    assert "(B/B0)^0.5" in settings["lr"]["law"]
+    assert settings["eps"]["target"] == pytest.approx(settings["eps"]["proxy"] / 2)
+    assert resolve({}, read_file(str(tmp_path / "t" / "mup" / "target.json"))).optim.lr == member["lr"]
+
+
+def test_a_policy_option_the_optimizer_does_not_read(tmp_path, capsys):
+    from zoo.cli.transfer import main
+
+    out = tmp_path / "t"
+    with pytest.raises(SystemExit) as e:
+        main(["--out", str(out), "--optimizer", "sgd", "--policy", "sde", "--policy-opt", "betas=all",
+              "--proxy-batch-size", "4", "--lrs", "2^-8,2^-6", "--width", "16", "--proxy-width", "8"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1
+    assert "policy sde option betas is read only by --optimizer adam / adamw / lion / muon; --optimizer sgd" in err
+    assert not out.exists()
+
+
+def test_a_sweep_under_a_policy_trains_the_proxy_s_grid_mapped(tmp_path):
+    """zoo.sweep --policy: the --lrs are the proxy's, each trained times the policy's factor, under its b2 and eps;
+    --proxy-tokens is the proxy's horizon in tokens (batch x context per step for a language model)."""
+    from zoo.cli.sweep import build_spec, parser
+
+    spec = build_spec(parser().parse_args(["--out", str(tmp_path / "s"), "--steps", "100", "--batch-size", "64",
+                                           "--proxy-batch-size", "16", "--policy", "sde", "--lrs", "2^-8,2^-6"]))
+    assert spec.lrs == [2.0**-7, 2.0**-5] and spec.run.optim.b2 == pytest.approx(0.999**4)
+    assert spec.run.optim.eps == pytest.approx(0.5e-8)
+    spec = build_spec(parser().parse_args(["--out", str(tmp_path / "t"), "--model", "gpt", "--data", "shakespeare",
+                                           "--seq-len", "32", "--steps", "100", "--batch-size", "8",
+                                           "--proxy-tokens", "12800", "--policy", "timescale", "--optimizer",
+                                           "adamw", "--lrs", "2^-8"]))
+    assert spec.run.optim.weight_decay == pytest.approx(0.1 * 12800 / (8 * 32 * 100))  # tau over the budget kept

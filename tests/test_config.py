@@ -1,0 +1,184 @@
+"""The run config (zoo.config): typed parts with one flat name per setting for flags and files alike; numbers and
+paths in a file read as on the command line; model options that contradict the loop's flags refused, by value; a
+default eps that follows the optimizer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_utils import one_line_error
+
+from zoo.cli import sweep as sweep_cli
+from zoo.cli import train as train_cli
+from zoo.config import FLAT, PARTS, RunConfig, read_file, resolve
+
+
+def test_config_parts_flat_names_and_nested_files_agree(tmp_path):
+    """Every setting has one flat name (its flag); a flat file, a nested file and flags give the same config, and
+    the nested form round-trips; resolution returns new configs and never changes the one it is given."""
+    assert set(PARTS) == {"model", "param", "optim", "data", "loop"}
+    assert {"lr", "optimizer", "model_opt", "param_opt", "data", "steps", "batch_size"} <= set(FLAT)
+    (tmp_path / "flat.yaml").write_text("model: gpt\nwidth: 128\nlr: 3.0e-3\nseq_len: 32\nmodel_opt: {dropout: 0}\n")
+    (tmp_path / "nested.yaml").write_text("model: {name: gpt, width: 128, options: {dropout: 0}}\n"
+                                          "optim: {lr: 3.0e-3}\ndata: {seq_len: 32}\n")
+    flat, nested = (resolve({}, read_file(str(tmp_path / f))) for f in ("flat.yaml", "nested.yaml"))
+    flags = resolve({"model": "gpt", "width": 128, "lr": 3e-3, "seq_len": 32, "model_opt": {"dropout": 0}})
+    assert flat == nested == flags
+    assert flat.optim.name == "adamw" and flat.model.width == 128 and flat.data.seq_len == 32  # the gpt recipe
+    assert RunConfig.from_json(json.loads(json.dumps(flat.to_json()))) == flat
+    wider = flat.replace(width=256)
+    assert (flat.model.width, wider.model.width) == (128, 256)
+
+
+def test_yaml_reads_exponent_numbers_as_the_command_line_does(tmp_path):
+    """`lr: 1e-3` in a YAML file is the number 0.001, as `--lr 1e-3` is (YAML 1.1 read it as the string '1e-3' and
+    the file was refused with 'lr must be a number'); quoted, it stays a string. Aliases are refused (a billion
+    values in nine lines)."""
+    (tmp_path / "sci.yaml").write_text("lr: 1e-3\nb2: 9.5E-1\n")
+    assert read_file(str(tmp_path / "sci.yaml")) == {"lr": 1e-3, "b2": 0.95}
+    (tmp_path / "quoted.yaml").write_text("lr: '1e-3'\n")
+    with pytest.raises(ValueError, match="lr must be a number, got '1e-3'"):
+        read_file(str(tmp_path / "quoted.yaml"))
+    nested = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 3)]  # to a8: 10^9 values, hours
+    (tmp_path / "bomb.yaml").write_text("model_opt:\n" + "".join(f"  {line}\n" for line in nested))
+    with pytest.raises(ValueError, match="bomb.yaml cannot be read as YAML: it uses an alias"):
+        read_file(str(tmp_path / "bomb.yaml"))
+
+
+def test_epochs_replace_the_steps_before_them(tmp_path):
+    """--epochs (flag or file) sets the horizon in place of the recipe's or the file's steps; the resolved config
+    states it in steps only, so a run's config.json reads back as a config file."""
+    from zoo.train.setup import setup
+
+    (tmp_path / "steps.yaml").write_text("steps: 10\n")
+    assert resolve({"epochs": 0.5}).loop.steps is None
+    assert resolve({"epochs": 0.5}, read_file(str(tmp_path / "steps.yaml"))).loop.steps is None
+    cfg = setup(resolve({"data": "synthetic", "width": 8, "depth": 1, "batch_size": 16, "epochs": 0.5})).cfg
+    assert (cfg.loop.steps, cfg.loop.epochs) == (128, None)  # 4096 train images, 256 batches an epoch
+    (tmp_path / "stored.json").write_text(json.dumps(cfg.to_json()))
+    assert resolve({}, read_file(str(tmp_path / "stored.json"))).loop.steps == 128
+
+
+def test_a_model_option_is_compared_by_value_not_by_text():
+    """--model-opt width=32 is read as text; beside --width 32 (the audit's widths, a resumed run's flags) it is the
+    same setting, while width=64 contradicts it."""
+    from zoo.train.setup import setup
+
+    def run(text):
+        return setup(resolve({"model": "mlp_resnet", "data": "synthetic", "width": 32, "depth": 2,
+                              "model_opt": {"width": text}}))
+
+    assert run("32").model_cfg.width == 32
+    with pytest.raises(ValueError, match=r"model option width=64 contradicts --width \(width = 32\)"):
+        run("64")
+
+
+@pytest.mark.parametrize("text, want", [
+    ("steps: 010\n", 10),  # YAML 1.1: octal 8, where --steps 010 is 10
+    ("steps: +12\n", 12), ("lr: 1e-3\n", 1e-3), ("lr: +.5\n", 0.5), ("lr: 3.\n", 3.0),
+    ("steps: 1:30\n", "'1:30'"),  # YAML 1.1: base 60, 90
+    ("width: 0x40\n", "'0x40'"), ("width: 0b101\n", "'0b101'"), ("steps: 1_000\n", "'1_000'"),
+    ("lr: 1_0.5\n", "'1_0.5'"),
+])
+def test_config_file_numbers_read_as_typed_on_the_command_line(text, want, tmp_path, capsys, monkeypatch):
+    """A YAML config file read `steps: 010` as 8 and `steps: 1:30` as 90 (YAML 1.1's octal and base 60), `width:
+    0x40` as 64 and `1_000` as 1000: numbers in a file now read as the same text on the command line does, and the
+    other forms are refused in one line."""
+    monkeypatch.chdir(tmp_path)
+    from zoo.config import read_file
+
+    (tmp_path / "run.yaml").write_text(text)
+    if isinstance(want, str):
+        line = one_line_error(train_cli.main, ["--print-config", "--config", str(tmp_path / "run.yaml")], capsys)
+        assert f"must be an integer, got {want}" in line or f"must be a number, got {want}" in line, line
+    else:
+        assert list(read_file(str(tmp_path / "run.yaml")).values()) == [want]
+
+
+def test_a_run_dir_under_the_home_folder_in_a_config_file(tmp_path, monkeypatch, capsys):
+    """`run_dir: ~/runs/a` in a config file (or a quoted '~/runs/a') trained into ./~/runs/a, where the data paths
+    of the same file read ~ as the home folder: every path setting and path flag reads it so."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "run.yaml").write_text("run_dir: ~/runs/a\ninit_from: ~/runs/b\n")
+    train_cli.main(["--print-config", "--config", "~/../run.yaml"])
+    out = capsys.readouterr().out
+    assert f"run_dir: {tmp_path}/home/runs/a" in out and f"init_from: {tmp_path}/home/runs/b" in out, out
+
+
+@pytest.mark.parametrize("argv, both", [
+    (["--model-opt", "dtype=bfloat16", "--precision", "f32"], ("dtype=bfloat16", "--precision f32")),
+    (["--model-opt", "dtype=bfloat16"], ("dtype=bfloat16", "--precision f32")),
+    (["--model-opt", "dtype=float32", "--precision", "bf16"], ("dtype=float32", "--precision bf16")),
+    (["--model", "gpt", "--model-opt", "dtype=float16", "--precision", "bf16"], ("dtype=float16", "--precision bf16")),
+    (["--remat", "block", "--model-opt", "remat=false"], ("remat=false", "--remat block")),
+])
+def test_a_model_dtype_or_remat_that_contradicts_the_loop_flags_is_refused(argv, both, capsys, tmp_path, monkeypatch):
+    """`--model-opt dtype=bfloat16 --precision f32` trained in bf16 (the option won over the flag, and the run
+    recorded f32): the flags set these options, and an option that says otherwise is refused naming both."""
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(train_cli.main, ["--print-config", *argv], capsys)
+    assert all(part in line for part in both), line
+
+
+def test_the_same_contradiction_is_refused_by_the_sweep_and_the_audit(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from zoo.cli import audit as audit_cli
+
+    for main, argv in ((sweep_cli.main, ["--out", "x", "--lrs", "1e-3"]), (audit_cli.main, [])):
+        line = one_line_error(main, [*argv, "--model-opt", "dtype=bfloat16", "--precision", "f32"], capsys)
+        assert "--model-opt dtype=bfloat16 contradicts --precision f32" in line, line
+
+
+def test_model_options_that_agree_with_the_loop_flags_are_taken(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    train_cli.main(["--print-config", "--model-opt", "dtype=bfloat16", "--precision", "bf16", "--remat", "block",
+                    "--model-opt", "remat=true"])
+    out = capsys.readouterr().out
+    assert "precision: bf16" in out and "remat: block" in out
+
+
+def test_a_remat_option_without_remat_given_is_taken():
+    """The sweeps and the audit have no --remat: the model option is how they recompute blocks (the same losses),
+    so it is refused only against a --remat given; --precision, which changes every number, always counts."""
+    from zoo.cli.sweep import run_config
+
+    cfg = run_config(sweep_cli.parser().parse_args(["--out", "x", "--lrs", "1e-3", "--model-opt", "remat=true"]))
+    assert cfg.model.options == {"remat": "true"} and cfg.loop.remat == "none"
+
+
+def test_the_program_computes_in_the_precision_the_run_records():
+    """What setup gives the model: --precision bf16's dtype, as config.json records it."""
+    from zoo.config import resolve
+    from zoo.train.setup import _model_overrides
+
+    class Data:
+        in_shape, num_classes, seq_len = (8,), 4, None
+
+    cfg = resolve({"precision": "bf16", "remat": "block", "width": 8, "depth": 1})
+    over = _model_overrides(cfg, Data())
+    assert over["dtype"] == "bfloat16" and over["remat"] is True
+
+
+def test_a_config_file_with_a_bad_mesh_is_refused(tmp_path, capsys):
+    file = tmp_path / "run.yaml"
+    file.write_text("loop: {mesh: 'fsdp=two'}\n")
+    argv = ["--print-config", "--config", str(file)]
+    assert "'fsdp=two' needs an integer size" in one_line_error(train_cli.main, argv, capsys)
+
+
+def test_a_run_files_default_eps_follows_a_new_optimizer():
+    """A run's config.json holds its optimizer's resolved eps: an Adafactor run's 1e-30 rerun with --optimizer adam
+    trained Adam with eps 1e-30 (its default is 1e-8), and an Adam run's 1e-8 became Adafactor's eps1 (default
+    1e-30). A default eps now follows the optimizer; an eps the file chose, or a flag's, is kept."""
+    from zoo.config import resolve
+
+    adafactor_run = {"model": "mlp_resnet", "optimizer": "adafactor", "eps": 1e-30}
+    assert resolve({"optimizer": "adam"}, adafactor_run).optim.eps == 1e-8
+    assert resolve({}, adafactor_run).optim.eps == 1e-30
+    assert resolve({"optimizer": "adam", "eps": 1e-5}, adafactor_run).optim.eps == 1e-5
+    assert resolve({"optimizer": "adafactor"}, {"model": "gpt", "eps": 1e-8}).optim.eps == 1e-30  # gpt: adamw
+    assert resolve({"optimizer": "adafactor"}, {"model": "mlp_resnet", "eps": 1e-6}).optim.eps == 1e-6

@@ -1,0 +1,84 @@
+"""Registries open to outside packages: a package with zoo entry points adds a plugin, a data source and a model,
+which train.py, zoo.sweep and zoo.coord_check take by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from cli_utils import ROOT, SMALL, child_env
+
+EXTERNAL = {
+    "zoo_ext/__init__.py": '''
+        """An outside package adding a plugin, a data source and a model to zoo through entry points."""
+        import dataclasses
+
+        import numpy as np
+
+        from zoo.data.dataset import Dataset
+        from zoo.models.mlp_resnet import MLPResNet
+        from zoo.param.base import MUP_TABLE, Parametrization
+
+
+        @dataclasses.dataclass(frozen=True)
+        class HalfMuP(Parametrization):
+            name = "half_mup"
+            table = {**MUP_TABLE, "output": (0.5, 0.5, 0.5, 1)}
+
+
+        def stripes(arg, cfg, limit):
+            """Images whose class is the row of a bright stripe."""
+            rng = np.random.default_rng(0)
+            y = rng.integers(0, 4, 512).astype(np.int32)
+            x = np.zeros((512, 8, 8, 1), np.uint8)
+            x[np.arange(512), y * 2] = 255
+            split = {"x": x, "y": y}
+            return Dataset(kind="image", splits={"train": split, "test": split}, num_classes=4, in_shape=(8, 8, 1),
+                           eval_split="test")
+
+
+        class SmallNet(MLPResNet):
+            recipe = dict(data="stripes", optimizer="adam", lr=3e-3, batch_size=32, steps=3, eval_every=3)
+        ''',
+    "zoo_ext-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: zoo-ext\nVersion: 0.1\n",
+    "zoo_ext-0.1.dist-info/entry_points.txt": "[zoo.params]\nhalf_mup = zoo_ext:HalfMuP\n\n"
+                                              "[zoo.data]\nstripes = zoo_ext:stripes\n\n"
+                                              "[zoo.models]\nsmall_net = zoo_ext:SmallNet\n",
+}
+
+
+@pytest.mark.slow
+def test_an_installed_package_adds_a_plugin_a_data_source_and_a_model(tmp_path):
+    """A package on the path with zoo entry points (as pip installs it): its plugin, data source and model work by
+    name from train.py (the model's recipe picks its data), and its plugin from zoo.sweep and zoo.coord_check."""
+    site = tmp_path / "site"
+    for name, text in EXTERNAL.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(textwrap.dedent(text).lstrip())
+    env = child_env({"PYTHONPATH": f"{site}:{ROOT}"})
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    trained = run(str(ROOT / "train.py"), "--model", "small_net", "--param", "half_mup", "--width", "32",
+                  "--depth", "2", "--run-dir", str(tmp_path / "run"))
+    assert trained.returncode == 0, trained.stderr
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["model"]["name"], config["param"]["name"], config["data"]["name"]) == \
+        ("small_net", "half_mup", "stripes")
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 3
+    swept = run("-m", "zoo.sweep", "--out", str(tmp_path / "sweep"), *SMALL[:2], "--param", "half_mup",
+                "--widths", "16,32", "--depth", "2", "--lrs", "1e-3", "--steps", "2", "--batch-size", "8",
+                "--data", "synthetic", "--compile-cache", "off")
+    assert swept.returncode == 0, swept.stderr
+    assert len((tmp_path / "sweep" / "results.jsonl").read_text().splitlines()) == 2
+    checked = run("-m", "zoo.coord_check", "--param", "half_mup", "--widths", "32,64", "--depth", "2", "--seeds",
+                  "1", "--steps", "1", "--model-opt", "in_shape=8", "--out", str(tmp_path / "coord"))
+    assert checked.returncode in (0, 1), checked.stderr  # a verdict either way
+    assert json.loads((tmp_path / "coord" / "coord_check_width.json").read_text())["param"] == "half_mup"
+    listed = run(str(ROOT / "train.py"), "--help")
+    assert "half_mup" in listed.stdout and "small_net" in listed.stdout

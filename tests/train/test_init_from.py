@@ -1,0 +1,108 @@
+"""--init-from and --fork-from load another run's weights only where they mean the same network: a run or an export
+under other multipliers is refused in one line naming the multiplier and the way out, and an export (SP form) given
+where a run dir goes is named as one, with the finetune command quoted for the shell."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from cli_utils import SMALL, clean_error, run_main_many
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory) -> dict:
+    """Two finished 2-step runs (sp; mup at base width 16) and their exports, then every run of the tests below in
+    one train.py process: (exit status, stderr) by name, with the paths they used."""
+    from zoo.cli.export import main as export_main
+    from zoo.export import export
+
+    root = tmp_path_factory.mktemp("init-from")
+    sp, mup = root / "sp", root / "mup"
+    trained = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(sp)],
+                             [*SMALL, "--steps", "2", "--param", "mup", "--base-width", "16", "--run-dir", str(mup)]])
+    assert [code for code, _ in trained] == [0, 0], trained
+    mup_export, sp_export = root / "mup-export", root / "sp-export"
+    export(mup, mup_export, echo=lambda _: None)
+    export_main([str(sp), "--out", str(sp_export)])
+    before = sorted(p.name for p in sp_export.rglob("*"))
+    at_sizes = ["--base-width", "32", "--base-depth", "2"]
+    runs = {
+        # sp's weights under other multipliers, and under the same ones at another base width
+        "init_mup": [*SMALL, "--steps", "4", "--param", "mup", "--init-from", str(sp), "--run-dir", str(root / "r0")],
+        "fork_mup": [*SMALL, "--steps", "4", "--param", "mup", "--fork-from", str(sp), "--run-dir", str(root / "r1")],
+        "init_base16": [*SMALL, "--steps", "4", "--base-width", "16", "--init-from", str(sp), "--run-dir",
+                        str(root / "r2")],
+        # mup's export: under mup at base width 16, under sp and mup at base sizes = sizes
+        "export_mup16": [*SMALL, "--steps", "2", "--init-from", str(mup_export), "--param", "mup", "--base-width",
+                         "16", "--run-dir", str(root / "e0")],
+        "export_sp": [*SMALL, "--steps", "2", "--init-from", str(mup_export), "--param", "sp", *at_sizes, "--run-dir",
+                      str(root / "e1")],
+        "export_mup_at_sizes": [*SMALL, "--steps", "2", "--init-from", str(mup_export), "--param", "mup", *at_sizes,
+                                "--run-dir", str(root / "e2")],
+        # sp's export given where a run dir goes: resumed in, forked
+        "resume_export": [*SMALL, "--steps", "2", "--run-dir", str(sp_export)],
+        "fork_export": [*SMALL, "--steps", "4", "--fork-from", str(sp_export), "--run-dir", str(root / "f")]}
+    results = dict(zip(runs, run_main_many(list(runs.values())), strict=True))
+    return {"root": root, "sp": sp, "mup_export": mup_export, "sp_export": sp_export, "before": before, **results}
+
+
+@pytest.mark.slow
+def test_weights_under_other_multipliers_are_refused(refused):
+    """--init-from or --fork-from a run of another parametrization loaded its raw weights under this run's
+    multipliers, another network, silently (an sp run under mup: eval loss 2.3 -> 7.2); now one line naming the
+    multiplier, and the export route. The same parametrization under another base width (sp: the same multipliers)
+    still loads."""
+    src, root = refused["sp"], refused["root"]
+    same, err_same = refused["init_base16"]
+    assert same == 0, err_same
+    for flag, (code, err) in (("--init-from", refused["init_mup"]), ("--fork-from", refused["fork_mup"])):
+        line = clean_error(code, err)
+        assert f"{flag} {src}: its multiplier head/mult is 1 there and" in line, line
+        assert "python -m zoo.export" in line, line
+    assert not (root / "r0").exists() and not (root / "r1").exists()  # a refused run leaves no run dir
+
+
+@pytest.mark.slow
+def test_an_export_finetuned_under_other_multipliers_is_refused(refused):
+    """zoo.export's SP form saves no multipliers (they are folded into the weights), so --init-from it under a
+    plugin whose multipliers differ at this run's base sizes (mup at base width 16 for width 32: a readout x 1/2)
+    loaded it silently into another network. Its multipliers are now those of sp at base sizes = sizes; the run the
+    export names (sp, base sizes = sizes), and mup at base sizes = sizes (every plugin is SP there), still load."""
+    out = refused["mup_export"]
+    line = clean_error(*refused["export_mup16"])
+    assert f"--init-from {out}: its multiplier head/mult is 1 there and 0.5 under this run's settings" in line, line
+    assert "finetune it under --param sp with --base-width and --base-depth equal to its sizes" in line, line
+    (sp, err_sp), (mup_at_base, err_mup) = refused["export_sp"], refused["export_mup_at_sizes"]
+    assert sp == 0 and mup_at_base == 0, err_sp + err_mup
+    assert not (refused["root"] / "e0").exists()
+
+
+@pytest.mark.slow
+def test_an_export_is_not_taken_for_a_run_dir(refused, tmp_path):
+    """An export (SP form: parameters only) given where a run dir goes: train.py resuming in it called its checkpoint
+    unreadable ('move them away or use another --run-dir') after compiling, zoo.export of it and --fork-from were
+    unexpected KeyErrors ('rest'); now one line each with the finetune command, and nothing written into it."""
+    from zoo.cli.export import main as export_main
+
+    out = refused["sp_export"]
+    for code, err in (refused["resume_export"], refused["fork_export"]):
+        assert f"{out} is an export in SP form" in clean_error(code, err) and "--init-from" in err, err
+    with pytest.raises(SystemExit) as stop:
+        export_main([str(out), "--out", str(tmp_path / "again")])
+    assert stop.value.code == 1
+    assert sorted(p.name for p in out.rglob("*")) == refused["before"] and not (refused["root"] / "f").exists()
+
+
+def test_the_commands_zoo_suggests_quote_their_paths(tmp_path):
+    """The commands zoo prints for the user to run (finetune an export, fork a run, use a token directory) put
+    paths in unquoted: with a space ('my export') the shell split them, and the command named other paths."""
+    from zoo.train.load import check_not_export
+
+    export = tmp_path / "my export"
+    export.mkdir()
+    (export / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError) as refused:
+        check_not_export(export)
+    command = shlex.split(str(refused.value).split("finetune it in a new run dir: ")[1])
+    assert command[2:] == ["--config", str(export / "config.json"), "--init-from", str(export)], command

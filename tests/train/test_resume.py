@@ -1,0 +1,56 @@
+"""A resumed run's summary is the uninterrupted run's: its best eval counts the evals before the resume, the
+run-start report a hook added is kept (in a fork too), and a run killed after its last eval is not evaluated twice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from cli_utils import TINY_RUN
+
+from zoo.config import resolve
+from zoo.train.hooks import Hook
+from zoo.train.loop import train
+
+
+def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
+    """A run's summary keeps the best eval over the whole run, also when it was stopped and resumed: the best was
+    kept in memory only, so a run resumed from step 6 of 12 (evals every 3 at lr 0.3, where the eval loss climbs
+    5.36, 5.47, 6.80, 7.29) reported a best loss of 6.80 where the uninterrupted run's is 5.36. And what a run-start
+    hook adds to the summary (the `critical` plugin's report) was missing from a resumed run's, and a fork's."""
+    def cfg(run):
+        return resolve({**TINY_RUN, "steps": 12, "eval_every": 3, "ckpt_every": 3, "keep": 4, "lr": 0.3,
+                        "run_dir": str(run)})
+
+    report = [Hook("report", lambda loop, step: loop.evals.extra.update(report={"at": step}), at_start=True)]
+    whole = train(cfg(tmp_path / "whole"), report)
+    shutil.copytree(tmp_path / "whole", tmp_path / "resumed")  # as if stopped after saving step 6
+    for step in (12, 9):
+        shutil.rmtree(tmp_path / "resumed" / "checkpoints" / str(step))
+    (tmp_path / "resumed" / "summary.json").unlink()
+    resumed = train(cfg(tmp_path / "resumed"), report)
+    assert whole["best_eval"]["loss"] < whole["final_eval"]["loss"]  # the best is an eval before step 6
+    assert resumed["best_eval"] == whole["best_eval"]
+    assert resumed["final_eval"] == whole["final_eval"]
+    assert resumed["report"] == whole["report"] == {"at": 0}
+    fork = train(resolve({**TINY_RUN, "steps": 12, "eval_every": 3, "lr": 0.3, "run_dir": str(tmp_path / "fork"),
+                          "fork_from": f"{tmp_path / 'whole'}:6"}), report)
+    assert fork["report"] == {"at": 0}  # a fork starts at its source's step: its run-start report is the source's
+
+
+def test_a_run_killed_after_its_last_eval_is_not_evaluated_twice(tmp_path):
+    """A run killed after its last checkpoint and eval, before summary.json, resumes at its last step: it evaluated
+    that step again and appended a second eval row of it to metrics.jsonl. The row written before the kill is kept
+    as the summary's, and no step's eval appears twice."""
+    cfg = resolve({**TINY_RUN, "steps": 4, "eval_every": 2, "ckpt_every": 2, "run_dir": str(tmp_path / "run")})
+    whole = train(cfg)
+    (tmp_path / "run" / "summary.json").unlink()
+    resumed = train(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["split"] == "eval"] == [2, 4]
+    assert resumed["final_eval"] == whole["final_eval"] and resumed["best_eval"] == whole["best_eval"]
+    (tmp_path / "run" / "summary.json").unlink()
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["split"] == "eval"
+    (tmp_path / "run" / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # killed before the last eval
+    assert train(cfg)["final_eval"] == whole["final_eval"]

@@ -1,0 +1,297 @@
+"""A run dir that nothing can poison (issue 16, items 1-4, 15, 17): readers never touch a live run; the identity is
+checked against the checkpoints' config when config.json is gone; the horizon is part of the identity; a refused
+command writes nothing; a fork's bad step lists the saved ones; files follow the umask; a figure is written whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from cli_utils import (
+    ROOT,
+    SMALL,
+    TINY_RUN,
+    child_env,
+    clean_error,
+    run_main_many,
+    run_train,
+    start_train,
+    wait_for_rows,
+)
+
+from zoo.config import resolve
+from zoo.errors import DiskFull
+from zoo.files import save_figure
+from zoo.train.loop import train
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_dir")]
+TINY_GPT = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--batch-size", "4",
+            "--seq-len", "16",
+            "--data", "synthetic:text", "--eval-every", "100000", "--eval-batch-size", "64"]
+
+
+def _python(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=240)
+
+
+def test_readers_never_touch_a_live_run(tmp_path):
+    """zoo.sample, zoo.export, --init-from and --fork-from read a run that checkpoints every step while it trains:
+    each succeeds, the run keeps training and checkpointing (its in-flight checkpoints are not cleaned up under it),
+    and it stops on SIGTERM with status 143 and no error."""
+    run = tmp_path / "live"
+    live = start_train([*TINY_GPT, "--steps", "100000", "--ckpt-every", "1", "--keep", "100000", "--log-every", "1",
+                        "--run-dir", str(run)])
+    try:
+        wait_for_rows(run, live, 3)
+        for _ in range(2):
+            sampled = _python("-m", "zoo.sample", str(run), "--prompt", "12", "--tokens", "5", "--temperature", "0")
+            assert sampled.returncode == 0, sampled.stderr
+        exported = _python("-m", "zoo.export", str(run), "--out", str(tmp_path / "sp"))
+        assert exported.returncode == 0, exported.stderr
+        readers = run_main_many([
+            [*TINY_GPT, "--init-from", str(run), "--steps", "1", "--run-dir", str(tmp_path / "a")],
+            [*TINY_GPT, "--fork-from", f"{run}:2", "--steps", "4", "--run-dir", str(tmp_path / "b")]])
+        assert [code for code, _ in readers] == [0, 0], readers
+        assert f"forked {run} at step 2" in readers[1][1]
+        assert live.poll() is None
+        newest = max(_steps(run))
+        wait_for_rows(run, live, len((run / "metrics.jsonl").read_text().splitlines()) + 3)
+        assert max(_steps(run)) > newest  # still checkpointing
+    finally:
+        live.send_signal(signal.SIGTERM)
+        _, err = live.communicate(timeout=120)
+    assert live.returncode == 143, err
+    assert "cannot schedule new futures" not in err and "Traceback" not in err, err
+
+
+def _steps(run) -> list[int]:
+    return [int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()]
+
+
+def test_lost_config_json_is_checked_against_the_checkpoints_and_rebuilt(tmp_path):
+    run = tmp_path / "run"
+    args = [*SMALL, "--steps", "6", "--ckpt-every", "3", "--run-dir", str(run)]
+    assert run_train(args).returncode == 0
+    stored = json.loads((run / "config.json").read_text())
+    (run / "config.json").unlink()
+    listing = sorted(p.name for p in run.iterdir())
+    (code, err), (same, _) = run_main_many([[*args[:-4], "--lr", "0.01", "--steps", "12", "--run-dir", str(run)],
+                                            args])
+    line = clean_error(code, err)
+    assert "other settings" in line and "lr 0.001 -> 0.01" in line and "steps 6 -> 12" in line, line
+    assert same == 0
+    assert json.loads((run / "config.json").read_text()) == stored  # rebuilt from the checkpoints' copy
+    assert sorted(p.name for p in run.iterdir()) == sorted([*listing, "config.json"])
+
+
+def test_the_horizon_is_part_of_the_identity_and_forks_must_train(tmp_path):
+    """A finished 6-step run rerun with --steps 3 is refused (summary.json untouched); a fork at or beyond the new
+    run's last step is refused before its run dir exists; a fork's step that is not a number lists the saved ones."""
+    run = tmp_path / "run"
+    args = [*SMALL, "--steps", "6", "--ckpt-every", "3", "--run-dir", str(run)]
+    assert run_train(args).returncode == 0
+    summary = (run / "summary.json").read_bytes()
+    fork = str(tmp_path / "fork")
+    results = run_main_many([
+        [*args[:-4], "--steps", "3", "--run-dir", str(run)],
+        [*SMALL, "--steps", "3", "--fork-from", f"{run}:6", "--run-dir", fork],
+        [*SMALL, "--steps", "6", "--fork-from", f"{run}", "--run-dir", fork],
+        [*SMALL, "--steps", "9", "--fork-from", f"{run}:abc", "--run-dir", fork],
+        [*SMALL, "--steps", "9", "--fork-from", f"{run}:4", "--run-dir", fork],
+    ])
+    lines = [clean_error(code, err) for code, err in results]
+    assert "steps 6 -> 3" in lines[0], lines[0]
+    assert "starts at step 6, but --steps is 3" in lines[1] and "starts at step 6, but --steps is 6" in lines[2]
+    assert "'abc' is not a step" in lines[3] and "checkpoints at 6, 3" in lines[3], lines[3]
+    assert "no checkpoint at step 4 (it has 6, 3)" in lines[4], lines[4]
+    assert (run / "summary.json").read_bytes() == summary and not os.path.exists(fork)
+
+
+def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_new_settings(tmp_path):
+    """Every refusal below happens before the run dir exists; a run dir whose run never saved a checkpoint (its
+    config.json is there) takes the corrected command, saying so in one line."""
+    run, unsaved = tmp_path / "run", tmp_path / "unsaved"
+    unsaved.mkdir()
+    (unsaved / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
+    *refused, started = run_main_many([
+        [*SMALL, "--steps", "2", "--model-opt", "activation=nope", "--run-dir", str(run)],
+        [*SMALL, "--steps", "2", "--param", "depth_mup", "--param-opt", "alpha=nan", "--run-dir", str(run)],
+        [*SMALL, "--steps", "2", "--mesh", "data=2", "--run-dir", str(run)],
+        ["--model", "gpt", "--width", "64", "--depth", "1", "--data", "shakespeare", "--seq-len", "65536",
+         "--batch-size", "64", "--run-dir", str(run)],
+        [*SMALL, "--steps", "2", "--run-dir", str(unsaved)],
+    ])
+    lines = [clean_error(code, err) for code, err in refused]
+    assert "unknown activation 'nope'" in lines[0], lines[0]
+    assert "option alpha of 'depth_mup' must be a finite number, got nan" in lines[1], lines[1]
+    assert "must equal the 1 devices" in lines[2] and "GB of activations" in lines[3], lines
+    assert not run.exists()
+    code, err = started
+    assert code == 0, err
+    assert f"{unsaved} has no checkpoint yet: starting it with these settings (lr 0.5 -> 0.001)" in err
+    assert json.loads((unsaved / "config.json").read_text())["optim"]["lr"] == 0.001
+
+
+def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(tmp_path):
+    """A folder whose config.json names no model (another program's file), or which holds a run's other files without
+    a run's config, is refused in one line, the files as they were; a zoo run's config.json, nested or flat, names
+    its model, and a run writes it before anything else."""
+    config, summary = tmp_path / "project", tmp_path / "other"
+    foreign = json.dumps({"name": "my project", "version": 3})
+    for run, name in ((config, "config.json"), (summary, "summary.json")):  # nor a metrics.jsonl or curves.png
+        run.mkdir()
+        (run / name).write_text(foreign)
+    results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)] for run in (config, summary)])
+    (code, err), (other, other_err) = results
+    assert code == 1 and "does not hold a zoo run's config" in clean_error(code, err), err
+    assert (config / "config.json").read_text() == foreign and not (config / "checkpoints").exists()
+    assert other == 1 and "another program's files would be overwritten" in clean_error(other, other_err), other_err
+    assert (summary / "summary.json").read_text() == foreign and not (summary / "checkpoints").exists()
+
+def test_files_follow_the_umask(tmp_path):
+    """config.json, summary.json and a trimmed metrics.jsonl get 0666 less the umask (0640 under umask 027), as
+    every other file a run writes (mkstemp alone would make them 0600)."""
+    run = tmp_path / "run"
+    code = "import os, sys; os.umask(0o027); from zoo.cli.train import main; main(sys.argv[1:])"
+    args = [*SMALL, "--steps", "4", "--ckpt-every", "2", "--log-every", "1", "--run-dir", str(run)]
+
+    def train() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env(), capture_output=True,
+                              text=True, timeout=240)
+
+    assert train().returncode == 0
+    (run / "summary.json").unlink()
+    shutil.rmtree(run / "checkpoints" / "4")  # the rerun resumes at step 2 and trims the rows after it
+    proc = train()
+    assert proc.returncode == 0 and "metrics.jsonl rows after step 2" in proc.stderr, proc.stderr
+    for name in ("config.json", "summary.json", "metrics.jsonl"):
+        assert (run / name).stat().st_mode & 0o777 == 0o640, name
+
+
+def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
+    """save_figure (every plot zoo writes: curves, sweeps, coordinate checks, papers) replaces its file in one rename:
+    a save that fails midway (a full disk) leaves the previous picture and no temporary file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = tmp_path / "plots" / "curves.png"
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    save_figure(fig, path)
+    before = path.read_bytes()
+    assert before.startswith(b"\x89PNG")
+    fig, _ = plt.subplots()
+
+    def half_then_full(f, **_):
+        f.write(b"\x89PNG half a picture")
+        raise OSError(28, "No space left on device")
+
+    fig.savefig = half_then_full
+    with pytest.raises(DiskFull, match=f"writing {path} "):  # one line naming the picture, not 'writing .'
+        save_figure(fig, path)
+    assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["curves.png"]
+    (tmp_path / "sweep.png").mkdir()  # a folder where the file goes: named itself, not the temporary file
+    with pytest.raises(IsADirectoryError) as e:
+        save_figure(fig, tmp_path / "sweep.png")
+    assert e.value.filename == str(tmp_path / "sweep.png") and sorted(p.name for p in tmp_path.iterdir()) == [
+        "plots", "sweep.png"]
+
+
+def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refused(tmp_path):
+    """A metrics.jsonl row that is not UTF-8 is skipped like a torn one (the resume's trim used to stop on it with a
+    decode error naming no file); a run dir whose checkpoints/ is a file, or whose metrics.jsonl, summary.json or
+    curves.png is a folder, is refused before anything compiles, and left as it was."""
+    from zoo.train.logger import read_metrics, trim_metrics
+
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1}\n\xff\xfe junk\n{"step": 3}\n{"step": 4, "lo')
+    assert read_metrics(tmp_path) == [{"step": 1}, {"step": 3}]
+    assert trim_metrics(tmp_path, 2) == 1 and read_metrics(tmp_path) == [{"step": 1}]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").write_text("not a folder")
+    runs = {name: tmp_path / name.replace(".", "_") for name in ("metrics.jsonl", "summary.json", "curves.png")}
+    for name, folder in runs.items():
+        (folder / name).mkdir(parents=True)  # found after the compile, or after training, naming a temporary file
+    (code, err), *results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(folder)]
+                                           for folder in (run, *runs.values())])
+    assert f"{run / 'checkpoints'} is not a directory" in clean_error(code, err)
+    assert (run / "checkpoints").read_text() == "not a folder" and "compiling" not in err
+    for (name, run), (code, err) in zip(runs.items(), results, strict=True):
+        assert f"{run / name} is a directory, so the run could not write it" in clean_error(code, err)
+        assert "compiling" not in err
+
+
+def test_a_run_refused_after_taking_its_dir_leaves_no_folders_behind(tmp_path):
+    """`--run-dir a/b/run` for a run refused once it held its dir (here --init-from a run with no checkpoint yet;
+    also another model's run, a Ctrl-C during the compile) removed run but left a and a/b behind, empty."""
+    (tmp_path / "source" / "checkpoints").mkdir(parents=True)
+    cfg = resolve({**TINY_RUN, "steps": 2, "init_from": str(tmp_path / "source"),
+                   "run_dir": str(tmp_path / "a" / "b" / "run")})
+    with pytest.raises(FileNotFoundError, match="no checkpoint yet"):
+        train(cfg)
+    assert [p.name for p in tmp_path.iterdir()] == ["source"]
+
+
+def test_a_config_json_of_another_run_is_refused_before_its_checkpoints_are_read(tmp_path):
+    """A run dir whose config.json came from another run (another model): sampling or exporting it named the other
+    run's data set ('model mlp_resnet needs image data; synthetic is a text set'), and resuming it called its
+    checkpoints unreadable and moved them to corrupt/. Its checkpoints record their config: the two are compared."""
+    import json
+
+    import jax.numpy as jnp
+
+    from zoo.config import RunConfig
+    from zoo.train.checkpoint import Checkpoints
+    from zoo.train.load import check_same_run, load_run
+    from zoo.train.run import Run
+
+    run = tmp_path / "run"
+    gpt = RunConfig.from_flat({"model": "gpt", "width": 16, "depth": 1, "steps": 2, "run_dir": str(run)})
+    with Checkpoints(run) as ckpts:
+        ckpts.save(2, {"step": jnp.int32(2)}, {"step": 2, "config": gpt.to_json()})
+    (run / "config.json").write_text(json.dumps(gpt.to_json()))
+    check_same_run(run)  # its own config.json: taken
+    mlp = gpt.replace(model="mlp_resnet", width=32, depth=2)
+    (run / "config.json").write_text(json.dumps(mlp.to_json()))
+    for read in (lambda: load_run(run), lambda: Run.open(mlp)):
+        with pytest.raises(ValueError, match=r'is not the config its checkpoints were saved under \(model "gpt" -> '
+                                             r'"mlp_resnet"; width 16 -> 32; depth 1 -> 2\)'):
+            read()
+    assert (run / "checkpoints" / "2").is_dir() and not (run / "corrupt").exists()  # nothing moved
+
+
+def test_metrics_lines_that_parse_but_are_no_rows_are_skipped(tmp_path):
+    """A damaged metrics.jsonl line that is still JSON (7, null, a list, a step "x", a row without its split or
+    loss) was kept: a resume stopped on it with 'unexpected AttributeError: int object has no attribute get'."""
+    from zoo.train.logger import plot_curves, read_metrics, trim_metrics
+
+    good = [{"step": 5, "split": "train", "loss": 2.0}, {"step": 10, "split": "eval", "loss": 1.5}]
+    junk = ["7", "null", "[1, 2]", '{"step": "x", "split": "train"}', '{"step": 7}', '{"step": 8, "split": "train"}']
+    lines = [json.dumps(good[0]), *junk, json.dumps(good[1]), json.dumps({"step": 15, "split": "train", "loss": 1.0})]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert trim_metrics(tmp_path, 10) == 1
+    assert read_metrics(tmp_path) == [good[0], {"step": 7}, {"step": 8, "split": "train"}, good[1]]
+    assert plot_curves(tmp_path).stat().st_size > 0
+
+
+@pytest.mark.parametrize("damaged", [b"[1]", b"\xff\xfe{", b'{"steps": 10, "be'])
+def test_a_damaged_summary_is_a_run_not_yet_finished(tmp_path, damaged):
+    """summary.json that parses to no object ([1]) stopped the rerun of a finished run with 'unexpected
+    AttributeError: list object has no attribute get', and one that is not UTF-8 with a decode error; a torn one
+    was already read as no summary (the rerun evaluates the last checkpoint and writes it again)."""
+    from zoo.config import RunConfig
+    from zoo.train.run import Run
+
+    run = Run(tmp_path, RunConfig().replace(steps=10), None, [10])
+    (tmp_path / "summary.json").write_bytes(damaged)
+    assert run.finished_summary() is None
+    (tmp_path / "summary.json").write_text('{"steps": 10}')
+    assert run.finished_summary() == {"steps": 10}

@@ -1,0 +1,75 @@
+"""`python -m zoo.fit DIR [DIR ...] --out FIT`: fit the best LR (and the best weight decay, where the sweeps swept it)
+as a power law in the size axes that vary across zoo.sweep dirs (width, depth, batch size, steps), with bootstrap
+intervals over seeds and grid points; writes FIT/law.json (read by `--policy fitted --policy-opt law=FIT/law.json`),
+FIT/fit.json, FIT/table.md and FIT/fit.png, and checks a held-out size's prediction.
+
+    python -m zoo.fit runs/sweep_w --out runs/fit_w --holdout width=512
+    python -m zoo.fit runs/b16 runs/b64 runs/b256 --out runs/fit_b --policy sde     # what sqrt(B) leaves
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from zoo.cli.boundary import boundary
+from zoo.cli.flags import KeyValues, Parser, add_policy_flags, kv, path_arg, policy_of, positive, proxy_steps, seed
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m zoo.fit", description=__doc__.split("\n\n")[0])
+    a = p.add_argument
+    a("dirs", nargs="+", type=path_arg, metavar="DIR", help="zoo.sweep --out dirs of one model and recipe")
+    a("--out", type=path_arg, required=True, help="where law.json, fit.json, table.md and fit.png go")
+    a("--holdout", action=KeyValues, type=kv, metavar="AXIS=VALUE", help="hold out the sizes with this width, depth, "
+      "batch_size or steps (repeatable: all must match) and check the law's prediction there")
+    a("--axes", help="comma list of the size axes the law is fitted in (default: every one that varies; of two that "
+      "move together, as the steps of a batch sweep at a fixed number of examples, name one)")
+    a("--metric", default="train_loss", choices=("train_loss", "eval_loss"), help="the loss minimised")
+    add_policy_flags(p, "mapped the sweeps' settings (their LRs and weight decays are read in the proxy's units, "
+                     "the law is what the policy leaves; the proxy's batch and steps default to the smallest swept)")
+    a("--boot", type=positive, default=1000, help="bootstrap replicates")
+    a("--seed", type=seed, default=0, help="the bootstrap's seed")
+    return p
+
+
+def holdout(pairs: list[tuple[str, str]] | None) -> dict[str, int] | None:
+    from zoo.fit.read import AXES
+    from zoo.schema import to_int
+
+    if not pairs:
+        return None
+    out = {}
+    for k, v in pairs:
+        if k not in AXES:
+            raise ValueError(f"--holdout {k}={v}: the axis is one of {', '.join(AXES)}")
+        try:
+            out[k] = to_int(v)
+        except ValueError:
+            raise ValueError(f"--holdout {k}={v}: the value is an integer") from None
+    return out
+
+
+@boundary
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    from rich.console import Console
+
+    from zoo.config import RunConfig
+    from zoo.files import check_can_write_in
+    from zoo.fit import read, report, result
+    from zoo.sweeps import results
+
+    held = holdout(args.holdout)
+    dirs = [Path(d) for d in args.dirs]
+    run = RunConfig.from_json(results.read_settings(dirs[0]), str(dirs[0] / results.SETTINGS))
+    policy = policy_of(args, run.optim.name)
+    sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
+    axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
+    fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
+    check_can_write_in(Path(args.out), f"--out {args.out}")
+    console = Console()
+    console.width = max(console.width, 140)
+    console.print(report.table(fitted))
+    for path in report.write(fitted, Path(args.out)):
+        print(path)

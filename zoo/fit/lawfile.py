@@ -1,0 +1,95 @@
+"""The law file `python -m zoo.fit` writes (law.json) and the `fitted` policy reads: per fitted hyperparameter (lr,
+and weight_decay where swept) log2 x* = intercept + sum_k e_k log2(s_k / s0_k) over the size axes s_k, with each
+exponent's interval; and what it was fitted on (model, plugin, optimizer, data, metric, the policy the sweeps were
+read under), which a run must match."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from zoo.files import read_mapping
+
+KIND = "zoo.fit law"
+AXES = ("width", "depth", "batch_size", "steps")
+HYPER = ("lr", "weight_decay")
+
+
+@dataclasses.dataclass(frozen=True)
+class Power:
+    """log2 x* = intercept + sum_k exponents[k] log2(s_k / reference[k])."""
+
+    intercept: float
+    reference: dict[str, float]
+    exponents: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
+
+    def predict(self, size: dict[str, float]) -> float:
+        return self.intercept + sum(e * math.log2(size[a] / self.reference[a]) for a, e in self.exponents.items())
+
+    def ratio(self, axis: Callable[[str], tuple[float, float] | None]) -> tuple[float, list[str]]:
+        """prod_k (s'_k / s_k)^e_k over the axes whose (proxy, target) `axis` gives, and each term as text."""
+        factor, terms = 1.0, []
+        for a, e in self.exponents.items():
+            pair = axis(a)
+            if pair is None or pair[0] == pair[1]:
+                continue
+            factor *= (pair[1] / pair[0]) ** e
+            terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}")
+        return factor, terms
+
+    def record(self) -> dict[str, Any]:
+        return {"intercept_log2": self.intercept, "reference": self.reference, "exponents": self.exponents,
+                "intervals": {a: list(v) for a, v in self.intervals.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Law:
+    model: str
+    param: str
+    optimizer: str
+    data: str
+    metric: str
+    policy: dict[str, Any]
+    laws: dict[str, Power]
+
+    def check_run(self, model: str, param: str, optimizer: str) -> None:
+        """Refuse a run of another model, plugin or optimizer than the sweeps': their exponents do not carry over."""
+        for what, mine, theirs in (("model", self.model, model), ("parametrization", self.param, param),
+                                   ("optimizer", self.optimizer, optimizer)):
+            if mine != theirs:
+                raise ValueError(f"the fitted law is of {what} {mine}, this run's is {theirs}: fit the sweeps of this "
+                                 f"{what} (python -m zoo.fit)")
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": KIND, "model": self.model, "param": self.param, "optimizer": self.optimizer,
+                "data": self.data, "metric": self.metric, "policy": self.policy,
+                "laws": {k: p.record() for k, p in self.laws.items()}}
+
+
+def read_law(path: str | Path) -> Law:
+    """The law in `path`; one line naming the file where it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no law file {path}: `python -m zoo.fit DIRS --out DIR` writes DIR/law.json")
+    data = read_mapping(path, "a zoo.fit law", "give the law.json `python -m zoo.fit` wrote")
+    try:
+        if data.get("kind") != KIND:
+            raise ValueError
+        laws = {}
+        for k, v in data["laws"].items():
+            if k not in HYPER or not set(v["exponents"]) <= set(AXES):
+                raise ValueError
+            exps = {a: float(e) for a, e in v["exponents"].items()}
+            laws[k] = Power(float(v["intercept_log2"]), {a: float(x) for a, x in v["reference"].items()}, exps,
+                            {a: (float(lo), float(hi)) for a, (lo, hi) in v["intervals"].items()})
+            if not all(math.isfinite(e) for e in exps.values()) or not all(x > 0 for x in laws[k].reference.values()):
+                raise ValueError
+        return Law(str(data["model"]), str(data["param"]), str(data["optimizer"]), str(data["data"]),
+                   str(data["metric"]), dict(data["policy"]), laws)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError(f"{path} is not a zoo.fit law (kind {KIND!r} with laws of lr or weight_decay over "
+                         f"{', '.join(AXES)}): give the law.json `python -m zoo.fit` wrote") from None

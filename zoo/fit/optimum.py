@@ -1,0 +1,112 @@
+"""One size's optimum over a log2 grid, with a bootstrap interval.
+
+The loss is measured on a grid x_i (log2 LR or log2 wd) for seeds s, possibly over a second swept axis o (a wd grid
+when fitting the LR, and the other way round), where the profile min_o is taken. The optimum is the vertex of the
+least-squares parabola through the grid minimum and its HALF neighbours on each side (loss against log2 x is about
+quadratic near its minimum: the curves every muP paper plots), kept within them; a concave fit, or fewer than 3
+points, gives the grid minimum itself. A minimum on the grid's first or last point is not bracketed (`at_edge`).
+
+The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
+grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with
+replacement until 3 distinct remain, and refitted); its ends are the replicates' 2.5 and 97.5 percentiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+
+HALF = 2  # grid points each side of the minimum in the parabola's window
+LEVEL = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimum:
+    """x: the fitted optimum; lo, hi: its interval; grid: the grid's own best point; replicates: the bootstrap's
+    optima (NaN where a replicate had no finite point)."""
+
+    x: float
+    lo: float
+    hi: float
+    grid: float
+    at_edge: bool
+    replicates: np.ndarray
+
+    def record(self) -> dict[str, float | bool]:
+        return {"optimum": self.x, "lo": self.lo, "hi": self.hi, "grid_best": self.grid, "at_grid_edge": self.at_edge}
+
+
+def vertex(x: np.ndarray, y: np.ndarray, bounds: tuple[float, float] | None = None) -> float:
+    """The minimum of the least-squares parabola through (x, y), within `bounds` (default [min x, max x]); the lowest
+    point's x where the fit is concave or there are fewer than 3 distinct x."""
+    if len(np.unique(x)) < 3:
+        return float(x[np.argmin(y)])
+    a, b, _ = np.polyfit(x, y, 2)
+    if a <= 0:
+        return float(x[np.argmin(y)])
+    lo, hi = bounds or (x.min(), x.max())
+    return float(np.clip(-b / (2 * a), lo, hi))
+
+
+def window(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the finite points within HALF grid positions (among the finite points) of the lowest."""
+    finite = np.flatnonzero(np.isfinite(y))
+    i = int(np.argmin(y[finite]))
+    return finite[max(0, i - HALF):i + HALF + 1]
+
+
+def curve(loss: np.ndarray, diverged: np.ndarray, seeds: np.ndarray | None = None) -> np.ndarray:
+    """Loss against the grid: the mean over `seeds` (columns, default all) of loss [x, o, s] (NaN where missing), the
+    profile minimum over o, NaN where every o diverged or is missing (`diverged` [x, o]: a seed diverged there)."""
+    picked = loss if seeds is None else loss[:, :, seeds]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices are the NaNs meant
+        mean = np.where(diverged, np.nan, np.nanmean(picked, axis=2))
+        return np.nanmin(mean, axis=1) if np.any(np.isfinite(mean)) else np.full(len(loss), np.nan)
+
+
+def optimum(x: np.ndarray, loss: np.ndarray, diverged: np.ndarray, rng: np.random.Generator,
+            boot: int = 1000) -> Optimum | None:
+    """The optimum of the grid `x` (log2, increasing) under loss [x, o, s] (see `curve`); None if every point
+    diverged."""
+    y = curve(loss, diverged)
+    if not np.any(np.isfinite(y)):
+        return None
+    w = window(x, y)
+    best = vertex(x[w], y[w])
+    edge = int(np.nanargmin(y)) in (0, len(x) - 1)
+    reps = np.full(boot, np.nan)
+    n_seeds = loss.shape[2]
+    for b in range(boot):
+        yb = curve(loss, diverged, rng.integers(0, n_seeds, n_seeds)) if n_seeds > 1 else y
+        if not np.any(np.isfinite(yb)):
+            continue
+        wb = window(x, yb)
+        pick = resample(wb, rng)
+        if pick is not None:  # kept within the window, not the draw: a draw of one flank is clipped where it ends
+            reps[b] = vertex(x[pick], yb[pick], (x[wb].min(), x[wb].max()))
+    lo, hi = interval(reps)
+    return Optimum(best, lo, hi, float(x[np.nanargmin(y)]), edge, reps)
+
+
+def resample(points: np.ndarray, rng: np.random.Generator, tries: int = 20) -> np.ndarray | None:
+    """The window's points drawn with replacement, redrawn until 3 distinct remain (a parabola's minimum); None
+    where the window has fewer than 3."""
+    if len(points) < 3:
+        return None
+    for _ in range(tries):
+        pick = rng.choice(points, len(points))
+        if len(np.unique(pick)) >= 3:
+            return pick
+    return points
+
+
+def interval(values: np.ndarray) -> tuple[float, float]:
+    """The central LEVEL interval of the finite values (NaN, NaN when none)."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return float("nan"), float("nan")
+    tail = (1 - LEVEL) / 2 * 100
+    return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))

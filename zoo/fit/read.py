@@ -1,0 +1,169 @@
+"""Sweep dirs (zoo.sweep's --out: sweep.json and results.jsonl, zoo.sweeps.results) read as grids per size.
+
+A size is a point of the axes width, depth (per member), batch_size and steps (per dir); the grids are the swept
+hyperparameters, the LR (per member) and the weight decay (per dir). Every other setting must be the same in every
+dir (one model, plugin, optimizer, data and recipe), but for those a scaling policy maps with the batch and the
+horizon (MAPPED): without a policy they must agree too; with one, each dir's must be the proxy's mapped by it, and
+its LRs and weight decays are read back in the proxy's units (divided by the policy's factors), so the law fitted is
+what the policy leaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.config import RunConfig
+from zoo.policy.base import Change, ScalingPolicy
+from zoo.sweeps import results
+from zoo.sweeps.grid import lr_key
+
+AXES = ("width", "depth", "batch_size", "steps")
+MAPPED = ("b1", "b2", "eps", "momentum", "muon_beta", "warmup")
+FREE = ("batch_size", "steps", "weight_decay", *MAPPED)  # may differ between dirs
+FIRST = ("model", "param", "optimizer", "data", "model_opt", "param_opt", "base_width", "base_depth")  # named first
+MIN_POINTS = 3  # grid points per size: a parabola's minimum needs 3
+
+
+@dataclasses.dataclass
+class Grid:
+    """One size: log2 LR grid, weight decays (log2 where swept, else the one value), loss [lr, wd, seed] (NaN where
+    missing or diverged) and diverged [lr, wd] (a seed diverged there)."""
+
+    size: dict[str, int]
+    lr: np.ndarray
+    wd: np.ndarray
+    loss: np.ndarray
+    diverged: np.ndarray
+
+    def label(self, axes: tuple[str, ...]) -> str:
+        return ", ".join(f"{a} {self.size[a]}" for a in axes) or "the one size"
+
+
+@dataclasses.dataclass
+class Sweeps:
+    """The dirs' grids, the axes that vary, whether the wd was swept, their shared settings (`run`) and where the
+    numbers came from."""
+
+    grids: list[Grid]
+    axes: tuple[str, ...]
+    wd_swept: bool
+    run: RunConfig
+    dirs: list[str]
+    metric: str
+
+
+def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | None = None,
+         proxy: tuple[int | None, int | None] = (None, None)) -> Sweeps:
+    """The grids of `dirs` (each a zoo.sweep --out); `policy`: read LRs and wds in the proxy's units, the proxy at
+    batch and steps `proxy` (default: the smallest of the dirs')."""
+    if not dirs:
+        raise ValueError("give one or more sweep dirs")
+    found = [(d, results.read_settings(d), results.read(d)) for d in dirs]
+    for d, _, rec in found:
+        if not rec:
+            raise ValueError(f"{d} holds no results ({results.RESULTS} is empty or missing): run the sweep first")
+    check_same(found)
+    proxy = (proxy[0] or min(s["batch_size"] for _, s, _ in found), proxy[1] or min(s["steps"] for _, s, _ in found))
+    check_mapped(found, policy, proxy)
+    points: dict[tuple, dict[tuple, list]] = {}
+    for _, s, rec in found:
+        lr_factor, wd_factor = factors(s, policy, proxy)
+        wd = float(f"{decay(s) / wd_factor:.10g}")  # one key for a wd the factors reach by two roundings
+        for r in rec:
+            if metric not in r:
+                raise ValueError(f"a record in {results.RESULTS} has no {metric}: is it a zoo.sweep result?")
+            size = (r["width"], r["depth"], s["batch_size"], s["steps"])
+            loss = None if r["diverged"] or r[metric] is None else float(r[metric])
+            key = (lr_key(r["lr"] / lr_factor), wd)
+            points.setdefault(size, {}).setdefault(key, []).append((r["seed"], loss))
+    grids = [grid(dict(zip(AXES, size, strict=True)), by_point) for size, by_point in sorted(points.items())]
+    axes = tuple(a for a in AXES if len({g.size[a] for g in grids}) > 1)
+    wd_swept = any(len(g.wd) > 1 for g in grids)
+    if wd_swept:
+        for g in grids:
+            if np.any(g.wd <= 0):
+                raise ValueError(f"a weight-decay sweep includes wd 0 at {g.label(axes)}: its optimum is fitted in "
+                                 "log2 wd; sweep positive weight decays")
+            g.wd = np.log2(g.wd)
+    run = RunConfig.from_json(found[0][1], str(dirs[0] / results.SETTINGS))
+    return Sweeps(grids, axes, wd_swept, run, [str(d) for d in dirs], metric)
+
+
+def grid(size: dict[str, int], by_point: dict[tuple, list]) -> Grid:
+    lrs = np.array(sorted({k[0] for k in by_point}))
+    wds = np.array(sorted({k[1] for k in by_point}))
+    seeds = sorted({s for v in by_point.values() for s, _ in v})
+    loss = np.full((len(lrs), len(wds), len(seeds)), np.nan)
+    diverged = np.zeros((len(lrs), len(wds)), bool)
+    for (lr, wd), members in by_point.items():
+        i, j = int(np.searchsorted(lrs, lr)), int(np.searchsorted(wds, wd))
+        for seed, value in members:
+            if value is None:
+                diverged[i, j] = True
+            else:
+                loss[i, j, seeds.index(seed)] = value
+    return Grid(size, lrs, wds, loss, diverged)
+
+
+def decay(settings: dict[str, Any]) -> float:
+    """The weight decay a dir's members applied (zoo.optim.OptimConfig.decay: 0.1 for adamw when not given)."""
+    wd = settings.get("weight_decay")
+    return float(wd) if wd is not None else 0.1 if settings.get("optimizer") == "adamw" else 0.0
+
+
+def check_same(found: list[tuple[Path, dict, list]]) -> None:
+    """One line when two dirs differ in a setting that is no size axis nor mapped by a policy."""
+    (d0, s0, _), rest = found[0], found[1:]
+    for d, s, _ in rest:
+        differ = sorted((k for k in set(s0) | set(s) if k not in FREE and s0.get(k) != s.get(k)),
+                        key=lambda k: (k not in FIRST, FIRST.index(k) if k in FIRST else 0, k))
+        if differ:
+            k = differ[0]
+            raise ValueError(f"the sweep dirs differ in {', '.join(differ)} ({k} {s0.get(k)!r} in {d0}, {s.get(k)!r} "
+                             f"in {d}): zoo.fit fits the sweeps of one model and recipe, over batch size, steps, "
+                             "weight decay, width and depth")
+
+
+def factors(settings: dict[str, Any], policy: ScalingPolicy | None, proxy: tuple[int, int]) -> tuple[float, float]:
+    """(lr'/lr, wd'/wd) the policy applies from the proxy to this dir's batch and steps (1, 1 without a policy)."""
+    if policy is None:
+        return 1.0, 1.0
+    optim = RunConfig.from_json(settings).optim
+    unit = dataclasses.replace(optim, lr=1.0, weight_decay=1.0)
+    target, _ = policy.apply(unit, change(settings, proxy))
+    return target.lr, target.decay
+
+
+def change(settings: dict[str, Any], proxy: tuple[int, int]) -> Change:
+    return Change(proxy[0], settings["batch_size"], proxy[1], settings["steps"])
+
+
+def check_mapped(found: list[tuple[Path, dict, list]], policy: ScalingPolicy | None, proxy: tuple[int, int]) -> None:
+    """Without a policy the MAPPED settings agree in every dir; with one, each dir's are the proxy dir's (at batch and
+    steps `proxy`) as the policy maps them (rel. 1e-6); no proxy dir: not checked."""
+    (d0, s0, _), *_ = found
+    if policy is None:
+        for d, s, _ in found[1:]:
+            differ = [k for k in MAPPED if s0.get(k) != s.get(k)]
+            if differ:
+                k = differ[0]
+                raise ValueError(f"the sweep dirs differ in {', '.join(differ)} ({k} {s0.get(k)!r} in {d0}, "
+                                 f"{s.get(k)!r} in {d}): if a scaling policy mapped them, give it (--policy)")
+        return
+    at_proxy = [s for _, s, _ in found if (s["batch_size"], s["steps"]) == proxy]
+    if not at_proxy:
+        return
+    cfg = RunConfig.from_json(at_proxy[0]).optim
+    for d, s, _ in found:
+        target, _ = policy.apply(cfg, change(s, proxy))
+        for k in MAPPED:
+            want, got = getattr(target, k), s.get(k)
+            if got is not None and not math.isclose(float(want), float(got), rel_tol=1e-6):
+                raise ValueError(f"{d}: {k} {got!r} is not what policy {policy.name} maps the proxy's "
+                                 f"{getattr(cfg, k)!r} to at batch {s['batch_size']}, {s['steps']} steps ({want!r}): "
+                                 "were these sweeps run under another policy?")

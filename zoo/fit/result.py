@@ -1,0 +1,143 @@
+"""The fit of a set of sweeps: each size's optimum of each swept hyperparameter (the LR; the weight decay where
+swept) with its interval, the power law across sizes, and the held-out sizes' prediction against measurement.
+
+Refused, in one line: a size with fewer than 3 grid points (a single LR locates no optimum), fewer than 3 sizes to
+fit (or no more sizes than the law has terms), a size on the grid's edge counted out of them, a hold-out no size
+matches. Where the weight decay is swept too, a hyperparameter whose optima are too few for a law (a short LR grid
+whose best is on its edge) is left without one, said in `unfitted`, as long as the other has its law."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from zoo.fit import law as laws
+from zoo.fit.optimum import Optimum, optimum
+from zoo.fit.read import MIN_POINTS, Grid, Sweeps
+
+HYPER = {"lr": "LR", "weight_decay": "weight decay"}
+MIN_SIZES = 3
+
+
+@dataclasses.dataclass
+class SizeFit:
+    grid: Grid
+    optima: dict[str, Optimum | None]  # hyperparameter -> its optimum (None: every point diverged)
+    held_out: bool
+
+
+@dataclasses.dataclass
+class Check:
+    """A held-out size: the law's prediction (log2, with its interval) against the measured optimum, in grid
+    steps."""
+
+    size: dict[str, int]
+    hyper: str
+    predicted: tuple[float, float, float]
+    measured: Optimum
+    grid_step: float
+
+    @property
+    def error_steps(self) -> float:
+        return (self.predicted[0] - self.measured.x) / self.grid_step
+
+    @property
+    def within_one_step(self) -> bool:
+        return abs(self.error_steps) <= 1.0
+
+    def record(self) -> dict[str, Any]:
+        return {"size": self.size, "hyperparameter": self.hyper, "predicted": list(self.predicted),
+                "measured": self.measured.record(), "grid_step": self.grid_step, "error_grid_steps": self.error_steps,
+                "within_one_grid_step": self.within_one_step}
+
+
+@dataclasses.dataclass
+class Result:
+    sweeps: Sweeps
+    sizes: list[SizeFit]
+    laws: dict[str, laws.Fit]
+    grid_steps: dict[str, float]
+    checks: list[Check]
+    policy: dict[str, Any]
+    unfitted: dict[str, str] = dataclasses.field(default_factory=dict)  # hyperparameter -> why it has no law
+
+
+def grid_step(values: list[np.ndarray]) -> float:
+    gaps = np.diff(np.unique(np.round(np.concatenate(values), 6)))
+    return float(gaps.min()) if len(gaps) else 1.0
+
+
+def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000, seed: int = 0,
+        policy: dict[str, Any] | None = None, axes: list[str] | None = None) -> Result:
+    """Fit `sweeps` (zoo.fit.read.load): the laws over the sizes not held out (`holdout`: axis -> value), in the
+    `axes` given (default: every axis that varies; give one of two that move together, as the steps E / B of a batch
+    sweep at a fixed number of examples E)."""
+    if axes:
+        still = [a for a in axes if a not in sweeps.axes]
+        if still:
+            raise ValueError(f"--axes {','.join(axes)}: {', '.join(still)} does not vary across the sweeps (what "
+                             f"varies: {', '.join(sweeps.axes) or 'nothing'})")
+        sweeps = dataclasses.replace(sweeps, axes=tuple(axes))
+    hypers = ["lr", "weight_decay"] if sweeps.wd_swept else ["lr"]
+    for g in sweeps.grids:
+        for h in hypers:
+            n = len(g.lr if h == "lr" else g.wd)
+            if n < MIN_POINTS:
+                raise ValueError(f"{'a single' if n == 1 else n} {HYPER[h]}{'' if n == 1 else 's'} at "
+                                 f"{g.label(sweeps.axes)}: zoo.fit locates each size's best {HYPER[h]} between grid "
+                                 f"points and needs {MIN_POINTS} or more per size")
+    held = [holds(g, holdout) for g in sweeps.grids]
+    if holdout and not any(held):
+        raise ValueError(f"no size has {', '.join(f'{a} {v}' for a, v in holdout.items())} to hold out; sizes: "
+                         + "; ".join(g.label(sweeps.axes) for g in sweeps.grids))
+    fitted = len(sweeps.grids) - sum(held)
+    if fitted < MIN_SIZES:
+        raise ValueError(f"{fitted} size{'' if fitted == 1 else 's'} to fit ({len(sweeps.grids)} swept, {sum(held)} "
+                         f"held out): a law needs {MIN_SIZES} or more (sweep more widths, depths, batch sizes or "
+                         "steps)")
+    rng = np.random.default_rng(seed)
+    sizes = [SizeFit(g, {h: size_optimum(g, h, rng, boot) for h in hypers}, k) for g, k in
+             zip(sweeps.grids, held, strict=True)]
+    steps = {h: grid_step([g.lr if h == "lr" else g.wd for g in sweeps.grids]) for h in hypers}
+    fits, unfitted = {}, {}
+    for h in hypers:
+        try:
+            fits[h] = law_of(sweeps, sizes, h)
+        except ValueError as e:
+            unfitted[h] = str(e)
+    if not fits:
+        raise ValueError("; ".join(unfitted.values()))
+    checks = [Check(s.grid.size, h, fits[h].predict(s.grid.size), s.optima[h], steps[h])
+              for s in sizes if s.held_out for h in fits if s.optima[h] is not None]
+    return Result(sweeps, sizes, fits, steps, checks, policy or {"name": "none", "options": {}}, unfitted)
+
+
+def holds(g: Grid, holdout: dict[str, int] | None) -> bool:
+    return bool(holdout) and all(g.size.get(a) == v for a, v in holdout.items())
+
+
+def size_optimum(g: Grid, hyper: str, rng: np.random.Generator, boot: int) -> Optimum | None:
+    if hyper == "lr":
+        return optimum(g.lr, g.loss, g.diverged, rng, boot)
+    return optimum(g.wd, g.loss.transpose(1, 0, 2), g.diverged.T, rng, boot)
+
+
+def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str) -> laws.Fit:
+    """The law of `hyper` over the sizes fitted: not held out, an optimum located inside the grid."""
+    used = [s for s in sizes if not s.held_out and s.optima[hyper] is not None and not s.optima[hyper].at_edge]
+    lost = [s.grid.label(sweeps.axes) for s in sizes if not s.held_out and s not in used]
+    axes = sweeps.axes
+    if len(used) < max(MIN_SIZES, len(axes) + 1):
+        why = f" ({'; '.join(lost)}: every point diverged, or the best is on the grid's edge: widen the grid)" \
+            if lost else ""
+        raise ValueError(f"{len(used)} size{'' if len(used) == 1 else 's'} with a located best {HYPER[hyper]}{why}: "
+                         f"a law over {', '.join(axes)} needs {max(MIN_SIZES, len(axes) + 1)} or more")
+    x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})
+    if np.linalg.matrix_rank(x) < x.shape[1]:
+        raise ValueError(f"the sizes fitted do not tell the {', '.join(axes)} exponents apart (each axis needs two "
+                         "values among them, not moving together): sweep sizes that vary them apart, or fit one of "
+                         "those that move together (--axes)")
+    return laws.fit([s.grid.size for s in used], [s.optima[hyper].x for s in used],
+                    np.stack([s.optima[hyper].replicates for s in used]), axes)

@@ -1,0 +1,43 @@
+"""The eval results of a run (zoo.train.loop.Loop.evals): each logged, the last and the best kept for the summary;
+hooks add theirs (a diagnostic's metric, a run-start report)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from zoo.train.compiled import BITS
+from zoo.train.logger import Logger
+
+
+class Evals:
+    """Eval results: each logged; the last, and the best so far (lowest loss and bits, highest accuracy) over the
+    whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included; `extra` holds what
+    hooks add to the summary (a run-start report), saved with each checkpoint for a resumed run's summary."""
+
+    def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = ()):
+        self.logger, self.step = logger, -1
+        self.last: dict[str, float] = {}
+        self.best: dict[str, float] = {}
+        self.extra: dict[str, Any] = {}
+        for row in earlier:
+            self.keep(row["step"], {k: v for k, v in row.items() if k not in ("step", "split", "time")})
+
+    def logged(self, step: int) -> bool:
+        """Whether the eval of `step` is among the kept (a resumed run's earlier rows included)."""
+        return self.step == step and "loss" in self.last
+
+    def add(self, step: int, metrics: dict[str, float]) -> None:
+        """Log `metrics` of `step` and keep them."""
+        self.logger.eval(step, metrics)
+        self.keep(step, metrics)
+
+    def keep(self, step: int, metrics: dict[str, float]) -> None:
+        """`metrics` of `step` as the last and in the best; several calls at one step (eval, then a diagnostic)
+        make one `last`."""
+        self.last = {**self.last, **metrics} if step == self.step else dict(metrics)
+        self.step = step
+        for k, v in metrics.items():
+            if k in ("loss", *BITS.values(), "accuracy") and (k not in self.best or
+                                                      (v > self.best[k] if k == "accuracy" else v < self.best[k])):
+                self.best[k] = v
