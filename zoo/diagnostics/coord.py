@@ -154,7 +154,7 @@ class CoordRun:
                tuple((k, v.shape, v.dtype) for k, v in sorted(self.batch.items())))
         if key not in _PROGRAMS:
             _PROGRAMS[key] = _program(self.prog, optim_cfg, abstract, steps, branch, self.parts, self.batch)
-        self._run = _PROGRAMS[key]
+        self._run, self._reach = _PROGRAMS[key]
 
     def __call__(self, seeds: Sequence[int], lr: float | None = None) -> Changes:
         """The changes of models initialised with each seed and trained at `lr` (default: the optimizer's); the parts'
@@ -169,17 +169,7 @@ class CoordRun:
     def reach(self) -> dict[str, set[str]]:
         """Part -> the layers its parameters move (coord.reach at the seed-0 init); the same at every size of a
         model, so a sweep asks its first size only."""
-        state = self.prog.init(jax.random.key(0))
-        masks = part_masks(state["params"], tags_of(state["params"]), self.parts)
-
-        def features(params, x):
-            logits, inter = self.prog.model({**state, "params": params})(prepare_inputs(x, self.prog.dtype))
-            return {**inter, "output": logits}
-
-        x = self.batch["x"]
-        stacked = stacked_entries(features, state["params"], x)
-        moves = jax.jit(lambda p: reach(lambda q: features(q, x), p, masks, stacked))
-        return reached_layers(self.parts, moves(state["params"]))
+        return reached_layers(self.parts, self._reach(self.prog.init(jax.random.key(0)), self.batch["x"]))
 
 
 def tags_of(params: Any) -> list[Tag]:
@@ -192,7 +182,8 @@ _PROGRAMS: dict[tuple, Any] = {}
 
 def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, branch: bool,
              parts: tuple[str, ...], batch: Batch):
-    """jit((state, rules, batch) -> (layer RMS at init, per-step RMS of the changes)) for one shape."""
+    """jit((state, rules, batch) -> (layer RMS at init, per-step RMS of the changes)) for one shape, and
+    jit((state, x) -> each part's reach at that state) (`reach`; compiled once per shape, as the run)."""
     x_abstract = jax.ShapeDtypeStruct(batch["x"].shape, batch["x"].dtype)
 
     def features(state, x):
@@ -228,7 +219,11 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
 
         return jax.tree.map(rms, h0, stacked), jax.lax.scan(one, state, length=steps)[1]
 
-    return run
+    @jax.jit
+    def moves(state, x):
+        return reach(lambda params: features({**state, "params": params}, x), state["params"], masks, stacked)
+
+    return run, moves
 
 
 def stacked_entries(features: Any, state: Any, x: jax.ShapeDtypeStruct | jax.Array) -> Any:

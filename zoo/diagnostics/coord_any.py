@@ -298,17 +298,32 @@ def reached_at(init: Init, apply: Apply, free: Parametrization, tags: Any, x: ja
                seed: int) -> dict[str, set[str]]:
     """Part -> the layers its parameters move (coord.reach at the init of key `seed`, rescaled)."""
     parts, masks = part_plan(free, tags)
-    x = jnp.asarray(x)
+    moves = _reach_program(init, apply, width, depth)(jax.random.key(seed), init_factors(free, tags), jnp.asarray(x),
+                                                      masks)
+    return coord.reached_layers(parts, moves)
 
+
+def features_of(apply: Apply, width: int, depth: int) -> Callable[[Any, jax.Array], dict[str, jax.Array]]:
+    """(params, x) -> every intermediate and the output ("output")."""
     def features(params, x):
         out, inter = apply(params, x, width, depth)
         return {**inter, "output": out}
 
-    params0 = jax.jit(lambda k, f: scale_leaves(init(k, width, depth), f))(jax.random.key(seed),
-                                                                          init_factors(free, tags))
-    stacked = coord.stacked_entries(features, params0, x)
-    moves = jax.jit(lambda p: coord.reach(lambda q: features(q, x), p, masks, stacked))
-    return coord.reached_layers(parts, moves(params0))
+    return features
+
+
+@functools.lru_cache(maxsize=16)
+def _reach_program(init: Init, apply: Apply, width: int, depth: int):
+    """jit((key, init factors, x, part masks) -> coord.reach at that init) for one size."""
+    features = features_of(apply, width, depth)
+
+    @jax.jit
+    def run(key, factors, x, masks):
+        params0 = scale_leaves(init(key, width, depth), factors)
+        stacked = coord.stacked_entries(features, params0, x)
+        return coord.reach(lambda params: features(params, x), params0, masks, stacked)
+
+    return run
 
 
 @functools.lru_cache(maxsize=16)
@@ -318,10 +333,7 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
     through the init factors and the optimizer's per-parameter trees, and the LR through the optimizer state: all
     arguments, so every plugin and LR shares one compile."""
     optim_cfg = optim.OptimConfig(name=optimizer)
-
-    def features(params, x):
-        out, inter = apply(params, x, width, depth)
-        return {**inter, "output": out}
+    features = features_of(apply, width, depth)
 
     @jax.jit
     def run(key, factors, rules, route, lr, x, y, masks):
