@@ -38,6 +38,9 @@ from zoo.train.step import build_program, on_leaves  # noqa: E402
 SIZES = {"small": (128, 2, 64, 8, "float32", 65), "char": (384, 6, 256, 64, "bfloat16", 65),
          "gpt2": (768, 12, 1024, 12, "bfloat16", 50257)}
 LR, B2, WD = 1e-3, 0.99, 0.1
+# zoo's GPT options that give it this file's math and bench/torch_models.GPT's (biases, an untied readout, LayerNorm
+# eps 1e-6, the tanh GELU); zoo's defaults are nanoGPT's model, checked against it in bench/nanogpt_parity.py
+SAME_MATH = dict(bias=True, tie_embeddings=False, norm_eps=1e-6, activation="gelu")
 
 
 def baseline_params(key, v, t, n, layers):
@@ -65,7 +68,7 @@ def baseline_loss(p, x, y, heads, dtype):
         return (h.reshape(-1, h.shape[-1]) @ q["w"].astype(dtype) + q["b"].astype(dtype)).reshape(*h.shape[:-1], -1)
 
     b, t = x.shape
-    h = (p["wte"][x] + p["wpe"][:t]).astype(dtype)
+    h = p["wte"][x] + p["wpe"][:t]  # the residual stream in f32, the branches in dtype (as zoo's GPT, and autocast)
     for blk in p["blocks"]:
         z = ln(h, blk["ln1"])
         qkv = {k: jnp.concatenate([blk[n][k] for n in ("q", "k", "v")], axis=-1) for k in ("w", "b")}
@@ -86,7 +89,7 @@ def zoo_side(n: int, layers: int, t: int, v: int, dtype: Any, x: jax.Array, y: j
     """zoo's step under `sp`, called as zoo.train.compiled calls it (on the state's flat leaves); and its params."""
     plug = zoo.param.get("sp")
     cfg = zoo.models.config("gpt", width=n, depth=layers, seq_len=t, vocab_size=v, dropout=0.0,
-                            dtype=jnp.dtype(dtype).name)
+                            dtype=jnp.dtype(dtype).name, **SAME_MATH)
     prog = build_program(lambda r: zoo.models.create("gpt", cfg, plug, r), plug,
                          OptimConfig(name="adamw", lr=LR, b2=B2, weight_decay=WD), dtype)
     state = jax.jit(prog.init)(jax.random.PRNGKey(0))

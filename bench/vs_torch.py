@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from gpt_step import baseline_loss, baseline_params
+from gpt_step import SAME_MATH, baseline_loss, baseline_params
 
 import zoo.models
 import zoo.param
@@ -77,7 +77,8 @@ class Case:
     def __init__(self, name: str, overrides: dict[str, Any], batch: int, fast_compile: bool = False):
         self.name, self.batch = name, batch
         lm = name == "gpt"
-        facts = {"vocab_size": VOCAB, "dropout": 0.0} if lm else {"in_shape": IMAGE, "num_classes": CLASSES}
+        facts = {"vocab_size": VOCAB, "dropout": 0.0, **SAME_MATH} if lm else {"in_shape": IMAGE,
+                                                                                "num_classes": CLASSES}
         cfg = self.cfg = zoo.models.config(name, **{**facts, **overrides})
         rng = np.random.default_rng(0)
         if lm:

@@ -3,6 +3,7 @@ mean-field theory in zoo.param integrates them)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -11,7 +12,8 @@ import jax.numpy as jnp
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "relu": jax.nn.relu,
     "abs": jnp.abs,
-    "gelu": jax.nn.gelu,
+    "gelu": jax.nn.gelu,  # the tanh approximation (JAX's default; PyTorch's GELU(approximate="tanh"))
+    "gelu_exact": functools.partial(jax.nn.gelu, approximate=False),  # x Phi(x) with erf (PyTorch's nn.GELU())
     "tanh": jnp.tanh,
     "erf": jax.scipy.special.erf,
     "identity": lambda x: x,

@@ -81,6 +81,9 @@ class LoopConfig:
                                     "data position) under this command's settings, in a new run dir",
                                     metavar="RUN_DIR[:STEP]")
     eval_every: int = setting(500, "eval every N steps", identity=False, check=POSITIVE)
+    eval_iters: int = setting(0, "at each eval also estimate the train and eval splits' losses as nanoGPT does: the "
+                              "mean over N random batches of --batch-size each (sampled_loss, train_sampled_loss); "
+                              "0: off", identity=False, check=NON_NEGATIVE)
     ckpt_every: int = setting(500, "checkpoint every N steps", identity=False, check=POSITIVE)
     log_every: int = setting(10, "log train metrics every N steps", identity=False, check=POSITIVE)
     keep: int = setting(3, "checkpoints to keep", identity=False, check=POSITIVE)

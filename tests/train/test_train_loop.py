@@ -23,11 +23,18 @@ from zoo.train.loop import train
 
 def test_run_leaves_metrics_checkpoints_and_plot(tmp_path):
     run = tmp_path / "run"
-    proc = run_train([*SMALL, "--steps", "20", "--ckpt-every", "10", "--run-dir", str(run)])
+    proc = run_train([*SMALL, "--steps", "20", "--ckpt-every", "10", "--eval-iters", "3", "--run-dir", str(run)])
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["split"] == "train"] == [5, 10, 15, 20]
     assert any(r["split"] == "eval" and 0 <= r["accuracy"] <= 1 for r in rows)
+    # --eval-iters: nanoGPT's estimate (3 random batches of each split) beside the whole eval split; the summary
+    # has the wall time to each best, within the run's
+    evals = [r for r in rows if r["split"] == "eval"]
+    assert all(abs(r["sampled_loss"] - r["loss"]) < 0.5 * r["loss"] and r["train_sampled_loss"] > 0 for r in evals)
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["time_to_best_s"]) == {"loss", "accuracy", "sampled_loss"}
+    assert 0 < min(summary["time_to_best_s"].values()) <= max(summary["time_to_best_s"].values()) < summary["wall_s"]
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["10", "20"]
     assert (run / "curves.png").stat().st_size > 0
     model = json.loads((run / "config.json").read_text())["model"]

@@ -13,6 +13,7 @@ import numpy as np
 from flax import nnx
 
 from zoo.param.base import Parametrization
+from zoo.param.sp_init import sp_std
 from zoo.param.tags import Kind, Tag
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")  # the floating types a model may compute in
@@ -32,7 +33,7 @@ class ModelConfig:
     dtype: str = "float32"  # compute dtype (one of COMPUTE_DTYPES); parameters stay float32
 
     # options checked on construction (a ValueError naming the option): sizes (ints, or each int of a shape) >= 1,
-    # None allowed; rates in [0, 1); scales >= 0. Each model adds its own.
+    # rates in [0, 1), scales >= 0, None allowed. Each model adds its own.
     sizes: ClassVar[tuple[str, ...]] = ("width", "depth", "base_width", "base_depth")
     rates: ClassVar[tuple[str, ...]] = ()
     scales: ClassVar[tuple[str, ...]] = ()
@@ -47,7 +48,7 @@ class ModelConfig:
         ranges = ((self.rates, lambda v: 0 <= v < 1, "in [0, 1)"), (self.scales, lambda v: v >= 0, ">= 0"))
         for names, ok, bound in ranges:
             for name in names:
-                if not ok(getattr(self, name)):
+                if getattr(self, name) is not None and not ok(getattr(self, name)):
                     raise ValueError(f"model option {name} must be {bound}, got {getattr(self, name)}")
 
 
@@ -59,8 +60,14 @@ class Scale:
     """Where a layer sits in the scaling: width multiplier m = n/n0 and, for residual branches, L and L0."""
 
     def __init__(self, plugin: Parametrization, width: int, base_width: int, depth: int = 1,
-                 base_depth: int = 1):
+                 base_depth: int = 1, init_std: float | None = None, branches: int = 0):
         self.plugin, self.m, self.depth, self.base_depth = plugin, width / base_width, depth, base_depth
+        self.init_std, self.branches = init_std, branches
+
+    def std0(self, tag: Tag) -> float:
+        """The SP init std of a weight at the base shape (zoo.param.sp_init): the model's init_std (None: LeCun's),
+        GPT-2's 1/sqrt(branches L0) on a residual branch's last matrix where the model counts its branches."""
+        return sp_std(tag, self.init_std, self.branches)
 
     def tag(self, kind: Kind, fan_in: int, fan_out: int, *, branch: bool = False, role: str = "",
             layout: str = "in_out") -> Tag:
@@ -76,24 +83,28 @@ class Scale:
         return Multiplier(jnp.asarray(self.plugin.skip_multiplier(), jnp.float32))
 
 
-def scales(cfg: Any, plugin: Parametrization) -> tuple[Scale, Scale, int]:
+def scales(cfg: Any, plugin: Parametrization, init_std: float | None = None,
+           branches: int = 0) -> tuple[Scale, Scale, int]:
     """From a model config (width, depth, base_width, base_depth; a base of None is the size itself): the Scale of
-    layers outside the residual blocks (width only), of those inside them (width and depth), and the base width."""
+    layers outside the residual blocks (width only), of those inside them (width and depth), and the base width.
+    `init_std`: the weights' SP std at the base shape (None: 1/sqrt(fan_in)); `branches`: residual branches per
+    block, for GPT-2's init of their last matrices (0: none; zoo.param.sp_init)."""
     if cfg.width < 1 or cfg.depth < 1:
         raise ValueError(f"width and depth must be positive, got {cfg.width} and {cfg.depth}")
     base_width, base_depth = cfg.base_width or cfg.width, cfg.base_depth or cfg.depth
-    return (Scale(plugin, cfg.width, base_width), Scale(plugin, cfg.width, base_width, cfg.depth, base_depth),
-            base_width)
+    return (Scale(plugin, cfg.width, base_width, init_std=init_std),
+            Scale(plugin, cfg.width, base_width, cfg.depth, base_depth, init_std, branches), base_width)
 
 
 def tagged_param(key: jax.Array, plugin: Parametrization, tag: Tag, shape: tuple[int, ...],
                  std0: float | None = None, const: float = 0.0, axes: tuple[str | None, ...] = ()) -> nnx.Param:
-    """N(const, (plugin std)^2) with std0 (the SP std at the base width) defaulting to 1/sqrt(base fan_in).
+    """N(const, (plugin std)^2) with std0 (the SP std at the base width) defaulting to 1/sqrt(base fan_in)
+    (zoo.param.sp_init).
 
     `axes` names each dimension for sharding ("embed", "heads", "mlp", "vocab", ...; zoo.train.mesh maps names
     to mesh axes)."""
     if std0 is None:
-        std0 = tag.base_fan_in ** -0.5
+        std0 = sp_std(tag)
     std = plugin.init_std(tag, std0)
     zero = isinstance(std, (int, float)) and std == 0  # a plugin may give a std where std0 is 0 (critical biases)
     value = jnp.full(shape, const) if zero else const + std * jax.random.normal(key, shape, jnp.float32)
@@ -118,7 +129,8 @@ class Dense(nnx.Module):
         tag = scale.tag(kind, fan_in, fan_out, branch=branch, role=role, layout="out_in")
         axes = axes or DENSE_AXES[kind]
         # drawn (in, out) and stored transposed: a seed gives the same network as when W was stored (in, out)
-        kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out), std0)
+        kernel = tagged_param(rngs.params(), scale.plugin, tag, (fan_in, fan_out),
+                              scale.std0(tag) if std0 is None else std0)
         self.kernel = nnx.Param(kernel[...].T, tag=tag, axes=axes[::-1])
         self.mult = Multiplier(jnp.asarray(scale.plugin.multiplier(tag), jnp.float32))
         bias_kind = "scalar" if kind in ("output", "scalar") else "vector"
@@ -181,21 +193,26 @@ def branch_folds(skip: Multiplier, branch: Multiplier, *ends: str) -> list[tuple
 
 
 class LayerNorm(nnx.Module):
-    """LayerNorm over the last axis with a gain and a bias, both vector-kind parameters."""
+    """LayerNorm over the last axis, computed in f32, with a gain and (`bias`) a bias, both vector-kind parameters.
+    The result is in `dtype` (None: the input's): a model whose residual stream stays f32 under bf16 compute gives
+    its branches bf16 inputs here, as PyTorch's autocast does (layer_norm in f32, the next matrix product in bf16)."""
 
-    def __init__(self, dim: int, *, scale: Scale, rngs: nnx.Rngs, branch: bool = False, eps: float = 1e-6):
-        self.eps = eps
+    def __init__(self, dim: int, *, scale: Scale, rngs: nnx.Rngs, branch: bool = False, eps: float = 1e-6,
+                 bias: bool = True, dtype: str | None = None):
+        self.eps, self.dtype = eps, dtype
         gtag = scale.tag("vector", 1, dim, branch=branch, role="norm_gain")
         btag = scale.tag("vector", 1, dim, branch=branch, role="norm_bias")
         self.gain = tagged_param(rngs.params(), scale.plugin, gtag, (dim,), std0=0.0, const=1.0, axes=("embed",))
-        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (dim,), std0=0.0, axes=("embed",))
+        self.bias = tagged_param(rngs.params(), scale.plugin, btag, (dim,), std0=0.0, axes=("embed",)) if bias \
+            else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x32 = x.astype(jnp.float32)
         mean = x32.mean(-1, keepdims=True)
         var = jnp.square(x32 - mean).mean(-1, keepdims=True)
-        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * self.gain[...] + self.bias[...]
-        return y.astype(x.dtype)
+        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * self.gain[...]
+        y = y if self.bias is None else y + self.bias[...]
+        return y.astype(self.dtype or x.dtype)
 
 
 def drop_path(x: jax.Array, rate: jax.Array | None, key: jax.Array | None) -> jax.Array:

@@ -4,7 +4,7 @@ A pre-LN block with branch multiplier b = a (L/L0)^-alpha and skip multiplier mu
 plugin) from the plugin, one of each per branch:
 
     x <- mu x + b * Attn(LN(x)),    Attn: softmax(s q.k^T) v W_o,  s = plugin.attn_scale(d_head, base d_head)
-    x <- mu x + b * MLP(LN(x)),     MLP: W_2 gelu(W_1 x)
+    x <- mu x + b * MLP(LN(x)),     MLP: W_2 phi(W_1 x), phi a GELU
 
 Every matrix here is hidden-kind (or scalar-kind for Mixer token mixing); nothing knows a scaling rule.
 """
@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from zoo.activations import activation
 from zoo.models.layers import Dense, LayerNorm, Multiplier, Scale, branch_folds, drop_path, residual, tagged_param
 from zoo.param.tags import Kind
 
@@ -104,11 +105,14 @@ def causal_chunk(seq_len: int) -> int:
     return max(64, -(-seq_len // 16))
 
 
-def dot_product_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: jax.Array, causal: bool) -> jax.Array:
-    """softmax(s q k^T + M) v per head, q, k, v and the result (B, T, heads, d); M = -inf above the diagonal when
-    causal. Computed in the (B, heads, T, d) layout, and when causal one chunk of query rows at a time against
-    only the keys those rows see: the blocks above the diagonal are never computed (about half the work of the
-    full T x T logits at T >= 256, and each chunk's logits stay in cache)."""
+def dot_product_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: jax.Array, causal: bool,
+                          rate: float = 0.0, key: jax.Array | None = None) -> jax.Array:
+    """D(softmax(s q k^T + M)) v per head, q, k, v and the result (B, T, heads, d); M = -inf above the diagonal when
+    causal, D dropout on the probabilities at `rate` with `key` (none without a key). Computed in the (B, heads, T,
+    d) layout, and when causal one chunk of query rows at a time against only the keys those rows see: the blocks
+    above the diagonal are never computed (about half the work of the full T x T logits at T >= 256, and each
+    chunk's logits stay in cache). The logits and softmax are f32 whatever the inputs' dtype, as in flash
+    attention; the probabilities meet v in its dtype."""
     t = q.shape[1]
     q, k, v = (a.transpose(0, 2, 1, 3) for a in (q * scale, k, v))
     chunk = causal_chunk(t) if causal else t
@@ -116,11 +120,12 @@ def dot_product_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: jax.A
     for start in range(0, t, chunk):
         stop = min(start + chunk, t)
         keys = stop if causal else t
-        logits = jnp.einsum("bnth,bnsh->bnts", q[:, :, start:stop], k[:, :, :keys])
+        logits = jnp.einsum("bnth,bnsh->bnts", q[:, :, start:stop], k[:, :, :keys], preferred_element_type=jnp.float32)
         if causal:
             seen = jnp.arange(keys)[None, :] <= jnp.arange(start, stop)[:, None]
             logits = jnp.where(seen, logits, jnp.finfo(logits.dtype).min)
-        probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
+        probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+        probs = dropout(probs, rate, fold(key, start))
         outs.append(jnp.einsum("bnts,bnsh->bnth", probs, v[:, :, :keys]))
     return jnp.concatenate(outs, axis=2).transpose(0, 2, 1, 3)
 
@@ -147,11 +152,13 @@ class Embed(nnx.Module):
 
 
 class MLP(nnx.Module):
-    """W_2 gelu(W_1 x); returns the output and the hidden pre-activation W_1 x. `axes` names (x's dim, the hidden
-    dim): W_1 is split by columns and W_2 by rows under tensor parallelism."""
+    """W_2 phi(W_1 x), phi a zoo.activations name (gelu: the tanh approximation); returns the output and the hidden
+    pre-activation W_1 x. `axes` names (x's dim, the hidden dim): W_1 is split by columns and W_2 by rows under
+    tensor parallelism."""
 
     def __init__(self, dim: int, hidden: int, *, kind: Kind, scale: Scale, rngs: nnx.Rngs, bias: bool,
-                 axes: tuple[str | None, str | None] = ("embed", "mlp")):
+                 axes: tuple[str | None, str | None] = ("embed", "mlp"), activation: str = "gelu"):
+        self.phi = activation
         self.fc1 = Dense(dim, hidden, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_in",
                          axes=axes)
         self.fc2 = Dense(hidden, dim, kind=kind, scale=scale, rngs=rngs, bias=bias, branch=True, role="mlp_out",
@@ -160,14 +167,16 @@ class MLP(nnx.Module):
     def __call__(self, x: jax.Array, axis: int = -1) -> tuple[jax.Array, jax.Array]:
         """Over x's last axis, or over axis 1 of a (B, S, C) input (Dense's `axis`)."""
         h = self.fc1(x, axis)
-        return self.fc2(jax.nn.gelu(h), axis), h
+        return self.fc2(activation(self.phi)(h), axis), h
 
 
 class Attention(nnx.Module):
-    """Multi-head self-attention with logits s q.k (s from the plugin); the query has role "query"."""
+    """Multi-head self-attention with logits s q.k (s from the plugin), dropout at `dropout` on its probabilities;
+    the query has role "query"."""
 
-    def __init__(self, width: int, heads: Heads, *, causal: bool, scale: Scale, rngs: nnx.Rngs, bias: bool):
-        self.heads, self.causal = heads, causal
+    def __init__(self, width: int, heads: Heads, *, causal: bool, scale: Scale, rngs: nnx.Rngs, bias: bool,
+                 dropout: float = 0.0):
+        self.heads, self.causal, self.rate = heads, causal, dropout
         inner = heads.num * heads.dim
 
         def dense(fan_in, fan_out, role, axes):
@@ -198,30 +207,41 @@ class Attention(nnx.Module):
             y = y + jnp.stack([d.bias[...].astype(x.dtype) for d in denses])
         return tuple(y[:, i].reshape(*x.shape[:-1], -1) for i in range(3))
 
-    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """The attention output (B, T, n) and the logits s q.k (B, heads, T, T), before the causal mask."""
+    def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        """The attention output (B, T, n) and the logits s q.k (B, heads, T, T), before the causal mask; with `key`,
+        dropout on the probabilities (cuDNN's fused attention has none: XLA's then)."""
         b, t, _ = x.shape
         q, k, v = (a.reshape(b, t, self.heads.num, self.heads.dim) for a in self.qkv(x))
         s = self.logit_scale[...].astype(x.dtype)
-        impl = attention_implementation(x.dtype, self.heads.dim, t)
+        key = key if self.rate > 0 else None
+        impl = attention_implementation(x.dtype, self.heads.dim, t) if key is None else None
         if impl == "cudnn":  # cuDNN takes a static scale; fold the (possibly traced) one into q
             y = jax.nn.dot_product_attention(q * s, k, v, scale=1.0, is_causal=self.causal, implementation=impl)
         else:
-            y = dot_product_attention(q, k, v, s, self.causal)
+            y = dot_product_attention(q, k, v, s, self.causal, self.rate, key)
         logits = jnp.einsum("btnh,bsnh->bnts", q, k) * s  # for diagnostics only; pruned under jit when unused
         return self.o(y.reshape(b, t, -1)), logits
 
 
 class Block(nnx.Module):
-    """Pre-LN transformer block: attention and MLP branches, each with its own branch multiplier."""
+    """Pre-LN transformer block: attention and MLP branches, each with its own branch multiplier; dropout at
+    `dropout` on each branch's output and at `attn_dropout` on the attention probabilities (nanoGPT's places).
+
+    `norm_eps`, `norm_bias` (the LayerNorms' bias) and `activation` (the MLP's) say which LayerNorm and GELU;
+    `dtype` is the branches' compute dtype where the residual stream is kept in another (None: the stream's)."""
 
     def __init__(self, width: int, heads: Heads, mlp_dim: int, *, causal: bool, dropout: float, scale: Scale,
-                 rngs: nnx.Rngs, bias: bool):
+                 rngs: nnx.Rngs, bias: bool, attn_dropout: float = 0.0, norm_eps: float = 1e-6,
+                 norm_bias: bool = True, activation: str = "gelu", dtype: str | None = None):
         self.rate = dropout
-        self.ln1 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
-        self.attn = Attention(width, heads, causal=causal, scale=scale, rngs=rngs, bias=bias)
-        self.ln2 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
-        self.mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias)
+
+        def norm():
+            return LayerNorm(width, scale=scale, rngs=rngs, branch=True, eps=norm_eps, bias=norm_bias, dtype=dtype)
+
+        self.ln1 = norm()
+        self.attn = Attention(width, heads, causal=causal, scale=scale, rngs=rngs, bias=bias, dropout=attn_dropout)
+        self.ln2 = norm()
+        self.mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias, activation=activation)
         self.attn_branch, self.attn_skip = scale.branch_multiplier(), scale.skip_multiplier()
         self.mlp_branch, self.mlp_skip = scale.branch_multiplier(), scale.skip_multiplier()
 
@@ -232,8 +252,9 @@ class Block(nnx.Module):
 
     def __call__(self, x: jax.Array, key: jax.Array | None = None,
                  drop_rate: jax.Array | None = None) -> tuple[jax.Array, dict]:
-        """`drop_rate`: this block's stochastic depth (Stack), on each branch."""
-        y, logits = self.attn(self.ln1(x))
+        """`drop_rate`: this block's stochastic depth (Stack), on each branch. Keys folded from `key`: 0 and 1 the
+        branches' dropout, 2 and 3 their drop path, 4 the attention probabilities' dropout."""
+        y, logits = self.attn(self.ln1(x), fold(key, 4))
         y = drop_path(dropout(y, self.rate, fold(key, 0)), drop_rate, fold(key, 2))
         x = residual(x, y, self.attn_skip, self.attn_branch)
         y, pre = self.mlp(self.ln2(x))

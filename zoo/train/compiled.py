@@ -92,6 +92,10 @@ class Compiled:
         """The loss of `state` on step `step`'s batch (no dropout): checked before a state is saved."""
         return jax.device_get(self._loss(state, self.batches.args_at(step)))
 
+    def batch_loss(self, state: Any, args: dict[str, Any]) -> dict[str, jax.Array]:
+        """The loss and accuracy of `state` on a batch of the training batch size (no dropout), on the device."""
+        return self._loss(state, args)
+
     def evaluate(self, state: Any) -> dict[str, float]:
         totals: dict[str, float] = {}
         for args in self.batches.eval_args():

@@ -3,6 +3,7 @@ hooks add theirs (a diagnostic's metric, a run-start report)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,14 +12,17 @@ from zoo.train.logger import Logger
 
 
 class Evals:
-    """Eval results: each logged; the last, and the best so far (lowest loss and bits, highest accuracy) over the
-    whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included; `extra` holds what
+    """Eval results: each logged; the last, and the best so far (lowest loss, bits and sampled loss, highest
+    accuracy) over the whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included;
+    `best_time`: the wall seconds from `started` (the process's train() call) to the end of each best's eval, for
+    the bests this process measured (a best from before a resume took another process's time); `extra` holds what
     hooks add to the summary (a run-start report), saved with each checkpoint for a resumed run's summary."""
 
-    def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = ()):
-        self.logger, self.step = logger, -1
+    def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = (), started: float = 0.0):
+        self.logger, self.step, self.started = logger, -1, started
         self.last: dict[str, float] = {}
         self.best: dict[str, float] = {}
+        self.best_time: dict[str, float] = {}
         self.extra: dict[str, Any] = {}
         for row in earlier:
             self.keep(row["step"], {k: v for k, v in row.items() if k not in ("step", "split", "time")})
@@ -30,14 +34,18 @@ class Evals:
     def add(self, step: int, metrics: dict[str, float]) -> None:
         """Log `metrics` of `step` and keep them."""
         self.logger.eval(step, metrics)
-        self.keep(step, metrics)
+        self.keep(step, metrics, time.perf_counter() - self.started)
 
-    def keep(self, step: int, metrics: dict[str, float]) -> None:
-        """`metrics` of `step` as the last and in the best; several calls at one step (eval, then a diagnostic)
-        make one `last`."""
+    def keep(self, step: int, metrics: dict[str, float], elapsed: float | None = None) -> None:
+        """`metrics` of `step` (measured `elapsed` seconds after the start; None: before a resume) as the last and in
+        the best; several calls at one step (eval, then a diagnostic) make one `last`."""
         self.last = {**self.last, **metrics} if step == self.step else dict(metrics)
         self.step = step
         for k, v in metrics.items():
-            if k in ("loss", *BITS.values(), "accuracy") and (k not in self.best or
-                                                      (v > self.best[k] if k == "accuracy" else v < self.best[k])):
+            if k in ("loss", "sampled_loss", *BITS.values(), "accuracy") and (
+                    k not in self.best or (v > self.best[k] if k == "accuracy" else v < self.best[k])):
                 self.best[k] = v
+                if elapsed is None:
+                    self.best_time.pop(k, None)
+                else:
+                    self.best_time[k] = round(elapsed, 3)

@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from zoo.train.estimate import sampled_losses
+
 if TYPE_CHECKING:
     from zoo.train.checkpoint import Checkpoints
     from zoo.train.compiled import Compiled
@@ -64,9 +66,17 @@ def log_hook(every: int) -> Hook:
     return Hook("log", lambda loop, step: loop.logger.train(step, loop.metrics), every, metrics=True)
 
 
-def eval_hook(every: int) -> Hook:
-    """The eval split's loss and accuracy, logged; the best so far kept for the summary."""
-    return Hook("eval", lambda loop, step: loop.evals.add(step, loop.compiled.evaluate(loop.state)), every)
+def eval_hook(every: int, iters: int = 0) -> Hook:
+    """The eval split's loss and accuracy, logged; the best so far kept for the summary. With `iters`, also nanoGPT's
+    estimate of both splits' losses over that many random batches (zoo.train.estimate)."""
+
+    def evaluate(loop: LoopView, step: int) -> None:
+        metrics = loop.compiled.evaluate(loop.state)
+        if iters:
+            metrics.update(sampled_losses(loop.compiled, loop.state, step, iters, loop.s.cfg.loop.seed))
+        loop.evals.add(step, metrics)
+
+    return Hook("eval", evaluate, every)
 
 
 def checkpoint_hook(ckpts: Checkpoints, every: int) -> Hook:

@@ -91,6 +91,10 @@ class MemoryInput(_Input):
 
     train_args = args_at  # step by step, or any step: the same
 
+    def sample_args(self, split: str, idx: np.ndarray) -> dict[str, Any]:
+        """A batch of `split` at the examples `idx` (the train split or the eval split), as args_at gives one."""
+        return {"arrays": self.arrays[split], "idx": self._global(np.asarray(idx, np.int32)[self.rows], len(idx))}
+
     def batch(self, args: dict[str, Any]) -> dict[str, jax.Array]:
         """Inside the jitted step: the batch {"x", "y"} of `args`."""
         return self.data.gather(args["arrays"], args["idx"])
@@ -120,6 +124,10 @@ class StreamInput(_Input):
         """Any step's batch, read directly (for the compile and the check before a save)."""
         idx = self.data.indices("train", step, self.batch_size, self.seed)[self.rows]
         return self._place(self.data.read("train", idx), self.batch_size)
+
+    def sample_args(self, split: str, idx: np.ndarray) -> dict[str, Any]:
+        """A batch of `split` at the examples `idx`, read directly."""
+        return self._place(self.data.read(split, np.asarray(idx)[self.rows]), len(idx))
 
     def train_args(self, step: int) -> dict[str, Any]:
         """The next batch of the stream, which must be step `step`'s."""

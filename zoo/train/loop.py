@@ -50,6 +50,7 @@ BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the s
 def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
+    started = time.perf_counter()
     s = setup(cfg)
     activations = kept_activations(s, memory.forward_bytes(s.program, abstract_batch(s)))
     inline = backend.start(activations)
@@ -77,7 +78,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
                 run.start(start)
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
-                            [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)])
+                            [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)], started)
                 loop.evals.extra.update(meta.get("summary_extra", {}))  # a resumed run's run-start report
                 summary = loop.run(start)
         run.finish(summary)
@@ -93,12 +94,12 @@ class Loop:
     and stops (exit 143 or 130)."""
 
     def __init__(self, s: Setup, compiled: Compiled, state: Any, logger: Logger, guard: DivergenceGuard,
-                 hooks: Sequence[Hook]):
+                 hooks: Sequence[Hook], started: float | None = None):
         self.s, self.compiled, self.logger, self.guard = s, compiled, logger, guard
         self.leaves = compiled.flatten(state)  # the state, as the train step takes it
         loop = s.cfg.loop
-        self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every), *hooks]
-        self.evals = Evals(logger, logger.earlier_evals)
+        self.hooks = [log_hook(loop.log_every), eval_hook(loop.eval_every, loop.eval_iters), *hooks]
+        self.evals = Evals(logger, logger.earlier_evals, time.perf_counter() if started is None else started)
         self.metrics: dict[str, float] = {}  # the newest fetched train metrics
         self.pending: tuple[int, Any] | None = None  # (step, metrics on the device)
         self.busy_s = 0.0  # time in hooks that touch the state (evals, checkpoints), left out of the step time
@@ -176,6 +177,7 @@ class Loop:
         per_step = self.logger.per_step
         speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": per_step * ran / train_s} if ran > 0 else {}
         return {"steps": self.s.steps, "best_eval": self.evals.best, "final_eval": self.evals.last,
+                "time_to_best_s": self.evals.best_time, "wall_s": time.perf_counter() - self.evals.started,
                 "params": zoo.models.param_count(self.state["params"]), "run_dir": str(cfg.loop.run_dir), **speed,
                 **self.evals.extra}
 
