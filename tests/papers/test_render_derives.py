@@ -32,10 +32,10 @@ def test_render_rewrites_the_verdict_from_the_stored_curve(tmp_path):
     folder.mkdir()
     results = folder / "results.json"
     results.write_text(json.dumps(record([1.0] * 11, "not reproduced")))
-    papers.render(claim, tmp_path)
+    papers.render(claim, tmp_path, papers.PAPERS)
     assert json.loads(results.read_text())["verdict"] == "reproduced"  # the stale verdict replaced
     results.write_text(json.dumps(record([1.0, *(1.0 / l for l in range(1, 11))], "reproduced")))
-    papers.render(claim, tmp_path)
+    papers.render(claim, tmp_path, papers.PAPERS)
     stored = json.loads(results.read_text())
     assert stored["verdict"] == "not reproduced"
     assert [c["passed"] for c in stored["checks"]] == [False]
