@@ -88,6 +88,8 @@ def test_verdict_and_exit_status(tmp_path, capsys, monkeypatch, model_args, para
             assert all(v["passed"] for v in slow["layers"].values())
             assert all(-1.15 < s < -0.85 for v in slow["part_layers"]["hidden"].values() for s in v["slopes"])
             assert {v["group"] for v in slow["part_layers"]["hidden"].values()} == {"hidden", "stream"}
+            assert [p.name for p in (tmp_path / "slow").glob("*_hidden.png")] == ["coord_check_width_hidden.png"]
+            assert not list(tmp_path.glob("coord_check_width_*.png"))  # muP: no part fails, no part's figure
     else:
         assert "unstable by theory" in out and "hidden change grows like width^+1.00" in out
         assert min(hidden) > 0 and max(hidden) >= (0.3 if "gpt" in model_args else 0.1), hidden

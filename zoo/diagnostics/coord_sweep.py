@@ -148,9 +148,9 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
     if result["branch"]:
         coord_plot.plot(sizes, result["branch"], exp.branch, out / f"coord_check_{axis}_branch.png",
                         head + " (branch parameters alone)", axis, failed)
-    for p, data in result.get("parts", {}).items():
-        if data:
-            bad = [v.group for v in result["part_verdicts"][p] if not v.matches]
+    for p, data in result.get("parts", {}).items():  # a figure where a part shows what its total hides
+        bad = [v.group for v in result["part_verdicts"][p] if not v.matches]
+        if bad:
             coord_plot.plot(sizes, data, exp.parts[p], out / f"coord_check_{axis}_{p}.png",
                             head + f" ({p} parameters alone)", axis, bad)
     record = {
