@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU acceptance runs (issues 4, 6 and 10). From the repo root on a GPU machine:
+# The GPU acceptance runs (issues 4, 6, 10 and 44). From the repo root on a GPU machine:
 #   bash bench/gpu_acceptance.sh [OUT_DIR] [PART ...]
-#   PART: gpt gpt2 image-steps vit mixer augment step sweep nanogpt gpt-options (default: all but nanogpt and
-#   gpt-options, which need a nanoGPT checkout at $NANOGPT, default .gpu/nanoGPT; gpt runs nanoGPT too where it is)
+#   PART: gpt gpt2 image-steps vit mixer augment step sweep compile nanogpt gpt-options (default: all but nanogpt
+#   and gpt-options, which need a nanoGPT checkout at $NANOGPT, default .gpu/nanoGPT; gpt runs nanoGPT too where it is)
 # Each part fits a 10-minute command on an H100, so a leased machine can run them one call each. Needs jax, flax,
 # optax, orbax-checkpoint, grain, rich, matplotlib, pyyaml and pillow (not tensorflow-datasets: the bundled data is
 # used). Summaries (best eval, ms/step) land in OUT_DIR/<part>/summary.json, logs in OUT_DIR/<part>.log; record
@@ -11,7 +11,7 @@ set -euo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # bench/*.py import zoo from the checkout: a bare machine has no install
 out=${1:-${OUT:-runs/gpu}}
 shift || true
-parts=${*:-gpt gpt2 image-steps vit mixer augment step sweep}
+parts=${*:-gpt gpt2 image-steps vit mixer augment step sweep compile}
 nanogpt=${NANOGPT:-.gpu/nanoGPT}
 mkdir -p "$out"
 for part in $parts; do
@@ -55,7 +55,7 @@ for part in $parts; do
     # (d) 16 LRs as one vmapped program against 16 sequential runs of the same step. Target: >= 6x.
     sweep) python bench/sweep.py --write "$out/bench_sweep_gpu.md" 2>&1 | tee "$out/sweep.log" ;;
     # (e) GPT-2 124M's step, zoo's loss variants, against nanoGPT's own bench.py (torch.compile). Target: >= 1.15x.
-    nanogpt) OUT="$out/nanogpt" python bench/gpt2_vs_nanogpt.py --nanogpt "${NANOGPT:-.gpu/nanoGPT}" 2>&1 \
+    nanogpt) OUT="$out/nanogpt" python bench/gpt2_vs_nanogpt.py --nanogpt "$nanogpt" 2>&1 \
                | tee "$out/nanogpt.log" ;;
     # Each model option that undoes one of nanoGPT's choices (docs/gpt_parity.md), zoo alone at the char config
     # against the nanoGPT run of the gpt part (run it first): its measured effect on the best val loss.
@@ -64,7 +64,20 @@ for part in $parts; do
                    python bench/nanogpt_compare.py --nanogpt "$nanogpt" --gpu --seeds 1337 --only zoo --zoo-opt "$opt" \
                      --nanogpt-runs "$out/gpt" --out "$out/gpt-options/$opt"
                  done 2>&1 | tee "$out/gpt-options.log" ;;
-    *) echo "unknown part $part (gpt gpt2 image-steps vit mixer augment step sweep nanogpt gpt-options)" >&2; exit 2 ;;
+    # (f) Issue 44, a sweep's compile: the 2-layer GPT's 9-member sweep into an empty compile cache (cold; target
+    # <= 10 s) and again with another LR grid (warm, from the cache; target <= 2 s), each the line "compile X s";
+    # where one shape's compile goes and what a rerun or another plugin compiles (bench/sweep_compile.py); and
+    # bench/sweep.py's speedup with its cold compile included (target >= 2x). Bundled data only (no grain, no tfds).
+    compile) cache=$(mktemp -d)
+      gpt=(--model gpt --depth 2 --seq-len 128 --batch-size 32 --steps 100 --data shakespeare)
+      { python -m zoo.sweep "${gpt[@]}" --widths 128 --lrs 2^-14:2^-6:1 --out "$out/compile/cold" \
+          --compile-cache "$cache" &&
+        python -m zoo.sweep "${gpt[@]}" --widths 128 --lrs 2^-13.5:2^-5.5:1 --out "$out/compile/warm" \
+          --compile-cache "$cache" &&
+        python bench/sweep_compile.py "${gpt[@]}" --width 128 --members 1,9 --rounds 2 --other-param mup \
+          --write "$out/bench_sweep_compile_gpu.md" &&
+        python bench/sweep.py --write "$out/bench_sweep_gpu.md"; } 2>&1 | tee "$out/compile.log" ;;
+    *) echo "unknown part $part (gpt gpt2 image-steps vit mixer augment step sweep compile nanogpt gpt-options)" >&2; exit 2 ;;
   esac
 done
 for r in gpt vit mixer; do

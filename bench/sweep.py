@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import platform
@@ -74,7 +75,8 @@ def setup(args: argparse.Namespace) -> tuple[str, Any, Any, np.ndarray, np.ndarr
     plugin = zoo.param.get(args.param)
     cfg = zoo.models.config("mlp_resnet", width=args.width, depth=args.depth, base_depth=args.base_depth,
                             in_shape=data.in_shape, num_classes=data.num_classes)
-    prog = build_program(lambda r: zoo.models.create("mlp_resnet", cfg, plugin, r), plugin, OptimConfig("adam"))
+    prog = build_program(None, plugin, OptimConfig("adam"), model_of=functools.partial(zoo.models.create, "mlp_resnet",
+                                                                                       cfg))
     lrs, seeds = members(list(np.logspace(-14, -4, args.lrs, base=2.0)), 1)
     return name, prog, data, lrs, seeds
 
@@ -143,7 +145,9 @@ def main(argv: list[str] | None = None) -> None:
 
     name, prog, data, lrs, seeds = setup(args)
     vm = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
-    one = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False)
+    # the members one by one as train.py trains them: the plugin's numbers constants of the program
+    one = MemberTrainer(dataclasses.replace(prog, numbers=None), data, args.batch_size, chunk=args.chunk,
+                        vmapped=False)
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(MemberPool(args.processes)) if args.processes > 1 else None
         timed = interleaved(vm, one, pool, functools.partial(worker_trainer, args), lrs, seeds, args.steps,

@@ -11,14 +11,18 @@ on random tokens or images of the data's shape, through the same jitted train st
 no grad accumulation). FLOPs per step are XLA's count of the lowered step, before the backend's passes
 (`Lowered.cost_analysis`: on a GPU the compiled step's count leaves out the cuBLAS and cuDNN calls, about 10x too few
 for GPT-2 on an H200; a fused cuDNN attention is not counted either way), so MFU =
-FLOPs/s / the chip's dense bf16 peak. Reference numbers (measured by their authors on one H100): nanoGPT GPT-2
-124M 437k tokens/s at batch 12 x 1024 and 475k at 32 x 1024; timm ViT (192 wide, 6 deep, patch 4) 37.8k img/s
-and Mixer (256 wide, 8 deep) 34.5k img/s at batch 512 on 32x32 images.
+FLOPs/s / the chip's dense bf16 peak. The step's compile (lowering and XLA) is timed cold, into a fresh persistent
+compile cache, and warm, from that cache with JAX's in-memory caches cleared (a rerun of train.py). Reference
+numbers (measured by their authors on one H100): nanoGPT GPT-2 124M 437k tokens/s at batch 12 x 1024 and 475k at
+32 x 1024; timm ViT (192 wide, 6 deep, patch 4) 37.8k img/s and Mixer (256 wide, 8 deep) 34.5k img/s at batch 512 on
+32x32 images.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 import time
 
 import jax
@@ -28,6 +32,7 @@ import numpy as np
 import zoo.models
 import zoo.param
 from zoo.config import read_file, resolve
+from zoo.train import compile_cache
 from zoo.train.step import build_program
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "GH200": 989e12}  # dense bf16 FLOP/s
@@ -79,9 +84,18 @@ def main() -> None:
         batch, per_step, unit = {"x": x, "y": y}, args.batch, "images"
     batch = jax.device_put(batch)
     state = jax.jit(prog.init)(jax.random.PRNGKey(0))
-    lowered = jax.jit(prog.train_step, donate_argnums=0).lower(state, batch)
+    cache = tempfile.mkdtemp(prefix="zoo-bench-cache-")
+    compile_cache.use(cache)
+    seconds, cpu = [], []  # wall-clock and this process's CPU seconds (the steadier on a shared machine)
+    for _ in ("cold", "warm"):
+        jax.clear_caches()
+        t0, c0 = time.perf_counter(), time.process_time()
+        lowered = jax.jit(prog.train_step, donate_argnums=0).lower(state, batch)
+        compiled = lowered.compile()
+        seconds.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    shutil.rmtree(cache, ignore_errors=True)
     flops = (lowered.cost_analysis() or {}).get("flops")
-    compiled = lowered.compile()
     for _ in range(3):
         state, metrics = compiled(state, batch)
     jax.block_until_ready(metrics)
@@ -93,7 +107,9 @@ def main() -> None:
     kind = jax.devices()[0].device_kind
     print(f"device {kind}; {m.name} width {model_cfg.width} depth {model_cfg.depth}, "
           f"{zoo.models.param_count(state['params']):,} parameters, batch {args.batch}, {precision}")
-    print(f"{dt * 1e3:.2f} ms/step, {per_step / dt:,.0f} {unit}/s")
+    print(f"{dt * 1e3:.2f} ms/step, {per_step / dt:,.0f} {unit}/s; compile {seconds[0]:.2f} s cold, "
+          f"{seconds[1]:.2f} s warm (persistent cache): {seconds[0] / seconds[1]:.1f}x; CPU {cpu[0]:.2f} s and "
+          f"{cpu[1]:.2f} s: {cpu[0] / cpu[1]:.1f}x")
     if flops:
         chip = peak(kind)
         mfu = f", MFU {flops / dt / chip:.1%} of {chip / 1e12:.0f} TFLOP/s" if chip else ""

@@ -73,7 +73,7 @@ def test_an_installed_package_adds_a_plugin_a_data_source_and_a_model(tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 3
     swept = run("-m", "zoo.sweep", "--out", str(tmp_path / "sweep"), *SMALL[:2], "--param", "half_mup",
                 "--widths", "16,32", "--depth", "2", "--lrs", "1e-3", "--steps", "2", "--batch-size", "8",
-                "--data", "synthetic", "--compile-cache", "off")
+                "--data", "synthetic")
     assert swept.returncode == 0, swept.stderr
     assert len((tmp_path / "sweep" / "results.jsonl").read_text().splitlines()) == 2
     checked = run("-m", "zoo.coord_check", "--param", "half_mup", "--widths", "32,64", "--depth", "2", "--seeds",

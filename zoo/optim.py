@@ -341,9 +341,10 @@ def build(cfg: OptimConfig, plugin: Parametrization, params: Any, horizon: int |
 
 
 def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: Any = None,
-          horizon: int | None = None) -> optax.GradientTransformation:
+          horizon: int | None = None, decayed: Any = None) -> optax.GradientTransformation:
     """The chain from its per-parameter trees (see `rules`; their leaves may be traced arrays), for muon the
-    parameters' routes (see `routes`), and the run's length (decaying schedules)."""
+    parameters' routes (see `routes`), and the run's length (decaying schedules). `decayed`: each parameter's
+    decay coefficient, in place of cfg.decay * wd_mult (possibly traced; whether the chain decays at all is cfg's)."""
     parts = [scale_by_tree(grad_scale)]
     if cfg.clip_norm:
         parts.append(clip_by_faithful_norm(cfg.clip_norm, route))
@@ -352,7 +353,8 @@ def chain(cfg: OptimConfig, grad_scale: Any, lr_mult: Any, wd_mult: Any, route: 
         parts.append(clip_by_natural_rms(cfg.clip_rms, route))
     parts.append(scale_by_tree(lr_mult))
     if cfg.decay:
-        parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult)))
+        parts.append(add_decayed_weights_tree(jax.tree.map(lambda w: cfg.decay * w, wd_mult) if decayed is None
+                                              else decayed))
     parts.append(scale_by_lr(cfg.lr, schedule_shape(cfg, last_step(horizon))))
     return optax.chain(*parts)
 

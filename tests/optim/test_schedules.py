@@ -56,7 +56,7 @@ def test_one_step_after_the_warmup_decays(schedule):
 
 
 TRANSFER = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
-        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher", "--compile-cache", "off"]
+        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher"]
 
 
 def test_a_warmup_longer_than_the_run_is_refused(tmp_path, capsys):

@@ -5,6 +5,8 @@ step 1. At the base depth 4 both parametrizations are the same model, so (alpha,
 depth 64. The larger runs behind docs/sweeps/depth_transfer.png: `python docs/sweeps/transfer.py depth`.
 """
 
+import threading
+
 import pytest
 
 import zoo.data
@@ -44,7 +46,13 @@ def test_mup_width_transfer_and_sp_shift(tmp_path):
         run = RunConfig.from_flat(dict(model="mlp_resnet", param=param, depth=2, base_width=64, steps=100,
                                        batch_size=64, data="synthetic:teacher", optimizer="adam"))
         spec = SweepSpec(run=run, lrs=parse_lrs("2^-14:2^-8:1"), out=tmp_path / param, widths=[64, 512])
-        summary = report.summarize(run_sweep(spec, echo=lambda _: None, data=data))
+        said: list[str] = []
+        records = run_sweep(spec, echo=said.append, data=data)
+        summary = report.summarize(records)
         assert [c.width for c in summary.curves] == [64, 512] and not any(c.at_edge for c in summary.curves)
+        # width 512 compiled in a thread while 64 trained (zoo.sweeps.ahead), said before 64's result; none left
+        ahead = said.index("compiling width=512 depth=2 while width=64 depth=2 trains")
+        assert ahead < min(i for i, line in enumerate(said) if line.startswith("width=64 depth=2: ")), said
+        assert all(r["compile_s"] > 0 for r in records) and not [t for t in threading.enumerate() if "zoo" in t.name]
         scores[param] = summary.transfer_score
     assert scores["mup"] <= 1 and scores["sp"] >= 2, scores

@@ -7,7 +7,7 @@ import pytest
 from zoo.cli import sweep
 
 BASE = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--depths", "2", "--steps", "6",
-        "--batch-size", "16", "--chunk", "4", "--compile-cache", "off"]
+        "--batch-size", "16", "--chunk", "4"]
 
 
 def run(argv, capsys):
@@ -56,7 +56,7 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     assert "no sweep in" in error(["--out", out, "--report-only"], capsys)
     assert "has no option" in error([*BASE, "--out", out, "--lrs", "1e-3", "--model-opt", "bogus=1"], capsys)
     gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--depths", "1", "--steps", "2", "--batch-size", "4",
-           "--seq-len", "16", "--lrs", "1e-3", "--compile-cache", "off", "--out", out]
+           "--seq-len", "16", "--lrs", "1e-3", "--out", out]
     assert "width 20 is not a multiple of head_dim 8" in error([*gpt, "--widths", "16,20"], capsys)
     assert not (tmp_path / "x").exists()  # refused before width 16 trained
     for seeds in (["--seed", str(2**31)], ["--seed", str(2**31 - 1), "--seeds", "2"], ["--seeds", str(10**20)]):

@@ -20,7 +20,7 @@ from zoo.errors import ZooError
 from zoo.sweeps.processes import MemberPool, usable_core_ids
 
 BASE = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--depths", "1", "--steps", "5",
-        "--batch-size", "8", "--chunk", "3", "--compile-cache", "off", "--widths", "8,12", "--lrs", "2^-8:2^-6:1"]
+        "--batch-size", "8", "--chunk", "3", "--widths", "8,12", "--lrs", "2^-8:2^-6:1"]
 
 
 def records(out: Path) -> dict[tuple, dict]:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from cli_utils import one_line_error
 
-TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--compile-cache", "off",
-        "--lrs", "1e-3"]
+TINY = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2", "--lrs", "1e-3"]
 
 
 @pytest.mark.parametrize("tool", ["sweep", "transfer"])
@@ -53,7 +52,7 @@ def test_a_compile_cache_that_cannot_be_made_names_the_flag(tmp_path, capsys, to
     (tmp_path / "afile").write_text("x")
     sizes = ["--widths", "16", "--depths", "2"] if tool == "sweep" else ["--width", "32", "--proxy-width", "16",
                                                                         "--depth", "2"]
-    argv = [a for a in TINY if a not in ("--compile-cache", "off")] + sizes
+    argv = TINY + sizes
     for cache, why in (("afile", f"{tmp_path / 'afile'} is a file, not a folder"), ("afile/sub", "Not a directory")):
         line = one_line_error(main, [*argv, "--compile-cache", str(tmp_path / cache), "--out", str(tmp_path / "o")],
                               capsys)

@@ -22,7 +22,7 @@ from zoo.train.lock import RunLock
 RUN = RunConfig.from_flat(dict(model="mlp_resnet", param="mup", data="synthetic", steps=4, batch_size=16))
 LRS = [2.0**-9, 2.0**-7]
 ARGV = ["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--widths", "16", "--depths", "2",
-        "--steps", "4", "--batch-size", "16", "--lrs", "2^-9,2^-7", "--compile-cache", "off"]
+        "--steps", "4", "--batch-size", "16", "--lrs", "2^-9,2^-7"]
 
 
 def records_on_disk(out):

@@ -15,7 +15,7 @@ from zoo.sweeps.transfer import TransferSpec, check_lrs, target_config
 # SP's best LR falls like 1/width there, muP's stays put.
 CASE = ["--model", "mlp_resnet", "--param", "mup", "--proxy-width", "64", "--width", "512", "--depth", "4",
         "--lrs", "2^-13:2^-7:1", "--steps", "300", "--batch-size", "64", "--optimizer", "adam",
-        "--data", "synthetic:teacher", "--compile-cache", "off"]
+        "--data", "synthetic:teacher"]
 
 
 def error(argv, capsys) -> str:
@@ -65,7 +65,7 @@ def test_transfer_bad_input(tmp_path, capsys):
     assert "--target-seeds 2 from --seed 2147483647 reaches seed 2147483648" in error(
         [*CASE, *out, "--seed", str(2**31 - 1), "--target-seeds", "2"], capsys)
     gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--proxy-width", "16", "--width", "20", "--depth", "1",
-           "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", "--compile-cache", "off", *out]
+           "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", *out]
     assert "width 20 is not a multiple of head_dim 8" in error(gpt, capsys)
     assert not (tmp_path / "x").exists()  # refused before the proxy trained
 
@@ -106,7 +106,7 @@ def test_the_target_trains_at_the_proxys_own_learning_rate(tmp_path, capsys):
 
     out = tmp_path / "t"
     transfer.main(["--model", "mlp_resnet", "--param", "mup", "--data", "synthetic", "--steps", "2",
-                   "--compile-cache", "off", "--lrs", "1e-3", "--width", "32", "--proxy-width", "16", "--depth", "2",
+                   "--lrs", "1e-3", "--width", "32", "--proxy-width", "16", "--depth", "2",
                    "--batch-size", "8", "--compare", "none", "--check-target", "--out", str(out)])
     capsys.readouterr()
     target = [json.loads(line) for line in (out / "mup" / "target" / "results.jsonl").read_text().splitlines()]
@@ -116,7 +116,7 @@ def test_the_target_trains_at_the_proxys_own_learning_rate(tmp_path, capsys):
 
 
 TRANSFER = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
-        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher", "--compile-cache", "off"]
+        "--steps", "2", "--batch-size", "8", "--data", "synthetic:teacher"]
 
 
 @pytest.mark.parametrize("param", ["mup", "sp"])

@@ -232,7 +232,7 @@ def test_sweep_members_split_over_devices_equal_one_device(tmp_path):
     device split."""
     args = ["-m", "zoo.sweep", "--model", "mlp_resnet", "--param", "mup", "--width", "32", "--depth", "2", "--lrs",
             "2^-9:2^-5.5:0.5", "--optimizer", "momentum", "--steps", "10", "--batch-size", "16", "--data",
-            "synthetic", "--compile-cache", "off"]
+            "synthetic"]
     out = {}
     for devices in (1, 8):
         run = tmp_path / f"d{devices}"

@@ -26,6 +26,7 @@ from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
     Parser,
     add_allow_import,
+    add_compile_cache,
     add_policy_flags,
     add_settings,
     ints,
@@ -38,6 +39,7 @@ from zoo.cli.flags import (
 )
 from zoo.config import FLAT
 from zoo.files import check_writable
+from zoo.train import compile_cache
 
 # the settings that describe the run (as train.py takes them); a run dir brings its own
 RUN_FLAGS = ("model", "param", "param_opt", "model_opt", *(n for n, (part, _) in FLAT.items() if part == "optim"),
@@ -66,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--horizons", type=ints, help="horizons in steps to audit the scaling policy at (--policy)")
     add_policy_flags(p, "is audited at --batch-sizes and --horizons (the proxy: the smallest of each)", tokens=False)
     add_settings(p, RUN_FLAGS)
+    add_compile_cache(p)
     add_allow_import(p)
     return p
 
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     p = parser()
     args = p.parse_args(argv)
     check_flags(p, args)
+    compile_cache.use(args.compile_cache)
     from rich.console import Console
 
     from zoo.audit import audit

@@ -16,10 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, ShownDefaults, finite, ints, kv, path_arg, positive, seed_count
+from zoo.cli.flags import (
+    KeyValues,
+    Parser,
+    ShownDefaults,
+    add_compile_cache,
+    finite,
+    ints,
+    kv,
+    path_arg,
+    positive,
+    seed_count,
+)
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
 from zoo.files import check_out_folder
+from zoo.train import compile_cache
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
 
@@ -52,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
     a("--batch", type=positive, default=16, help="examples in the one training batch")
     a("--tol", type=finite, default=0.15, help="allowed |slope - expected|")
     a("--out", type=path_arg, default="runs/coord_check", help="output directory")
+    add_compile_cache(p)
     return p
 
 
@@ -130,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.diagnostics.coord_sweep import coord_sweep, passed, write
 
     args = parser().parse_args(argv)
+    compile_cache.use(args.compile_cache)
     spec = spec_of(args)
     check_out_folder(Path(args.out), "--out")
     verdicts = []

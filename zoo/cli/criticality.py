@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, ShownDefaults, kv, path_arg, positive, seed_count
+from zoo.cli.flags import KeyValues, Parser, ShownDefaults, add_compile_cache, kv, path_arg, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 from zoo.schema import to_float, to_int
+from zoo.train import compile_cache
 
 MAX_POINTS = 1024  # per grid axis and of --probes, as --seeds: a diagram measures points^2 x seeds networks
 
@@ -96,6 +97,7 @@ def parser() -> argparse.ArgumentParser:
       "l in [L/5, L] and plot it (apjn_profile.png)")
     a("--out", type=path_arg, default="runs/criticality",
       help="output directory (apjn_profile.png, phase_diagram.png, criticality.json)")
+    add_compile_cache(p)
     return p
 
 
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.diagnostics.criticality import CriticalitySpec, criticality
 
     args = parser().parse_args(argv)
+    compile_cache.use(args.compile_cache)
     spec = CriticalitySpec(args.model, args.width, args.depth, zoo.models.options(args.model, args.model_opt),
                            dict(args.param_opt), args.seeds, args.batch, args.probes, tuple(args.grid), args.find,
                            args.profile)

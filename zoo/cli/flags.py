@@ -279,3 +279,11 @@ def policy_of(args: argparse.Namespace, optimizer: str) -> Any:
     policy = zoo.policy.get(args.policy or "none", **options)
     policy.check(optimizer, set(options))
     return policy
+
+
+def add_compile_cache(p: argparse.ArgumentParser) -> None:
+    """--compile-cache DIR|off, the flag of every command that compiles (zoo.train.compile_cache)."""
+    p.add_argument("--compile-cache", type=path_arg, metavar="DIR|off",
+                   help="JAX's persistent compile cache: a rerun, or a run of the same shapes, loads its programs "
+                   "instead of compiling them; off: none (default: $JAX_COMPILATION_CACHE_DIR, else $ZOO_CACHE/jax "
+                   "or ~/.cache/zoo/jax)")

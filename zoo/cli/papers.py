@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, path_arg, positive
+from zoo.cli.flags import Parser, add_compile_cache, path_arg, positive
+from zoo.train import compile_cache
 
 
 def parser(shelf: Any = None) -> argparse.ArgumentParser:
@@ -40,6 +41,7 @@ def parser(shelf: Any = None) -> argparse.ArgumentParser:
             cmd.add_argument("--processes", type=positive, default=1,
                              help="split the claim's LR sweeps over this many worker processes, each pinned to its "
                              "own CPU cores, as python -m zoo.sweep --processes (default 1: one program)")
+            add_compile_cache(cmd)
     return p
 
 
@@ -55,6 +57,8 @@ def command(argv: list[str] | None = None, shelf: Any = None) -> None:
 
     shelf = shelf or PAPERS
     args = parser(shelf).parse_args(argv)
+    if args.command == "run":
+        compile_cache.use(args.compile_cache)
     if args.command != "list":
         args.out = Path(args.out) if args.out else shelf.quick_out if getattr(args, "quick", False) else shelf.out
     if args.command == "list":

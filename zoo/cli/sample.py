@@ -7,7 +7,18 @@ import signal
 import sys
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_allow_import, finite, path_arg, positive, positive_int32, seed, step
+from zoo.cli.flags import (
+    Parser,
+    add_allow_import,
+    add_compile_cache,
+    finite,
+    path_arg,
+    positive,
+    positive_int32,
+    seed,
+    step,
+)
+from zoo.train import compile_cache
 
 
 @boundary
@@ -24,8 +35,10 @@ def main(argv: list[str] | None = None) -> None:
     a("--top-k", type=positive, help="draw only among the K most likely tokens (default: all)")
     a("--step", type=step, help="the checkpoint's step (default: the latest)")
     a("--seed", type=seed, default=0, help="seed of the draws (default: 0)")
+    add_compile_cache(p)
     add_allow_import(p)
     args = p.parse_args(argv)
+    compile_cache.use(args.compile_cache)
     from zoo.sample import DEFAULT_PROMPT, continuation
 
     pieces = continuation(args.run_dir, args.prompt, args.tokens, args.temperature, args.top_k, args.step, args.seed)

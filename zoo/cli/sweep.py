@@ -5,12 +5,12 @@ Rerunning skips finished shapes; --report-only re-renders from DIR."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
     Parser,
+    add_compile_cache,
     add_policy_flags,
     add_settings,
     numbers_text,
@@ -23,6 +23,7 @@ from zoo.cli.flags import (
 from zoo.config import FLAT, RunConfig, resolve
 from zoo.sweeps import report
 from zoo.sweeps.grid import parse_ints, parse_lrs
+from zoo.train import compile_cache
 
 # The settings every member shares, from the schema (as train.py has them); sizes and the LR are the sweep's own,
 # and the run dir, checkpoints, sources and the mesh have no meaning for a sweep.
@@ -30,10 +31,6 @@ NOT_SWEPT = ("width", "depth", "base_width", "base_depth", "lr", "run_dir", "ini
              "eval_every", "ckpt_every", "log_every", "keep", "max_loss_ratio", "diversity", "mesh", "remat",
              "grad_accum", "epochs", "stream", "workers")
 RUN_FLAGS = tuple(name for name in FLAT if name not in NOT_SWEPT)
-
-
-def default_compile_cache() -> str:
-    return str(Path(os.environ.get("ZOO_CACHE", "~/.cache/zoo")).expanduser() / "jax")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,8 +61,7 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
     a("--chunk", type=positive, default=100, help="train steps per compiled scan")
     a("--processes", type=positive, default=1, help="split each shape's members over this many worker processes, "
       "each pinned to its own CPU cores (at most one per core; default 1: one program over every core's device)")
-    a("--compile-cache", type=path_arg, default=default_compile_cache(), help="JAX's persistent compile cache ('off' "
-      "disables; --cache-dir is where decoded image sets go, as in train.py)")
+    add_compile_cache(p)
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -99,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     check_lr_flags(args)
     spec = build_spec(args)
-    use_compile_cache(args)
+    compile_cache.use(args.compile_cache)
     from zoo.sweeps.runner import run_sweep
 
     run_sweep(spec)
@@ -123,17 +119,6 @@ def check_lr_flags(args: argparse.Namespace) -> None:
     """--lrs given (the grid itself is read by parse_lrs)."""
     if not args.lrs:
         raise ValueError("--lrs is required")
-
-
-def use_compile_cache(args: argparse.Namespace) -> None:
-    """JAX's persistent compile cache in --compile-cache, unless it is 'off'; a folder that cannot be made or written
-    is one line naming the flag (it was 'File exists: PATH')."""
-    if args.compile_cache != "off":
-        from zoo.files import check_can_write_in
-        from zoo.sweeps.runner import enable_compile_cache
-
-        check_can_write_in(Path(args.compile_cache).expanduser(), f"--compile-cache {args.compile_cache}")
-        enable_compile_cache(args.compile_cache)
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:

@@ -10,7 +10,16 @@ import sys
 import yaml
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_allow_import, add_settings, finite, integer, path_arg, settings
+from zoo.cli.flags import (
+    Parser,
+    add_allow_import,
+    add_compile_cache,
+    add_settings,
+    finite,
+    integer,
+    path_arg,
+    settings,
+)
 from zoo.config import FLAT, RunConfig, read_file, resolve
 from zoo.train import distributed
 
@@ -27,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=path_arg, help="YAML or JSON file of settings (flat, keys as the flags with _ or "
                    "-, or nested by part: model, param, optim, data, loop), e.g. configs/run.yaml")
     p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
+    add_compile_cache(p)
     add_settings(p, FLAT)
     add_allow_import(p)
     for action in p._actions:  # the registries' names in the help of --model and --param
@@ -72,7 +82,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
         return
     from zoo.diagnostics.hooks import diagnostics_hooks
+    from zoo.train import compile_cache
     from zoo.train.loop import train
 
     distributed.initialize(**{k: getattr(args, k) for k in MULTI_HOST})
+    compile_cache.use(args.compile_cache)
     train(cfg, hooks=diagnostics_hooks(cfg))  # starts the backend after the join, as JAX requires

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, add_policy_flags, numbers_text, path_arg, policy_of, positive, proxy_steps
-from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config, use_compile_cache
+from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config
 from zoo.sweeps.grid import parse_lrs
+from zoo.train import compile_cache
 
 
 def parser() -> argparse.ArgumentParser:
@@ -80,7 +81,7 @@ def comparison(given: str | None, param: str) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     spec = build_spec(args)
-    use_compile_cache(args)
+    compile_cache.use(args.compile_cache)
     from rich.console import Console
 
     from zoo.sweeps import transfer_report

@@ -8,6 +8,6 @@
 from zoo.sweeps import report
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.grid import parse_ints, parse_lrs
-from zoo.sweeps.runner import SweepSpec, enable_compile_cache, run_sweep
+from zoo.sweeps.runner import SweepSpec, run_sweep
 
-__all__ = ["MemberTrainer", "SweepSpec", "enable_compile_cache", "parse_ints", "parse_lrs", "report", "run_sweep"]
+__all__ = ["MemberTrainer", "SweepSpec", "parse_ints", "parse_lrs", "report", "run_sweep"]

@@ -10,8 +10,11 @@ optimizer state (`Program.init(key, lr)`); its init and step RNG come from its s
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
 plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
 Program, each member's options are traced values kept in its state, and its program is built from them inside
-the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side. Compile
-time (ahead-of-time lowering, which also covers persistent-cache hits) is timed apart from steady-state running.
+the compiled step, so one program trains, e.g., Depth-muP and (alpha, gamma) = (1/2, 0) side by side; a Program
+built with its plugin's numbers as data (zoo.train.step.Numbers) trains as the family of them, so no LR, seed or
+plugin number is a constant of its programs and every plugin and grid of a shape shares them. The programs compile
+ahead of time, from shapes alone and side by side (`prepare`, zoo.sweeps.programs), timed apart from steady-state
+running (a persistent-cache hit counts as a compile).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from zoo.train import memory
+from zoo.sweeps.programs import Programs, key_of
 from zoo.train.step import RUN_ONCE, Batch, Program, State
 
 Options = dict[str, Any]
@@ -81,7 +84,9 @@ def _cpu_count(cpu_list: str) -> int:
 class MemberTrainer:
     """init(lrs, seeds[, options]) -> states; train(states, steps) -> (states, losses); evaluate(states) -> metrics.
 
-    prog: a Program, or a family options -> Program (options: a dict of traced scalars, e.g. plugin options).
+    prog: a Program, or a family options -> Program (options: a dict of traced scalars, e.g. plugin options). A
+    Program with its plugin's `numbers` trains as the family of them (`Program.with_numbers`), each member holding
+    them: its programs hold no plugin number, LR or seed as a constant.
     vmapped=True: states hold all members (leading axis K, padded to a multiple of devices x group) and losses are
     [steps, K]; vmapped=False: one member per call (lrs and seeds of length 1) and losses are [steps]. group: members
     vmapped together on a device (default: `default_group`). fast_compile: every program compiles without XLA's
@@ -95,37 +100,43 @@ class MemberTrainer:
         self.fast_compile, self.group = fast_compile, group
         self.eval_batch_size = eval_batch_size or batch_size
         self.chunk, self.data_seed = max(1, chunk), data_seed
-        self.compile_s, self.run_s = 0.0, 0.0
+        self.run_s = 0.0
         self.members, self._group = 1, 1  # the members asked for (states may hold more: padding), their groups
-        self._compiled: dict[Any, Callable] = {}
+        self.programs = Programs(ADVICE)
+        self._abstract: dict[Any, Any] = {}  # the states' shapes, by the init program's key
+        self._state_bytes: int | None = None
         self._mesh: Any = None
         if not vmapped:
             self._use_devices(1)  # vmapped members take up to every device (init)
-        step, evaluate, init_one = _member_functions(prog)
+        # a program with its plugin's numbers (zoo.train.step.Numbers) trains as the family of those numbers: they
+        # enter its programs as arguments, so every plugin, LR grid and seed of a shape shares one compiled program
+        self._numbers = prog.numbers.values if isinstance(prog, Program) and prog.numbers is not None else None
+        step, evaluate, init_one = _member_functions(prog if self._numbers is None else prog.with_numbers)
         gather = data.gather
 
-        def steps(state, arrays, idx, count, step):
+        def steps(state, arrays, idx, count, step, members=()):
             """The first `count` steps of the chunk's batch indices `idx` [chunk, batch], in a loop whose trip count
             is a traced value (a shorter last chunk runs the same program; a switched-off step under a `cond`
-            made XLA copy the whole state every step) and whose carry is updated in place."""
+            made XLA copy the whole state every step) and whose carry is updated in place. members: the shape of
+            the step's loss, () or (group,) (float32: Program's loss; the step is traced once, in the loop)."""
             def body(i, carry):
                 s, losses = carry
                 s, metrics = step(s, gather(arrays, idx[i]))
                 return s, losses.at[i].set(metrics["loss"])
 
-            loss = jax.eval_shape(lambda s: step(s, gather(arrays, idx[0]))[1]["loss"], state)
-            losses = jnp.zeros((idx.shape[0], *loss.shape), loss.dtype)
+            losses = jnp.zeros((idx.shape[0], *members), jnp.float32)
             return jax.lax.fori_loop(0, count, body, (state, losses))
 
         def grouped(states, arrays, idx, count, g):
             """A device's members [k, ...] in groups of g, each group through all of the chunk's steps."""
             k = jax.tree.leaves(states)[0].shape[0]
             if g == 1:  # the members one by one through the unbatched step
-                groups, step_g = states, step
+                groups, step_g, members = states, step, ()
             else:
                 groups = jax.tree.map(lambda a: a.reshape(k // g, g, *a.shape[1:]), states)
-                step_g = jax.vmap(step, in_axes=(0, None))  # the batch shared
-            _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g)), None, groups)
+                step_g, members = jax.vmap(step, in_axes=(0, None)), (g,)  # the batch shared
+            _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g, members)), None,
+                                            groups)
             new = jax.tree.map(lambda a: a.reshape(k, *a.shape[2 if g > 1 else 1:]), new)
             return new, jnp.moveaxis(losses.reshape(k, -1) if g == 1 else
                                      jnp.moveaxis(losses, 2, 1).reshape(k, -1), 0, 1)
@@ -172,52 +183,89 @@ class MemberTrainer:
         """Members vmapped together on a device (set by `init`)."""
         return self._group
 
-    def _call(self, name: str, fn: Callable, *args: Any, fast_compile: bool = False) -> Any:
-        """fn(*args), compiled ahead of time once per argument shapes; compile and run time accumulated.
+    @property
+    def compile_s(self) -> float:
+        """Seconds spent compiling (tracing, lowering, XLA or the persistent cache), every program so far."""
+        return self.programs.compile_s
 
-        fast_compile: XLA backend optimisation off (RUN_ONCE), for programs that run once (init).
-        """
-        key = (name, self._mesh.size, jax.tree.structure(args), tuple(np.shape(a) for a in jax.tree.leaves(args)))
-        if key not in self._compiled:
-            t0 = time.perf_counter()
-            options = RUN_ONCE if fast_compile or self.fast_compile else None
-            compiled = fn.lower(*args).compile(compiler_options=options)
-            free = memory.free_memory()  # the arguments already on the device count as free for their program
-            resident = sum(a.nbytes for a in jax.tree.leaves(args) if isinstance(a, jax.Array))
-            memory.check_compiled(compiled, f"sweep's {name} program", ADVICE, free and free + resident)
-            self._compiled[key] = compiled
-            self.compile_s += time.perf_counter() - t0
+    def _job(self, name: str, fn: Any, args: tuple, fast_compile: bool = False) -> tuple:
+        """A compile job for Programs: its key (the name, the mesh and the arguments' shapes), the function, the
+        arguments, the compiler options (fast_compile: XLA's backend optimisation off, RUN_ONCE, for init)."""
+        options = RUN_ONCE if fast_compile or self.fast_compile else None
+        return (*key_of(name, args), self._mesh.size), fn, args, options
+
+    def _call(self, name: str, fn: Any, *args: Any, fast_compile: bool = False) -> Any:
+        """fn(*args), compiled ahead of time once per argument shapes (unless `prepare` did); run time accumulated."""
+        key, *_ = job = self._job(name, fn, args, fast_compile)
+        self.programs.lower(*job)
+        self.programs.compile()
+        program = self.programs.get(key, name, args)
         t0 = time.perf_counter()
-        out = jax.block_until_ready(self._compiled[key](*args))
+        out = jax.block_until_ready(program(*args))
         self.run_s += time.perf_counter() - t0
         return out
+
+    def prepare(self, lrs: np.ndarray, seeds: np.ndarray, steps: int, options: Options | None = None,
+                evaluate: bool = True, eval_limit: int | None = None) -> None:
+        """Compile every program `train_members` runs for these members (init, the train chunk, eval) from their
+        shapes alone, nothing allocated on the device, side by side (`Programs.compile_all`): for a sweep's next
+        shape while the current one trains, or for this one's programs at once."""
+        args = self._init_args(lrs, seeds, options)
+        init = self._job("init", self._init, args, fast_compile=True)
+        shapes = self.programs.lower(*init)
+        if shapes is not None or init[0] not in self._abstract:  # the states' shapes, as the init program gives them
+            shapes = shapes or jax.eval_shape(self._init, *args)
+            sharding = self._states_sharding()
+            self._abstract[init[0]] = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
+                                                   shapes)
+        states = self._abstract[init[0]]
+        if steps > 0:
+            idx = jax.ShapeDtypeStruct((min(self.chunk, steps), self.batch_size), jnp.int32)
+            self.programs.lower(*self._job(self._train_name(), self._train_chunk(self._group, self._mesh),
+                                           (states, self._train_arrays, idx, jax.ShapeDtypeStruct((), jnp.int32))))
+        if evaluate:
+            rows = self._eval_rows(args[1].shape[0] if self.vmapped else 1, eval_limit)
+            self.programs.lower(*self._job("eval", self._eval_sums, (states, self._eval_arrays, *rows)))
+        self.programs.compile()
+
+    def _states_sharding(self) -> NamedSharding | None:
+        """Where vmapped states live: split over the `members` mesh (one member's: where its init put it)."""
+        return NamedSharding(self._mesh, P("members")) if self.vmapped else None
+
+    def _train_name(self) -> str:
+        return f"train (groups of {self._group})"
 
     def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> State:
         """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and
         with a program family, `options[k][i]` for each option k (arrays as long as lrs). Vmapped members are split
         over up to every device (no more devices than members), padded with copies of the last one to a multiple of
         devices x group."""
+        states = self._call("init", self._init, *self._init_args(lrs, seeds, options), fast_compile=True)
+        return states if not self.vmapped else jax.device_put(states, self._states_sharding())
+
+    def _init_args(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None) -> tuple:
+        """The init program's arguments (keys, LRs, options, padded); sets the members, the mesh and the group."""
         if isinstance(self.prog, Program) != (options is None):
             raise ValueError("options go with a program family (options -> Program), and a family needs options")
+        if self._numbers is not None:
+            options = jax.tree.map(lambda v: np.repeat(np.asarray(v, np.float32)[None], len(lrs), 0), self._numbers)
+        else:
+            options = {k: np.asarray(v, np.float32) for k, v in (options or {}).items()}
         self.members = len(lrs)
         if self.vmapped:
             self._use_devices(min(jax.device_count(), len(lrs)))
         n = self._mesh.size
-        options = {k: np.asarray(v, np.float32) for k, v in (options or {}).items()}
-        one = jax.eval_shape(self._init_one, jax.random.PRNGKey(0), jnp.float32(1),
-                             {k: v[0] for k, v in options.items()})
+        if self._state_bytes is None:  # one member's state and gradients
+            one = jax.eval_shape(self._init_one, jax.random.PRNGKey(0), jnp.float32(1),
+                                 jax.tree.map(lambda v: v[0], options))
+            self._state_bytes = _nbytes(one) + _nbytes(one["params"])
         per_device = -(-len(lrs) // n)
-        state_bytes = _nbytes(one) + _nbytes(one["params"])  # the state and the gradients
-        self._group = min(self.group or default_group(state_bytes, per_device), per_device)
+        self._group = min(self.group or default_group(self._state_bytes, per_device), per_device)
         pad = np.r_[np.arange(len(lrs)), np.full(-len(lrs) % (n * self._group), len(lrs) - 1)] if self.vmapped \
             else np.arange(len(lrs))
         keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.asarray(seeds)[pad], jnp.int32))
-        options = {k: jnp.asarray(v[pad]) for k, v in options.items()}
-        states = self._call("init", self._init, keys, jnp.asarray(np.asarray(lrs)[pad], jnp.float32), options,
-                            fast_compile=True)
-        if self.vmapped and n > 1:
-            states = jax.device_put(states, NamedSharding(self._mesh, P("members")))
-        return states
+        lrs = jnp.asarray(np.asarray(lrs)[pad], jnp.float32)
+        return keys, lrs, jax.tree.map(lambda v: jnp.asarray(v[pad]), options)
 
     def batch_indices(self, start: int, count: int) -> np.ndarray:
         """The train indices of steps start .. start+count-1, shape [count, batch]."""
@@ -237,8 +285,8 @@ class MemberTrainer:
             idx = self.batch_indices(t, n)
             idx = np.concatenate([idx, np.repeat(idx[-1:], chunk - n, 0)])
             program = self._train_chunk(self._group, self._mesh)
-            states, loss = self._call(f"train (groups of {self._group})", program, states, self._train_arrays,
-                                      jnp.asarray(idx), jnp.asarray(n, jnp.int32))
+            states, loss = self._call(self._train_name(), program, states, self._train_arrays, jnp.asarray(idx),
+                                      jnp.asarray(n, jnp.int32))
             losses.append(np.asarray(loss)[:n, :self.members] if self.vmapped else np.asarray(loss)[:n])
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
@@ -251,6 +299,14 @@ class MemberTrainer:
         run's eval activations, not K of them.
         """
         members = int(states["step"].shape[0]) if self.vmapped else 1
+        sums = self._call("eval", self._eval_sums, states, self._eval_arrays, *self._eval_rows(members, limit))
+        totals = {k: np.asarray(v, np.float64).sum(0) for k, v in sums.items()}
+        count = totals.pop("count")
+        return {k: (v / count)[:self.members] if self.vmapped else v / count for k, v in totals.items()}
+
+
+    def _eval_rows(self, members: int, limit: int | None) -> tuple[jax.Array, jax.Array]:
+        """The eval's example indices and row weights [batches, rows] for `members` states (padding weighted 0)."""
         every = np.concatenate(self.data.eval_indices(self.eval_batch_size)).astype(np.int32)
         if limit is not None:
             every = np.sort(np.random.default_rng(0).permutation(every)[:limit])
@@ -258,10 +314,7 @@ class MemberTrainer:
         pad = -len(every) % rows
         idx = np.concatenate([every, np.zeros(pad, np.int32)]).reshape(-1, rows)
         weight = np.concatenate([np.ones(len(every), np.float32), np.zeros(pad, np.float32)]).reshape(-1, rows)
-        sums = self._call("eval", self._eval_sums, states, self._eval_arrays, jnp.asarray(idx), jnp.asarray(weight))
-        totals = {k: np.asarray(v, np.float64).sum(0) for k, v in sums.items()}
-        count = totals.pop("count")
-        return {k: (v / count)[:self.members] if self.vmapped else v / count for k, v in totals.items()}
+        return jnp.asarray(idx), jnp.asarray(weight)
 
 
 def _nbytes(tree: Any) -> int:

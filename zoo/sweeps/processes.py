@@ -33,8 +33,8 @@ from zoo.errors import ZooError
 Options = dict[str, np.ndarray]  # a program family's member options: name -> one value per member
 
 # The JAX settings a worker takes from the process that starts it (spawned processes start from the defaults).
-INHERITED = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs", "jax_enable_x64",
-             "jax_default_matmul_precision")
+INHERITED = ("jax_enable_compilation_cache", "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes", "jax_enable_x64", "jax_default_matmul_precision")
 POLL_S = 0.5  # how often a waiting parent looks whether a worker died
 
 
@@ -204,6 +204,7 @@ def train_members(trainer: Any, lrs: np.ndarray, seeds: np.ndarray, steps: int, 
     """The members (`lrs[i]`, `seeds[i]`, `options[k][i]` for a program family) from fresh states through `steps` train
     steps of a `MemberTrainer`, and an eval when asked (of `eval_limit` examples); the seconds this took."""
     compile_s, start = trainer.compile_s, trainer.run_s
+    trainer.prepare(lrs, seeds, steps, options, evaluate, eval_limit)  # its programs compiled side by side
     states = trainer.init(lrs, seeds, options)
     init_s = trainer.run_s - start
     states, losses = trainer.train(states, steps)

@@ -1,6 +1,7 @@
 """A sweep: for each shape (width, depth), all LR x seed members train as one program; shapes run one
-after another (compiles shared through JAX's persistent cache), results appended as each shape finishes, and
-finished members skipped on a rerun."""
+after another, the next one's programs compiled in the background while the current one trains (zoo.sweeps.ahead;
+every plugin, LR grid and seed of a shape shares its programs, kept in JAX's persistent cache), results appended as
+each shape finishes, and finished members skipped on a rerun."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 import zoo.data
 import zoo.models
 from zoo.config import RunConfig
 from zoo.sweeps import results
+from zoo.sweeps.ahead import Ahead
 from zoo.sweeps.engine import MemberTrainer
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, members, valid_lrs
 from zoo.sweeps.processes import MemberPool, check_processes, train_members, workers
@@ -79,13 +80,6 @@ class SweepSpec:
         return {**run, "steps": steps, "base_width": base_width, "base_depth": base_depth}
 
 
-def enable_compile_cache(path: str | Path) -> None:
-    """JAX's persistent compilation cache in `path`: a rerun, or another sweep of the same shapes, skips XLA."""
-    Path(path).expanduser().mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(Path(path).expanduser()))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-
-
 def load_data(run: RunConfig) -> Any:
     """The data of a sweep: members gather their batches on the device, so the set must fit in memory."""
     data = zoo.data.load(run.data)
@@ -110,17 +104,26 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
         finished = results.done(results.read(spec.out))
         lr_all, seed_all = members(spec.lrs, spec.seeds)
         seed_all = seed_all + run.loop.seed
-        for cfg in spec.shapes():
-            width, depth = cfg.model.width, cfg.model.depth
-            todo = [i for i in range(len(lr_all))
-                    if (width, depth, lr_key(lr_all[i]), int(seed_all[i])) not in finished]
-            if not todo:
-                echo(f"width={width} depth={depth}: done, skipped")
+        work = [(cfg, [i for i in range(len(lr_all)) if (cfg.model.width, cfg.model.depth, lr_key(lr_all[i]),
+                                                         int(seed_all[i])) not in finished])
+                for cfg in spec.shapes()]
+        work = [(cfg, lr_all[todo], seed_all[todo]) for cfg, todo in work]
+        ahead: dict[int, Ahead] = {}
+        for i, (cfg, lrs, seeds) in enumerate(work):
+            name = f"width={cfg.model.width} depth={cfg.model.depth}"
+            if not len(lrs):
+                echo(f"{name}: done, skipped")
                 continue
-            records = run_shape(cfg, data, lr_all[todo], seed_all[todo], spec.chunk, pool)
+            trainer = ahead.pop(i).result() if i in ahead else None
+            later = next((j for j in range(i + 1, len(work)) if len(work[j][1])), None)
+            if pool is None and later is not None:  # worker processes compile their own
+                ahead[later] = Ahead(functools.partial(compiled_trainer, *work[later], spec.chunk, data))
+                after = work[later][0].model
+                echo(f"compiling width={after.width} depth={after.depth} while {name} trains")
+            records = run_shape(cfg, data, lrs, seeds, spec.chunk, pool, trainer)
             results.append(spec.out, records)
             r = records[0]
-            echo(f"width={width} depth={depth}: {len(todo)} members, compile {r['compile_s']:.1f} s, "
+            echo(f"{name}: {len(lrs)} members, compile {r['compile_s']:.1f} s, "
                  f"train+eval {r['run_s']:.1f} s, {sum(x['diverged'] for x in records)} diverged")
         return results.read(spec.out)
 
@@ -141,15 +144,18 @@ def check_shapes(spec: SweepSpec, data: Any) -> int:
 
 
 def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chunk: int = 100,
-              pool: MemberPool | None = None) -> list[dict[str, Any]]:
-    """Train the members (lrs[i], seeds[i]) of one shape as one program over the devices, or split over a pool's
-    worker processes (zoo.sweeps.processes); one record per member."""
+              pool: MemberPool | None = None, trainer: MemberTrainer | None = None) -> list[dict[str, Any]]:
+    """Train the members (lrs[i], seeds[i]) of one shape as one program over the devices (`trainer`: this shape's,
+    its programs compiled ahead: `compiled_trainer`), or split over a pool's worker processes
+    (zoo.sweeps.processes); one record per member, with the seconds its programs took to compile, ahead or not."""
     s = setup(cfg, data)
     t0 = time.perf_counter()
     if pool is not None:
         result = pool.run(functools.partial(shape_trainer, cfg, chunk), lrs, seeds, s.steps)
     else:
-        result = train_members(shape_trainer(cfg, chunk, data, s.program), lrs, seeds, s.steps)
+        trainer = trainer or shape_trainer(cfg, chunk, data, s.program)
+        result = train_members(trainer, lrs, seeds, s.steps)
+        result.compile_s = trainer.compile_s
     wall = time.perf_counter() - t0
     bound = math.log(data.num_classes)
     records = []
@@ -164,6 +170,14 @@ def run_shape(cfg: RunConfig, data: Any, lrs: np.ndarray, seeds: np.ndarray, chu
                         "members": len(lrs), "compile_s": round(result.compile_s, 3),
                         "run_s": round(result.init_s + result.run_s, 3), "wall_s": round(wall, 3)})
     return records
+
+
+def compiled_trainer(cfg: RunConfig, lrs: np.ndarray, seeds: np.ndarray, chunk: int, data: Any) -> MemberTrainer:
+    """The shape's trainer with every program its members run compiled (a sweep's next shape, in the background)."""
+    s = setup(cfg, data)
+    trainer = shape_trainer(cfg, chunk, data, s.program)
+    trainer.prepare(lrs, seeds, s.steps)
+    return trainer
 
 
 def shape_trainer(cfg: RunConfig, chunk: int, data: Any = None, program: Any = None) -> MemberTrainer:

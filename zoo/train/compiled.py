@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from zoo.train import memory
-from zoo.train.input import MemoryInput, StreamInput
+from zoo.train.input import MemoryInput, StreamInput, replicate
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
 from zoo.train.step import on_leaves
@@ -56,7 +56,9 @@ class Compiled:
     """train(leaves, args) -> (leaves, metrics) on the state's flat list of arrays (`flatten`, `unflatten`);
     evaluate(state) -> eval metrics; loss_at(state, step).
 
-    The train step takes the leaves, not the state (`on_leaves`)."""
+    The train step takes the leaves, not the state (`on_leaves`), and the plugin's numbers as an argument where the
+    program has them (Program.with_numbers): the step a sweep's member takes, bit for bit, and one program for every
+    plugin of the shape (XLA folds constants, (x * c1) * c2 into x * (c1 c2), where it cannot fold arguments)."""
 
     def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput | StreamInput, state: Any,
                  say: Callable[[str], None]):
@@ -64,15 +66,21 @@ class Compiled:
         state_sh = jax.tree.map(lambda x: x.sharding, state)
         self.treedef = jax.tree.structure(state)
         leaves_sh = self.flatten(state_sh)
-        train = jax.jit(on_leaves(lambda st, args: prog.train_step(st, batches.batch(args)), self.treedef),
-                        in_shardings=(leaves_sh, batches.shardings), out_shardings=(leaves_sh, plan.replicated),
-                        donate_argnums=0)
+        numbers = {} if prog.numbers is None else prog.numbers.values
+        numbers_sh = jax.tree.map(lambda _: plan.replicated, numbers)
+        self._numbers = jax.tree.map(lambda v: replicate(np.asarray(v), plan.replicated), numbers)
+
+        def step(st: Any, args: Any, values: Any) -> Any:
+            return (prog if prog.numbers is None else prog.with_numbers(values)).train_step(st, batches.batch(args))
+
+        train = jax.jit(on_leaves(step, self.treedef), in_shardings=(leaves_sh, batches.shardings, numbers_sh),
+                        out_shardings=(leaves_sh, plan.replicated), donate_argnums=0)
         mesh = ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
         say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
             f"{jax.devices()[0].platform} device(s), mesh {mesh})")
         t0 = time.perf_counter()
-        self.train = train.lower(self.flatten(state), batches.args_at(0)).compile()
-        used = memory.check_compiled(self.train)
+        self._train = train.lower(self.flatten(state), batches.args_at(0), self._numbers).compile()
+        used = memory.check_compiled(self._train)
         say(f"compiled in {time.perf_counter() - t0:.1f} s" +
             (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
         self._eval = jax.jit(lambda st, args: prog.eval_sums(st, batches.batch(args), args["weight"]),
@@ -81,6 +89,10 @@ class Compiled:
                              in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
         self.batches = batches
         self.bits = BITS[s.data.tokenizer.meta()["kind"]] if s.data.kind == "text" else None
+
+    def train(self, leaves: list[Any], args: Any) -> tuple[list[Any], Any]:
+        """One train step on the state's leaves and the step's batch arguments."""
+        return self._train(leaves, args, self._numbers)
 
     def flatten(self, state: Any) -> list[Any]:
         return self.treedef.flatten_up_to(state)

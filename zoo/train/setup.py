@@ -5,6 +5,7 @@ Shared by train.py and the sweeps (which build one program per shape over the sa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -49,9 +50,9 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
                       base_depth=model_cfg.base_depth, steps=steps, epochs=None)  # the horizon in steps only
     augment = augmentation(cfg, data)
     dtype = jnp.dtype(compute_dtype(cfg.loop.precision))
-    program = build_program(lambda r: zoo.models.create(cfg.model.name, model_cfg, plugin, r), plugin, cfg.optim,
-                            dtype, augment, cfg.loop.grad_accum, horizon=steps,
-                            label_smoothing=cfg.loop.label_smoothing)
+    program = build_program(None, plugin, cfg.optim, dtype, augment, cfg.loop.grad_accum, horizon=steps,
+                            label_smoothing=cfg.loop.label_smoothing,
+                            model_of=functools.partial(zoo.models.create, cfg.model.name, model_cfg))
     return Setup(cfg, data, model_cfg, plugin, program)
 
 

@@ -30,7 +30,7 @@ from zoo.train.load import (
 )
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import RUN_ONCE, Program
 from zoo.tree import fill_by_name, key_path
 
 State = dict[str, Any]
@@ -81,13 +81,23 @@ def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report
         if (note := changed_data_note(meta, s.data, ckpts.run_dir)) is not None:
             report(note)
         return state, step, meta
-    key = jax.random.PRNGKey(s.cfg.loop.seed)
-    state = jax.jit(s.program.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    state = fresh_state(s.program, jax.random.PRNGKey(s.cfg.loop.seed), s.cfg.optim.lr, shardings)
     if s.cfg.loop.fork_from:
         return fork(state, s, plan, report)
     if s.cfg.loop.init_from:
         state = init_from(state, s, report)
     return state, 0, {}
+
+
+def fresh_state(prog: Program, key: jax.Array, lr: float, shardings: Any) -> State:
+    """A fresh state (compiled without XLA's backend optimisation: it runs once); the plugin's numbers and the LR as
+    arguments where the program has numbers (Program.with_numbers), so every plugin and LR of a shape shares one
+    init program, as a sweep's members do (the same state, bit for bit)."""
+    if prog.numbers is None:
+        return jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    init = jax.jit(lambda k, r, v: prog.with_numbers(v).init(k, r), out_shardings=shardings)
+    args = (key, jnp.float32(lr), prog.numbers.values)
+    return init.lower(*args).compile(compiler_options=RUN_ONCE)(*args)
 
 
 def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State, int, dict]:

@@ -12,16 +12,19 @@ the whole batch, at 1/K of the activation memory (dropout masks are drawn per mi
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
 from zoo import optim
 from zoo.data.augment import unit_range
+from zoo.param import scalars
 from zoo.param.base import Parametrization
 from zoo.train.loss import cross_entropy, soft_cross_entropy
 
@@ -63,9 +66,34 @@ def loss_and_metrics(model: nnx.Module, batch: Batch, key: jax.Array | None, tra
 
 
 @dataclasses.dataclass(frozen=True)
+class Numbers:
+    """A program's plugin numbers as data (zoo.param.scalars), and how to rebuild the program around traced ones.
+
+    `values`: {"model": the answers to the model's `questions`, "grad_scale", "lr_mult": the optimizer's rules
+    (zoo.optim.rules), "decayed": each parameter's weight decay (the run's times the plugin's wd_mult), as lists in
+    the parameters' leaf order}, float32 numbers.
+    """
+
+    questions: tuple[scalars.Question, ...]
+    zeros: frozenset  # the questions answered with the constant 0 (scalars.zero_stds)
+    values: dict[str, Any]
+    model_of: Callable[[Any, nnx.Rngs], nnx.Module]
+    plugin: Parametrization
+    params: Any  # the parameters' tree structure, for the rules' lists
+    chain: Callable[..., optax.GradientTransformation]  # (grad_scale, lr_mult, wd_mult, decayed=) -> the optimizer
+
+    def tree(self, values: list[Any]) -> Any:
+        """A list in the parameters' leaf order as their tree."""
+        return jax.tree.unflatten(jax.tree.structure(self.params), values)
+
+
+@dataclasses.dataclass(frozen=True)
 class Program:
     """init(key) -> state; train_step(state, batch) -> (state, metrics); eval_step(state, batch) -> metrics.
-    `augment(key, batch) -> batch` (zoo.data.augment) and label smoothing act in training only."""
+    `augment(key, batch) -> batch` (zoo.data.augment) and label smoothing act in training only.
+
+    `numbers` (a program built from a model that takes its plugin, `build_program(model_of=...)`): the plugin's
+    numbers, and `with_numbers` the same program around other (traced) ones."""
 
     graphdef: Any
     tx: optax.GradientTransformation
@@ -74,6 +102,18 @@ class Program:
     augment: Callable[[jax.Array, Batch], Batch] | None = None
     grad_accum: int = 1
     label_smoothing: float = 0.0
+    numbers: Numbers | None = None
+
+    def with_numbers(self, values: dict[str, Any]) -> Program:
+        """This program with the plugin numbers `values` (shaped as `numbers.values`; traced arrays inside a jit): its
+        init builds the model from them and its optimizer applies them, so a program traced so holds no plugin
+        number as a constant (one program serves every plugin, LR and seed of a shape)."""
+        n = self.numbers
+        if n is None:
+            raise ValueError("this program was built without its plugin's numbers (build_program(model_of=...))")
+        plugin = scalars.replay(n.plugin, n.questions, values["model"], n.zeros)
+        tx = n.chain(n.tree(values["grad_scale"]), n.tree(values["lr_mult"]), None, decayed=n.tree(values["decayed"]))
+        return dataclasses.replace(self, make_model=functools.partial(n.model_of, plugin), tx=tx)
 
     def init(self, key: jax.Array, lr: jax.Array | None = None) -> State:
         init_key, run_key = jax.random.split(key)
@@ -141,13 +181,27 @@ def on_leaves(step: Callable[..., tuple[State, Any]], treedef: Any) -> Callable[
     return run
 
 
-def build_program(make_model: Callable[[nnx.Rngs], nnx.Module], plugin: Parametrization,
+def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: Parametrization,
                   optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
                   augment: Callable[[jax.Array, Batch], Batch] | None = None, grad_accum: int = 1,
-                  horizon: int | None = None, label_smoothing: float = 0.0) -> Program:
+                  horizon: int | None = None, label_smoothing: float = 0.0, *,
+                  model_of: Callable[[Any, nnx.Rngs], nnx.Module] | None = None) -> Program:
     """Builds the optimizer from the abstract model's tags (`horizon`: the run's length, for decaying schedules);
-    nothing is materialised."""
-    abstract = nnx.eval_shape(lambda: make_model(nnx.Rngs(0)))
+    nothing is materialised. The model: `make_model(rngs)`, or `model_of(plugin, rngs)` (make_model None), which also
+    gives the program its plugin `numbers` (Program.with_numbers)."""
+    if model_of is None:
+        abstract, answers = nnx.eval_shape(lambda: make_model(nnx.Rngs(0))), None
+    else:
+        make_model = functools.partial(model_of, plugin)
+        abstract, answers = scalars.record(lambda p: nnx.eval_shape(lambda: model_of(p, nnx.Rngs(0))), plugin)
     graphdef, params, _ = nnx.split(abstract, nnx.Param, ...)
-    tx = optim.build(optim_cfg, plugin, params, horizon)
-    return Program(graphdef, tx, make_model, dtype, augment, grad_accum, label_smoothing)
+    chain = functools.partial(optim.chain, optim_cfg, route=optim.routes(optim_cfg, params, plugin), horizon=horizon)
+    rules = optim.rules(plugin, params, optim_cfg)
+    numbers = None
+    if answers is not None:
+        leaves = {k: jax.tree.leaves(getattr(rules, k)) for k in optim.Rules._fields}
+        values = {"model": list(answers.values()),
+                  **{k: [np.float32(x) for x in leaves[k]] for k in ("grad_scale", "lr_mult")},
+                  "decayed": [np.float32(optim_cfg.decay * w) for w in leaves["wd_mult"]]}
+        numbers = Numbers(tuple(answers), scalars.zero_stds(answers), values, model_of, plugin, params, chain)
+    return Program(graphdef, chain(*rules), make_model, dtype, augment, grad_accum, label_smoothing, numbers)

@@ -1,0 +1,83 @@
+"""JAX's persistent compile cache for every command (zoo.train.compile_cache): off is off, a damaged entry is compiled
+again, a folder that cannot be written is one line. (train.py's rerun from the cache, in the same processes as the
+sweep member it equals: tests/sweeps/test_plugin_numbers.py.)"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from cli_utils import one_line_error
+from jax.experimental.compilation_cache import compilation_cache
+
+from zoo.cli import train as train_cli
+from zoo.train import compile_cache
+
+EVENTS: list[str] = []
+jax.monitoring.register_event_listener(lambda event, **_: EVENTS.append(event))
+REQUESTS, HITS = "/jax/compilation_cache/compile_requests_use_cache", "/jax/compilation_cache/cache_hits"
+TINY = ["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "8", "--data", "synthetic",
+        "--steps", "2", "--eval-every", "1000"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_default(tmp_path, monkeypatch):
+    """The default folder a fresh one per test ($JAX_COMPILATION_CACHE_DIR, as conftest sets it per worker)."""
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax-cache"))
+
+
+@pytest.fixture
+def own_cache():
+    """The test's cache settings undone afterwards (conftest's per-worker cache comes back)."""
+    names = ("jax_enable_compilation_cache", "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    before = {name: getattr(jax.config, name) for name in names}
+    yield
+    compilation_cache.reset_cache()
+    for name, value in before.items():
+        jax.config.update(name, value)
+
+
+def misses() -> int:
+    """Programs compiled by XLA since EVENTS was cleared (requests the persistent cache did not answer)."""
+    return EVENTS.count(REQUESTS) - EVENTS.count(HITS)
+
+
+def test_off_is_no_cache(tmp_path, own_cache):
+    """--compile-cache off: nothing is looked up or written, whatever JAX's own settings say."""
+    compile_cache.use(str(tmp_path / "cache"))
+    compile_cache.use("off")
+    EVENTS.clear()
+    jax.jit(lambda v: v - 7)(jnp.arange(3.0)).block_until_ready()
+    assert EVENTS.count(REQUESTS) == 0 and not list((tmp_path / "cache").iterdir())
+
+
+def test_a_damaged_entry_is_compiled_again(tmp_path, own_cache):
+    """Every entry overwritten with garbage: the program compiles again and gives the same result, no error."""
+    folder = compile_cache.use(str(tmp_path / "cache"))
+    x = jnp.arange(4.0)
+    expected = jax.jit(lambda v: v * 3 + 1)(x)
+    entries = [f for f in folder.rglob("*") if f.is_file()]
+    assert entries
+    for f in entries:
+        f.write_bytes(b"not a compiled program")
+    jax.clear_caches()
+    EVENTS.clear()
+    again = jax.jit(lambda v: v * 3 + 1)(x)
+    assert EVENTS.count(HITS) == 0 and misses() > 0
+    assert jnp.array_equal(again, expected)
+
+
+def test_a_cache_folder_that_cannot_be_written(tmp_path, own_cache, capsys, monkeypatch):
+    """Named with --compile-cache: one line naming the flag, before anything runs. The default folder: a one-line
+    warning, and the command runs without a cache."""
+    (tmp_path / "file").write_text("")
+    line = one_line_error(train_cli.main, [*TINY, "--run-dir", str(tmp_path / "r"), "--compile-cache",
+                                           str(tmp_path / "file")], capsys)
+    assert f"--compile-cache {tmp_path / 'file'} cannot be written" in line
+    assert not (tmp_path / "r").exists()
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "file" / "sub"))
+    assert compile_cache.use(None) is None
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: ") and "compiling without a cache" in err[0], err
+    assert not jax.config.jax_enable_compilation_cache

@@ -1,0 +1,67 @@
+"""JAX's persistent compilation cache, on for every zoo command that compiles (`--compile-cache`).
+
+A compiled program is stored under a hash of its lowered text, the compile options and the backend, so a rerun, or
+another sweep, run or plugin whose programs have the same shapes, loads it instead of running XLA (on a GPU, where
+one program costs seconds, that is most of a short run). XLA's per-fusion GPU autotune results go into the same
+folder (JAX's `jax_persistent_cache_enable_xla_caches` default). The folder: --compile-cache, else
+$JAX_COMPILATION_CACHE_DIR where set, else $ZOO_CACHE/jax, else ~/.cache/zoo/jax; `off` turns the cache off.
+
+A cache entry is the compiled program itself: results are the same with or without it. A damaged entry is a miss
+(JAX warns and compiles again: `jax_raise_persistent_cache_errors` stays off), and so is an entry this process
+cannot read; a folder that cannot be written is refused in one line when the user named it, and skipped with a
+one-line warning when it is the default (the run compiles as it would without a cache)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache
+
+from zoo.files import check_can_write_in
+
+OFF = "off"
+FLAG = "--compile-cache"
+
+
+def default_folder() -> str:
+    """$JAX_COMPILATION_CACHE_DIR, else $ZOO_CACHE/jax, else ~/.cache/zoo/jax."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return str(Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser())
+    return str(Path(os.environ.get("ZOO_CACHE") or "~/.cache/zoo").expanduser() / "jax")
+
+
+def use(folder: str | None) -> Path | None:
+    """The cache in `folder` (None: the default folder; OFF: no cache); returns the folder in use, or None.
+
+    A named folder that cannot be made or written is a ValueError naming the flag; the default folder that cannot
+    is a warning on stderr, and the command runs without a cache."""
+    if folder == OFF:
+        _switch(None)
+        return None
+    path = Path(folder or default_folder()).expanduser()
+    try:
+        check_can_write_in(path, f"{FLAG} {folder or path}")
+    except ValueError as e:
+        if folder is not None:
+            raise
+        print(f"warning: {e}; compiling without a cache ({FLAG} off silences this)", file=sys.stderr)
+        _switch(None)
+        return None
+    _switch(path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # on a GPU every program costs seconds
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
+def _switch(path: Path | None) -> None:
+    """The cache in `path` (None: off). JAX opens its cache at the first compile and keeps it: a process that changes
+    folders (a second command run in-process) has it reopened."""
+    enabled, folder = jax.config.jax_enable_compilation_cache, jax.config.jax_compilation_cache_dir
+    if (path is not None, str(path) if path else folder) != (enabled, folder):
+        compilation_cache.reset_cache()
+    jax.config.update("jax_enable_compilation_cache", path is not None)
+    if path is not None:
+        compilation_cache.set_cache_dir(str(path))
