@@ -38,10 +38,13 @@ def run(out: Path, optimizer: str, sweep: str) -> dict:
 
 
 def summary(result: dict) -> dict:
-    """The verdict and, over the layers and steps, the largest |slope - predicted| and the slopes of the hidden
-    pre-activations and of the output (largest over layers and steps)."""
+    """The verdict and, over the layers and steps, the largest |slope - predicted| (the totals' and, in width, every
+    part's alone: zoo.diagnostics.coord) and the slopes of the hidden pre-activations and of the output (their
+    totals, largest over layers and steps)."""
     layers = result["layers"].values()
-    worst = max(abs(s - v["expected"]) for v in layers for s in v["slopes"] if s == s)
+    judged = [*layers, *(v for part in result.get("part_layers", {}).values() for v in part.values())]
+    worst = max(abs(s - v["expected"]) for v in judged if isinstance(v["expected"], float) for s in v["slopes"]
+                if isinstance(s, float))  # to_json writes a non-finite number as a string ('nan': no slope)
     by_group = {g: max(s for v in layers if v["group"] == g for s in v["slopes"] if s == s)
                 for g in ("hidden", "output") if any(v["group"] == g for v in layers)}
     expected = {g: next(v["expected"] for v in layers if v["group"] == g) for g in by_group}

@@ -127,11 +127,14 @@ def test_same_verdict_as_the_cli(plugin):
     free = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, **kwargs)
     assert free["lr_chosen"] and free["lr"] == native["lr"]
     assert free["linear_change"] == pytest.approx(native["linear_change"], rel=1e-3)
-    want = {v.layer: v for v in native["verdicts"]}
-    assert set(want) == {v.layer for v in free["verdicts"]}
-    for v in free["verdicts"]:
-        np.testing.assert_allclose(v.slopes, want[v.layer].slopes, atol=1e-3, err_msg=v.layer)
-        assert (v.passed, v.expected) == (want[v.layer].passed, want[v.layer].expected), v.layer
+    assert set(free["part_verdicts"]) == set(native["part_verdicts"]) == {"input", "hidden", "output"}
+    for got, want in [(free["verdicts"], native["verdicts"]),  # every total, then each part's own change (issue 41)
+                      *((free["part_verdicts"][p], vs) for p, vs in native["part_verdicts"].items())]:
+        want = {v.layer: v for v in want}
+        assert set(want) == {v.layer for v in got}
+        for v in got:
+            np.testing.assert_allclose(v.slopes, want[v.layer].slopes, atol=1e-3, err_msg=v.layer)
+            assert (v.passed, v.expected) == (want[v.layer].passed, want[v.layer].expected), v.layer
     limit = free["linear_change"] / 2
     tighter = coord_check(zoo_init, zoo_apply, P.get(plugin), batch, linear_limit=limit, **kwargs)
     rungs = np.log(free["lr"] / tighter["lr"]) / np.log(10**0.5)

@@ -4,6 +4,7 @@ and 6, seed_depth_mup.md sections 1.3 and 5)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,6 +19,8 @@ import zoo.models as M
 import zoo.param as P
 from zoo.cli.coord_check import main
 from zoo.diagnostics import verdict
+from zoo.param.mup import MuP
+from zoo.param.tags import Tag
 
 # the tanh MLP-ResNet of depth 8 on CIFAR-sized inputs (3072 features), whose input layer's change is large; two
 # widths a factor 4 apart (one compiled program each, shared by every plugin and LR)
@@ -43,10 +46,22 @@ def record(out: Path, axis: str) -> dict:
     return json.loads((out / f"coord_check_{axis}.json").read_text())
 
 
+@dataclasses.dataclass(frozen=True)
+class SlowHidden(MuP):
+    """muP whose optimizer builder gives the hidden matrices' Adam LR an extra 1/m (4x too small at width 512), its
+    stated table muP's (issue 41)."""
+
+    name = "mup_slow_hidden"
+
+    def lr_exponent(self, tag: Tag, family: str = "adam") -> float:
+        c = super().lr_exponent(tag, family)
+        return c + 1 if family == "adam" and tag.kind == "hidden" else c
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model_args", [MLP, GPT], ids=["mlp_resnet", "gpt"])
 @pytest.mark.parametrize("param, status", [("mup", 0), ("sp", 1)])
-def test_verdict_and_exit_status(tmp_path, capsys, model_args, param, status):
+def test_verdict_and_exit_status(tmp_path, capsys, monkeypatch, model_args, param, status):
     """muP keeps every layer's change flat in width (PASS, exit 0); SP with a constant Adam LR grows the hidden
     and output changes (r = -1 < 0: unstable), so the check FAILs with exit status 1 and says why, even on the
     MLP whose 3072-feature input layer's width-independent change hides most of the growth at these widths (hidden
@@ -61,6 +76,20 @@ def test_verdict_and_exit_status(tmp_path, capsys, model_args, param, status):
     hidden = [s for v in rec["layers"].values() if v["group"] in ("hidden", "stream") for s in v["slopes"]]
     if param == "mup":
         assert max(abs(s) for s in hidden) <= 0.15
+        assert all(v["passed"] for part in rec["part_layers"].values() for v in part.values())
+        if model_args is MLP:
+            # the input layer's change is every hidden and stream layer's total, so a hidden LR with an extra 1/m keeps
+            # them at muP's n^0 (issue 41); the hidden parameters' own part moves like n^-1 (-1.01..-1.05) and FAILs.
+            # The compiled programs are muP's.
+            monkeypatch.setitem(P.PLUGINS.entries, SlowHidden.name, SlowHidden)
+            code, out, err = coord_check([*model_args, "--param", SlowHidden.name], tmp_path / "slow", capsys)
+            slow = record(tmp_path / "slow", "width")
+            assert code == 1 and "FAIL (width)" in out and "pre/0 (hidden alone)" in out, out + err
+            assert all(v["passed"] for v in slow["layers"].values())
+            assert all(-1.15 < s < -0.85 for v in slow["part_layers"]["hidden"].values() for s in v["slopes"])
+            assert {v["group"] for v in slow["part_layers"]["hidden"].values()} == {"hidden", "stream"}
+            assert [p.name for p in (tmp_path / "slow").glob("*_hidden.png")] == ["coord_check_width_hidden.png"]
+            assert not list(tmp_path.glob("coord_check_width_*.png"))  # muP: no part fails, no part's figure
     else:
         assert "unstable by theory" in out and "hidden change grows like width^+1.00" in out
         assert min(hidden) > 0 and max(hidden) >= (0.3 if "gpt" in model_args else 0.1), hidden

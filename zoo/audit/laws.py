@@ -144,10 +144,10 @@ def unfolded_law(quantity: str, plugin: Parametrization, facts: Facts) -> float:
 
 def spectral_c(plugin: Parametrization, c: float, kind: str) -> float:
     """The Muon LR exponent theory gives a kind of adam exponent c (spectral_optimizers.md section 2): the spectral
-    map c - k/2 (zoo.param.families.spectral_exponent), or c itself under a plugin stated as one global LR (sp); from
-    the table, never from the plugin's lr_exponent, which is what the optimizer builder realizes."""
-    rules = getattr(plugin, "plugin", None) or plugin
-    return c if rules.global_lr else families.spectral_exponent(c, kind)
+    map c - k/2, or c itself under a plugin stated as one global LR (sp; zoo.param.families.lr_exponent, whose rule
+    the coordinate check's predictions read too); from the table, never from the plugin's lr_exponent, which is
+    what the optimizer builder realizes."""
+    return families.lr_exponent(c, kind, "spectral", plugin.global_lr)
 
 
 def frozen(plugin: Parametrization, kind: str) -> bool:

@@ -93,6 +93,10 @@ class ZooRun:
         del width, base_width, tags
         return {}
 
+    def param_path(self, path: str) -> str:
+        """A parameter's name in the audit: its path in the model's state."""
+        return path
+
     def describe(self) -> dict[str, Any]:
         return {"model": self.model, "param": self.plugin.spec(), "optimizer": self.optim.name,
                 "muon_io": self.optim.muon_io, "lr": self.optim.lr, "weight_decay": self.optim.decay,
@@ -100,9 +104,12 @@ class ZooRun:
                 "precision": self.precision, "batch_size": self.batch_size, "model_opt": self.model_opt}
 
 
+WRAPPED = "params"  # the attribute of Wrapped that holds the model's own pytree
+
+
 class Wrapped(nnx.Module):
     """A pytree of parameters with their tags as nnx.Params, applied by `apply`: any model as zoo's Program sees one.
-    Its parameters go by their paths under "params/"."""
+    Its parameters go by their paths under WRAPPED + "/" (AnyRun.param_path takes that off)."""
 
     def __init__(self, params: Any, tags: Any, apply: Apply, width: int, depth: int):
         self.params = nnx.data(jax.tree.map(lambda t, w: w if t is None else nnx.Param(w, tag=t), tags, params,
@@ -147,6 +154,11 @@ class AnyRun:
 
     def law_plugin(self, width: int, base_width: int) -> Parametrization:
         return multiplier_free(self.plugin, **self.heads(width, base_width))
+
+    def param_path(self, path: str) -> str:
+        """A parameter's name in the audit: its path in the model's own pytree, as its author writes it (a Flax Linen
+        model's "params/Dense_0/kernel", a Haiku one's "linear/w"), not under Wrapped's attribute."""
+        return path.removeprefix(WRAPPED + "/")
 
     def folds(self, width: int, base_width: int, tags: dict[str, Tag]) -> dict[str, float]:
         """log of the branch multiplier and attention scale folded into branch_output and query leaves (the width part

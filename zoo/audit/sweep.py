@@ -97,8 +97,9 @@ def measure_size(run: Run, width: int, depth: int, base_width: int, base_depth: 
     prog, cfg = run.program(width, depth, base_width, base_depth)
     key = jax.random.key(seed)
     numbers = probe(prog, MeshPlan.from_spec(run.mesh), run.batch(cfg, jax.random.fold_in(key, 7)), run.optim, key)
+    numbers = {run.param_path(p): n for p, n in numbers.items()}
     _, abstract, rest = nnx.split(nnx.eval_shape(lambda: prog.make_model(nnx.Rngs(0))), nnx.Param, ...)
-    variables = paths(abstract)
+    variables = {run.param_path(p): v for p, v in paths(abstract).items()}
     tags = {p: v.get_metadata()["tag"] for p, v in variables.items()}
     return Size(tags, {p: tuple(v.get_value().shape) for p, v in variables.items()}, numbers,
                 run.law_plugin(width, base_width), run.folds(width, base_width, tags), free_multipliers(rest))

@@ -1,6 +1,8 @@
 """`python -m zoo.coord_check`: does a plugin scale activations the way its theory says? Runs the coordinate-check
-experiment (zoo.diagnostics.coord_sweep) over widths and/or depths, prints a table per sweep, writes
-coord_check_<axis>.png and .json to --out, and exits 1 when any layer fails or the plugin is unstable, 0 otherwise.
+experiment (zoo.diagnostics.coord_sweep) over widths and/or depths, prints a table per sweep (in width also the
+change each part's parameters cause alone, rows "LAYER (PART alone)"), writes coord_check_<axis>.png and .json
+(and coord_check_width_<part>.png for a part with a failing row) to --out, and exits 1 when any layer fails, in the
+total or in a part, or the plugin is unstable, 0 otherwise.
 
     python -m zoo.coord_check --model mlp_resnet --param mup
     python -m zoo.coord_check --model gpt --param sp --widths 64,128,256 --model-opt seq_len=16
@@ -111,7 +113,8 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
                 "slope t=" + ",".join(str(t + 1) for t in range(spec.steps)), "expected", "verdict"):
         table.add_column(col, justify="left" if col in ("layer", "group") else "right")
     rows = [(v, result["data"], "") for v in result["verdicts"]] + \
-        [(v, result["branch"], " (branch)") for v in result["branch_verdicts"]]
+        [(v, result["branch"], " (branch)") for v in result["branch_verdicts"]] + \
+        [(v, result["parts"][p], f" ({p} alone)") for p, vs in result.get("part_verdicts", {}).items() for v in vs]
     for v, data, part in rows:
         rms = data[v.layer][:, -1]
         unstable = " (as predicted; the plugin is unstable)" if v.matches else ""

@@ -9,9 +9,11 @@
 model through its multiplier-free form (zoo.param.multiplier_free: tags from two widths, rescale_init, the zoo's
 optax chain). Each size trains `steps` steps on `batch` from `seeds` inits (keys seed, seed + 1, ...); the RMS change
 of every intermediate and of the output is fitted against log size (zoo.diagnostics.coord) and judged against the
-plugin's predicted slope (zoo.diagnostics.verdict). Depth sweeps run at the base width, with base depth 1 like the
-CLI's. Unless `lr` is given, the learning rate is the CLI's choice (zoo.diagnostics.coord_lr): the largest of 1e-3,
-1e-3 / sqrt(10), ... that keeps every activation's change at the smallest size within `linear_limit` of its RMS.
+plugin's predicted slope (zoo.diagnostics.verdict); in width, so is the change each part's parameters (each kind,
+the readout's bias apart) cause alone, against that part's own rule. Depth sweeps run at the base width, with base
+depth 1 like the CLI's. Unless `lr` is given, the learning rate is the CLI's choice (zoo.diagnostics.coord_lr): the
+largest of 1e-3, 1e-3 / sqrt(10), ... that keeps every activation's change at the smallest size within
+`linear_limit` of its RMS.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     """A width sweep (`widths`, at `depth`; base width min(widths), base depth `depth` unless given) or a depth sweep
     (`depths`, at `width`, then the base width; base depth 1 unless given). `head_dim` (a number, or a function of
     width) is needed when a rule marks a query. `lr` None: chosen at the smallest size (see the module docstring).
-    Returns {"axis", "sizes", "data", "slopes", "expected", "verdicts", "passed", "growth" (verdict.measured_growth:
-    whether the growth theory predicts shows in the data), "lr", "lr_chosen", "linear_change"}."""
+    Returns {"axis", "sizes", "data", "slopes", "expected", "verdicts", "parts" and "part_verdicts" (width: the
+    change each part's parameters cause alone, judged against that part's own rule: zoo.diagnostics.coord),
+    "passed", "growth" (verdict.measured_growth: whether the growth theory predicts shows in the data), "lr",
+    "lr_chosen", "linear_change"}."""
     if (widths is None) == (depths is None):
         raise ValueError("give widths (a width sweep) or depths (a depth sweep), not both")
     axis, sizes = ("width", list(widths)) if widths is not None else ("depth", list(depths))
@@ -94,6 +98,8 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         free = multiplier_free(plugin, tags, head_dim=heads(w), base_head_dim=heads(base_width))
         measures[size] = functools.partial(changes, init, apply, free, tags, batch, w, d, keys, steps, optimizer,
                                            loss=loss)
+        if size == min(sizes):
+            reached = functools.partial(reached_at, init, apply, free, tags, batch["x"], w, d, seed)
     if axis == "width":
         check_sp_init(init, first_tags, (sizes[0], sizes[-1]), depth, seed)
     smallest = min(sizes)
@@ -102,7 +108,8 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     else:
         chosen, first = lr, measures[smallest](lr)
         change = coord_lr.linear_change(first)
-    rows = [(first if size == smallest else measures[size](chosen)).total for size in sizes]
+    runs = [first if size == smallest else measures[size](chosen) for size in sizes]
+    rows = [r.total for r in runs]
     if axis == "depth":
         rows = [verdict.at_depth_fractions(r, d) for r, d in zip(rows, sizes, strict=True)]
     data = coord.geometric_mean(rows)
@@ -112,8 +119,11 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
     exp = verdict.expectation(plugin, optimizer, axis, tuple(sorted(kinds)), head_dim_slope,
                               sorted({verdict.group_of(k) for k in data}))
     verdicts = verdict.judge(slopes, data, exp.total, tol, not exp.unstable)
+    parts = coord.part_means(runs, reached()) if axis == "width" else {}
+    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, tol, not exp.unstable)
     return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": exp,
-            "verdicts": verdicts, "passed": all(v.passed for v in verdicts),
+            "verdicts": verdicts, "parts": parts, "part_verdicts": part_verdicts,
+            "passed": all(v.passed for v in verdicts + [v for vs in part_verdicts.values() for v in vs]),
             "growth": verdict.measured_growth(sizes, rows, exp.total), "lr": chosen, "lr_chosen": lr is None,
             "linear_change": change}
 
@@ -247,23 +257,73 @@ def changes(init: Init, apply: Apply, free: Parametrization, tags: Any, batch: M
             depth: int, seeds: Sequence[int], steps: int, optimizer: str, lr: float, *,
             loss: Callable[[jax.Array, jax.Array], jax.Array]) -> coord.Changes:
     """Layer -> [seed, step] RMS of the change h_t - h_0 of each intermediate and of the output ("output") from inits
-    with the keys `seeds`, trained at `lr`, and layer -> [seed] RMS of h_0."""
-    def f32(tree):
-        return jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), tree)
-
-    factors = f32(jax.tree.map(free.init_factor, tags, is_leaf=lambda t: isinstance(t, Tag)))
+    with the keys `seeds`, trained at `lr` (and with each part's parameters alone moved), and layer -> [seed] RMS of
+    h_0."""
     optim_cfg = optim.OptimConfig(name=optimizer)
     rules = [f32(r) for r in optim.rules(free, tags, optim_cfg)]
     route = optim.routes(optim_cfg, tags)  # static structure: it passes through jit as the tree's shape
+    parts, masks = part_plan(free, tags)
     run = _program(init, apply, width, depth, steps, optimizer, loss)
-    runs = [run(jax.random.key(s), factors, rules, route, jnp.float32(lr), jnp.asarray(batch["x"]),
-                jnp.asarray(batch["y"])) for s in seeds]
+    runs = [run(jax.random.key(s), init_factors(free, tags), rules, route, jnp.float32(lr), jnp.asarray(batch["x"]),
+                jnp.asarray(batch["y"]), masks) for s in seeds]
 
     def stacked(part):
         return jax.tree.map(lambda *r: np.stack(r).astype(np.float64), *part)
 
-    at_init, moved = (stacked(part) for part in zip(*runs, strict=True))
-    return coord.Changes(coord.per_layer(moved), {}, coord.per_layer(at_init, steps=False))
+    at_init, moved, alone = (stacked(part) for part in zip(*runs, strict=True))
+    return coord.Changes(coord.per_layer(moved), {}, coord.per_layer(at_init, steps=False),
+                         coord.split_parts(parts, alone))
+
+
+def f32(tree: Any) -> Any:
+    return jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), tree)
+
+
+def init_factors(free: Parametrization, tags: Any) -> Any:
+    """What rescale_init multiplies each leaf of the model's own init by (float32; None where no tag)."""
+    return f32(jax.tree.map(free.init_factor, tags, is_leaf=lambda t: isinstance(t, Tag)))
+
+
+def part_plan(free: Parametrization, tags: Any) -> tuple[tuple[str, ...], Any]:
+    """The parts that train and their masks, a tree like the model's params (coord.part_masks)."""
+    def is_tag(t):
+        return t is None or isinstance(t, Tag)
+
+    leaves = jax.tree.leaves(tags, is_leaf=is_tag)
+    parts = coord.trained_parts(free, [t for t in leaves if t is not None])
+    return parts, coord.part_masks(jax.tree.map(lambda t: 0, tags, is_leaf=is_tag), leaves, parts)
+
+
+def reached_at(init: Init, apply: Apply, free: Parametrization, tags: Any, x: jax.Array, width: int, depth: int,
+               seed: int) -> dict[str, set[str]]:
+    """Part -> the layers its parameters move (coord.reach at the init of key `seed`, rescaled)."""
+    parts, masks = part_plan(free, tags)
+    moves = _reach_program(init, apply, width, depth)(jax.random.key(seed), init_factors(free, tags), jnp.asarray(x),
+                                                      masks)
+    return coord.reached_layers(parts, moves)
+
+
+def features_of(apply: Apply, width: int, depth: int) -> Callable[[Any, jax.Array], dict[str, jax.Array]]:
+    """(params, x) -> every intermediate and the output ("output")."""
+    def features(params, x):
+        out, inter = apply(params, x, width, depth)
+        return {**inter, "output": out}
+
+    return features
+
+
+@functools.lru_cache(maxsize=16)
+def _reach_program(init: Init, apply: Apply, width: int, depth: int):
+    """jit((key, init factors, x, part masks) -> coord.reach at that init) for one size."""
+    features = features_of(apply, width, depth)
+
+    @jax.jit
+    def run(key, factors, x, masks):
+        params0 = scale_leaves(init(key, width, depth), factors)
+        stacked = coord.stacked_entries(features, params0, x)
+        return coord.reach(lambda params: features(params, x), params0, masks, stacked)
+
+    return run
 
 
 @functools.lru_cache(maxsize=16)
@@ -273,26 +333,31 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
     through the init factors and the optimizer's per-parameter trees, and the LR through the optimizer state: all
     arguments, so every plugin and LR shares one compile."""
     optim_cfg = optim.OptimConfig(name=optimizer)
-
-    def features(params, x):
-        out, inter = apply(params, x, width, depth)
-        return {**inter, "output": out}
+    features = features_of(apply, width, depth)
 
     @jax.jit
-    def run(key, factors, rules, route, lr, x, y):
-        params = scale_leaves(init(key, width, depth), factors)
+    def run(key, factors, rules, route, lr, x, y, masks):
+        params0 = scale_leaves(init(key, width, depth), factors)
         tx = optim.chain(optim_cfg, *rules, route=route)
-        stacked = coord.stacked_entries(features, params, x)
+        stacked = coord.stacked_entries(features, params0, x)
 
         def step(carry, _):  # h_t is read before update t + 1: h_0 and h_t come from the same code, bit for bit
             params, opt = carry
             h = features(params, x)
+            alone = coord.each_part(lambda m: features(coord.moved_only(params, params0, m), x), masks)
             grads = jax.grad(lambda p: loss(apply(p, x, width, depth)[0], y))(params)
             updates, opt = tx.update(grads, opt, params)
-            return (optax.apply_updates(params, updates), opt), h
+            return (optax.apply_updates(params, updates), opt), (h, alone)
 
-        hs = jax.lax.scan(step, (params, optim.set_lr(tx.init(params), lr)), length=steps + 1)[1]
-        return (jax.tree.map(lambda h, s: coord.rms(h[0], s), hs, stacked),
-                jax.tree.map(lambda h, s: jax.vmap(lambda ht: coord.rms(ht - h[0], s))(h[1:]), hs, stacked))
+        hs, alone = jax.lax.scan(step, (params0, optim.set_lr(tx.init(params0), lr)), length=steps + 1)[1]
+
+        def changes(h, s):  # [step, ...] -> [step(, L)]: RMS of h_t - h_0
+            return jax.vmap(lambda ht: coord.rms(ht - h[0], s))(h[1:])
+
+        def part_changes(h, s):  # [step, part, ...] -> [step, part(, L)]
+            return jax.vmap(functools.partial(changes, s=s), in_axes=1, out_axes=1)(h)
+
+        return (jax.tree.map(lambda h, s: coord.rms(h[0], s), hs, stacked), jax.tree.map(changes, hs, stacked),
+                jax.tree.map(part_changes, alone, stacked))
 
     return run

@@ -3,10 +3,14 @@ says?
 
 Trains each width (and depth) for a few steps on one random batch, measures the RMS of every intermediate's
 change h_t - h_0 (zoo.diagnostics.coord), fits the log-log slope per layer and step, and compares it with the
-slope the plugin predicts (TP IVb section 3, TP VI section 7; zoo.diagnostics.verdict). In depth it also measures
-the change the residual-branch parameters cause alone, the part that scales like L^(1 - alpha - gamma) (the input
-and readout layers' Theta(1) change dominates the total at practical depths). A plugin that theory calls unstable
-along the axis (a growing change, or an init that blows up) fails whatever the slopes.
+slope the plugin's stated rules predict (TP IVb section 3, TP VI section 7; zoo.diagnostics.verdict). In depth it
+also measures the change the residual-branch parameters cause alone, the part that scales like L^(1 - alpha -
+gamma) (the input and readout layers' Theta(1) change dominates the total at practical depths). In width it also
+measures, and judges, the change each part's parameters (each kind, the readout's bias apart) cause alone at every
+layer they reach, n^-r of that part's own rule (zoo.param.predict.part_slopes): the total's slope is only the
+slowest part's, so a rule off by a power of n hides in it (on the 3072-input MLP-ResNet the input layer's change
+swamps every hidden row). A plugin that theory calls unstable along the axis (a growing change, or an init that
+blows up) fails whatever the slopes.
 
 Unless an LR is given, it is chosen from a first measurement at the smallest size (zoo.diagnostics.coord_lr): the
 largest of 1e-3, 1e-3/sqrt(10), 1e-4, ... at which no activation moves by more than `linear_limit` of its RMS at
@@ -76,7 +80,7 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
 
     def run_at(size: int) -> coord.CoordRun:
         return coord.CoordRun(spec.model, plugin, spec.steps, optim_cfg, batch, branch=axis == "depth",
-                              **{**overrides, **base, axis: size})
+                              parts=axis == "width", **{**overrides, **base, axis: size})
 
     first = run_at(min(sizes))
     if spec.lr is None:
@@ -100,20 +104,31 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     stable = not exp.unstable
     verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable)
     branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, spec.tol, stable)
+    parts = coord.part_means(runs, first.reach()) if axis == "width" else {}
+    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, spec.tol, stable)
     growth = verdict.measured_growth(sizes, [r.total for r in runs], exp.total) + verdict.measured_growth(
         sizes, [{k: r.branch[k] for k in branch} for r in runs], exp.branch, branch=True)
-    return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "expected": exp, "verdicts": verdicts,
-            "branch_verdicts": branch_verdicts, "growth": growth, "growth_summary": verdict.growth_summary(growth),
-            "lr": lr, "linear_change": change, "config": {**overrides, **base}}
+    return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "parts": parts, "expected": exp,
+            "verdicts": verdicts, "branch_verdicts": branch_verdicts, "part_verdicts": part_verdicts,
+            "growth": growth, "growth_summary": verdict.growth_summary(growth), "lr": lr, "linear_change": change,
+            "config": {**overrides, **base}}
+
+
+def all_verdicts(result: dict[str, Any]) -> list[verdict.LayerVerdict]:
+    """The verdicts of the totals, the branch part (depth) and every part (width)."""
+    return (result["verdicts"] + result["branch_verdicts"] +
+            [v for vs in result.get("part_verdicts", {}).values() for v in vs])
 
 
 def passed(result: dict[str, Any]) -> bool:
-    """Every layer passes and theory calls the plugin stable along the axis."""
-    return not result["expected"].unstable and all(v.passed for v in result["verdicts"] + result["branch_verdicts"])
+    """Every layer passes, in the total and in each part, and theory calls the plugin stable along the axis."""
+    return not result["expected"].unstable and all(v.passed for v in all_verdicts(result))
 
 
 def failed_groups(result: dict[str, Any]) -> list[str]:
-    return sorted({v.group for v in result["verdicts"] + result["branch_verdicts"] if not v.matches})
+    """The groups with a failing total or branch row, then the parts with a failing row ("hidden part")."""
+    parts = [f"{p} part" for p, vs in result.get("part_verdicts", {}).items() if not all(v.matches for v in vs)]
+    return sorted({v.group for v in result["verdicts"] + result["branch_verdicts"] if not v.matches}) + parts
 
 
 def title(spec: CoordSpec, result: dict[str, Any]) -> str:
@@ -133,6 +148,11 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
     if result["branch"]:
         coord_plot.plot(sizes, result["branch"], exp.branch, out / f"coord_check_{axis}_branch.png",
                         head + " (branch parameters alone)", axis, failed)
+    for p, data in result.get("parts", {}).items():  # a figure where a part shows what its total hides
+        bad = [v.group for v in result["part_verdicts"][p] if not v.matches]
+        if bad:
+            coord_plot.plot(sizes, data, exp.parts[p], out / f"coord_check_{axis}_{p}.png",
+                            head + f" ({p} parameters alone)", axis, bad)
     record = {
         "model": spec.model, "param": spec.param, "param_opt": spec.param_opt, "optimizer": spec.optimizer,
         "lr": result["lr"], "lr_chosen": spec.lr is None, "linear_change": result["linear_change"],
@@ -143,6 +163,9 @@ def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:
                    for v in result["verdicts"]},
         "branch_layers": {v.layer: {**dataclasses.asdict(v), "rms_change": result["branch"][v.layer].tolist()}
                           for v in result["branch_verdicts"]},
+        "expected_parts": {p: exp.parts[p] for p in result.get("parts", {})},
+        "part_layers": {p: {v.layer: {**dataclasses.asdict(v), "rms_change": result["parts"][p][v.layer].tolist()}
+                            for v in vs} for p, vs in result.get("part_verdicts", {}).items()},
         "growth": [dataclasses.asdict(g) for g in result["growth"]], "passed": passed(result),
     }
     write_atomic(out / f"coord_check_{axis}.json", to_json(record))

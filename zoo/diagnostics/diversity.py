@@ -27,17 +27,27 @@ def feature_diversity(xs: Any, lam: float, eps_list: Sequence[float]) -> tuple[n
     xs = np.asarray(xs, np.float64)
     depth = xs.shape[0] - 1
     flat = xs.reshape(depth + 1, -1, xs.shape[-1])
-    i0 = block_at(lam, depth)
-    d, spans = [], []
-    for eps in eps_list:
-        i1 = block_at(lam + eps, depth)
-        if not 0 <= i0 < i1 <= depth:
-            raise ValueError(f"lam={lam}, eps={eps} at depth {depth} gives blocks {i0} -> {i1}: need 0 <= i0 < i1 <= L")
-        d.append(np.mean(np.linalg.norm(flat[i1] - flat[i0], axis=-1)) / np.sqrt(flat.shape[-1]))
-        spans.append((i1 - i0) / depth)
-    d = np.asarray(d)
-    slope = float(np.polyfit(np.log(spans), np.log(d), 1)[0]) if len(set(spans)) > 1 else np.nan
-    return d, slope
+    ends = [blocks(lam, eps, depth) for eps in eps_list]
+    d = np.asarray([np.mean(np.linalg.norm(flat[i1] - flat[i0], axis=-1)) / np.sqrt(flat.shape[-1])
+                    for i0, i1 in ends])
+    return d, diversity_slope(d, eps_list, lam, depth)
+
+
+def blocks(lam: float, eps: float, depth: int) -> tuple[int, int]:
+    """The blocks (i0, i1) = (floor(lam L), floor((lam + eps) L)) whose streams d(eps) compares."""
+    i0, i1 = block_at(lam, depth), block_at(lam + eps, depth)
+    if not 0 <= i0 < i1 <= depth:
+        raise ValueError(f"lam={lam}, eps={eps} at depth {depth} gives blocks {i0} -> {i1}: need 0 <= i0 < i1 <= L")
+    return i0, i1
+
+
+def diversity_slope(d: Sequence[float], eps_list: Sequence[float], lam: float, depth: int) -> float:
+    """The log-log slope of d(eps) against the depth fraction (i1 - i0) / L each eps spans (NaN with fewer than two
+    different spans); what feature_diversity returns, from stored d(eps) too."""
+    spans = [(i1 - i0) / depth for i0, i1 in (blocks(lam, eps, depth) for eps in eps_list)]
+    if len(set(spans)) < 2:
+        return np.nan
+    return float(np.polyfit(np.log(spans), np.log(np.asarray(d, np.float64)), 1)[0])
 
 
 def block_at(fraction: float, depth: int) -> int:

@@ -27,7 +27,9 @@ import scipy.stats
 from flax import nnx
 
 from zoo import models
+from zoo.diagnostics.coord import slopes
 from zoo.param.base import Parametrization
+from zoo.param.predict import READOUT_BIAS
 
 ONE_SIDED = ("attention",)
 P_SIGNIFICANT = 0.01
@@ -56,12 +58,15 @@ def model_kinds(model_name: str, cfg: Any, plugin: Parametrization) -> tuple[tup
 
 @dataclasses.dataclass
 class Expectation:
-    """Group -> predicted slope with every parameter trained (`total`) and, in depth, with only the residual-branch
-    parameters moved (`branch`); `unstable`: theory's reasons this plugin blows up along the axis (none: stable)."""
+    """Group -> predicted slope with every parameter trained (`total`), in depth with only the residual-branch
+    parameters moved (`branch`), and in width with only one part's parameters moved (`parts`: part -> group ->
+    slope; zoo.param.predict.part_slopes); `unstable`: theory's reasons this plugin blows up along the axis (none:
+    stable)."""
 
     total: dict[str, float]
     branch: dict[str, float]
     unstable: list[str]
+    parts: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
 
 def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str, axis: str = "width",
@@ -82,11 +87,13 @@ def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple
     total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, muon_io=muon_io, outside=outside)
     branch = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, branch_only=True) if axis == "depth" \
         else {}
+    parts = {p: plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, muon_io=muon_io, part=p)
+             for p in (*kinds, "output", READOUT_BIAS)} if axis == "width" else {}
     present = set(total) if groups is None else set(groups)
     growing = {g: s for part in (total, branch) for g, s in part.items() if g in present and s > 0}
     unstable = plugin.instabilities(axis, kinds) + [
         f"the {g} change grows like {axis}^{s:+.2f}" for g, s in sorted(growing.items())]
-    return Expectation(total, branch, list(dict.fromkeys(unstable)))
+    return Expectation(total, branch, list(dict.fromkeys(unstable)), parts)
 
 
 @dataclasses.dataclass
@@ -116,6 +123,15 @@ def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectatio
             bool(moved.any() and np.all(np.isfinite(s[moved])) and np.all(dev[moved] <= tol))
         out.append(LayerVerdict(layer, group, [float(v) for v in s], exp, matches, matches and stable))
     return out
+
+
+def judge_parts(sizes: Sequence[int], parts: dict[str, dict[str, np.ndarray]],
+                expectations: dict[str, dict[str, float]], tol: float = 0.15,
+                stable: bool = True) -> dict[str, list[LayerVerdict]]:
+    """Part -> one verdict per layer the part reaches (`parts`: part -> layer -> [size, step]), against that part's
+    predicted slope (zoo.param.predict.part_slopes); a reached layer that never moved fails, as a rule that moves
+    nothing."""
+    return {p: judge(slopes(sizes, data), data, expectations[p], tol, stable) for p, data in parts.items()}
 
 
 DEPTH_FRACTIONS = (0.25, 0.5, 0.75, 1.0)

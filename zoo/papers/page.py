@@ -1,9 +1,11 @@
 """The outputs of a claim: OUT/NAME/figure.png, OUT/NAME/results.json (every number, the checks, the verdict) and
 OUT/NAME/README.md (the paper beside zoo), plus the index OUT/README.md of every claim of its shelf found under OUT.
 
-Pages are rendered from results.json only, so `render` reproduces them (and their verdicts) without rerunning. A
-shelf is a set of claims with its command and index: the source papers (zoo.papers) and the scaling policies'
-evidence (zoo.policy.pages).
+Pages are rendered from results.json's raw numbers only, so `render` reproduces them without rerunning: it
+recomputes every fit, the checks and the verdict from those numbers and writes them back into results.json, so
+the stored verdict, the figure and the page always say what the numbers say (a claim module stores measurements,
+never a fit of them: its checks fit the stored curve). A shelf is a set of claims with its command and index: the
+source papers (zoo.papers) and the scaling policies' evidence (zoo.policy.pages).
 """
 
 from __future__ import annotations
@@ -61,21 +63,19 @@ def writable(out: Path, name: str) -> None:
 
 
 def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf) -> Path:
-    """results.json from the run's numbers, then the figure, the page and the index from it. The checks read the
-    numbers as the JSON holds them (NaN as null), so the recorded verdict is the one `render` recomputes."""
+    """results.json from the run's numbers, then everything derived from them (`render`). The checks read the
+    numbers as the JSON holds them (NaN as null)."""
     folder = out / claim.name
     folder.mkdir(parents=True, exist_ok=True)
-    numbers = json.loads(json.dumps(jsonable(numbers)))
-    checks = claim.checks(numbers)
-    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, shelf, quick),
-              "verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks], "numbers": numbers}
-    write_atomic(folder / RESULTS, json.dumps(jsonable(record), indent=1) + "\n")
+    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, shelf, quick), "numbers": numbers}
+    write_atomic(folder / RESULTS, dump(record))
     render(claim, out, shelf)
     return folder
 
 
 def render(claim: Claim, out: Path, shelf: Shelf) -> None:
-    """The figure and page of OUT/NAME from its results.json (verdict recomputed from the numbers), and the index."""
+    """From OUT/NAME/results.json's numbers: the checks and the verdict (written back into results.json in place of
+    any stored before), the figure, the page, and the index."""
     folder = out / claim.name
     record = read(folder)
     tmp = folder / f".{FIGURE}.tmp.png"
@@ -87,9 +87,16 @@ def render(claim: Claim, out: Path, shelf: Shelf) -> None:
         tmp.unlink(missing_ok=True)
         raise ValueError(f"{folder / RESULTS} does not hold this version's numbers of {claim.name} "
                          f"({type(e).__name__}: {e}): rerun the claim") from None
+    derived = {"verdict": verdict(checks), "checks": [dataclasses.asdict(c) for c in checks]}
+    write_atomic(folder / RESULTS, dump({**{k: v for k, v in record.items() if k != "numbers"}, **derived,
+                                         "numbers": record["numbers"]}))
     os.replace(tmp, folder / FIGURE)
     write_atomic(folder / PAGE, text)
     write_atomic(out / INDEX, index(out, shelf))
+
+
+def dump(record: dict[str, Any]) -> str:
+    return json.dumps(jsonable(record), indent=1) + "\n"
 
 
 def read(folder: Path) -> dict[str, Any]:

@@ -87,9 +87,15 @@ def _coord(s: dict, source: str) -> dict:
         changes = coord.coord_data("mlp_resnet", plugin, s["widths"], s["seeds"], s["steps"],
                                    OptimConfig("adam", lr=s["lr"]), batch, depth=s["depth"],
                                    base_width=s["widths"][0], in_shape=in_shape, num_classes=classes)
-        out[label] = {"slopes": coord.slopes(s["widths"], changes), "rms": changes,
-                      "expected": plugin.expected_slopes("adam")}
+        out[label] = {"rms": changes, "expected": plugin.expected_slopes("adam")}
     return out
+
+
+def slopes(n: Numbers, source: str, arm: str) -> dict[str, np.ndarray]:
+    """Layer -> [step] the log-log slope against width of the stored RMS changes (zoo.diagnostics.coord.slopes),
+    fitted here, never stored beside them (zoo.papers.page)."""
+    rms = {k: np.asarray(v, float) for k, v in n["coord"][source][arm]["rms"].items()}
+    return coord.slopes(n["setting"]["coord"]["widths"], rms)
 
 
 def run(quick: bool, processes: int = 1) -> Numbers:
@@ -129,7 +135,7 @@ def checks(n: Numbers) -> list[Check]:
     c = n["setting"]["coord"]
     source = c["inputs"][0]
     res = n["coord"][source][CAVEAT_ARM]
-    caveat = res["slopes"]["output"]
+    caveat = slopes(n, source, CAVEAT_ARM)["output"]
     rms = np.asarray(res["rms"]["output"])[:, -1]
     wide = float(np.polyfit(np.log(c["widths"][-3:]), np.log(rms[-3:]), 1)[0]) if len(rms) >= 3 else caveat[-1]
     measured = "slope per step " + ", ".join(f"{v:+.2f}" for v in caveat)
@@ -162,7 +168,8 @@ def plot(n: Numbers, path: Path) -> None:
     for (source, by_plugin), style in zip(n["coord"].items(), ("-", "--"), strict=False):
         for (label, res), marker in zip(by_plugin.items(), "os", strict=False):
             rms = np.asarray(res["rms"]["output"])[:, -1]  # [width] at the last step
-            ax.loglog(w, rms, marker + style, ms=4, label=f"{label}, {source}: {res['slopes']['output'][-1]:+.2f}")
+            fit = slopes(n, source, label)["output"][-1]
+            ax.loglog(w, rms, marker + style, ms=4, label=f"{label}, {source}: {fit:+.2f}")
     first = np.asarray(n["coord"][c["inputs"][0]][CAVEAT_ARM]["rms"]["output"])[0, -1]
     ax.loglog(w, first * (w / w[0]) ** CAVEAT, "k:", lw=1, label="n^(1/2)")
     ax.set_xlabel("width n")
@@ -172,9 +179,9 @@ def plot(n: Numbers, path: Path) -> None:
     ax.grid(alpha=0.3, which="both")
     ax = axes[1][2]
     for (source, by_plugin), style in zip(n["coord"].items(), ("-", "--"), strict=False):
-        for (label, res), marker in zip(by_plugin.items(), "os", strict=False):
+        for label, marker in zip(by_plugin, "os", strict=False):
             for layer in ("embed", "output"):
-                values = res["slopes"][layer]
+                values = slopes(n, source, label)[layer]
                 ax.plot(range(1, len(values) + 1), values, marker + style, ms=4, label=f"{label}, {source}: {layer}")
     ax.axhline(CAVEAT, color="gray", lw=0.8)
     ax.axhline(0.0, color="gray", lw=0.8)
@@ -209,8 +216,8 @@ def result(n: Numbers) -> str:
                          f"score {summary.transfer_score} grid steps)")
     for source, by_plugin in n["coord"].items():
         parts.append(f"{source} inputs: output-change slopes at t = 1..{n['setting']['coord']['steps']}: " +
-                     ", ".join(f"{label} " + " ".join(f"{v:+.2f}" for v in res["slopes"]["output"])
-                               for label, res in by_plugin.items()))
+                     ", ".join(f"{label} " + " ".join(f"{v:+.2f}" for v in slopes(n, source, label)["output"])
+                               for label in by_plugin))
     return "; ".join(parts)
 
 

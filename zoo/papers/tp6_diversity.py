@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 import zoo.data
-from zoo.diagnostics.diversity import default_eps, diversity_probe
+from zoo.diagnostics.diversity import default_eps, diversity_probe, diversity_slope
 from zoo.optim import OptimConfig
 from zoo.papers import lr_sweep, page
 from zoo.papers.claim import Check, Claim, Numbers
@@ -62,12 +62,11 @@ def run(quick: bool) -> Numbers:
             done = t
             for i, arm in enumerate(labels):
                 state = jax.tree.map(lambda a, i=i: a[i], states)
-                d, slope = probe(state, x)
-                d_blocks, slope_blocks = by_blocks(state, x)
+                d, _ = probe(state, x)
+                d_blocks, _ = by_blocks(state, x)
                 train_loss, diverged = summarize(np.concatenate(losses)[:, i], chance) if losses else (None, False)
                 rows.append({"arm": arm, "depth": depth, "log2_lr": int(log2_lrs[i]), "t": t, "eps": s["eps"],
-                             "d": d, "slope": slope, "d_blocks": d_blocks, "slope_blocks": slope_blocks,
-                             "train_loss": train_loss, "diverged": diverged})
+                             "d": d, "d_blocks": d_blocks, "train_loss": train_loss, "diverged": diverged})
         lr_sweep.log(f"  depth {depth}: {trainer.compile_s + trainer.run_s:.0f} s")
     return {"setting": s, "rows": rows}
 
@@ -79,14 +78,17 @@ def best_lr(n: Numbers, arm: str, depth: int) -> int:
     return min(final, key=lambda r: r["train_loss"])["log2_lr"] if final else n["setting"]["log2_lrs"][0]
 
 
-def slopes(n: Numbers, arm: str, t: int, log2_lr: int | None = None, key: str = "slope") -> dict[int, float]:
-    """Depth -> the log-log slope of d(eps) at step t, at `log2_lr` (default: the arm's best LR at that depth);
-    key "slope_blocks": over eps = 1 .. 16 blocks / L instead of the fixed eps grid."""
-    out = {}
-    for d in n["setting"]["depths"]:
-        lr = best_lr(n, arm, d) if log2_lr is None else log2_lr
-        out[d] = next(r[key] for r in n["rows"] if r["arm"] == arm and r["t"] == t and r["depth"] == d
-                      and r["log2_lr"] == lr)
+def slopes(n: Numbers, arm: str, t: int, log2_lr: int | None = None, blocks: bool = False) -> dict[int, float]:
+    """Depth -> the log-log slope of the stored d(eps) at step t, at `log2_lr` (default: the arm's best LR at that
+    depth), fitted here (zoo.diagnostics.diversity.diversity_slope), never stored beside it (zoo.papers.page);
+    `blocks`: over eps = 1 .. 16 blocks / L (d_blocks) instead of the fixed eps grid."""
+    lam, out = n["setting"]["lam"], {}
+    for depth in n["setting"]["depths"]:
+        lr = best_lr(n, arm, depth) if log2_lr is None else log2_lr
+        r = next(r for r in n["rows"] if r["arm"] == arm and r["t"] == t and r["depth"] == depth
+                 and r["log2_lr"] == lr)
+        eps = default_eps(depth, lam) if blocks else r["eps"]
+        out[depth] = diversity_slope(r["d_blocks"] if blocks else r["d"], eps, lam, depth)
     return out
 
 
@@ -173,7 +175,7 @@ def result(n: Numbers) -> str:
                      f"{page.sizes(slopes(n, arm, t), digits=2)}, at every LR: " +
                      ", ".join(f"2^{lr}: {page.sizes(slopes(n, arm, t, lr), digits=2)}" for lr in s["log2_lrs"]) +
                      ", over 1..16 blocks at the best LR: " +
-                     page.sizes(slopes(n, arm, t, key="slope_blocks"), digits=2) for arm in ARMS)
+                     page.sizes(slopes(n, arm, t, blocks=True), digits=2) for arm in ARMS)
 
 
 CLAIM = Claim(

@@ -44,6 +44,17 @@ MUP_TABLE: dict[str, ABCD] = {
 class Parametrization:
     """Base plugin. Subclasses set `name`, `table` (per-kind abcd exponents) and their option defaults.
 
+    What a plugin author can rely on: the *stated* rules, i.e. the exponents `abcd` gives each kind (`table`, shifted
+    by a gauge where a plugin has one), `global_lr`, `attn_exponent`, alpha and gamma. The audit (zoo.audit.laws)
+    derives every law and the coordinate check (zoo.param.predict) every expected slope from them and from theory
+    alone (the Muon map c - k/2 included: zoo.param.families.lr_exponent), never from the rule methods below
+    (init_std, multiplier, lr_exponent, lr_mult, grad_scale, wd_mult, branch_multiplier, attn_scale): those are what
+    the model and the optimizer builder apply, so they are what the checks measure. Override a rule method only to
+    apply the stated rules in another way (the multiplier-free form folds multipliers into parameters; `critical`
+    chooses a width-free init constant); one that applies another rule than the stated one (a Muon LR with an extra
+    1/m on the hidden matrices) fails both checks, by name in the audit and in that kind's own part in the
+    coordinate check. To change a rule, state it: a table (or `abcd` with a gauge), or `global_lr`.
+
     Options every plugin has:
       alpha, gamma: depth exponents (branch multiplier r^-alpha, Adam LR of branch parameters r^-gamma).
       branch_mult: the constant a of the branch multiplier.
@@ -110,16 +121,12 @@ class Parametrization:
         return bool(self.zero_init) and (tag.kind == "output" or tag.role == "query")
 
     def lr_exponent(self, tag: Tag, family: str = "adam") -> Any:
-        """The width exponent c of the LR multiplier m^-c under an optimizer family (zoo.param.families): the table's
-        c for adam and sgd (SGD's m^(d-c) comes through the gradient pre-scale); c - k/2 for spectral (Muon), k the
-        parameter's width axes, so ||dW||_* scales as under Adam (spectral_optimizers.md section 2); the table's c
-        under every family for a global-LR plugin."""
-        c = self.abcd(tag)[2]
-        if family == "spectral" and not self.global_lr:
-            return families.spectral_exponent(c, tag.kind)
-        if family not in families.FAMILIES:
-            raise ValueError(f"unknown optimizer family {family!r}; families are {', '.join(families.FAMILIES)}")
-        return c
+        """The width exponent c of the LR multiplier m^-c the optimizer builder applies under an optimizer family: the
+        rule the table states (zoo.param.families.lr_exponent: the table's c for adam and sgd; c - k/2 for spectral,
+        k the parameter's width axes, so ||dW||_* scales as under Adam, spectral_optimizers.md section 2; the table's c
+        under every family for a global-LR plugin). An override that applies another rule fails the audit and the
+        coordinate check, which judge against the table (class docstring)."""
+        return families.lr_exponent(self.abcd(tag)[2], tag.kind, family, self.global_lr)
 
     def lr_mult(self, tag: Tag, family: str = "adam") -> Any:
         """Per-parameter LR multiplier applied after the base optimizer: m^-c * r^-gamma, c = lr_exponent (depth
@@ -192,12 +199,15 @@ class Parametrization:
     def expected_slopes(self, optimizer: str = "adam", axis: str = "width",
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
                         head_dim_slope: float = 1.0, branch_only: bool = False,
-                        muon_io: bool = False, outside: tuple[str, ...] | None = None) -> dict[str, float]:
+                        muon_io: bool = False, outside: tuple[str, ...] | None = None,
+                        part: str | None = None) -> dict[str, float]:
         """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
-        against width or depth, from this plugin's abcd table, its LR rule per optimizer family, (alpha, gamma) and
-        its frozen kinds (a group nothing trained moves: NaN); in depth, with branch_only, of the change the
-        residual-branch parameters cause alone, and `outside` the kinds of the parameters outside the residual
-        branches (None: some of them train). See zoo.param.predict.
+        against width or depth, from this plugin's stated rules (class docstring): its abcd table, the LR rule it
+        states per optimizer family, (alpha, gamma), its attention exponent and its frozen kinds (a group nothing
+        trained moves: NaN); in depth, with branch_only, of the change the residual-branch parameters cause alone,
+        and `outside` the kinds of the parameters outside the residual branches (None: some of them train); in
+        width, with `part` (a kind, "output" or "readout_bias"), of the change that part's parameters cause alone.
+        See zoo.param.predict.
         """
         frozen = self.frozen_kinds()
         if axis == "depth":
@@ -205,13 +215,16 @@ class Parametrization:
             return predict.depth_slopes(self.alpha, self.gamma, branch_only, outside_trained, "input" not in frozen)
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
-        e = math.log2(float(self.attn_scale(64, 64)) / float(self.attn_scale(128, 64)))  # logits ~ d_head^-e
-        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, self.spectral_c, muon_io,
-                                    zero_readout=bool(self.zero_init), frozen=frozen)
+        e = float(self.attn_exponent)  # stated: logits q.k / d_head^e
+        common = dict(spectral_c=self.spectral_c, muon_io=muon_io, zero_readout=bool(self.zero_init), frozen=frozen)
+        if part is not None:
+            return predict.part_slopes(self.table_for, part, optimizer, kinds, e, head_dim_slope, **common)
+        return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, **common)
 
     def spectral_c(self, kind: str) -> float:
-        """The Muon LR exponent of a kind (lr_exponent under the spectral family)."""
-        return float(self.lr_exponent(Tag(kind=kind, fan_in=1, fan_out=1), "spectral"))
+        """The Muon LR exponent the table states for a kind (zoo.param.families.lr_exponent under the spectral
+        family): what the checks judge by, whatever lr_exponent applies."""
+        return float(families.lr_exponent(float(self.table_for(kind)[2]), kind, "spectral", self.global_lr))
 
     def instabilities(self, axis: str = "width", kinds: tuple[str, ...] = ("input", "vector", "hidden")) -> list[str]:
         """Why theory says this plugin blows up at init along `axis` (growth in training shows as a positive

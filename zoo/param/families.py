@@ -28,6 +28,16 @@ def spectral_exponent(c: float, kind: str) -> float:
     return c - WIDTH_AXES[kind] / 2
 
 
+def lr_exponent(c: float, kind: str, family: str, global_lr: bool = False) -> float:
+    """The LR exponent a table's Adam exponent c states for a parameter of `kind` under an optimizer family: c for adam
+    and sgd (SGD's m^(d-c) comes through the gradient pre-scale), the spectral map c - k/2 for spectral, and c under
+    every family for a plugin stated as one global LR (sp). The rule both the optimizer builder's default and the
+    checks (zoo.audit, zoo.coord_check) read."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown optimizer family {family!r}; families are {', '.join(FAMILIES)}")
+    return spectral_exponent(c, kind) if family == "spectral" and not global_lr else c
+
+
 def family(optimizer: str, kind: str, muon_io: bool = False) -> str:
     """The family of a parameter of `kind` under `optimizer`: Muon takes the hidden matrices (and with muon_io the
     input and output layers too); vectors and scalars keep the entrywise rule."""

@@ -98,6 +98,11 @@ class MultiplierFree(Parametrization):
     def frozen_kinds(self) -> tuple[str, ...]:
         return self.plugin.frozen_kinds()
 
+    @property
+    def global_lr(self) -> bool:  # type: ignore[override]
+        """The plugin's: one global LR under every optimizer family (sp) stays one in every gauge."""
+        return self.plugin.global_lr
+
     def grad_scale(self, tag: Tag) -> Any:
         return self.plugin.grad_scale(tag) * self.folded(tag)
 

@@ -118,6 +118,62 @@ def width_slopes(abcd: Callable[[str], tuple], optimizer: str = "adam",
     })
 
 
+READOUT_BIAS = "readout_bias"  # the part of the readout's bias (a scalar kind after every hidden activation)
+
+
+def part_slopes(abcd: Callable[[str], tuple], part: str, optimizer: str = "adam",
+                kinds: Iterable[str] = ("input", "vector", "hidden"), attn_exponent: float = 0.5,
+                head_dim_slope: float = 1.0, spectral_c: Callable[[str], float] | None = None,
+                muon_io: bool = False, zero_readout: bool = False, frozen: Collection[str] = ()) -> dict[str, float]:
+    """Group -> raw predicted log-log slope against width of the change that the parameters of one `part` cause
+    alone, every other parameter kept at its init (the coordinate check's own-parameter parts; the groups the part
+    does not reach, as the input layer for the hidden kind, are not measured). `part` is a kind before the readout,
+    "output" (the readout's weight) or READOUT_BIAS:
+
+        kind k       every layer it reaches  n^-r_k: its own layers' W_t - W_0 applied to their input (TP IVb's
+                     Delta W^l x^(l-1) = Theta(n^-r_l)), and the layers above them, which that change reaches
+                     through init weights, the same order (a layer does not rescale a change it passes on);
+                     attention logits n^(s (1 - e) - r_k); the logits V0 . Delta h, n^(1 - a_out - b_out - r_k)
+                     (a change that carries the backprop lines up with V0), n^(1/2 - a_out - b_out - r_k) for the
+                     scalar kind (a central-limit sum), nothing under a zero readout (V0 = 0 while the readout is
+                     kept at its init); the coordinate check judges this term in the total only
+                     (zoo.diagnostics.coord.reached_layers)
+        output       the logits n^-r_out (Delta V x)
+        readout_bias the logits n^-r_b: its update itself, r_b its effective LR exponent as a scalar kind's (its
+                     gradient is the logits' backprop, Theta(1), so SGD's is c - d; Muon leaves 1-D parameters to
+                     Adam)
+
+    The own part of a layer, Delta W x with x its Theta(1) input (fan-in coordinates: n for hidden and output
+    weights, fixed for input ones) and Delta W the effective update (multiplier m^-a included), per family:
+
+        adam     entries lr m^-(c + a), their signs lined up with x (the gradient is delta x^T), so each output
+                 coordinate sums fan-in aligned terms: r = c + a (input, vector, scalar), c + a - 1 (hidden, output)
+        muon     Delta W = lr m^-(c_muon + a) O, O's singular values about 1 on the gradient's row space, which
+                 holds x: |Delta W x| ~ lr m^-(c_muon + a) |x| over fan-out coordinates, so a coordinate moves by
+                 m^-(c_muon + a) sqrt(fan_in / fan_out): r = c_muon + k/2 + a (input), c_muon + k/2 + a - 1
+                 (hidden, output), k the width axes; the spectral map c_muon = c - k/2 gives Adam's r
+        sgd      c - d + d* in place of Adam's c (the Yang-Hu abc form; d* the faithful pre-scale)
+
+    (`feature_exponents`). Under muP every r is 0 under every family, so every part moves every layer it reaches by
+    n^0, and a rule off by a power of n shows in its own part whatever the others do: a hidden Muon (or Adam) LR
+    with an extra 1/m moves the hidden part by n^-1 while the total keeps the input layer's n^0."""
+    nan = dict.fromkeys(GROUPS, NAN)
+    if part in frozen or (zero_readout and "output" in frozen):
+        return nan
+    if part == READOUT_BIAS:
+        a, _, c, d = (float(v) for v in abcd("scalar"))
+        entrywise = families.family(optimizer, "scalar", muon_io) == "adam"
+        return _clean({**nan, "output": -((c if entrywise else c - d) + a)})
+    r = feature_exponents(abcd, optimizer, {*kinds, part} - {"output"}, spectral_c, muon_io, frozen, zero_readout)
+    if part == "output":
+        return _clean({**nan, "output": -r["output"]})
+    a_out, b_out = float(abcd("output")[0]), float(abcd("output")[1])
+    lift = 0.5 if part == "scalar" else 1.0
+    return _clean({"input": -r[part], "hidden": -r[part], "stream": -r[part],
+                   "output": -math.inf if zero_readout else lift - a_out - b_out - r[part],
+                   "attention": head_dim_slope * (1.0 - float(attn_exponent)) - r[part]})
+
+
 def depth_slopes(alpha: float, gamma: float, branch_only: bool = False, outside_trained: bool = True,
                  input_trained: bool = True) -> dict[str, float]:
     """Group -> raw predicted log-log slope of the change against depth (TP VI section 7): of the change caused
