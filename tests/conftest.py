@@ -1,10 +1,9 @@
 """Test-session setup: every file the tests write goes into temporary folders that the session removes again.
 
-- One persistent JAX compile cache for the session, shared by the xdist workers and the subprocesses they start.
-  Many tests run train.py (or a CLI) on the same small configurations; with the cache a program compiles once per
-  session instead of once per process. A size limit turns on JAX's file lock around every read and write of it
-  (jax._src.lru_cache), so two processes never see a half-written entry. A cache entry is the compiled program
-  itself, so results are the same with or without it (JAX recompiles on a miss).
+- One persistent JAX compile cache per test worker, shared with the subprocesses it starts. Many tests run train.py
+  (or a CLI) on the same small configurations; with the cache a program compiles once per worker instead of once
+  per process. A cache entry is the compiled program itself, so results are the same with or without it (JAX
+  recompiles on a miss, and on an unreadable entry with a warning).
 - One $ZOO_CACHE (decoded datasets, `zoo.sweep`'s compile cache) for the whole session, made before the xdist
   workers start so that they and their subprocesses share it: the bundled CIFAR-10 decodes once per session, and
   nothing lands in the user's ~/.cache/zoo (the decoded copy, 185 MB, is keyed by the checkout's path, so every
@@ -20,7 +19,6 @@ import tempfile
 
 import jax
 
-CACHE_BYTES = 8 << 30  # far above a session's programs: the limit is there for the lock, not to evict
 MADE: list[str] = []  # the folders this process made, removed when its session ends
 
 
@@ -31,16 +29,16 @@ def made_folder(prefix: str) -> str:
 
 
 def pytest_configure(config) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the session's own process (with xdist, the controller)
-        os.environ["ZOO_CACHE"] = made_folder("zoo-test-cache-")  # the workers inherit both folders
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = made_folder("zoo-test-jax-cache-")
-    settings = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-                "JAX_COMPILATION_CACHE_MAX_SIZE": str(CACHE_BYTES)}
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:  # the session's own process (with xdist, the controller; its workers inherit the setting)
+        os.environ["ZOO_CACHE"] = made_folder("zoo-test-cache-")
+    cache = made_folder(f"zoo-test-jax-cache-{worker or 'main'}-")
+    settings = {"JAX_COMPILATION_CACHE_DIR": cache, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
     os.environ.update(settings)  # inherited by every subprocess a test starts
-    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+    jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", CACHE_BYTES)
 
 
 def pytest_unconfigure(config) -> None:
