@@ -44,12 +44,15 @@ def batch(size: int = BATCH, scale: float = 1.0, seed: int = 0) -> dict[str, jax
 
 
 def trajectory(prog: Program, data: dict[str, jax.Array], steps: int = 3, seed: int = 0) -> list[dict[str, Any]]:
-    """Eager init and `steps` train steps: per step (the init first) the params, logits and (after a step) loss."""
-    state = prog.init(jax.random.key(seed))
-    out = [{"params": state["params"], "logits": np.asarray(prog.model(state)(data["x"])[0])}]
+    """Init and `steps` train steps: per step (the init first) the params, logits and (after a step) loss. Each a
+    program (op by op, every eager op compiled on its own: most of a gauge test's time)."""
+    init, step = jax.jit(prog.init), jax.jit(prog.train_step)
+    logits = jax.jit(lambda st, x: prog.model(st)(x)[0])
+    state = init(jax.random.key(seed))
+    out = [{"params": state["params"], "logits": np.asarray(logits(state, data["x"]))}]
     for _ in range(steps):
-        state, metrics = prog.train_step(state, data)
-        out.append({"params": state["params"], "logits": np.asarray(prog.model(state)(data["x"])[0]),
+        state, metrics = step(state, data)
+        out.append({"params": state["params"], "logits": np.asarray(logits(state, data["x"])),
                     "loss": float(metrics["loss"])})
     return out
 

@@ -142,7 +142,8 @@ def test_mixer_token_mixing_weights_decay_like_every_matrix():
                    token_dim=6, num_classes=3, scan=False)
     params = nnx.state(M.create("mixer", cfg, plugin, nnx.Rngs(0)), nnx.Param)
     tx = build(OptimConfig(name="adamw", lr=lr, weight_decay=wd), plugin, params)
-    updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
+    # one program for the chain (op by op it compiled each of its eager ops, most of this test's time)
+    updates, _ = jax.jit(lambda p: tx.update(jax.tree.map(jnp.zeros_like, p), tx.init(p), p))(params)
     token_kernels = 0
     for path, v in leaves(params).items():
         u, w, tag = leaves(updates)[path][...], v[...], v.get_metadata()["tag"]
