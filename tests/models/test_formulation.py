@@ -27,7 +27,9 @@ from zoo.train.step import RUN_ONCE, build_program
 STEPS = 20
 IMAGE = dict(in_shape=(8, 8, 3), num_classes=4)
 CONFIGS = {
-    "gpt": dict(width=32, base_width=16, depth=2, head_dim=16, seq_len=160, vocab_size=11, dropout=0.1),  # 3 chunks
+    # 3 chunks; the previous attention had no dropout on its probabilities (tests/models/test_gpt_nanogpt.py checks it)
+    "gpt": dict(width=32, base_width=16, depth=2, head_dim=16, seq_len=160, vocab_size=11, dropout=0.1,
+                attn_dropout=False),
     "vit": dict(width=32, base_width=16, depth=2, head_dim=16, patch=2, **IMAGE),
     "mixer": dict(width=32, base_width=16, depth=2, patch=2, token_dim=8, **IMAGE),
     "mlp_resnet": dict(width=32, base_width=16, depth=2, **IMAGE),
@@ -54,7 +56,8 @@ def previous_qkv(self, x):
     return tuple(f(x) for f in (self.q, self.k, self.v))
 
 
-def previous_attention(q, k, v, scale, causal):
+def previous_attention(q, k, v, scale, causal, rate=0.0, key=None):
+    assert rate == 0 or key is None
     return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal)
 
 

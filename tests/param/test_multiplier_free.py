@@ -31,7 +31,10 @@ MODELS = {
     "mlp_resnet": (dict(in_shape=(8,), num_classes=4, bias=True, pre_ln=True, activation="relu"),
                    {"^stack/blocks/": ("stacked", "branch"), "^stack/blocks/w1/": "branch_output",
                     "^head/kernel$": "readout"}),  # (classes, width) = (4, 64): a leading axis the depth's size
-    "gpt": (dict(vocab_size=11, seq_len=8, head_dim=16, scale_heads=False, num_heads=2, dropout=0.0),
+    # rescale_init maps LeCun SP weights; a table that is also the readout cannot carry both its multipliers folded
+    # (the SP form has no readout multiplier)
+    "gpt": (dict(vocab_size=11, seq_len=8, head_dim=16, scale_heads=False, num_heads=2, dropout=0.0, init_std=None,
+                 scaled_residual_init=False, tie_embeddings=False, bias=True),
             {"^stack/blocks/": ("stacked", "branch"), "/attn/q/": "query", "/(attn/o|mlp/fc2)/": "branch_output",
              "/table$": "in_out"}),
 }
