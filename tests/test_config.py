@@ -182,3 +182,4 @@ def test_a_run_files_default_eps_follows_a_new_optimizer():
     assert resolve({"optimizer": "adam", "eps": 1e-5}, adafactor_run).optim.eps == 1e-5
     assert resolve({"optimizer": "adafactor"}, {"model": "gpt", "eps": 1e-8}).optim.eps == 1e-30  # gpt: adamw
     assert resolve({"optimizer": "adafactor"}, {"model": "mlp_resnet", "eps": 1e-6}).optim.eps == 1e-6
+

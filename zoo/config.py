@@ -258,8 +258,9 @@ def _plain(v: Any) -> bool:
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:
     """The model's recipe, then the file, then the flags that were given (None: not given; option mappings merge;
-    epochs given replace the steps before them, an augment given the augment options before it). The model, the
-    plugin and their options are checked here, before any data is loaded."""
+    epochs given replace the steps before them, an augment given the augment options before it; synthetic data takes
+    no augmentation but one given). The model, the plugin and their options are checked here, before any data is
+    loaded."""
     import zoo.models
     import zoo.param
 
@@ -278,6 +279,10 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
             values.pop("steps", None)
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
+    if str(values.get("data", "")).startswith("synthetic") and all(s.get("augment") is None
+                                                                    for s in (file_values, flags)):
+        values.pop("augment", None)  # the recipe's augmentation presumes natural images, whose labels survive crops,
+        values.pop("augment_opt", None)  # flips and mixing; a synthetic set's (a teacher's, or random) do not
     if file_eps_is_a_default(file_values, flags, recipe):
         values.pop("eps")  # the new optimizer's own
     cfg = RunConfig.from_flat(values)

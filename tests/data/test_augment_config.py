@@ -60,8 +60,19 @@ def test_augmentation_refused_where_it_cannot_apply(augment, given, error):
 
 
 def test_augmentation_of_a_run():
-    cfg = resolve({"model": "vit", "data": "synthetic"})
+    cfg = resolve({"model": "vit"})  # the recipe: its data is CIFAR-10, here stood in for by `data`
     aug = augmentation(cfg, data("image", (32, 32, 3)))
     assert aug.ops == ("crop", "flip", "autoaugment", "erasing", "mixup", "cutmix") and aug.num_classes == 10
     assert (aug.options.pad_mode, aug.options.erasing_prob, aug.options.mix_prob) == ("constant", 0.25, 0.5)
     assert augmentation(cfg.replace(augment="none", augment_opt={}), data("text", (256,))) is None
+
+
+@pytest.mark.parametrize("model", ["vit", "mixer"])
+def test_synthetic_data_drops_the_recipes_augmentation_but_not_a_given_one(model):
+    """The recipes augment CIFAR-10; on synthetic data (whose labels do not survive crops or mixing) none, unless
+    --augment (a flag or the file) asks for it."""
+    assert resolve({"model": model}).data.augment != "none"
+    assert resolve({"model": model, "data": "synthetic:teacher"}).data.augment == "none"
+    assert resolve({"model": model, "data": "synthetic", "augment": "flip"}).data.augment == "flip"
+    assert resolve({"model": model}, {"data": "synthetic", "augment": "crop"}).data.augment == "crop"
+    assert resolve({"model": model, "data": "synthetic"}).loop.label_smoothing == 0.1  # not an augmentation
