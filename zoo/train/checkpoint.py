@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -49,6 +50,7 @@ from zoo.errors import (
 from zoo.train import ckpt_format
 from zoo.train.ckpt_format import FORMAT
 from zoo.train.orbax_threads import release_waiting
+from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
 
 TRASH = "trash"
@@ -70,7 +72,7 @@ def _bits(x: jax.Array) -> jax.Array:
         jnp.uint32).ravel()
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=RUN_ONCE)  # a pass over the state per save: compiled fast, not tuned
 def _checksums(leaves: list[jax.Array]) -> jax.Array:
     """(len(leaves), 2) uint32: (s1, s2) per array (module docstring)."""
     out = []
