@@ -141,10 +141,12 @@ def test_grad_accumulation_equals_the_whole_batch(model, cfg):
         prog = _program(model, accum, **cfg)
         state = prog.init(jax.random.PRNGKey(0))
 
-        @jax.jit
-        def step(state, batch, prog=prog):  # one compile per accum: the gradient comes with the step
+        def both(state, batch, prog=prog):  # one compile per accum: the gradient comes with the step
             return prog._grads(state, batch, jax.random.PRNGKey(1))[1], *prog.train_step(state, batch)
 
+        # 3 steps of tiny shapes: compiling is the cost, and XLA's backend optimisation off halves it (both arms
+        # alike; the accumulation is the same arithmetic)
+        step = jax.jit(both).lower(state, batch).compile(RUN_ONCE)
         out = []
         for t in range(3):
             g, state, m = step(state, batch)
@@ -167,7 +169,9 @@ def test_remat_keeps_losses_and_lowers_peak_memory():
     for remat in (False, True):
         prog = _program("gpt", remat=remat, **cfg)
         state = prog.init(jax.random.PRNGKey(0))
-        compiled = jax.jit(prog.train_step).lower(state, batch).compile()
+        # 2 steps: compiling is the cost; XLA's backend optimisation off halves it and leaves the buffer assignment
+        # (temp bytes: 73.8 vs 29.5 MB either way) and the losses as they were
+        compiled = jax.jit(prog.train_step).lower(state, batch).compile(RUN_ONCE)
         temp.append(compiled.memory_analysis().temp_size_in_bytes)
         out = []
         for _ in range(2):
@@ -207,7 +211,7 @@ def test_every_preset_builds_and_trains_two_steps(name):
               **({"data": "synthetic:text", "seq_len": 32} if text else {"data": "synthetic", "image_size": 32})}
     s = setup(resolve(shrink, values))
     state = jax.jit(s.program.init, compiler_options=RUN_ONCE)(jax.random.PRNGKey(0))
-    step = jax.jit(s.program.train_step)
+    step = jax.jit(s.program.train_step, compiler_options=RUN_ONCE)  # 2 steps: compiling is the cost
     for t in range(2):
         batch = s.data.read("train", s.data.indices("train", t, 8, 0))
         state, metrics = step(state, batch)
