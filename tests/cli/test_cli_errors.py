@@ -5,19 +5,24 @@ and the reruns of a small run on disk (damaged, from an older zoo, under other s
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from cli_utils import ROOT, SMALL, clean_error, one_clean_line, run_main_many, run_train
+from cli_utils import ROOT, SMALL, clean_error, one_line_error, run_main_many, saved_run
+
+from zoo.train.lock import RunLock
 
 TINY_GPT = ["--model", "gpt", "--width", "64", "--depth", "1", "--batch-size", "4", "--seq-len", "16"]
 
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("small") / "run"
-    proc = run_train([*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(run)])
-    assert proc.returncode == 0, proc.stderr
+    """A finished 4-step run of SMALL as train.py leaves it for its readers (config.json, checkpoints at 2 and 4,
+    summary.json), made in this process: every use below is refused before a step is trained or compiled."""
+    run = saved_run(tmp_path_factory.mktemp("small") / "run", (2, 4), [*SMALL, "--ckpt-every", "2"])
+    (run / "summary.json").write_text(json.dumps({"steps": 4}))
+    RunLock(run).release()  # its .lock, empty, as a run that exited leaves it
     return run
 
 
@@ -109,24 +114,26 @@ def _cases(tmp, small_run):
     ], r
 
 
-def test_bad_input_is_one_line(tmp_path, small_run):
+def test_bad_input_is_one_line(rerun):
     """Every case exits non-zero with its key words in the last stderr line and no traceback; the activation
     check refuses a 65536-token context before anything is compiled."""
-    cases, run_dir = _cases(tmp_path / "inputs", small_run)
-    argvs = [[*SMALL, "--steps", "2", "--run-dir", f"{run_dir}{i}", *args] for i, (args, _) in enumerate(cases)]
-    for (args, expect), (code, err) in zip(cases, run_main_many(argvs), strict=True):
+    for (args, expect), (code, err) in zip(rerun["cases"], rerun["bad"], strict=True):
         line = clean_error(code, err)
         assert expect in line, (args, line)
         if "--seq-len" in args:
             assert "compiling" not in err
-    assert small_run.exists()
+    assert rerun["small_run"].exists()
 
 
-def test_flag_type_errors_and_help_defaults():
+def test_flag_type_errors_and_help_defaults(capsys):
     """argparse's own checks (a non-number) and --help, which shows each flag's real default."""
-    proc = run_train(["--width", "abc"])
-    assert "argument --width: must be an integer, got 'abc'" in one_clean_line(proc)
-    text = run_train(["--help"]).stdout
+    from zoo.cli.train import main
+
+    assert "argument --width: must be an integer, got 'abc'" in one_line_error(main, ["--width", "abc"], capsys)
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
     assert "(default: None)" not in text
     flat = " ".join(text.split())
     for expect in ("--lr LR peak learning rate", "(default: 0.001; vit 0.002)", "(default: 128; gpt 64, vit 512)",
@@ -134,23 +141,26 @@ def test_flag_type_errors_and_help_defaults():
         assert expect in flat, expect
 
 
-def test_example_config_file_runs(tmp_path):
+def test_example_config_file_runs(rerun):
     """configs/run.yaml, the example the README names, is a valid config (2 steps at a shrunk size)."""
     assert (ROOT / "configs" / "run.yaml").is_file()
-    proc = run_train(["--config", str(ROOT / "configs" / "run.yaml"), "--steps", "2", "--width", "32", "--depth",
-                      "2", "--data", "synthetic", "--eval-every", "2", "--run-dir", str(tmp_path / "r")])
-    assert proc.returncode == 0, proc.stderr
+    code, err = rerun["example"]
+    assert code == 0, err
 
 
 @pytest.fixture(scope="module")
 def rerun(small_run, tmp_path_factory) -> dict:
-    """small_run rerun by train.py's main, in one process: a copy whose every checkpoint is garbage, a copy whose
-    checkpoints predate Dense kernels stored (out, in), and the run itself under another width. (exit status,
+    """Every train.py command of this module through its main, in one process: the bad inputs (`bad`, in the order
+    of `cases`), configs/run.yaml (`example`), and small_run rerun: a copy whose every checkpoint is garbage, a copy
+    whose checkpoints predate Dense kernels stored (out, in), and the run itself under another width. (exit status,
     stderr) and each copy's files before, by name."""
-    import json
     import shutil
 
     root = tmp_path_factory.mktemp("rerun")
+    cases, run_dir = _cases(root / "inputs", small_run)
+    bad = [[*SMALL, "--steps", "2", "--run-dir", f"{run_dir}{i}", *args] for i, (args, _) in enumerate(cases)]
+    example = ["--config", str(ROOT / "configs" / "run.yaml"), "--steps", "2", "--width", "32", "--depth", "2",
+               "--data", "synthetic", "--eval-every", "2", "--run-dir", str(root / "example")]
     corrupt, in_out = root / "corrupt", root / "in_out"
     for run in (corrupt, in_out):
         shutil.copytree(small_run, run)
@@ -169,8 +179,9 @@ def rerun(small_run, tmp_path_factory) -> dict:
     runs = {"corrupt": [*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(corrupt)],
             "in_out": [*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(in_out)],
             "wider": [*SMALL, "--steps", "4", "--run-dir", str(small_run), "--width", "64"]}
-    return {"corrupt_dir": corrupt, "in_out_dir": in_out, "before": before,
-            **dict(zip(runs, run_main_many(list(runs.values())), strict=True))}
+    *out, example = run_main_many([*bad, *runs.values(), example])
+    return {"corrupt_dir": corrupt, "in_out_dir": in_out, "before": before, "cases": cases, "small_run": small_run,
+            "bad": out[:len(bad)], "example": example, **dict(zip(runs, out[len(bad):], strict=True))}
 
 
 def test_corrupt_checkpoints_are_reported_and_kept(rerun):

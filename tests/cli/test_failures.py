@@ -5,6 +5,7 @@ unexpected error (its traceback goes to a file the line names)."""
 from __future__ import annotations
 
 import errno
+import json
 import re
 import shutil
 import signal
@@ -24,7 +25,8 @@ from zoo.files import atomic
 from zoo.train.checkpoint import CheckpointError, Checkpoints
 
 pytestmark = pytest.mark.xdist_group("failures")
-# The disk as the run's checkpoints see it: full (4 KB free) from the second save on.
+# The disk as the run's checkpoints see it: full (4 KB free) from the second save on; then, in the same process, the
+# same command with the space back (the two runs' stderr split by a line "=== <exit status of the first>").
 FULL_AFTER_FIRST_SAVE = """
 import shutil, sys
 real, saves = shutil.disk_usage, []
@@ -35,7 +37,32 @@ def disk_usage(path):
     return usage._replace(free=4096) if len(saves) > 1 else usage
 shutil.disk_usage = disk_usage
 from zoo.cli.train import main
+try:
+    main(sys.argv[1:])
+    code = 0
+except SystemExit as e:
+    code = e.code
+print(f"=== {code}", file=sys.stderr, flush=True)
+shutil.disk_usage = real
 main(sys.argv[1:])
+"""
+# Each (module, argv) through `module.main(argv)` in one interpreter: [exit status, stderr] each, as JSON.
+MAINS = """
+import contextlib, importlib, io, json, sys, traceback
+out = []
+for module, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            importlib.import_module(module).main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc(file=err)
+            code = -1
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
 """
 
 
@@ -50,13 +77,15 @@ def test_full_disk_is_one_line_and_the_run_resumes_when_space_returns(tmp_path):
     1; the first checkpoint is intact and the same command, with space back, resumes from it and finishes."""
     run = tmp_path / "run"
     args = [*SMALL, "--steps", "6", "--ckpt-every", "2", "--run-dir", str(run)]
-    full = _python(FULL_AFTER_FIRST_SAVE, *args)
-    line = clean_error(full.returncode, full.stderr)
+    proc = _python(FULL_AFTER_FIRST_SAVE, *args)
+    first, marker, resumed = proc.stderr.partition("\n=== ")
+    assert marker, proc.stderr
+    code, _, resumed = resumed.partition("\n")
+    line = clean_error(int(code), first)
     assert re.search(rf"no space left on the device writing {re.escape(str(run))}/checkpoints/4 \(it needs about "
                      r"[\d.]+ MB, 0\.0 MB are free\)", line), line
-    assert full.stderr.count("\n") <= 6 and not any(word in full.stderr for word in NOISE), full.stderr
-    (code, err), = run_main_many([args])
-    assert code == 0 and f"resumed {run} from step 2" in err, err
+    assert first.count("\n") <= 5 and not any(word in first for word in NOISE), first
+    assert proc.returncode == 0 and f"resumed {run} from step 2" in resumed, proc.stderr
 
 
 def test_an_async_write_that_runs_out_of_space_is_one_disk_full_line(tmp_path):
@@ -97,8 +126,10 @@ def test_an_unreadable_checkpoint_index_is_one_line(tmp_path):
     run resumes from the one before, and nothing of orbax's or absl's logging reaches the terminal."""
     run = tmp_path / "run"
     args = [*SMALL, "--steps", "4", "--ckpt-every", "2", "--run-dir", str(run)]
-    (code, err), = run_main_many([args])
-    assert code == 0, err
+    from zoo.cli.train import config_from_args, parser
+    from zoo.train.loop import train
+
+    train(config_from_args(parser().parse_args(args)))  # the run to damage: made here, only its files matter
     (run / "summary.json").unlink()
     manifest = run / "checkpoints" / "4" / "state" / "manifest.ocdbt"
     raw = bytearray(manifest.read_bytes())
@@ -192,24 +223,31 @@ def test_junk_and_non_finite_values_are_one_line(tmp_path):
     (tmp_path / "junk.yaml").write_text("model_opt:\n  activation: {a: 1}\n")
     (tmp_path / "junk2.yaml").write_text("param: depth_mup\nparam_opt:\n  alpha: [1, {b: 2}]\n")
     (tmp_path / "nested.yaml").write_text("optim: {lr: .nan}\n")
-    results = run_main_many([["--config", str(tmp_path / "junk.yaml")], ["--config", str(tmp_path / "junk2.yaml")],
-                             ["--config", str(tmp_path / "nested.yaml")], [*SMALL, "--max-loss-ratio", "inf"],
-                             [*SMALL, "--param", "ntk_mup", "--param-opt", "s=inf"]])
+    train = [["--config", str(tmp_path / "junk.yaml")], ["--config", str(tmp_path / "junk2.yaml")],
+             ["--config", str(tmp_path / "nested.yaml")], [*SMALL, "--max-loss-ratio", "inf"],
+             [*SMALL, "--param", "ntk_mup", "--param-opt", "s=inf"]]
+    others = [  # each command through its main, all in the one interpreter
+        ("zoo.cli.sweep", ["--out", str(tmp_path / "s"), "--lrs", "nan"], "learning rates"),
+        ("zoo.cli.transfer", ["--out", str(tmp_path / "t"), "--lrs", "1e-3,inf"], "learning rates"),
+        ("zoo.cli.criticality", ["--grid", "sigma_w=0:nan:3", "--grid", "sigma_b=0:1:3"], "sigma_w"),
+        ("zoo.cli.coord_check", ["--tol", "inf"], "expected a finite number"),
+    ]
+    results = _mains([*(("zoo.cli.train", argv) for argv in train), *((m, argv) for m, argv, _ in others)])
     lines = [clean_error(code, err) for code, err in results]
     assert f"config file {tmp_path / 'junk.yaml'}: model_opt.activation must be a number, a string" in lines[0]
     assert "param_opt.alpha must be" in lines[1] and "junk2.yaml" in lines[1], lines[1]
     assert "lr must be a finite number, got nan" in lines[2], lines[2]
     assert "argument --max-loss-ratio: must be a finite number, got inf" in lines[3], lines[3]
     assert "option s of 'ntk_mup' must be a finite number, got inf" in lines[4], lines[4]
-    for argv, needle in [
-        (["-m", "zoo.sweep", "--out", str(tmp_path / "s"), "--lrs", "nan"], "learning rates"),
-        (["-m", "zoo.transfer", "--out", str(tmp_path / "t"), "--lrs", "1e-3,inf"], "learning rates"),
-        (["-m", "zoo.criticality", "--grid", "sigma_w=0:nan:3", "--grid", "sigma_b=0:1:3"], "sigma_w"),
-        (["-m", "zoo.coord_check", "--tol", "inf"], "expected a finite number"),
-    ]:
-        proc = subprocess.run([sys.executable, *argv], cwd=ROOT, env=child_env(), capture_output=True, text=True,
-                              timeout=240)
-        assert needle in clean_error(proc.returncode, proc.stderr), (argv, proc.stderr)
+    for (module, argv, needle), line in zip(others, lines[len(train):], strict=True):
+        assert needle in line, (module, argv, line)
+
+
+def _mains(calls: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
+    proc = subprocess.run([sys.executable, "-c", MAINS, json.dumps(calls)], cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
 
 
 def test_an_unexpected_error_names_the_file_with_its_traceback(tmp_path):
@@ -284,13 +322,18 @@ def test_a_refusal_after_the_run_dir_was_made_removes_it(tmp_path):
     command made is removed, so nothing is left behind; a dir that was there before stays."""
     code = ("import sys\nfrom zoo.train import memory\n"
             "def refuse(*a, **k):\n    raise ValueError('the compiled train step needs 99.0 GB per device')\n"
-            "memory.check_compiled = refuse\nfrom zoo.cli.train import main\nmain(sys.argv[1:])\n")
+            "memory.check_compiled = refuse\nfrom zoo.cli.train import main\n"
+            "*argv, run, kept = sys.argv[1:]\n"
+            "for run_dir in (run, kept):\n"
+            "    try:\n        main([*argv, '--run-dir', run_dir])\n    except SystemExit as e:\n"
+            "        print(f'=== {e.code}', file=sys.stderr, flush=True)\n")
     run, kept = tmp_path / "run", tmp_path / "kept"
-    proc = _python(code, *SMALL, "--steps", "2", "--run-dir", str(run))
-    assert "needs 99.0 GB" in clean_error(proc.returncode, proc.stderr) and not run.exists(), proc.stderr
     kept.mkdir()
-    proc = _python(code, *SMALL, "--steps", "2", "--run-dir", str(kept))
-    assert proc.returncode == 1 and kept.is_dir() and not (kept / "config.json").exists(), proc.stderr
+    # both commands in one process: "run" is made by the command, "kept" was there before
+    proc = _python(code, *SMALL, "--steps", "2", str(run), str(kept))
+    first, second, rest = proc.stderr.split("=== ")
+    assert "needs 99.0 GB" in clean_error(int(second.split()[0]), first) and not run.exists(), proc.stderr
+    assert rest.strip() == "1" and kept.is_dir() and not (kept / "config.json").exists(), proc.stderr
 
 
 def test_an_allocation_the_machine_cannot_make_is_one_line(capsys):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,8 +18,6 @@ from cli_utils import (
     child_env,
     clean_error,
     run_main_many,
-    run_train,
-    start_train,
     wait_for_rows,
 )
 
@@ -35,30 +32,68 @@ TINY_GPT = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "h
             "--data", "synthetic:text", "--eval-every", "100000", "--eval-batch-size", "64"]
 
 
-def _python(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=child_env(), capture_output=True, text=True,
-                          timeout=240)
+_MAINS = """
+import contextlib, importlib, io, json, sys, traceback
+out = []
+for module, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            importlib.import_module(module).main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc(file=err)
+            code = -1
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+# train.py whose every checkpoint stays in flight 1 s longer (its metadata is written 1 s late, in the async
+# save's background commit): the live run still checkpoints every step while the readers work, a checkpoint in
+# flight nearly all the time, but the loop, waiting for the last save before the next, does not spin a core
+_PACED = """
+import asyncio, sys
+import orbax.checkpoint as ocp
+write = ocp.JsonCheckpointHandler._save_fn
+async def late(self, *args, **kwargs):
+    await asyncio.sleep(1)
+    await write(self, *args, **kwargs)
+ocp.JsonCheckpointHandler._save_fn = late
+from zoo.cli.train import main
+main(sys.argv[1:])
+"""
+
+
+def _mains(calls: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
+    """Each (module, argv) through `module.main(argv)` in ONE interpreter, in order: (exit status, stderr) each."""
+    proc = subprocess.run([sys.executable, "-c", _MAINS, json.dumps(calls)], cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
 
 
 def test_readers_never_touch_a_live_run(tmp_path):
     """zoo.sample, zoo.export, --init-from and --fork-from read a run that checkpoints every step while it trains:
     each succeeds, the run keeps training and checkpointing (its in-flight checkpoints are not cleaned up under it),
-    and it stops on SIGTERM with status 143 and no error."""
+    and it stops on SIGTERM with status 143 and no error. (The readers share one interpreter, each through its
+    command's main: the live run is what must be another process.)"""
     run = tmp_path / "live"
-    live = start_train([*TINY_GPT, "--steps", "100000", "--ckpt-every", "1", "--keep", "100000", "--log-every", "1",
-                        "--run-dir", str(run)])
+    gpt = [*TINY_GPT, "--model-opt", "dropout=0"]  # dropout is not what this is about (its RNG doubles the compile)
+    live = subprocess.Popen([sys.executable, "-c", _PACED, *gpt, "--steps", "100000", "--ckpt-every", "1", "--keep",
+                             "100000", "--log-every", "1", "--run-dir", str(run)], cwd=ROOT, env=child_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_rows(run, live, 3)
-        for _ in range(2):
-            sampled = _python("-m", "zoo.sample", str(run), "--prompt", "12", "--tokens", "5", "--temperature", "0")
-            assert sampled.returncode == 0, sampled.stderr
-        exported = _python("-m", "zoo.export", str(run), "--out", str(tmp_path / "sp"))
-        assert exported.returncode == 0, exported.stderr
-        readers = run_main_many([
-            [*TINY_GPT, "--init-from", str(run), "--steps", "1", "--run-dir", str(tmp_path / "a")],
-            [*TINY_GPT, "--fork-from", f"{run}:2", "--steps", "4", "--run-dir", str(tmp_path / "b")]])
-        assert [code for code, _ in readers] == [0, 0], readers
-        assert f"forked {run} at step 2" in readers[1][1]
+        sample = ("zoo.cli.sample", [str(run), "--prompt", "12", "--tokens", "5", "--temperature", "0"])
+        readers = _mains([
+            sample, sample, ("zoo.cli.export", [str(run), "--out", str(tmp_path / "sp")]),
+            ("zoo.cli.train", [*gpt, "--init-from", str(run), "--steps", "1", "--run-dir", str(tmp_path / "a")]),
+            ("zoo.cli.train", [*gpt, "--fork-from", f"{run}:2", "--steps", "4", "--run-dir", str(tmp_path / "b")])])
+        assert [code for code, _ in readers] == [0] * 5, readers
+        assert f"forked {run} at step 2" in readers[-1][1]
         assert live.poll() is None
         newest = max(_steps(run))
         wait_for_rows(run, live, len((run / "metrics.jsonl").read_text().splitlines()) + 3)
@@ -74,102 +109,132 @@ def _steps(run) -> list[int]:
     return [int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()]
 
 
-def test_lost_config_json_is_checked_against_the_checkpoints_and_rebuilt(tmp_path):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def mains(tmp_path_factory) -> dict:
+    """Every train.py command of the tests below through its main, in one process, each on its own folders: a
+    finished 6-step run (trained here) with its config.json lost, then rerun (`lost`: under other settings,
+    `same`: the same command), then refused commands on it (`horizon`); refusals before a run dir exists and a run
+    dir without checkpoints (`refused`, `started`); other programs' files (`foreign`); a run dir that cannot be
+    written (`unwritable`). The folders and the files as they were before, by name."""
+    from zoo.cli.train import config_from_args, parser
+
+    root = tmp_path_factory.mktemp("mains")
+    run = root / "run"
     args = [*SMALL, "--steps", "6", "--ckpt-every", "3", "--run-dir", str(run)]
-    assert run_train(args).returncode == 0
+    train(config_from_args(parser().parse_args(args)))
     stored = json.loads((run / "config.json").read_text())
+    summary = (run / "summary.json").read_bytes()
     (run / "config.json").unlink()
     listing = sorted(p.name for p in run.iterdir())
-    (code, err), (same, _) = run_main_many([[*args[:-4], "--lr", "0.01", "--steps", "12", "--run-dir", str(run)],
-                                            args])
-    line = clean_error(code, err)
-    assert "other settings" in line and "lr 0.001 -> 0.01" in line and "steps 6 -> 12" in line, line
-    assert same == 0
-    assert json.loads((run / "config.json").read_text()) == stored  # rebuilt from the checkpoints' copy
-    assert sorted(p.name for p in run.iterdir()) == sorted([*listing, "config.json"])
-
-
-def test_the_horizon_is_part_of_the_identity_and_forks_must_train(tmp_path):
-    """A finished 6-step run rerun with --steps 3 is refused (summary.json untouched); a fork at or beyond the new
-    run's last step is refused before its run dir exists; a fork's step that is not a number lists the saved ones."""
-    run = tmp_path / "run"
-    args = [*SMALL, "--steps", "6", "--ckpt-every", "3", "--run-dir", str(run)]
-    assert run_train(args).returncode == 0
-    summary = (run / "summary.json").read_bytes()
-    fork = str(tmp_path / "fork")
-    results = run_main_many([
+    fork = str(root / "fork")
+    argvs = {"lost": [*args[:-4], "--lr", "0.01", "--steps", "12", "--run-dir", str(run)], "same": args}
+    horizon = [
         [*args[:-4], "--steps", "3", "--run-dir", str(run)],
         [*SMALL, "--steps", "3", "--fork-from", f"{run}:6", "--run-dir", fork],
         [*SMALL, "--steps", "6", "--fork-from", f"{run}", "--run-dir", fork],
         [*SMALL, "--steps", "9", "--fork-from", f"{run}:abc", "--run-dir", fork],
         [*SMALL, "--steps", "9", "--fork-from", f"{run}:4", "--run-dir", fork],
-    ])
-    lines = [clean_error(code, err) for code, err in results]
+    ]
+
+    new, unsaved = root / "new", root / "unsaved"
+    unsaved.mkdir()
+    (unsaved / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
+    refused = [
+        [*SMALL, "--steps", "2", "--model-opt", "activation=nope", "--run-dir", str(new)],
+        [*SMALL, "--steps", "2", "--param", "depth_mup", "--param-opt", "alpha=nan", "--run-dir", str(new)],
+        [*SMALL, "--steps", "2", "--mesh", "data=2", "--run-dir", str(new)],
+        ["--model", "gpt", "--width", "64", "--depth", "1", "--data", "shakespeare", "--seq-len", "65536",
+         "--batch-size", "64", "--run-dir", str(new)],
+    ]
+    argvs["started"] = [*SMALL, "--steps", "2", "--run-dir", str(unsaved)]
+
+    config, other = root / "project", root / "other"
+    foreign = json.dumps({"name": "my project", "version": 3})
+    for folder, name in ((config, "config.json"), (other, "summary.json")):  # nor a metrics.jsonl or curves.png
+        folder.mkdir()
+        (folder / name).write_text(foreign)
+    argvs["config"], argvs["other"] = ([*SMALL, "--steps", "2", "--run-dir", str(f)] for f in (config, other))
+
+    no_ckpts = root / "no_ckpts"
+    no_ckpts.mkdir()
+    (no_ckpts / "checkpoints").write_text("not a folder")
+    folders = {name: root / name.replace(".", "_") for name in ("metrics.jsonl", "summary.json", "curves.png")}
+    for name, folder in folders.items():
+        (folder / name).mkdir(parents=True)  # found after the compile, or after training, naming a temporary file
+    unwritable = [[*SMALL, "--steps", "2", "--run-dir", str(folder)] for folder in (no_ckpts, *folders.values())]
+
+    out = run_main_many([*argvs.values(), *horizon, *refused, *unwritable])
+    results = dict(zip(argvs, out, strict=False))
+    out = out[len(argvs):]
+    results["horizon"], out = out[:len(horizon)], out[len(horizon):]
+    results["refused"], results["unwritable"] = out[:len(refused)], out[len(refused):]
+    return {**results, "run": run, "stored": stored, "summary": summary, "listing": listing, "fork": fork,
+            "new": new, "unsaved": unsaved, "project": config, "other_dir": other, "foreign": foreign,
+            "root": root, "no_ckpts": no_ckpts, "folders": folders}
+
+
+def test_lost_config_json_is_checked_against_the_checkpoints_and_rebuilt(mains):
+    run = mains["run"]
+    line = clean_error(*mains["lost"])
+    assert "other settings" in line and "lr 0.001 -> 0.01" in line and "steps 6 -> 12" in line, line
+    assert mains["same"][0] == 0, mains["same"]
+    assert json.loads((run / "config.json").read_text()) == mains["stored"]  # rebuilt from the checkpoints' copy
+    assert sorted(p.name for p in run.iterdir()) == sorted([*mains["listing"], "config.json"])
+
+
+def test_the_horizon_is_part_of_the_identity_and_forks_must_train(mains):
+    """A finished 6-step run rerun with --steps 3 is refused (summary.json untouched); a fork at or beyond the new
+    run's last step is refused before its run dir exists; a fork's step that is not a number lists the saved ones.
+    (The run is the one whose lost config.json the test above rebuilt, before these commands.)"""
+    lines = [clean_error(code, err) for code, err in mains["horizon"]]
     assert "steps 6 -> 3" in lines[0], lines[0]
     assert "starts at step 6, but --steps is 3" in lines[1] and "starts at step 6, but --steps is 6" in lines[2]
     assert "'abc' is not a step" in lines[3] and "checkpoints at 6, 3" in lines[3], lines[3]
     assert "no checkpoint at step 4 (it has 6, 3)" in lines[4], lines[4]
-    assert (run / "summary.json").read_bytes() == summary and not os.path.exists(fork)
+    assert (mains["run"] / "summary.json").read_bytes() == mains["summary"] and not os.path.exists(mains["fork"])
 
 
-def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_new_settings(tmp_path):
+def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_new_settings(mains):
     """Every refusal below happens before the run dir exists; a run dir whose run never saved a checkpoint (its
     config.json is there) takes the corrected command, saying so in one line."""
-    run, unsaved = tmp_path / "run", tmp_path / "unsaved"
-    unsaved.mkdir()
-    (unsaved / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
-    *refused, started = run_main_many([
-        [*SMALL, "--steps", "2", "--model-opt", "activation=nope", "--run-dir", str(run)],
-        [*SMALL, "--steps", "2", "--param", "depth_mup", "--param-opt", "alpha=nan", "--run-dir", str(run)],
-        [*SMALL, "--steps", "2", "--mesh", "data=2", "--run-dir", str(run)],
-        ["--model", "gpt", "--width", "64", "--depth", "1", "--data", "shakespeare", "--seq-len", "65536",
-         "--batch-size", "64", "--run-dir", str(run)],
-        [*SMALL, "--steps", "2", "--run-dir", str(unsaved)],
-    ])
-    lines = [clean_error(code, err) for code, err in refused]
+    lines = [clean_error(code, err) for code, err in mains["refused"]]
     assert "unknown activation 'nope'" in lines[0], lines[0]
     assert "option alpha of 'depth_mup' must be a finite number, got nan" in lines[1], lines[1]
     assert "must equal the 1 devices" in lines[2] and "GB of activations" in lines[3], lines
-    assert not run.exists()
-    code, err = started
+    assert not mains["new"].exists()
+    code, err = mains["started"]
+    unsaved = mains["unsaved"]
     assert code == 0, err
     assert f"{unsaved} has no checkpoint yet: starting it with these settings (lr 0.5 -> 0.001)" in err
     assert json.loads((unsaved / "config.json").read_text())["optim"]["lr"] == 0.001
 
 
-def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(tmp_path):
+def test_another_programs_config_json_is_neither_taken_over_nor_overwritten(mains):
     """A folder whose config.json names no model (another program's file), or which holds a run's other files without
     a run's config, is refused in one line, the files as they were; a zoo run's config.json, nested or flat, names
     its model, and a run writes it before anything else."""
-    config, summary = tmp_path / "project", tmp_path / "other"
-    foreign = json.dumps({"name": "my project", "version": 3})
-    for run, name in ((config, "config.json"), (summary, "summary.json")):  # nor a metrics.jsonl or curves.png
-        run.mkdir()
-        (run / name).write_text(foreign)
-    results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(run)] for run in (config, summary)])
-    (code, err), (other, other_err) = results
+    (code, err), (other, other_err) = mains["config"], mains["other"]
+    config, summary, foreign = mains["project"], mains["other_dir"], mains["foreign"]
     assert code == 1 and "does not hold a zoo run's config" in clean_error(code, err), err
     assert (config / "config.json").read_text() == foreign and not (config / "checkpoints").exists()
     assert other == 1 and "another program's files would be overwritten" in clean_error(other, other_err), other_err
     assert (summary / "summary.json").read_text() == foreign and not (summary / "checkpoints").exists()
 
+
 def test_files_follow_the_umask(tmp_path):
     """config.json, summary.json and a trimmed metrics.jsonl get 0666 less the umask (0640 under umask 027), as
     every other file a run writes (mkstemp alone would make them 0600)."""
     run = tmp_path / "run"
-    code = "import os, sys; os.umask(0o027); from zoo.cli.train import main; main(sys.argv[1:])"
+    # the run, then (its summary and last checkpoint removed) its rerun, in one process under umask 027
+    code = ("import os, shutil, sys\nfrom pathlib import Path\nos.umask(0o027)\nfrom zoo.cli.train import main\n"
+            "run = Path(sys.argv[-1])\nmain(sys.argv[1:])\n(run / 'summary.json').unlink()\n"
+            "shutil.rmtree(run / 'checkpoints' / '4')  # the rerun resumes at step 2 and trims the rows after it\n"
+            "print('=== rerun', file=sys.stderr, flush=True)\nmain(sys.argv[1:])\n")
     args = [*SMALL, "--steps", "4", "--ckpt-every", "2", "--log-every", "1", "--run-dir", str(run)]
-
-    def train() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env(), capture_output=True,
-                              text=True, timeout=240)
-
-    assert train().returncode == 0
-    (run / "summary.json").unlink()
-    shutil.rmtree(run / "checkpoints" / "4")  # the rerun resumes at step 2 and trims the rows after it
-    proc = train()
-    assert proc.returncode == 0 and "metrics.jsonl rows after step 2" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env(), capture_output=True,
+                          text=True, timeout=240)
+    rerun = proc.stderr.partition("=== rerun")[2]
+    assert proc.returncode == 0 and "metrics.jsonl rows after step 2" in rerun, proc.stderr
     for name in ("config.json", "summary.json", "metrics.jsonl"):
         assert (run / name).stat().st_mode & 0o777 == 0o640, name
 
@@ -205,7 +270,7 @@ def test_a_figure_is_written_whole_or_not_at_all(tmp_path):
         "plots", "sweep.png"]
 
 
-def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refused(tmp_path):
+def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refused(mains, tmp_path):
     """A metrics.jsonl row that is not UTF-8 is skipped like a torn one (the resume's trim used to stop on it with a
     decode error naming no file); a run dir whose checkpoints/ is a file, or whose metrics.jsonl, summary.json or
     curves.png is a folder, is refused before anything compiles, and left as it was."""
@@ -214,17 +279,11 @@ def test_damaged_metrics_rows_are_dropped_and_a_run_dir_it_cannot_write_is_refus
     (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1}\n\xff\xfe junk\n{"step": 3}\n{"step": 4, "lo')
     assert read_metrics(tmp_path) == [{"step": 1}, {"step": 3}]
     assert trim_metrics(tmp_path, 2) == 1 and read_metrics(tmp_path) == [{"step": 1}]
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "checkpoints").write_text("not a folder")
-    runs = {name: tmp_path / name.replace(".", "_") for name in ("metrics.jsonl", "summary.json", "curves.png")}
-    for name, folder in runs.items():
-        (folder / name).mkdir(parents=True)  # found after the compile, or after training, naming a temporary file
-    (code, err), *results = run_main_many([[*SMALL, "--steps", "2", "--run-dir", str(folder)]
-                                           for folder in (run, *runs.values())])
+    run = mains["no_ckpts"]
+    (code, err), *results = mains["unwritable"]
     assert f"{run / 'checkpoints'} is not a directory" in clean_error(code, err)
     assert (run / "checkpoints").read_text() == "not a folder" and "compiling" not in err
-    for (name, run), (code, err) in zip(runs.items(), results, strict=True):
+    for (name, run), (code, err) in zip(mains["folders"].items(), results, strict=True):
         assert f"{run / name} is a directory, so the run could not write it" in clean_error(code, err)
         assert "compiling" not in err
 

@@ -115,7 +115,7 @@ def test_a_text_runs_bits_are_named_by_what_its_tokens_are(tmp_path):
     (tmp_path / "a.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 20)
     cfg = resolve({"model": "gpt", "width": 64, "depth": 1, "data": f"text:{tmp_path / 'a.txt'}", "byte_level": True,
                    "seq_len": 16, "batch_size": 4, "eval_batch_size": 4, "steps": 2, "warmup": 0, "eval_every": 2,
-                   "run_dir": str(tmp_path / "run")})
+                   "model_opt": {"dropout": 0}, "run_dir": str(tmp_path / "run")})  # dropout's RNG: a longer compile
     best = train(cfg)["best_eval"]
     assert set(best) == {"loss", "accuracy", "bits_per_byte"}, best
     assert best["bits_per_byte"] == pytest.approx(best["loss"] / math.log(2), rel=1e-6)
