@@ -32,7 +32,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "JAX_PLATFORMS": "cpu", **(extra or {})}
 
 
-def run_train(args: list[str], env: dict[str, str] | None = None, timeout: float = 240,
+def run_train(args: list[str], env: dict[str, str] | None = None, timeout: float = 600,
               **popen) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=child_env(env),
                           capture_output=True, text=True, timeout=timeout, **popen)
@@ -55,31 +55,40 @@ def wait_for_rows(run: Path, proc: subprocess.Popen, rows: int, timeout: float =
         proc.stderr.read() if proc.stderr else "")
 
 
-def run_main_many(argvs: list[list[str]], timeout: float = 240, env: dict[str, str] | None = None
-                  ) -> list[tuple[int, str]]:
-    """Each argv through `zoo.cli.train.main` in ONE subprocess (one interpreter and its JAX runtime serve many runs):
-    (exit status, stderr) per argv; an exception escaping main shows as a traceback."""
-    script = (
-        "import contextlib, io, json, sys, traceback\n"
-        "import zoo.cli.train\n"
-        "out = []\n"
-        "for argv in json.loads(sys.argv[1]):\n"
-        "    err = io.StringIO()\n"
-        "    code = 0\n"
-        "    with contextlib.redirect_stderr(err):\n"
-        "        try:\n"
-        "            zoo.cli.train.main(argv)\n"
-        "        except SystemExit as e:\n"
-        "            code = e.code if isinstance(e.code, int) else 1\n"
-        "        except BaseException:\n"
-        "            traceback.print_exc(file=err)\n"
-        "            code = -1\n"
-        "    out.append([code, err.getvalue()])\n"
-        "print(json.dumps(out))\n")
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=ROOT, env=child_env(env),
+_MAINS = """
+import contextlib, importlib, io, json, sys, traceback
+out = []
+for module, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            importlib.import_module(module).main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc(file=err)
+            code = -1
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def run_mains(calls: list[tuple[str, list[str]]], timeout: float = 240, env: dict[str, str] | None = None
+              ) -> list[tuple[int, str]]:
+    """Each (module, argv) through `module.main(argv)` in ONE subprocess, in order (one interpreter and its JAX
+    runtime serve many commands): (exit status, stderr) each, stdout dropped; an exception escaping main shows as a
+    traceback."""
+    proc = subprocess.run([sys.executable, "-c", _MAINS, json.dumps(calls)], cwd=ROOT, env=child_env(env),
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
     return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
+
+
+def run_main_many(argvs: list[list[str]], timeout: float = 240, env: dict[str, str] | None = None
+                  ) -> list[tuple[int, str]]:
+    """Each argv through `zoo.cli.train.main` in ONE subprocess (run_mains)."""
+    return run_mains([("zoo.cli.train", argv) for argv in argvs], timeout, env)
 
 
 def final_params(run_dir: Path) -> dict[str, np.ndarray]:

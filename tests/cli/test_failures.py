@@ -5,7 +5,6 @@ unexpected error (its traceback goes to a file the line names)."""
 from __future__ import annotations
 
 import errno
-import json
 import re
 import shutil
 import signal
@@ -17,7 +16,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, run_main_many
+from cli_utils import NOISE, ROOT, SMALL, child_env, clean_error, run_main_many, run_mains
 
 from zoo.cli.boundary import boundary
 from zoo.errors import DiskFull, log_failures_in, naming_full_disk
@@ -45,24 +44,6 @@ except SystemExit as e:
 print(f"=== {code}", file=sys.stderr, flush=True)
 shutil.disk_usage = real
 main(sys.argv[1:])
-"""
-# Each (module, argv) through `module.main(argv)` in one interpreter: [exit status, stderr] each, as JSON.
-MAINS = """
-import contextlib, importlib, io, json, sys, traceback
-out = []
-for module, argv in json.loads(sys.argv[1]):
-    err = io.StringIO()
-    code = 0
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            importlib.import_module(module).main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            traceback.print_exc(file=err)
-            code = -1
-    out.append([code, err.getvalue()])
-print(json.dumps(out))
 """
 
 
@@ -232,7 +213,7 @@ def test_junk_and_non_finite_values_are_one_line(tmp_path):
         ("zoo.cli.criticality", ["--grid", "sigma_w=0:nan:3", "--grid", "sigma_b=0:1:3"], "sigma_w"),
         ("zoo.cli.coord_check", ["--tol", "inf"], "expected a finite number"),
     ]
-    results = _mains([*(("zoo.cli.train", argv) for argv in train), *((m, argv) for m, argv, _ in others)])
+    results = run_mains([*(("zoo.cli.train", argv) for argv in train), *((m, argv) for m, argv, _ in others)])
     lines = [clean_error(code, err) for code, err in results]
     assert f"config file {tmp_path / 'junk.yaml'}: model_opt.activation must be a number, a string" in lines[0]
     assert "param_opt.alpha must be" in lines[1] and "junk2.yaml" in lines[1], lines[1]
@@ -241,13 +222,6 @@ def test_junk_and_non_finite_values_are_one_line(tmp_path):
     assert "option s of 'ntk_mup' must be a finite number, got inf" in lines[4], lines[4]
     for (module, argv, needle), line in zip(others, lines[len(train):], strict=True):
         assert needle in line, (module, argv, line)
-
-
-def _mains(calls: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
-    proc = subprocess.run([sys.executable, "-c", MAINS, json.dumps(calls)], cwd=ROOT, env=child_env(),
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
 
 
 def test_an_unexpected_error_names_the_file_with_its_traceback(tmp_path):

@@ -18,6 +18,7 @@ from cli_utils import (
     child_env,
     clean_error,
     run_main_many,
+    run_mains,
     wait_for_rows,
 )
 
@@ -30,25 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("run_dir")]
 TINY_GPT = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--batch-size", "4",
             "--seq-len", "16",
             "--data", "synthetic:text", "--eval-every", "100000", "--eval-batch-size", "64"]
-
-
-_MAINS = """
-import contextlib, importlib, io, json, sys, traceback
-out = []
-for module, argv in json.loads(sys.argv[1]):
-    err = io.StringIO()
-    code = 0
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            importlib.import_module(module).main(argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except BaseException:
-            traceback.print_exc(file=err)
-            code = -1
-    out.append([code, err.getvalue()])
-print(json.dumps(out))
-"""
 
 
 # train.py whose every checkpoint stays in flight 1 s longer (its metadata is written 1 s late, in the async
@@ -67,14 +49,6 @@ main(sys.argv[1:])
 """
 
 
-def _mains(calls: list[tuple[str, list[str]]]) -> list[tuple[int, str]]:
-    """Each (module, argv) through `module.main(argv)` in ONE interpreter, in order: (exit status, stderr) each."""
-    proc = subprocess.run([sys.executable, "-c", _MAINS, json.dumps(calls)], cwd=ROOT, env=child_env(),
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    return [tuple(r) for r in json.loads(proc.stdout.splitlines()[-1])]
-
-
 def test_readers_never_touch_a_live_run(tmp_path):
     """zoo.sample, zoo.export, --init-from and --fork-from read a run that checkpoints every step while it trains:
     each succeeds, the run keeps training and checkpointing (its in-flight checkpoints are not cleaned up under it),
@@ -88,7 +62,7 @@ def test_readers_never_touch_a_live_run(tmp_path):
     try:
         wait_for_rows(run, live, 3)
         sample = ("zoo.cli.sample", [str(run), "--prompt", "12", "--tokens", "5", "--temperature", "0"])
-        readers = _mains([
+        readers = run_mains([
             sample, sample, ("zoo.cli.export", [str(run), "--out", str(tmp_path / "sp")]),
             ("zoo.cli.train", [*gpt, "--init-from", str(run), "--steps", "1", "--run-dir", str(tmp_path / "a")]),
             ("zoo.cli.train", [*gpt, "--fork-from", f"{run}:2", "--steps", "4", "--run-dir", str(tmp_path / "b")])])
