@@ -173,7 +173,8 @@ def test_the_default_prompt_outside_the_vocabulary_is_named():
     assert encode_prompt(lines, None).tolist() == [0]
 
 
-TINY_GPT = ["--model", "gpt", "--width", "16", "--depth", "1", "--model-opt", "head_dim=8", "--seq-len", "8",
+TINY_GPT = ["--model", "gpt", "--width", "16", "--depth", "1", "--model-opt", "head_dim=8", "--model-opt", "dropout=0",
+            "--seq-len", "8",
             "--batch-size", "4", "--steps", "2", "--ckpt-every", "2", "--eval-every", "100"]
 
 
