@@ -112,7 +112,7 @@ def test_members_padded_to_whole_groups_train_as_their_own_runs(setup):
     states, losses = trainer.train(trainer.init(lrs, seeds), 5)
     assert int(states["step"].shape[0]) == 4 and losses.shape == (5, 3)
     assert trainer.evaluate(states, limit=96)["loss"].shape == (3,)
-    one = MemberTrainer(prog, data, BATCH, chunk=3, vmapped=False)
+    one = MemberTrainer(prog, data, BATCH, chunk=4, vmapped=False)  # the one-by-one program of the test above
     for k in range(3):
         _, ref = one.train(one.init(lrs[k:k + 1], seeds[k:k + 1]), 5)
         np.testing.assert_allclose(losses[:, k], ref, rtol=1e-5)
