@@ -49,6 +49,15 @@ def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
     return run, state
 
 
+@pytest.fixture(scope="module")
+def mlp_run(tmp_path_factory) -> Path:
+    """make_run's MLP-ResNet run dir, shared by the tests that only export it (an export reads a run, never writes
+    it)."""
+    run = tmp_path_factory.mktemp("mlp") / "run"
+    make_run(run, "mlp_resnet")
+    return run
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
@@ -75,13 +84,12 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
 
 
 @pytest.mark.slow
-def test_finetune_from_the_export_under_sp(tmp_path, capsys):
+def test_finetune_from_the_export_under_sp(mlp_run, tmp_path, capsys):
     """`train.py --config DIR/config.json --init-from DIR` trains the export under sp: every parameter is loaded
     (none re-initialised), and two steps of training keep the loss finite and move the parameters."""
     from zoo.train.loop import train
 
-    make_run(tmp_path / "run", "mlp_resnet")
-    export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
+    export(mlp_run, tmp_path / "out", echo=lambda _: None)
     cfg = RunConfig.from_json(json.loads((tmp_path / "out" / "config.json").read_text()))
     cfg = cfg.replace(init_from=str(tmp_path / "out"), run_dir=str(tmp_path / "ft"), steps=2, eval_every=2,
                       eval_batch_size=256)
@@ -117,15 +125,14 @@ def test_bad_exports_are_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(tmp_path):
+def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(mlp_run, tmp_path):
     """--out LINK, a symbolic link to an empty folder: the export loaded, folded and checked the run, then failed in
     'error: Not a directory: LINK' (os.rmdir of a link); now it is written into the folder the link names."""
     import json
 
     from zoo.export import export
 
-    run, folder, link = tmp_path / "run", tmp_path / "folder", tmp_path / "link"
-    make_run(run, "mlp_resnet")
+    run, folder, link = mlp_run, tmp_path / "folder", tmp_path / "link"
     folder.mkdir()
     link.symlink_to(folder)
     cfg = export(run, link, echo=lambda _: None)
@@ -134,17 +141,16 @@ def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_export_removes_the_temporary_folder_a_killed_export_left(tmp_path):
+def test_an_export_removes_the_temporary_folder_a_killed_export_left(mlp_run, tmp_path):
     """A SIGKILLed export left its half-written `.OUT.tmp-PID` beside --out, and no later export removed it (each
     cleans only its own pid's). Now an export to OUT removes those of processes that are gone, and keeps a live
     one's (pid 1)."""
     from zoo.export import export
 
-    make_run(tmp_path / "run", "mlp_resnet")
     stale, live = tmp_path / ".out.tmp-999999999", tmp_path / ".out.tmp-1"
     for folder in (stale, live):
         (folder / "checkpoints").mkdir(parents=True)
-    export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
+    export(mlp_run, tmp_path / "out", echo=lambda _: None)
     assert not stale.exists() and live.exists() and (tmp_path / "out" / "config.json").is_file()
 
 

@@ -173,20 +173,22 @@ def test_the_default_prompt_outside_the_vocabulary_is_named():
     assert encode_prompt(lines, None).tolist() == [0]
 
 
-TINY_GPT = ["--model", "gpt", "--width", "16", "--depth", "1", "--model-opt", "head_dim=8", "--seq-len", "8",
-            "--batch-size", "4", "--steps", "2", "--ckpt-every", "2", "--eval-every", "100"]
+TINY_GPT = {"model": "gpt", "width": 16, "depth": 1, "model_opt": {"head_dim": 8, "dropout": 0.0}, "seq_len": 8,
+            "batch_size": 4, "steps": 2, "ckpt_every": 2, "eval_every": 100}
 
 
 @pytest.fixture(scope="module")
 def gpt_run(tmp_path_factory):
-    """A tiny GPT trained on a text file (char tokens), and the file; the run dir is copied before it is changed."""
-    from cli_utils import run_train
+    """A tiny GPT trained on a text file (char tokens), and the file; the run dir is copied before it is changed.
+    Trained in this process, as zoo.train.loop.train (these tests are about the run dir, not the command line; a
+    train.py process would import JAX again), without dropout (its RNG would only add to the compile)."""
+    from zoo.config import resolve
+    from zoo.train.loop import train
 
     root = tmp_path_factory.mktemp("gpt")
     corpus = root / "corpus.txt"
     corpus.write_text("the quick brown fox jumps over the lazy dog\n" * 40)
-    proc = run_train([*TINY_GPT, "--data", f"text:{corpus}", "--run-dir", str(root / "run")])
-    assert proc.returncode == 0, proc.stderr
+    train(resolve({**TINY_GPT, "data": f"text:{corpus}", "run_dir": str(root / "run")}))
     return root / "run", corpus
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
 
 
@@ -35,11 +36,11 @@ def folded_params(model: nnx.Module) -> dict[str, jax.Array]:
             key = f"{path}/{name}" if path else name
             if key in raw:  # biases are optional
                 factors.setdefault(key, []).append(jnp.asarray(factor))
-    out = _apply({k: v[...] for k, v in raw.items()}, factors)
+    args = {k: v[...] for k, v in raw.items()}, factors
+    out = jax.jit(_apply).lower(*args).compile(compiler_options=RUN_ONCE)(*args)  # runs once: elementwise products
     return {**out, **getattr(model, "untied", dict)()}
 
 
-@jax.jit
 def _apply(params: dict[str, jax.Array], factors: dict[str, list[jax.Array]]) -> dict[str, jax.Array]:
     out = {}
     for key, w in params.items():
