@@ -21,7 +21,7 @@ import zoo.param as P
 from zoo import optim
 from zoo.optim import OptimConfig, Route, routes
 from zoo.param.tags import Tag
-from zoo.train.step import build_program, loss_and_metrics
+from zoo.train.step import RUN_ONCE, build_program, loss_and_metrics
 
 NS = jnp.asarray((3.4445, -4.7750, 2.0315))  # optax's default Newton-Schulz coefficients
 
@@ -37,10 +37,15 @@ def first_step():
     plugin, lr = P.get("mup"), 1e-2
     cfg = OptimConfig(name="muon", lr=lr, eps=1e-20)
     prog = dataclasses.replace(program(plugin, base_width=16, base_depth=2), tx=optim.build(cfg, plugin, params()))
-    state, data = prog.init(jax.random.key(0)), batch()
-    grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, state["rest"]), data, None, True)[0])(
-        state["params"])
-    new, _ = prog.train_step(state, data)
+    state, data = jax.jit(prog.init)(jax.random.key(0)), batch()
+
+    @jax.jit  # one program (op by op, each eager op compiled on its own: 38 CPU-s)
+    def grads_and_step(state, data):
+        grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, state["rest"]), data, None, True)[0])(
+            state["params"])
+        return grads, prog.train_step(state, data)[0]
+
+    grads, new = grads_and_step(state, data)
     old, g = leaves(state["params"]), leaves(grads)
     out = {}
     for path, var in leaves(new["params"]).items():
@@ -213,10 +218,15 @@ def test_clipped_muon_step_keeps_the_spectral_condition(shape):
     def step_norm(n: int) -> float:
         fan_in, fan_out = FANS[shape](n)
         tags = {"w": Tag(kind, fan_in, fan_out, width_mult=n / 64, layout="out_in")}
-        g = {"w": jax.random.normal(jax.random.key(0), (fan_out, fan_in)) / n}
         tx = optim.build(OptimConfig("muon", lr=1.0, clip_rms=0.05, muon_io=True), P.get("mup"), tags)
-        u, _ = tx.update(g, tx.init(g), {"w": jnp.zeros((fan_out, fan_in))})
-        return float(jnp.linalg.norm(u["w"], 2))
+
+        def norm(key):  # one program, compiled to run once (op by op, each eager op compiled on its own)
+            g = {"w": jax.random.normal(key, (fan_out, fan_in)) / n}
+            u, _ = tx.update(g, tx.init(g), {"w": jnp.zeros((fan_out, fan_in))})
+            return jnp.linalg.norm(u["w"], 2)
+
+        key = jax.random.key(0)
+        return float(jax.jit(norm).lower(key).compile(compiler_options=RUN_ONCE)(key))
 
     widths = np.array([64, 128, 256])
     slope = np.polyfit(np.log(widths), np.log([step_norm(int(n)) for n in widths]), 1)[0]
