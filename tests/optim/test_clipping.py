@@ -13,6 +13,7 @@ from zoo import optim
 from zoo.muon import as_matrices, singular_scale
 from zoo.optim import OptimConfig
 from zoo.param.tags import Tag
+from zoo.train.step import RUN_ONCE
 
 RANKS = ("3", "24", "full")  # the gradient's rank: a batch of 3, of 24, full
 
@@ -21,16 +22,20 @@ def muon_steps(n: int, clip: float | None, base: int = 32) -> dict[str, jax.Arra
     """Muon's first update (before the LR) of a muP hidden matrix n x 3n (out_in) at base width `base`, by the
     gradient's rank (RANKS: a sum of that many outer products, or full), as stacks of Muon's matrices."""
     tags = {r: Tag("hidden", n, 3 * n, width_mult=n / base, layout="out_in") for r in RANKS}
-    grads = {}
-    for r in RANKS:
-        k1, k2 = jax.random.split(jax.random.key(len(grads)))
-        grads[r] = jax.random.normal(k1, (3 * n, n)) / n if r == "full" else \
-            jax.random.normal(k1, (3 * n, int(r))) @ jax.random.normal(k2, (int(r), n)) / n
     cfg = OptimConfig("muon", lr=1.0, clip_rms=clip, muon_rms=1.0)
     route = optim.routes(cfg, tags)
     tx = optim.chain(cfg, *({r: v for r in RANKS} for v in (1.0, -1.0, 0.0)), route=route)
-    updates = jax.jit(tx.update)(grads, tx.init(grads), jax.tree.map(jnp.zeros_like, grads))[0]
-    return {r: as_matrices(updates[r], route[r]) for r in RANKS}
+
+    def steps():  # one program, compiled to run once (the gradients' draws were eager ops, each its own program)
+        grads = {}
+        for r in RANKS:
+            k1, k2 = jax.random.split(jax.random.key(len(grads)))
+            grads[r] = jax.random.normal(k1, (3 * n, n)) / n if r == "full" else \
+                jax.random.normal(k1, (3 * n, int(r))) @ jax.random.normal(k2, (int(r), n)) / n
+        updates = tx.update(grads, tx.init(grads), jax.tree.map(jnp.zeros_like, grads))[0]
+        return {r: as_matrices(updates[r], route[r]) for r in RANKS}
+
+    return jax.jit(steps).lower().compile(compiler_options=RUN_ONCE)()
 
 
 def test_muon_clip_rms_caps_the_same_singular_scale_at_every_width_and_rank():
