@@ -146,8 +146,9 @@ def test_accumulation_and_remat_change_nothing_under_muon():
         c = M.config("gpt", **{**cfg.__dict__, "remat": remat})
         prog = build_program(lambda r, c=c: M.create("gpt", c, plugin, r), plugin, OptimConfig("muon", lr=1e-2),
                              grad_accum=accum)
-        state, step, losses = prog.init(jax.random.key(0)), jax.jit(prog.train_step), []
-        for _ in range(3):
+        state, losses = prog.init(jax.random.key(0)), []
+        step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)  # 3 steps: compiling
+        for _ in range(3):  # is the cost, ~2x faster without XLA's backend optimisation
             state, metrics = step(state, data)
             losses.append(float(metrics["loss"]))
         out.append((losses, state["params"]))
@@ -162,9 +163,12 @@ def test_vmapped_learning_rates_equal_separate_runs():
     separate runs do: 2 steps of two LRs vmapped equal each run alone (rtol 1e-5)."""
     prog = program(P.get("mup"), "muon", base_width=32)
     data, lrs = batch(), jnp.asarray([1e-3, 1e-2])
-    run = jax.jit(lambda s: prog.train_step(prog.train_step(s, data)[0], data)[1]["loss"])
-    vmapped = jax.vmap(lambda lr: run(prog.init(jax.random.key(0), lr)))(lrs)
-    alone = [run(prog.init(jax.random.key(0), lr)) for lr in lrs]
+    def run(lr):  # init and 2 steps, one program compiled to run once (XLA's backend optimisation off)
+        return prog.train_step(prog.train_step(prog.init(jax.random.key(0), lr), data)[0], data)[1]["loss"]
+
+    vmapped = jax.jit(jax.vmap(run)).lower(lrs).compile(compiler_options=RUN_ONCE)(lrs)
+    alone_run = jax.jit(run).lower(lrs[0]).compile(compiler_options=RUN_ONCE)
+    alone = [alone_run(lr) for lr in lrs]
     np.testing.assert_allclose(vmapped, alone, rtol=1e-5)
     assert abs(float(alone[0]) - float(alone[1])) > 1e-4
 
@@ -193,7 +197,8 @@ def test_bf16_compute_trains_under_muon():
     prog = build_program(lambda r: M.create("gpt", cfg, plugin, r), plugin, OptimConfig("muon", lr=1e-2),
                          dtype=jnp.bfloat16)
     x = jax.random.randint(jax.random.key(1), (4, 8), 0, 17)
-    state, data, step, losses = prog.init(jax.random.key(0)), {"x": x, "y": x}, jax.jit(prog.train_step), []
+    state, data, losses = prog.init(jax.random.key(0)), {"x": x, "y": x}, []
+    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)  # 10 tiny steps
     for _ in range(10):
         state, metrics = step(state, data)
         losses.append(float(metrics["loss"]))
