@@ -21,7 +21,7 @@ import zoo.models as M
 import zoo.param as P
 from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
-from zoo.train.step import Program, build_program
+from zoo.train.step import RUN_ONCE, Program, build_program
 from zoo.tree import key_path
 
 WIDTH, DEPTH, IN_DIM, CLASSES, BATCH = 64, 4, 8, 4, 8
@@ -43,12 +43,21 @@ def batch(size: int = BATCH, scale: float = 1.0, seed: int = 0) -> dict[str, jax
     return {"x": scale * jax.random.normal(kx, (size, IN_DIM)), "y": jax.random.randint(ky, (size,), 0, CLASSES)}
 
 
-def trajectory(prog: Program, data: dict[str, jax.Array], steps: int = 3, seed: int = 0) -> list[dict[str, Any]]:
-    """Init and `steps` train steps: per step (the init first) the params, logits and (after a step) loss. Each a
-    program (op by op, every eager op compiled on its own: most of a gauge test's time)."""
-    init, step = jax.jit(prog.init), jax.jit(prog.train_step)
-    logits = jax.jit(lambda st, x: prog.model(st)(x)[0])
-    state = init(jax.random.key(seed))
+def trajectory(prog: Program, data: dict[str, jax.Array], steps: int = 3, seed: int = 0,
+               jit: bool = False) -> list[dict[str, Any]]:
+    """Init and `steps` train steps: per step (the init first) the params, logits and (after a step) loss. Op by op
+    (each eager op compiled on its own, once per shape: the MLP-ResNet's are shared by every plugin, LR and test of a
+    session, where a program per plugin compiles anew: the gauge tests took 3 -> 30 CPU-s each jitted), or with `jit`
+    as programs compiled to run a few times (RUN_ONCE: the tied GPT compiled 385 eager ops, now 3 programs)."""
+    def logits(st, x):
+        return prog.model(st)(x)[0]
+
+    def compiled(fn, *args):
+        return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE) if jit else fn
+
+    key = jax.random.key(seed)
+    state = compiled(prog.init, key)(key)
+    step, logits = compiled(prog.train_step, state, data), compiled(logits, state, data["x"])
     out = [{"params": state["params"], "logits": np.asarray(logits(state, data["x"]))}]
     for _ in range(steps):
         state, metrics = step(state, data)

@@ -13,7 +13,13 @@ from flax import nnx
 
 import zoo.models as M
 import zoo.param as P
+from zoo.train.step import RUN_ONCE
 
+
+def run_once(fn, *args):
+    """fn(*args), the model built inside, as one program compiled to run once (a model built eagerly compiled each
+    init op on its own)."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
 
 @pytest.mark.parametrize("name", ["mixer", "vit"])
 @pytest.mark.parametrize("in_shape,patch", [((2, 2, 3), 4), ((7, 7, 1), 3), ((6, 8, 3), 3)])
@@ -34,8 +40,7 @@ def test_an_image_of_one_patch_builds_and_runs(name):
     """The smallest image a patch divides, 3x3 with patch 3 (one token), one class: built and run, finite."""
     cfg = M.config(name, width=6, depth=1, in_shape=(3, 3, 2), patch=3, num_classes=1, **(
         {"head_dim": 3} if name == "vit" else {"token_dim": 1}))
-    logits = nnx.jit(lambda model, x: model(x)[0])(M.create(name, cfg, P.get("mup"), nnx.Rngs(0)),
-                                                   jax.numpy.ones((2, 3, 3, 2)))
+    logits = run_once(lambda x: M.create(name, cfg, P.get("mup"), nnx.Rngs(0))(x)[0], jax.numpy.ones((2, 3, 3, 2)))
     assert logits.shape == (2, 1) and bool(jax.numpy.isfinite(logits).all())
 
 
@@ -89,8 +94,7 @@ def test_a_compute_dtype_no_model_computes_in_is_refused_in_one_line(name, dtype
 def test_float16_computes():
     """float16, the third compute type, runs: finite logits of an MLP-ResNet at depth 1 and odd width 7."""
     cfg = M.config("mlp_resnet", width=7, depth=1, in_shape=(3,), num_classes=2, dtype="float16", pre_ln=True)
-    logits = nnx.jit(lambda model, x: model(x)[0])(M.create("mlp_resnet", cfg, P.get("mup"), nnx.Rngs(0)),
-                                                   jax.numpy.ones((2, 3)))
+    logits = run_once(lambda x: M.create("mlp_resnet", cfg, P.get("mup"), nnx.Rngs(0))(x)[0], jax.numpy.ones((2, 3)))
     assert logits.dtype == jax.numpy.float16 and bool(jax.numpy.isfinite(logits).all())
 
 
@@ -105,5 +109,5 @@ def test_a_multiplier_zoos_models_do_not_apply_is_refused(kind):
 
     cfg = M.config("mlp_resnet", width=24, base_width=12, depth=2, in_shape=(8,), num_classes=4, bias=True)
     with pytest.raises(ValueError, match=f"{kind} a = 0.5, but mlp_resnet's biases and norm gains carry no"):
-        M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0.5,0,0,1"}), nnx.Rngs(0))
-    M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0,0.5,0,1"}), nnx.Rngs(0))  # a = 0: built
+        nnx.eval_shape(lambda: M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0.5,0,0,1"}), nnx.Rngs(0)))
+    nnx.eval_shape(lambda: M.create("mlp_resnet", cfg, P.get("abcd", **{kind: "0,0.5,0,1"}), nnx.Rngs(0)))  # built

@@ -16,7 +16,7 @@ import zoo.param
 from zoo import optim
 from zoo.models.transformer import attention_implementation
 from zoo.optim import OptimConfig
-from zoo.train.step import build_program, loss_and_metrics
+from zoo.train.step import RUN_ONCE, build_program, loss_and_metrics
 
 TINY = {
     "vit": dict(width=32, depth=2, head_dim=16, in_shape=(8, 8, 3), patch=4, num_classes=4),
@@ -46,11 +46,24 @@ def batch(name, seed, n=4):
     return {"x": rng.normal(size=(n, 8, 8, 3)).astype(np.float32), "y": rng.integers(0, 4, n, dtype=np.int32)}
 
 
+def run_once(fn, *args):
+    """fn compiled for args' shapes with XLA's backend optimisation off (RUN_ONCE: these tiny programs run once or a
+    few times, and compile ~3x faster so; a GPT's grads with dropout 19 -> 6 CPU-s)."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)
+
+
 def applier(model, train=False):
-    """The model's forward pass, jitted once: apply(x, key) -> (logits, intermediates)."""
+    """The model's forward pass, compiled once (for the first x's shape): apply(x, key) -> (logits, intermediates)."""
     graphdef, state = nnx.split(model)
-    fn = jax.jit(lambda s, x, k: nnx.merge(graphdef, s)(x, key=k, train=train))
-    return lambda x, key=None: fn(state, x, key)
+    compiled = {}
+
+    def apply(x, key=None):
+        if (key is None) not in compiled:  # with a key or without one
+            compiled[key is None] = run_once(lambda s, x, k: nnx.merge(graphdef, s)(x, key=k, train=train),
+                                             state, x, key)
+        return compiled[key is None](state, x, key)
+
+    return apply
 
 
 def forward(model, x, key=None, train=False):
@@ -74,7 +87,6 @@ def test_every_plugin_is_sp_at_the_base_shape(name):
     data = [batch(name, 1), batch(name, 2)]
     graphdef = program(name).graphdef
 
-    @jax.jit
     def logits_and_grads(params, rest, batch, key):
         def loss(p):
             return loss_and_metrics(nnx.merge(graphdef, p, rest), batch, key, True)
@@ -82,12 +94,17 @@ def test_every_plugin_is_sp_at_the_base_shape(name):
         grads, _ = jax.grad(loss, has_aux=True)(params)
         return nnx.merge(graphdef, params, rest)(batch["x"])[0], grads
 
-    @jax.jit
     def update(grads, opt, params, rules):
         updates, opt = optim.chain(OptimConfig(name="adam", lr=1e-2), *rules).update(grads, opt, params)
         return optax.apply_updates(params, updates), opt
 
-    results = {}
+    results, compiled = {}, {}
+
+    def call(fn, *args):  # one program for every plugin (the shapes are equal), compiled at the first call
+        if fn not in compiled:
+            compiled[fn] = run_once(fn, *args)
+        return compiled[fn](*args)
+
     for plugin in zoo.param.names():
         if name == "gpt" and plugin == "critical":  # its weights at sigma_w / sqrt(fan_in) (eq. (1)), never the GPT's
             continue  # SP init (0.02, GPT-2's); vit and mixer check it where SP's is 1 / sqrt(fan_in)
@@ -97,8 +114,8 @@ def test_every_plugin_is_sp_at_the_base_shape(name):
         params, opt, trace = state["params"], state["opt"], [state["params"], state["rest"]]
         rules = jax.tree.map(lambda v: jnp.asarray(v, jnp.float32), optim.rules(zoo.param.get(plugin), params))
         for t, b in enumerate(data):
-            logits, grads = logits_and_grads(params, state["rest"], b, jax.random.key(t))
-            params, opt = update(grads, opt, params, rules)
+            logits, grads = call(logits_and_grads, params, state["rest"], b, jax.random.key(t))
+            params, opt = call(update, grads, opt, params, rules)
             trace += [logits, params]
         results[plugin] = trace
     sp = results["sp"]
@@ -205,8 +222,8 @@ def test_gpt_weight_tying_shares_the_embedding():
 
     def embedding_grad(model):
         graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-        loss = jax.jit(jax.grad(lambda p: nnx.merge(graphdef, p, rest)(x)[0][..., 5].sum()))
-        return loss(params)["wte"]["table"][...][5]
+        return run_once(jax.grad(lambda p: nnx.merge(graphdef, p, rest)(x)[0][..., 5].sum()), params)(params)[
+            "wte"]["table"][...][5]
 
     assert np.linalg.norm(embedding_grad(tied)) > 1e-3
     assert np.all(embedding_grad(untied) == 0)
@@ -216,13 +233,13 @@ def test_gpt_dropout_needs_key_and_train():
     graphdef, state = nnx.split(make("gpt", dropout=0.5)(nnx.Rngs(0)))
     x = batch("gpt", 5)["x"]
 
-    @jax.jit
     def outputs(state, k1, k2):
         model = nnx.merge(graphdef, state)
         return [model(x, key=k, train=t)[0] for k, t in ((None, False), (k1, False), (None, True), (k1, True),
                                                            (k2, True), (k1, True))]
 
-    plain, eval_with_key, train_without_key, a, b, a_again = outputs(state, jax.random.key(7), jax.random.key(8))
+    args = (state, jax.random.key(7), jax.random.key(8))
+    plain, eval_with_key, train_without_key, a, b, a_again = run_once(outputs, *args)(*args)
     assert np.array_equal(eval_with_key, plain) and np.array_equal(train_without_key, plain)
     assert not np.allclose(a, plain, atol=1e-3) and not np.allclose(a, b, atol=1e-3)
     assert np.array_equal(a, a_again)

@@ -13,6 +13,7 @@ from zoo import optim
 from zoo.muon import as_matrices, singular_scale
 from zoo.optim import OptimConfig
 from zoo.param.tags import Tag
+from zoo.train.step import RUN_ONCE
 
 RANKS = ("3", "24", "full")  # the gradient's rank: a batch of 3, of 24, full
 
@@ -21,16 +22,25 @@ def muon_steps(n: int, clip: float | None, base: int = 32) -> dict[str, jax.Arra
     """Muon's first update (before the LR) of a muP hidden matrix n x 3n (out_in) at base width `base`, by the
     gradient's rank (RANKS: a sum of that many outer products, or full), as stacks of Muon's matrices."""
     tags = {r: Tag("hidden", n, 3 * n, width_mult=n / base, layout="out_in") for r in RANKS}
-    grads = {}
-    for r in RANKS:
-        k1, k2 = jax.random.split(jax.random.key(len(grads)))
-        grads[r] = jax.random.normal(k1, (3 * n, n)) / n if r == "full" else \
-            jax.random.normal(k1, (3 * n, int(r))) @ jax.random.normal(k2, (int(r), n)) / n
     cfg = OptimConfig("muon", lr=1.0, clip_rms=clip, muon_rms=1.0)
     route = optim.routes(cfg, tags)
     tx = optim.chain(cfg, *({r: v for r in RANKS} for v in (1.0, -1.0, 0.0)), route=route)
-    updates = jax.jit(tx.update)(grads, tx.init(grads), jax.tree.map(jnp.zeros_like, grads))[0]
-    return {r: as_matrices(updates[r], route[r]) for r in RANKS}
+
+    def steps():  # one program, compiled to run once (the gradients' draws were eager ops, each its own program)
+        grads = {}
+        for r in RANKS:
+            k1, k2 = jax.random.split(jax.random.key(len(grads)))
+            grads[r] = jax.random.normal(k1, (3 * n, n)) / n if r == "full" else \
+                jax.random.normal(k1, (3 * n, int(r))) @ jax.random.normal(k2, (int(r), n)) / n
+        updates = tx.update(grads, tx.init(grads), jax.tree.map(jnp.zeros_like, grads))[0]
+        return {r: as_matrices(updates[r], route[r]) for r in RANKS}
+
+    return run_once(steps)
+
+
+def run_once(fn, *args):
+    """fn(*args) as one program compiled to run once (XLA backend optimisation off)."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
 
 
 def test_muon_clip_rms_caps_the_same_singular_scale_at_every_width_and_rank():
@@ -65,10 +75,13 @@ def test_entrywise_clip_rms_is_per_stacked_layer_at_every_depth():
     (the spiking layer kept RMS 5.2 at depth 30, and the quiet ones were shrunk to 0.09 at depth 3)."""
     for depth in (3, 30):
         tags = {"w": Tag("hidden", 12, 20, width_mult=2.0, layout="out_in", branch=True, depth=depth)}
-        scale = jnp.asarray([10.0] + [0.5] * (depth - 1))[:, None, None]
-        u = scale * jnp.sign(jax.random.normal(jax.random.key(depth), (depth, 20, 12)))
-        clipped = optim.clip_by_natural_rms(1.0, optim.routes(OptimConfig("adam"), tags)).update({"w": u}, None)[0]
-        rms = jnp.sqrt(jnp.mean(jnp.square(clipped["w"]), axis=(1, 2)))
+        def clipped_rms(key, tags=tags, depth=depth):  # one program (op by op, each eager op compiled on its own)
+            scale = jnp.asarray([10.0] + [0.5] * (depth - 1))[:, None, None]
+            u = scale * jnp.sign(jax.random.normal(key, (depth, 20, 12)))
+            clipped = optim.clip_by_natural_rms(1.0, optim.routes(OptimConfig("adam"), tags)).update({"w": u}, None)[0]
+            return jnp.sqrt(jnp.mean(jnp.square(clipped["w"]), axis=(1, 2)))
+
+        rms = run_once(clipped_rms, jax.random.key(depth))
         np.testing.assert_allclose(rms, [1.0] + [0.5] * (depth - 1), rtol=1e-5, err_msg=f"depth {depth}")
 
 
@@ -94,10 +107,12 @@ def test_clip_norm_counts_only_the_parameters_that_train():
                 "w": Tag("hidden", n, n, width_mult=m, layout="out_in", branch=True, depth=3, base_depth=3),
                 "head": Tag("output", n, 10, width_mult=m, layout="out_in")}
         shapes = {"embed": (n, 300), "w": (3, n, n), "head": (10, n)}
-        grads = {k: jax.random.normal(jax.random.key(i), s) / m for i, (k, s) in enumerate(shapes.items())}
-        steps = []
-        for clip in (0.5, None):
-            tx = optim.build(OptimConfig("sgd", lr=1.0, clip_norm=clip), plugin, tags)
-            steps.append(jnp.linalg.norm(tx.update(grads, tx.init(grads), grads)[0]["w"]))
-        factors.append(float(steps[0] / steps[1]))
+        txs = [optim.build(OptimConfig("sgd", lr=1.0, clip_norm=clip), plugin, tags) for clip in (0.5, None)]
+
+        def factor(m=m, shapes=shapes, txs=txs):  # one program (op by op, each eager op compiled on its own)
+            grads = {k: jax.random.normal(jax.random.key(i), s) / m for i, (k, s) in enumerate(shapes.items())}
+            steps = [jnp.linalg.norm(tx.update(grads, tx.init(grads), grads)[0]["w"]) for tx in txs]
+            return steps[0] / steps[1]
+
+        factors.append(float(run_once(factor)))
     assert factors[0] < 0.1 and abs(factors[1] / factors[0] - 1) < 0.03, factors

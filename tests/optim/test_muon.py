@@ -21,7 +21,7 @@ import zoo.param as P
 from zoo import optim
 from zoo.optim import OptimConfig, Route, routes
 from zoo.param.tags import Tag
-from zoo.train.step import build_program, loss_and_metrics
+from zoo.train.step import RUN_ONCE, build_program, loss_and_metrics
 
 NS = jnp.asarray((3.4445, -4.7750, 2.0315))  # optax's default Newton-Schulz coefficients
 
@@ -37,10 +37,15 @@ def first_step():
     plugin, lr = P.get("mup"), 1e-2
     cfg = OptimConfig(name="muon", lr=lr, eps=1e-20)
     prog = dataclasses.replace(program(plugin, base_width=16, base_depth=2), tx=optim.build(cfg, plugin, params()))
-    state, data = prog.init(jax.random.key(0)), batch()
-    grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, state["rest"]), data, None, True)[0])(
-        state["params"])
-    new, _ = prog.train_step(state, data)
+    state, data = jax.jit(prog.init)(jax.random.key(0)), batch()
+
+    @jax.jit  # one program (op by op, each eager op compiled on its own: 38 CPU-s)
+    def grads_and_step(state, data):
+        grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, state["rest"]), data, None, True)[0])(
+            state["params"])
+        return grads, prog.train_step(state, data)[0]
+
+    grads, new = grads_and_step(state, data)
     old, g = leaves(state["params"]), leaves(grads)
     out = {}
     for path, var in leaves(new["params"]).items():
@@ -141,8 +146,9 @@ def test_accumulation_and_remat_change_nothing_under_muon():
         c = M.config("gpt", **{**cfg.__dict__, "remat": remat})
         prog = build_program(lambda r, c=c: M.create("gpt", c, plugin, r), plugin, OptimConfig("muon", lr=1e-2),
                              grad_accum=accum)
-        state, step, losses = prog.init(jax.random.key(0)), jax.jit(prog.train_step), []
-        for _ in range(3):
+        state, losses = prog.init(jax.random.key(0)), []
+        step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)  # 3 steps: compiling
+        for _ in range(3):  # is the cost, ~2x faster without XLA's backend optimisation
             state, metrics = step(state, data)
             losses.append(float(metrics["loss"]))
         out.append((losses, state["params"]))
@@ -157,9 +163,12 @@ def test_vmapped_learning_rates_equal_separate_runs():
     separate runs do: 2 steps of two LRs vmapped equal each run alone (rtol 1e-5)."""
     prog = program(P.get("mup"), "muon", base_width=32)
     data, lrs = batch(), jnp.asarray([1e-3, 1e-2])
-    run = jax.jit(lambda s: prog.train_step(prog.train_step(s, data)[0], data)[1]["loss"])
-    vmapped = jax.vmap(lambda lr: run(prog.init(jax.random.key(0), lr)))(lrs)
-    alone = [run(prog.init(jax.random.key(0), lr)) for lr in lrs]
+    def run(lr):  # init and 2 steps, one program compiled to run once (XLA's backend optimisation off)
+        return prog.train_step(prog.train_step(prog.init(jax.random.key(0), lr), data)[0], data)[1]["loss"]
+
+    vmapped = jax.jit(jax.vmap(run)).lower(lrs).compile(compiler_options=RUN_ONCE)(lrs)
+    alone_run = jax.jit(run).lower(lrs[0]).compile(compiler_options=RUN_ONCE)
+    alone = [alone_run(lr) for lr in lrs]
     np.testing.assert_allclose(vmapped, alone, rtol=1e-5)
     assert abs(float(alone[0]) - float(alone[1])) > 1e-4
 
@@ -188,7 +197,8 @@ def test_bf16_compute_trains_under_muon():
     prog = build_program(lambda r: M.create("gpt", cfg, plugin, r), plugin, OptimConfig("muon", lr=1e-2),
                          dtype=jnp.bfloat16)
     x = jax.random.randint(jax.random.key(1), (4, 8), 0, 17)
-    state, data, step, losses = prog.init(jax.random.key(0)), {"x": x, "y": x}, jax.jit(prog.train_step), []
+    state, data, losses = prog.init(jax.random.key(0)), {"x": x, "y": x}, []
+    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)  # 10 tiny steps
     for _ in range(10):
         state, metrics = step(state, data)
         losses.append(float(metrics["loss"]))
@@ -213,10 +223,15 @@ def test_clipped_muon_step_keeps_the_spectral_condition(shape):
     def step_norm(n: int) -> float:
         fan_in, fan_out = FANS[shape](n)
         tags = {"w": Tag(kind, fan_in, fan_out, width_mult=n / 64, layout="out_in")}
-        g = {"w": jax.random.normal(jax.random.key(0), (fan_out, fan_in)) / n}
         tx = optim.build(OptimConfig("muon", lr=1.0, clip_rms=0.05, muon_io=True), P.get("mup"), tags)
-        u, _ = tx.update(g, tx.init(g), {"w": jnp.zeros((fan_out, fan_in))})
-        return float(jnp.linalg.norm(u["w"], 2))
+
+        def norm(key):  # one program, compiled to run once (op by op, each eager op compiled on its own)
+            g = {"w": jax.random.normal(key, (fan_out, fan_in)) / n}
+            u, _ = tx.update(g, tx.init(g), {"w": jnp.zeros((fan_out, fan_in))})
+            return jnp.linalg.norm(u["w"], 2)
+
+        key = jax.random.key(0)
+        return float(jax.jit(norm).lower(key).compile(compiler_options=RUN_ONCE)(key))
 
     widths = np.array([64, 128, 256])
     slope = np.polyfit(np.log(widths), np.log([step_norm(int(n)) for n in widths]), 1)[0]

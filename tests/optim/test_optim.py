@@ -15,6 +15,13 @@ import zoo.models as M
 import zoo.optim
 import zoo.param as P
 from zoo.optim import OPTIMIZERS, OptimConfig, build, schedule_shape
+from zoo.train.step import RUN_ONCE
+
+
+def run_once(fn, *args):
+    """fn(*args) as one program compiled to run once (XLA backend optimisation off); op by op, each eager op of the
+    optimizer chain or the model compiled on its own."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
 
 
 @pytest.mark.parametrize("schedule, mid", [("cosine", 0.55), ("linear", 0.55), ("constant", 1.0)])
@@ -33,7 +40,8 @@ def test_every_optimizer_trains(name):
     lr = {"sgd": 0.1, "momentum": 0.05}.get(name, 3e-3)
     prog = program(P.get("mup"), name, lr=lr, width=128, base_width=64)
     state, data = prog.init(jax.random.key(0)), batch()
-    step = jax.jit(prog.train_step)
+    # 20 steps of a tiny model: compiling is the cost, and compiles ~2x faster without XLA's backend optimisation
+    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)
     losses = []
     for _ in range(20):
         state, metrics = step(state, data)
@@ -46,9 +54,9 @@ def test_weight_decay_is_a_width_independent_shrink(width):
     """With zero gradients an AdamW step is pure decay: every matrix shrinks by exactly lr * wd per step, whatever
     the width and the plugin's LR multipliers; vectors (norm gains, biases) are not decayed."""
     plugin, lr, wd = P.get("mup"), 1e-2, 0.5
-    params = program(plugin, width=width, base_width=64).init(jax.random.key(0))["params"]
+    params = run_once(program(plugin, width=width, base_width=64).init, jax.random.key(0))["params"]
     tx = build(OptimConfig(name="adamw", lr=lr, weight_decay=wd), plugin, params)
-    updates, _ = tx.update(jax.tree.map(jnp.zeros_like, params), tx.init(params), params)
+    updates, _ = run_once(lambda p: tx.update(jax.tree.map(jnp.zeros_like, p), tx.init(p), p), params)
     for path, v in leaves(params).items():
         u, w, kind = leaves(updates)[path][...], v[...], v.get_metadata()["tag"].kind
         expected = np.zeros_like(w) if kind in ("vector", "scalar") else -lr * wd * w
@@ -83,18 +91,26 @@ def test_global_norm_clip_factor_is_depth_independent():
     from zoo.optim import routes, rules
     from zoo.train.step import loss_and_metrics
 
-    def norm_over_threshold(depth: int, seed: int) -> float:
+    def norm_over_threshold(depth: int) -> float:
+        """The mean over seeds 0 and 1: one program per depth (op by op, each eager op compiled on its own)."""
         plugin, cfg = P.get("depth_mup"), M.config("mlp_resnet", width=64, depth=depth, base_depth=4, in_shape=(8,),
                                                     num_classes=4, bias=True, pre_ln=True)
-        model = M.create("mlp_resnet", cfg, plugin, nnx.Rngs(seed))
-        params = nnx.state(model, nnx.Param)
-        grads = nnx.grad(lambda m: loss_and_metrics(m, batch(seed=seed), None, True)[0])(model)
-        faithful = jax.tree.map(lambda g, s: g * s, grads, rules(plugin, params, OptimConfig("adam")).grad_scale)
-        sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size, u.size * r.base_fraction), faithful,
+        params = nnx.state(nnx.eval_shape(lambda: M.create("mlp_resnet", cfg, plugin, nnx.Rngs(0))), nnx.Param)
+        grad_scale = rules(plugin, params, OptimConfig("adam")).grad_scale
+        sizes = jax.tree.leaves(jax.tree.map(lambda u, r: (u.size, u.size * r.base_fraction), params,
                                              routes(OptimConfig("adam"), params)))
-        return float(optax.global_norm(faithful)) / np.sqrt(sum(sizes[0::2]) / sum(sizes[1::2]))
 
-    shallow, deep = (np.mean([norm_over_threshold(d, s) for s in range(2)]) for d in (16, 64))
+        def faithful_norm(key, data):
+            model = M.create("mlp_resnet", cfg, plugin, nnx.Rngs(key))
+            grads = nnx.grad(lambda m: loss_and_metrics(m, data, None, True)[0])(model)
+            return optax.global_norm(jax.tree.map(lambda g, s: g * s, grads, grad_scale))
+
+        keys = jnp.stack([jax.random.key(s) for s in range(2)])
+        data = jax.tree.map(lambda *a: jnp.stack(a), *(batch(seed=s) for s in range(2)))
+        norms = run_once(jax.vmap(faithful_norm), keys, data)
+        return float(np.mean(norms)) / np.sqrt(sum(sizes[0::2]) / sum(sizes[1::2]))
+
+    shallow, deep = (norm_over_threshold(d) for d in (16, 64))
     assert 0.8 < deep / shallow < 1.25, (shallow, deep)
 
 
@@ -108,7 +124,7 @@ def test_each_optimizer_gets_its_own_epsilon():
 
     def update_rms(cfg):
         tx = zoo.optim.entrywise_transform(cfg)
-        u, _ = tx.update(g, tx.init(g), g)
+        u, _ = run_once(lambda g: tx.update(g, tx.init(g), g), g)
         return float(jnp.sqrt(jnp.mean(u["w"] ** 2)))
 
     np.testing.assert_allclose(update_rms(OptimConfig("adafactor")), 1.0, rtol=1e-3)
@@ -127,7 +143,8 @@ def test_a_frozen_kind_adds_nothing_to_the_clipped_norm(plugin):
     tx = build(OptimConfig("sgd", lr=1.0, clip_norm=0.5), plugin, tags)
     params = {"w": jnp.zeros((32, 32)), "e": jnp.zeros((8, 32))}
     grad_w = jax.random.normal(jax.random.key(0), (32, 32))
-    updates = [tx.update({"w": grad_w, "e": jnp.full((8, 32), e)}, tx.init(params), params)[0] for e in (0.0, 100.0)]
+    step = jax.jit(lambda e: tx.update({"w": grad_w, "e": jnp.full((8, 32), e)}, tx.init(params), params)[0])
+    updates = [step(e) for e in (0.0, 100.0)]  # one program, not op by op
     np.testing.assert_allclose(updates[1]["w"], updates[0]["w"], rtol=1e-6)
     assert float(jnp.abs(updates[0]["w"]).max()) > 0 and float(jnp.abs(updates[1]["e"]).max()) == 0
 

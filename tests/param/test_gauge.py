@@ -74,13 +74,14 @@ def test_tied_readout_keeps_the_gauge():
     2.2.3), m^-1 in every gauge, not the gauge's own readout multiplier (1 in Table 3, whose logits then start 2.7x
     too large at n = 8/3 n0 and move like n). Adam, 3 steps, logits and losses within 1e-4."""
     cfg = M.config("gpt", width=64, base_width=24, depth=1, head_dim=8, seq_len=8, vocab_size=16,
-                   tie_embeddings=True, scan=False)
+                   tie_embeddings=True, scan=False, dropout=0.0)  # dropout (its masks equal in every gauge) is not
+    # what this checks, and its RNG program compiles slowly
     tokens = jax.random.randint(jax.random.key(1), (4, 9), 0, 16)
     data = {"x": tokens[:, :-1], "y": tokens[:, 1:]}
 
     def tied(plugin):
         return trajectory(build_program(lambda r: M.create("gpt", cfg, plugin, r), plugin,
-                                        OptimConfig(name="adam", lr=1e-2, eps=EPS)), data)
+                                        OptimConfig(name="adam", lr=1e-2, eps=EPS)), data, jit=True)
 
     ref = tied(P.get("mup"))
     for plugin in (P.get("mup", gauge="table3"), P.get("mup", gauge="mean_field")):

@@ -19,6 +19,7 @@ import zoo.param as P
 from zoo import optim
 from zoo.models.layers import tagged_param
 from zoo.optim import OptimConfig, Route
+from zoo.train.step import RUN_ONCE
 
 N0, HEADS0, HEAD_DIM = 64, 4, 16  # base width n0 = heads0 * head_dim; the head count grows with width
 QKV = {r"^q/": "out_axes=2"}
@@ -45,8 +46,17 @@ def fans(tag) -> tuple:
 def init_rms(width: int, rules: dict, bias: bool = True) -> float:
     """The RMS of the query kernel drawn with muP's std from its tag (std0 = base fan_in^-1/2, zoo's tagged_param)."""
     tag = tags_at(width, rules, bias=bias)["q"]["kernel"]
-    return float(jnp.sqrt(jnp.mean(jnp.square(tagged_param(jax.random.key(0), P.get("mup"), tag,
-                                                               (width, width // HEAD_DIM, HEAD_DIM))[...]))))
+
+    def rms(key):
+        return jnp.sqrt(jnp.mean(jnp.square(tagged_param(key, P.get("mup"), tag,
+                                                         (width, width // HEAD_DIM, HEAD_DIM))[...])))
+
+    return float(run_once(rms, jax.random.key(0)))
+
+
+def run_once(fn, *args):
+    """fn(*args) as one program compiled to run once (XLA backend optimisation off), not op by op."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
 
 
 def test_the_rule_gives_the_true_fans_and_the_m_minus_half_init():
@@ -136,13 +146,19 @@ def test_muon_update_equals_the_2d_kernels(layout, stacked):
         w = jnp.zeros(lead + grow, jnp.float64)
         three = optax.contrib.scale_by_muon(weight_dimension_numbers={"w": route.matrix_axes(w.shape)})
         two = optax.contrib.scale_by_muon(weight_dimension_numbers={"w": flat_dims})
-        s3, s2 = three.init({"w": w}), two.init({"w": w.reshape(lead + flat)})
-        for g in grads:
-            u3, s3 = three.update({"w": g}, s3, {"w": w})
-            u2, s2 = two.update({"w": g.reshape(lead + flat)}, s2, {"w": w.reshape(lead + flat)})
-            assert u3["w"].dtype == jnp.float64
-            np.testing.assert_allclose(u3["w"].reshape(lead + flat), u2["w"], atol=1e-6, rtol=0)
-        assert float(jnp.abs(u2["w"]).max()) > 0.1  # a real update, not zeros
+
+        def both(grads, w):  # the two steps of both, one program (op by op, each eager op compiled on its own)
+            s3, s2, out = three.init({"w": w}), two.init({"w": w.reshape(lead + flat)}), []
+            for g in grads:
+                u3, s3 = three.update({"w": g}, s3, {"w": w})
+                u2, s2 = two.update({"w": g.reshape(lead + flat)}, s2, {"w": w.reshape(lead + flat)})
+                out.append((u3["w"], u2["w"]))
+            return out
+
+        for u3, u2 in run_once(both, grads, w):
+            assert u3.dtype == jnp.float64
+            np.testing.assert_allclose(u3.reshape(lead + flat), u2, atol=1e-6, rtol=0)
+        assert float(jnp.abs(u2).max()) > 0.1  # a real update, not zeros
 
 
 def test_the_audit_sees_the_matrix_muon_sees():
@@ -157,10 +173,15 @@ def test_the_audit_sees_the_matrix_muon_sees():
     route, flat_route = Route("spectral", 32, "in_out", out_axes=2), Route("spectral", 32, "in_out")
     np.testing.assert_array_equal(measure.as_matrices(x, route)[0], flat)
     top = float(np.linalg.svd(np.asarray(flat), compute_uv=False)[0])
-    np.testing.assert_allclose(float(measure.spectral_norm(x, route, jax.random.key(1))), top, rtol=1e-4)
     g = jax.random.normal(jax.random.key(2), x.shape)
-    np.testing.assert_allclose(float(measure.spectral_step(-0.5 * x, g, route, 5)),
-                               float(measure.spectral_step(-0.5 * flat, g.reshape(32, 32), flat_route, 5)), rtol=1e-5)
+
+    def measures(x, flat, g, key):  # one program (op by op, each eager op compiled on its own)
+        return (measure.spectral_norm(x, route, key), measure.spectral_step(-0.5 * x, g, route, 5),
+                measure.spectral_step(-0.5 * flat, g.reshape(32, 32), flat_route, 5))
+
+    norm, step, flat_step = map(float, run_once(measures, x, flat, g, jax.random.key(1)))
+    np.testing.assert_allclose(norm, top, rtol=1e-4)
+    np.testing.assert_allclose(step, flat_step, rtol=1e-5)
 
 
 def linen_attention(n: int, heads: int, head_dim: int, bias: bool) -> dict:
