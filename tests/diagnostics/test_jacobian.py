@@ -292,12 +292,15 @@ def test_a_stream_that_overflows_float32_measures_nan_not_zero():
     """A ReLU MLP (mu = 0) at sigma_w = 10, depth 60: the stream grows like 50^(l/2) and is inf in float32 by block
     45, and the jvp through inf gave J = 0, so chi_hat read 0 (the chaotic phase, chi = 50, drawn as deeply ordered
     on a phase diagram; --find took it for chi < 1). Now chi_hat is NaN there (a grey cell), --find says it cannot
-    measure there, and the run report says why; at sigma_w = 1 chi_hat is still sigma_w^2 / 2 (width 64: within 0.1)."""
+    measure there, and the run report says why; at sigma_w = 1 chi_hat is still sigma_w^2 / 2 (width 64: within 0.1).
+    The grid's points are measured as one-point grids (the same draws at every point), the program --find and the run
+    report measure with: one compile."""
     from zoo.diagnostics import run_report
 
     cfg = mlp(in_shape=(16,), width=64, depth=60)
     base = P.get("critical", sigma_b=0.0, mu=0.0)
-    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [1.0, 10.0]}, base=base, seeds=4, batch=4, probes=1)
+    chi, err = np.concatenate([jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [v]}, base=base, seeds=4, batch=4,
+                                                 probes=1) for v in (1.0, 10.0)], axis=1)
     assert abs(chi[0] - 0.5) < 0.1 and np.isnan(chi[1]), (chi, err)  # 0.516 +- 0.032
     with pytest.raises(ValueError, match="chi_hat cannot be measured at sigma_w=10: the float32 forward pass"):
         jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 1.0, 10.0, fixed={"sigma_b": 0.0, "mu": 0.0}, seeds=4,
@@ -312,25 +315,28 @@ def test_chi_hat_measures_the_plugins_branch_multiplier():
     beta^2 sigma_w^2 E phi'^2 = 1 (ReLU MLP, beta = 2: sigma_w = 0.707); chi_hat must measure that network. The grid
     program rebuilt each point as Critical(sigma_w, sigma_b, mu), dropping beta, and run_report measured
     sigma_w^2 / 2 = 0.25 where theory says 1 (width 96, depth 8, 6 seeds: now within 0.1). A grid under
-    --param-opt branch_mult keeps it too: chi_hat = beta^2 sigma_w^2 / 2."""
+    --param-opt branch_mult keeps it too: chi_hat = beta^2 sigma_w^2 / 2 (its points measured as one-point grids,
+    the same draws at every point, so chi_hat's compiled program serves them)."""
     cfg = mlp(in_shape=(16,), width=96, depth=8)
     bound = P.get("critical", branch_mult=2.0).for_model("mlp_resnet", cfg)
     assert bound.sigma_w == pytest.approx(0.5**0.5, rel=1e-3)
     chi, err = jacobian.chi_hat("mlp_resnet", cfg, bound, seeds=6, batch=4, probes=1)
     assert abs(chi - 1.0) < 0.1, (chi, err)
-    chi, err = jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [0.5, 0.6]}, seeds=6, batch=4, probes=1,
-                                 base=P.get("critical", branch_mult=2.0, sigma_b=0.0, mu=0.0))
+    chi, err = np.concatenate([jacobian.chi_grid("mlp_resnet", cfg, {"sigma_w": [v]}, seeds=6, batch=4, probes=1,
+                                                 base=P.get("critical", branch_mult=2.0, sigma_b=0.0, mu=0.0))
+                               for v in (0.5, 0.6)], axis=1)
     assert np.all(np.abs(chi - 2 * np.array([0.5, 0.6]) ** 2) < 0.1), (chi, err)
 
 
 def test_find_sigma_b_at_the_default_sigma_w_finds_the_pre_ln_ratio():
     """Pre-LN without a residual (erf, pre_nonlin, mu = 0): the plugin's default point is sigma_w = 1 on the line
     sigma_b / sigma_w = 0.324; `find_critical` of sigma_b with sigma_w unset holds sigma_w = 1 and finds 0.324
-    (0.313 at width 96, depth 6: within 0.04). It re-derived sigma_w = sigma_b / 0.324 at every trial value, so
-    chi_hat was 1 everywhere and the bisection returned noise (here 'the same sign at both ends')."""
-    cfg = mlp(in_shape=(16,), width=96, depth=6, activation="erf", pre_ln=True, pre_nonlin=True, bias=True)
-    found = jacobian.find_critical("mlp_resnet", cfg, "sigma_b", 0.05, 1.0, tol=0.01, fixed={"mu": 0.0}, seeds=6,
-                                   batch=4, probes=2)
+    (0.298 at width 256, depth 6, 8 seeds: within 0.04). It re-derived sigma_w = sigma_b / 0.324 at every trial
+    value, so chi_hat was 1 everywhere and the bisection returned noise (here 'the same sign at both ends'). The
+    model and estimate are test_find_critical_pre_ln_erf_ratio's, whose compiled program serves this bisection too."""
+    cfg = mlp(width=256, depth=6, activation="erf", pre_ln=True, pre_nonlin=True, bias=True)
+    found = jacobian.find_critical("mlp_resnet", cfg, "sigma_b", 0.05, 1.0, tol=0.01, fixed={"mu": 0.0}, seeds=8,
+                                   batch=8, probes=2)
     assert abs(found - 0.324) <= 0.04, found
 
 
