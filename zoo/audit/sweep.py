@@ -120,18 +120,24 @@ def audit(run: Run, widths: Sequence[int] = (), depths: Sequence[int] = (), *, w
     check_sweep("depths", depths)
     if not widths and not depths:
         raise ValueError("give the widths (and/or depths) to measure at")
-    axes, kinds = [], {}
+    axes, kinds, measured = [], {}, {}
+
+    def at(*size: int) -> Size:  # (width, depth, base width, base depth): a size both sweeps hold is measured once
+        if size not in measured:
+            measured[size] = measure_size(run, *size, seed)
+        return measured[size]
+
     if widths:
         d = depth or run.default_size()[1]
         ws = sorted(widths)
-        sizes = [measure_size(run, w, d, ws[0], d, seed) for w in ws]
+        sizes = [at(w, d, ws[0], d) for w in ws]
         kinds = shapes.kinds({p: (sizes[0].shapes[p], sizes[-1].shapes[p]) for p in sizes[-1].tags},
                              sizes[-1].tags)
         axes.append(judge_axis(run, "width", ws, sizes, kinds, None, tol))
     if depths:
         w = width or (min(widths) if widths else run.default_size()[0])
         ds = sorted(depths)
-        sizes = [measure_size(run, w, d, w, ds[0], seed) for d in ds]
+        sizes = [at(w, d, w, ds[0]) for d in ds]
         # one parameter per stacked block: a leading axis that grows with depth marks the branches; a model with a
         # parameter per block (unstacked) has other parameters at each depth, and its tags say which are branches
         stacked = all(s.tags.keys() == sizes[0].tags.keys() for s in sizes)
