@@ -14,11 +14,11 @@ from cli_utils import clean_error, run_train
 from optax.contrib._muon import orthogonalize_via_newton_schulz
 
 import zoo.param as P
-from zoo.audit import judge, laws, measure, shapes
+from zoo.audit import ZooRun, judge, laws, measure, shapes
 from zoo.audit.rundir import saved_families
 from zoo.cli.audit import main
 from zoo.config import RunConfig
-from zoo.optim import Route
+from zoo.optim import OptimConfig, Route
 from zoo.param.tags import Tag
 from zoo.train import memory
 
@@ -252,3 +252,11 @@ def test_a_run_at_size_1_is_audited_at_1_and_2(size, base, want):
     from zoo.audit.rundir import around
 
     assert around(size, base) == want
+
+
+def test_a_runs_model_options_give_its_default_size():
+    """An audit without widths or depths measures at the sizes the run's model options give: a one-block GPT is
+    audited at depth 1 (it was audited at the GPT's default 6 unrolled blocks), else the model's defaults."""
+    adam = OptimConfig("adam", lr=1e-3)
+    assert ZooRun("gpt", P.get("mup"), adam, {"depth": 1, "width": 32}, batch_size=2).default_size() == (32, 1)
+    assert ZooRun("gpt", P.get("mup"), adam, {}, batch_size=2).default_size() == (384, 6)

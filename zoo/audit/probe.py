@@ -142,7 +142,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
         return out
 
     program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
-    program = program.lower(placed, batch).compile(compiler_options=compiler_options(plan.replicated))
+    program = program.lower(placed, batch).compile(compiler_options=RUN_ONCE)
     memory.check_compiled(program, "audit probe", "audit smaller --widths or --depths, or a smaller --batch-size",
                           memory.free_memory())  # nothing of it allocated yet
     state = jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
@@ -156,15 +156,6 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     for path in free:
         numbers[path].setdefault("power", 1.0)  # a branch multiplier's or attention scale's value is judged
     return {p: {k: float(v) for k, v in d.items()} for p, d in numbers.items()}
-
-
-def compiler_options(sharding: jax.sharding.Sharding) -> dict[str, Any]:
-    """The probe's: RUN_ONCE (it runs once), and on CPU XLA's elemental fusion emitters instead of its MLIR ones,
-    which take twice as long on a program this large (a small MLP-ResNet's probe: 7 -> 3.5 CPU-s; a GPT's: 15 -> 7)
-    for the same numbers to float32 rounding (the last of their 7 digits)."""
-    if all(d.platform == "cpu" for d in sharding.device_set):
-        return {**RUN_ONCE, "xla_cpu_use_fusion_emitters": False}
-    return RUN_ONCE
 
 
 def powers(logits: Callable, params: Any, rest: Any, x: jax.Array, mults: dict[str, str]) -> dict[str, jax.Array]:

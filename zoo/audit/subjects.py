@@ -55,7 +55,8 @@ class ZooRun:
             raise ValueError(f"batch size {self.batch_size} is not divisible by grad_accum {self.grad_accum}")
 
     def default_size(self) -> tuple[int, int]:
-        cfg = zoo.models.config(self.model)
+        """The width and depth the run's model options give (else the model's defaults)."""
+        cfg = zoo.models.config(self.model, **self.model_opt)
         return cfg.width, cfg.depth
 
     def model_config(self, width: int, depth: int, base_width: int, base_depth: int) -> Any:
