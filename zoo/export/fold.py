@@ -17,6 +17,8 @@ A skip multiplier mu != 1 (the `critical` plugin) scales the residual stream its
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -36,11 +38,11 @@ def folded_params(model: nnx.Module) -> dict[str, jax.Array]:
             key = f"{path}/{name}" if path else name
             if key in raw:  # biases are optional
                 factors.setdefault(key, []).append(jnp.asarray(factor))
-    args = {k: v[...] for k, v in raw.items()}, factors
-    out = jax.jit(_apply).lower(*args).compile(compiler_options=RUN_ONCE)(*args)  # runs once: elementwise products
+    out = _apply({k: v[...] for k, v in raw.items()}, factors)
     return {**out, **getattr(model, "untied", dict)()}
 
 
+@functools.partial(jax.jit, compiler_options=RUN_ONCE)  # runs once per export: elementwise products
 def _apply(params: dict[str, jax.Array], factors: dict[str, list[jax.Array]]) -> dict[str, jax.Array]:
     out = {}
     for key, w in params.items():

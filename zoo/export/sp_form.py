@@ -14,6 +14,7 @@ anything is written the exported network's logits are checked against the run's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -81,13 +82,12 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
 
     native_graphdef, native_state = nnx.split(native)
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=RUN_ONCE)  # runs once
     def both_logits(native_state, sp_params, x):  # the SP model's own init is dead code here: only its multipliers
         graphdef, _, rest = nnx.split(target(), nnx.Param, ...)
         return nnx.merge(native_graphdef, native_state)(x)[0], nnx.merge(graphdef, sp_params, rest)(x)[0]
 
-    args = native_state, sp_params, random_inputs(f32, 4, jax.random.key(0))
-    err = relative_error(*both_logits.lower(*args).compile(compiler_options=RUN_ONCE)(*args))  # runs once
+    err = relative_error(*both_logits(native_state, sp_params, random_inputs(f32, 4, jax.random.key(0))))
     if not err <= CHECK_RTOL:
         raise ValueError(f"the folded network's logits differ from the run's by {err:.2g} (relative): not exported")
 
