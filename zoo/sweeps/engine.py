@@ -89,8 +89,9 @@ class MemberTrainer:
     them: its programs hold no plugin number, LR or seed as a constant.
     vmapped=True: states hold all members (leading axis K, padded to a multiple of devices x group) and losses are
     [steps, K]; vmapped=False: one member per call (lrs and seeds of length 1) and losses are [steps]. group: members
-    vmapped together on a device (default: `default_group`). fast_compile: every program compiles without XLA's
-    backend optimisation (about half the compile time, slower steps): for runs of a few steps.
+    vmapped together on a device (default: `default_group`). fast_compile: every program compiles with RUN_ONCE
+    (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a Program of a short horizon's
+    do (`Program.compile_options`): for runs of a few steps.
     """
 
     def __init__(self, prog: Program | Callable[[Options], Program], data: Any, batch_size: int, *,
@@ -111,6 +112,8 @@ class MemberTrainer:
         # a program with its plugin's numbers (zoo.train.step.Numbers) trains as the family of those numbers: they
         # enter its programs as arguments, so every plugin, LR grid and seed of a shape shares one compiled program
         self._numbers = prog.numbers.values if isinstance(prog, Program) and prog.numbers is not None else None
+        # a Program's run length sets its compiler options (Program.compile_options), as train.py's
+        self._options = prog.compile_options if isinstance(prog, Program) else None
         step, evaluate, init_one = _member_functions(prog if self._numbers is None else prog.with_numbers)
         gather = data.gather
 
@@ -190,8 +193,8 @@ class MemberTrainer:
 
     def _job(self, name: str, fn: Any, args: tuple, fast_compile: bool = False) -> tuple:
         """A compile job for Programs: its key (the name, the mesh and the arguments' shapes), the function, the
-        arguments, the compiler options (fast_compile: XLA's backend optimisation off, RUN_ONCE, for init)."""
-        options = RUN_ONCE if fast_compile or self.fast_compile else None
+        arguments, the compiler options (fast_compile: RUN_ONCE, for init; else the program's)."""
+        options = RUN_ONCE if fast_compile or self.fast_compile else self._options
         return (*key_of(name, args), self._mesh.size), fn, args, options
 
     def _call(self, name: str, fn: Any, *args: Any, fast_compile: bool = False) -> Any:

@@ -73,8 +73,9 @@ class Compiled:
         def step(st: Any, args: Any, values: Any) -> Any:
             return (prog if prog.numbers is None else prog.with_numbers(values)).train_step(st, batches.batch(args))
 
+        options = prog.compile_options
         train = jax.jit(on_leaves(step, self.treedef), in_shardings=(leaves_sh, batches.shardings, numbers_sh),
-                        out_shardings=(leaves_sh, plan.replicated), donate_argnums=0)
+                        out_shardings=(leaves_sh, plan.replicated), donate_argnums=0, compiler_options=options)
         mesh = ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
         say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
             f"{jax.devices()[0].platform} device(s), mesh {mesh})")
@@ -84,9 +85,11 @@ class Compiled:
         say(f"compiled in {time.perf_counter() - t0:.1f} s" +
             (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
         self._eval = jax.jit(lambda st, args: prog.eval_sums(st, batches.batch(args), args["weight"]),
-                             in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated)
+                             in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated,
+                             compiler_options=options)
         self._loss = jax.jit(lambda st, args: prog.eval_step(st, batches.batch(args)),
-                             in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated)
+                             in_shardings=(state_sh, batches.shardings), out_shardings=plan.replicated,
+                             compiler_options=options)
         self.batches = batches
         self.bits = BITS[s.data.tokenizer.meta()["kind"]] if s.data.kind == "text" else None
 

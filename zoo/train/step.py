@@ -35,6 +35,10 @@ Batch = dict[str, jax.Array]
 # fusion emitters in place of its MLIR ones halve that again (a tiny GPT's train step 3.5 -> 1.3 CPU-s; the numbers
 # agree to float32 rounding). The option is XLA's debug option, read by the CPU compiler only.
 RUN_ONCE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+# A run of at most this many steps compiles its train and eval programs with RUN_ONCE too: it spends more time
+# compiling than stepping (on CPU a tiny GPT's step compiles in 1.3 instead of 10 CPU-s and then takes 46 instead
+# of 14 ms: RUN_ONCE pays below about 250 of its steps; a larger model's steps slow more, its compile saves more).
+SHORT_RUN = 20
 
 
 def prepare_inputs(x: jax.Array, dtype: Any) -> jax.Array:
@@ -95,7 +99,8 @@ class Program:
     `augment(key, batch) -> batch` (zoo.data.augment) and label smoothing act in training only.
 
     `numbers` (a program built from a model that takes its plugin, `build_program(model_of=...)`): the plugin's
-    numbers, and `with_numbers` the same program around other (traced) ones."""
+    numbers, and `with_numbers` the same program around other (traced) ones. `horizon`: the run's length in steps,
+    which sets `compile_options`."""
 
     graphdef: Any
     tx: optax.GradientTransformation
@@ -105,6 +110,13 @@ class Program:
     grad_accum: int = 1
     label_smoothing: float = 0.0
     numbers: Numbers | None = None
+    horizon: int | None = None
+
+    @property
+    def compile_options(self) -> dict[str, Any] | None:
+        """The compiler options of the run's train and eval programs: RUN_ONCE for a run of at most SHORT_RUN steps
+        (train.py and a sweep's members by the same rule, so a member's losses are its train.py run's)."""
+        return RUN_ONCE if self.horizon is not None and self.horizon <= SHORT_RUN else None
 
     def with_numbers(self, values: dict[str, Any]) -> Program:
         """This program with the plugin numbers `values` (shaped as `numbers.values`; traced arrays inside a jit): its
@@ -206,4 +218,4 @@ def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: P
                   **{k: [np.float32(x) for x in leaves[k]] for k in ("grad_scale", "lr_mult")},
                   "decayed": [np.float32(optim_cfg.decay * w) for w in leaves["wd_mult"]]}
         numbers = Numbers(tuple(answers), scalars.zero_stds(answers), values, model_of, plugin, params, chain)
-    return Program(graphdef, chain(*rules), make_model, dtype, augment, grad_accum, label_smoothing, numbers)
+    return Program(graphdef, chain(*rules), make_model, dtype, augment, grad_accum, label_smoothing, numbers, horizon)
