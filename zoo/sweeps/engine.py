@@ -32,7 +32,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from zoo.sweeps.programs import Programs, key_of
-from zoo.train.step import RUN_ONCE, Batch, Program, State
+from zoo.train.step import RUN_ONCE, Batch, Program, State, flops_of
 
 Options = dict[str, Any]
 
@@ -90,8 +90,8 @@ class MemberTrainer:
     vmapped=True: states hold all members (leading axis K, padded to a multiple of devices x group) and losses are
     [steps, K]; vmapped=False: one member per call (lrs and seeds of length 1) and losses are [steps]. group: members
     vmapped together on a device (default: `default_group`). fast_compile: every program compiles with RUN_ONCE
-    (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a Program of a short horizon's
-    do (`Program.compile_options`): for runs of a few steps.
+    (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a Program of a short run's
+    train and eval programs do (`Program.compile_options`): for runs of a few steps.
     """
 
     def __init__(self, prog: Program | Callable[[Options], Program], data: Any, batch_size: int, *,
@@ -112,8 +112,7 @@ class MemberTrainer:
         # a program with its plugin's numbers (zoo.train.step.Numbers) trains as the family of those numbers: they
         # enter its programs as arguments, so every plugin, LR grid and seed of a shape shares one compiled program
         self._numbers = prog.numbers.values if isinstance(prog, Program) and prog.numbers is not None else None
-        # a Program's run length sets its compiler options (Program.compile_options), as train.py's
-        self._options = prog.compile_options if isinstance(prog, Program) else None
+        self._options: dict[str, Any] | None = None  # the train and eval programs' (set by `_short_run`)
         step, evaluate, init_one = _member_functions(prog if self._numbers is None else prog.with_numbers)
         gather = data.gather
 
@@ -193,9 +192,20 @@ class MemberTrainer:
 
     def _job(self, name: str, fn: Any, args: tuple, fast_compile: bool = False) -> tuple:
         """A compile job for Programs: its key (the name, the mesh and the arguments' shapes), the function, the
-        arguments, the compiler options (fast_compile: RUN_ONCE, for init; else the program's)."""
-        options = RUN_ONCE if fast_compile or self.fast_compile else self._options
+        arguments, the compiler options (fast_compile: RUN_ONCE, for init; the train program's set by its run's
+        length and cost, `_short_run`, and the eval's follow them)."""
+        if fast_compile or self.fast_compile:
+            options = RUN_ONCE
+        else:
+            options = self._short_run if name == self._train_name() else lambda _: self._options
         return (*key_of(name, args), self._mesh.size), fn, args, options
+
+    def _short_run(self, lowered: jax.stages.Lowered) -> dict[str, Any] | None:
+        """The train program's compiler options: a Program's for its horizon and one member's step (the chunk's loop
+        body counts one step of a group of members), as train.py's (`Program.compile_options`)."""
+        if isinstance(self.prog, Program):
+            self._options = self.prog.compile_options(flops_of(lowered, self._group))
+        return self._options
 
     def _call(self, name: str, fn: Any, *args: Any, fast_compile: bool = False) -> Any:
         """fn(*args), compiled ahead of time once per argument shapes (unless `prepare` did); run time accumulated."""

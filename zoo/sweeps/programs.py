@@ -26,6 +26,8 @@ from zoo.sweeps.ahead import wait
 from zoo.train import memory
 
 HITS = "/jax/compilation_cache/cache_hits"
+# Compiler options, or a function of the lowered program that gives them
+Options = dict[str, Any] | Callable[[jax.stages.Lowered], dict[str, Any] | None] | None
 # The thread-local switch of the threefry GPU kernel (JAX has no public one; without it, the default lowering).
 THREEFRY_KERNEL = getattr(jax_config, "threefry_gpu_kernel_lowering", lambda _: contextlib.nullcontext())
 
@@ -81,9 +83,10 @@ class Programs:
         self._lowered: dict[tuple, tuple] = {}
         self._checked: set[tuple] = set()
 
-    def lower(self, key: tuple, fn: Any, args: Sequence[Any], options: dict[str, Any] | None = None) -> Any:
+    def lower(self, key: tuple, fn: Any, args: Sequence[Any], options: Options = None) -> Any:
         """`fn` (a jax.jit) traced and lowered on `args` (arrays or ShapeDtypeStructs) under `key`, to be compiled
-        with `options` by `compile`; its outputs' shapes (None when `key` is compiled or lowered already)."""
+        with `options` by `compile` (or with `options(lowered)`, asked in the order the programs were lowered); its
+        outputs' shapes (None when `key` is compiled or lowered already)."""
         if key in self._compiled or key in self._lowered:
             return None
         t0 = time.perf_counter()
@@ -98,7 +101,8 @@ class Programs:
 
     def compile(self) -> None:
         """Every lowered program compiled, side by side (a failure is raised here, the first one's)."""
-        start, jobs = time.perf_counter(), list(self._lowered.items())
+        start, jobs = time.perf_counter(), [(key, (low, options(low) if callable(options) else options, *rest))
+                                            for key, (low, options, *rest) in self._lowered.items()]
         self._lowered = {}
         results: list[Any] = [None] * len(jobs)
 

@@ -16,7 +16,7 @@ from zoo.train import memory
 from zoo.train.input import MemoryInput, StreamInput, replicate
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
-from zoo.train.step import on_leaves
+from zoo.train.step import flops_of, on_leaves
 
 # A text run's eval loss in bits (loss / ln 2), named by what its tokens are: bits per character for a char
 # tokenizer, per byte for a byte-level one, per token for BPE (whose tokens span several characters).
@@ -73,14 +73,15 @@ class Compiled:
         def step(st: Any, args: Any, values: Any) -> Any:
             return (prog if prog.numbers is None else prog.with_numbers(values)).train_step(st, batches.batch(args))
 
-        options = prog.compile_options
         train = jax.jit(on_leaves(step, self.treedef), in_shardings=(leaves_sh, batches.shardings, numbers_sh),
-                        out_shardings=(leaves_sh, plan.replicated), donate_argnums=0, compiler_options=options)
+                        out_shardings=(leaves_sh, plan.replicated), donate_argnums=0)
         mesh = ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
         say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
             f"{jax.devices()[0].platform} device(s), mesh {mesh})")
         t0 = time.perf_counter()
-        self._train = train.lower(self.flatten(state), batches.args_at(0), self._numbers).compile()
+        lowered = train.lower(self.flatten(state), batches.args_at(0), self._numbers)
+        options = prog.compile_options(flops_of(lowered))
+        self._train = lowered.compile(options)
         used = memory.check_compiled(self._train)
         say(f"compiled in {time.perf_counter() - t0:.1f} s" +
             (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))

@@ -35,10 +35,11 @@ Batch = dict[str, jax.Array]
 # fusion emitters in place of its MLIR ones halve that again (a tiny GPT's train step 3.5 -> 1.3 CPU-s; the numbers
 # agree to float32 rounding). The option is XLA's debug option, read by the CPU compiler only.
 RUN_ONCE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
-# A run of at most this many steps compiles its train and eval programs with RUN_ONCE too: it spends more time
-# compiling than stepping (on CPU a tiny GPT's step compiles in 1.3 instead of 10 CPU-s and then takes 46 instead
-# of 14 ms: RUN_ONCE pays below about 250 of its steps; a larger model's steps slow more, its compile saves more).
-SHORT_RUN = 20
+# A run whose training is at most this many floating-point operations (its horizon times one step's, as XLA counts
+# them) compiles its train and eval programs with RUN_ONCE too: it would spend more time compiling than stepping. On
+# the 2-core CPU RUN_ONCE pays up to about 5e11 of them: a tiny GPT's step (2e9) compiles in 1.3 instead of 10
+# CPU-s and then takes 46 instead of 14 ms; a ViT's (7e10) in 6 instead of 12 s, then 3.2 instead of 1.8 s.
+SHORT_RUN_FLOPS = 2e11
 
 
 def prepare_inputs(x: jax.Array, dtype: Any) -> jax.Array:
@@ -99,8 +100,8 @@ class Program:
     `augment(key, batch) -> batch` (zoo.data.augment) and label smoothing act in training only.
 
     `numbers` (a program built from a model that takes its plugin, `build_program(model_of=...)`): the plugin's
-    numbers, and `with_numbers` the same program around other (traced) ones. `horizon`: the run's length in steps,
-    which sets `compile_options`."""
+    numbers, and `with_numbers` the same program around other (traced) ones. `horizon`: the run's length in steps
+    (with a step's cost, it sets `compile_options`)."""
 
     graphdef: Any
     tx: optax.GradientTransformation
@@ -112,11 +113,14 @@ class Program:
     numbers: Numbers | None = None
     horizon: int | None = None
 
-    @property
-    def compile_options(self) -> dict[str, Any] | None:
-        """The compiler options of the run's train and eval programs: RUN_ONCE for a run of at most SHORT_RUN steps
-        (train.py and a sweep's members by the same rule, so a member's losses are its train.py run's)."""
-        return RUN_ONCE if self.horizon is not None and self.horizon <= SHORT_RUN else None
+    def compile_options(self, step_flops: float | None) -> dict[str, Any] | None:
+        """The compiler options of the run's train and eval programs, given one train step's floating-point operations
+        as XLA counts them (`flops_of`: the microbatches' loop counts one of `grad_accum`): RUN_ONCE for a run of at
+        most SHORT_RUN_FLOPS (train.py and a sweep's members by the same rule, so a member's losses are its train.py
+        run's)."""
+        if self.horizon is None or step_flops is None:
+            return None
+        return RUN_ONCE if self.horizon * step_flops * self.grad_accum <= SHORT_RUN_FLOPS else None
 
     def with_numbers(self, values: dict[str, Any]) -> Program:
         """This program with the plugin numbers `values` (shaped as `numbers.values`; traced arrays inside a jit): its
@@ -193,6 +197,13 @@ def on_leaves(step: Callable[..., tuple[State, Any]], treedef: Any) -> Callable[
         return treedef.flatten_up_to(new), out
 
     return run
+
+
+def flops_of(lowered: jax.stages.Lowered, per: int = 1) -> float | None:
+    """The floating-point operations of a lowered program as XLA's cost analysis counts them (a loop's body once),
+    over `per` (the members a sweep's step trains side by side); None where the backend does not count them."""
+    flops = (lowered.cost_analysis() or {}).get("flops")
+    return None if flops is None else float(flops) / per
 
 
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: Parametrization,
