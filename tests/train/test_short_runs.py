@@ -32,15 +32,36 @@ def step_flops(s) -> float:
 
 def test_the_horizon_and_a_steps_flops_set_the_options():
     """SHORT_RUN steps of a small step: RUN_ONCE; one step more, a step past SMALL_STEP_FLOPS (accumulation counts
-    each microbatch), no count or no horizon: none."""
+    each microbatch), no count or no horizon: none. A long run never counts its step (the count converts the
+    program to HLO)."""
     prog = run_setup(steps=SHORT_RUN).program
     flops = step_flops(run_setup(steps=3))
     assert 0 < flops <= SMALL_STEP_FLOPS / 2
-    assert prog.compile_options(flops) == RUN_ONCE
-    assert dataclasses.replace(prog, horizon=SHORT_RUN + 1).compile_options(flops) is None
-    assert prog.compile_options(SMALL_STEP_FLOPS) == RUN_ONCE and prog.compile_options(SMALL_STEP_FLOPS * 1.01) is None
-    assert dataclasses.replace(prog, grad_accum=2).compile_options(SMALL_STEP_FLOPS / 1.9) is None
-    assert prog.compile_options(None) is None and dataclasses.replace(prog, horizon=None).compile_options(1) is None
+
+    def options(p, count):
+        return p.compile_options(lambda: count)
+
+    def never() -> float:
+        raise AssertionError("a long run counted its step")
+
+    assert options(prog, flops) == RUN_ONCE
+    assert dataclasses.replace(prog, horizon=SHORT_RUN + 1).compile_options(never) is None
+    assert dataclasses.replace(prog, horizon=None).compile_options(never) is None
+    assert options(prog, SMALL_STEP_FLOPS) == RUN_ONCE and options(prog, SMALL_STEP_FLOPS * 1.01) is None
+    assert options(dataclasses.replace(prog, grad_accum=2), SMALL_STEP_FLOPS / 1.9) is None
+    assert options(prog, None) is None
+
+
+def test_a_backend_that_cannot_count_a_lowered_program_counts_none():
+    """On a backend behind the PJRT C API, Lowered.cost_analysis raises NotImplementedError: the run compiles with
+    the default options instead of failing."""
+
+    class Uncounted:
+        def cost_analysis(self):
+            raise NotImplementedError("Lowered.cost_analysis not implemented on platform 'x'")
+
+    assert flops_of(Uncounted()) is None
+    assert run_setup(steps=3).program.compile_options(lambda: flops_of(Uncounted())) is None
 
 
 @pytest.mark.parametrize("vmapped", [False, True])

@@ -204,7 +204,7 @@ class MemberTrainer:
         """The train program's compiler options: a Program's for its horizon and one member's step (the chunk's loop
         body counts one step of a group of members), as train.py's (`Program.compile_options`)."""
         if isinstance(self.prog, Program):
-            self._options = self.prog.compile_options(flops_of(lowered, self._group))
+            self._options = self.prog.compile_options(lambda: flops_of(lowered, self._group))
         return self._options
 
     def _call(self, name: str, fn: Any, *args: Any, fast_compile: bool = False) -> Any:

@@ -80,7 +80,7 @@ class Compiled:
             f"{jax.devices()[0].platform} device(s), mesh {mesh})")
         t0 = time.perf_counter()
         lowered = train.lower(self.flatten(state), batches.args_at(0), self._numbers)
-        options = prog.compile_options(flops_of(lowered))
+        options = prog.compile_options(lambda: flops_of(lowered))
         self._train = lowered.compile(options)
         used = memory.check_compiled(self._train)
         say(f"compiled in {time.perf_counter() - t0:.1f} s" +

@@ -116,14 +116,15 @@ class Program:
     numbers: Numbers | None = None
     horizon: int | None = None
 
-    def compile_options(self, step_flops: float | None) -> dict[str, Any] | None:
+    def compile_options(self, step_flops: Callable[[], float | None]) -> dict[str, Any] | None:
         """The compiler options of the run's train and eval programs, given one train step's floating-point operations
-        as XLA counts them (`flops_of`; the microbatches' loop counts one of `grad_accum`): RUN_ONCE for a short run
-        of a small model (SHORT_RUN, SMALL_STEP_FLOPS),
-        train.py and a sweep's members by the same rule, so a member's losses are its train.py run's."""
-        if self.horizon is None or step_flops is None:
+        as XLA counts them (`step_flops()`, asked only for a short run: `flops_of`; the microbatches' loop counts one
+        of `grad_accum`): RUN_ONCE for a short run of a small model (SHORT_RUN, SMALL_STEP_FLOPS), train.py and a
+        sweep's members by the same rule, so a member's losses are its train.py run's."""
+        if self.horizon is None or self.horizon > SHORT_RUN:
             return None
-        return RUN_ONCE if self.horizon <= SHORT_RUN and step_flops * self.grad_accum <= SMALL_STEP_FLOPS else None
+        flops = step_flops()
+        return RUN_ONCE if flops is not None and flops * self.grad_accum <= SMALL_STEP_FLOPS else None
 
     def with_numbers(self, values: dict[str, Any]) -> Program:
         """This program with the plugin numbers `values` (shaped as `numbers.values`; traced arrays inside a jit): its
@@ -204,8 +205,12 @@ def on_leaves(step: Callable[..., tuple[State, Any]], treedef: Any) -> Callable[
 
 def flops_of(lowered: jax.stages.Lowered, per: int = 1) -> float | None:
     """The floating-point operations of a lowered program as XLA's cost analysis counts them (a loop's body once),
-    over `per` (the members a sweep's step trains side by side); None where the backend does not count them."""
-    flops = (lowered.cost_analysis() or {}).get("flops")
+    over `per` (the members a sweep's step trains side by side); None where the backend does not count them (JAX
+    raises NotImplementedError for a lowered program on a backend behind the PJRT C API)."""
+    try:
+        flops = (lowered.cost_analysis() or {}).get("flops")
+    except NotImplementedError:
+        return None
     return None if flops is None else float(flops) / per
 
 
