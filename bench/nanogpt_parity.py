@@ -11,6 +11,9 @@ config's warmup of 100). Checked, and printed:
     losses      relative difference at each step: <= 1e-5 over the first 10 steps, <= 1e-4 over all
     gradients   ||g_zoo - g_nanoGPT|| / ||g_nanoGPT|| per tensor at step 0: <= 1e-4
     decay       the tensors zoo decays are the ones configure_optimizers puts in its decay group
+    dropout     with dropout 0.2 (--dropout) at the last step's weights, on 64 windows, the mean training-mode loss
+                over 200 draws of the masks (--masks) on each side: at most 4 standard errors apart (each side draws
+                its own masks)
 
 and, not part of the check: the parameters' relative distance after the last step, zoo's LR schedule beside get_lr
 over the char config's 5000 steps, and the first loss in bf16 (zoo's bf16 dtype, nanoGPT under CPU autocast).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -43,11 +47,13 @@ from zoo.train.step import build_program, loss_and_metrics
 ROOT = Path(__file__).resolve().parents[1]
 WD, BETAS, CLIP = 0.1, (0.9, 0.99), 1.0
 FIRST, FIRST_RTOL, ALL_RTOL, GRAD_RTOL = 10, 1e-5, 1e-4, 1e-4
+DROPOUT_SES = 4.0  # two means equal in distribution differ by more than 4 standard errors with probability 6e-5
+DROPOUT_BATCH = 64  # windows of the dropout check's batch (of the val split): more tokens, a smaller standard error
 
 
-def zoo_program(args: argparse.Namespace, vocab: int, dtype: str = "float32"):
+def zoo_program(args: argparse.Namespace, vocab: int, dtype: str = "float32", dropout: float = 0.0):
     cfg = zoo.models.config("gpt", width=args.width, depth=args.depth, head_dim=args.width // args.heads,
-                            seq_len=args.block, vocab_size=vocab, dropout=0.0, bias=args.bias, dtype=dtype)
+                            seq_len=args.block, vocab_size=vocab, dropout=dropout, bias=args.bias, dtype=dtype)
     plugin = zoo.param.get("sp")
     ocfg = optim.OptimConfig(name="adamw", lr=args.lr, b1=BETAS[0], b2=BETAS[1], eps=1e-8, weight_decay=WD,
                              clip_norm=CLIP)  # constant schedule: each step's LR is set from get_lr
@@ -64,14 +70,14 @@ def zoo_grads(prog, state, batch) -> dict[str, np.ndarray]:
     return to_nanogpt(as_model(prog, state, grads))
 
 
-def nanogpt_model(args: argparse.Namespace, vocab: int, weights: dict[str, np.ndarray]):
+def nanogpt_model(args: argparse.Namespace, vocab: int, weights: dict[str, np.ndarray], dropout: float = 0.0):
     import torch  # here, not at the top: parsing the flags needs no torch
     sys.path.insert(0, args.nanogpt)
     from model import GPT, GPTConfig  # nanoGPT's
 
     with contextlib.redirect_stdout(sys.stderr):
         model = GPT(GPTConfig(block_size=args.block, vocab_size=vocab, n_layer=args.depth, n_head=args.heads,
-                              n_embd=args.width, dropout=0.0, bias=args.bias))
+                              n_embd=args.width, dropout=dropout, bias=args.bias))
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()}, strict=True)
         opt = model.configure_optimizers(WD, args.lr, BETAS, "cpu")
     assert model.lm_head.weight is model.transformer.wte.weight
@@ -111,6 +117,31 @@ def bf16_first_loss(args, vocab, model, x, y) -> dict[str, float]:
     ours = float(loss_and_metrics(model_bf16, {"x": jnp.asarray(x), "y": jnp.asarray(y)}, None, False,
                                   jnp.bfloat16)[0])
     return {"zoo": ours, "nanogpt": theirs}
+
+
+def dropout_means(args: argparse.Namespace, vocab: int, prog, state, x: np.ndarray, y: np.ndarray) -> dict:
+    """The mean training-mode loss over --masks dropout draws at rate --dropout, on both sides at the same weights
+    (zoo's `state`) and batch, with each mean's standard error: each side draws its own masks, so the two agree in
+    distribution, not draw by draw, when dropout sits where nanoGPT puts it (embeddings, attention probabilities,
+    branch outputs) at the same scale. Checked: the means differ by at most DROPOUT_SES combined standard errors."""
+    import torch
+
+    dprog, _ = zoo_program(args, vocab, dropout=args.dropout)
+    model = nnx.merge(dprog.graphdef, state["params"], state["rest"])
+    batch = {"x": jnp.asarray(x, jnp.int32), "y": jnp.asarray(y, jnp.int32)}
+    loss = nnx.jit(lambda m, key: loss_and_metrics(m, batch, key, True)[0])
+    ours = np.array([float(loss(model, jax.random.key(i))) for i in range(args.masks)])
+    theirs_model, _ = nanogpt_model(args, vocab, to_nanogpt(as_model(prog, state, state["params"])), args.dropout)
+    theirs_model.train()
+    with torch.no_grad():
+        theirs = np.array([theirs_model(torch.from_numpy(x), torch.from_numpy(y))[1].item()
+                           for _ in range(args.masks)])
+    out = {"rate": args.dropout, "masks": args.masks, **{
+        side: {"mean": float(v.mean()), "se": float(v.std(ddof=1) / np.sqrt(len(v)))}
+        for side, v in (("zoo", ours), ("nanogpt", theirs))}}
+    out["ses_apart"] = abs(out["zoo"]["mean"] - out["nanogpt"]["mean"]) / math.hypot(out["zoo"]["se"],
+                                                                                      out["nanogpt"]["se"])
+    return out
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -153,13 +184,17 @@ def run(args: argparse.Namespace) -> dict:
     gaps = [abs(r["zoo"] - r["nanogpt"]) / abs(r["nanogpt"]) for r in rows]
     x0, y0 = windows(splits["train"], np.random.default_rng(args.seed).integers(
         0, len(splits["train"]) - args.block, args.batch), args.block)
+    xd, yd = windows(splits["val"], np.random.default_rng(args.seed).integers(
+        0, len(splits["val"]) - args.block, DROPOUT_BATCH), args.block)
+    dropout = dropout_means(args, vocab, prog, state, xd, yd)
     checks = {"losses_first": max(gaps[:FIRST]) <= FIRST_RTOL, "losses_all": max(gaps) <= ALL_RTOL,
-              "grads": max(grads.values()) <= GRAD_RTOL, "decay": decay_matches(prog, state, plugin, model, opt)}
+              "grads": max(grads.values()) <= GRAD_RTOL, "decay": decay_matches(prog, state, plugin, model, opt),
+              "dropout": dropout["ses_apart"] <= DROPOUT_SES}
     with torch.no_grad():
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()})
     return {"shape": {k: getattr(args, k) for k in ("width", "depth", "heads", "block", "batch", "bias", "steps")},
             "rows": rows, "loss_gap_first": max(gaps[:FIRST]), "loss_gap_all": max(gaps), "grad_gap": grads,
-            "param_gap": params, "schedule_gap": schedule_gap(args.lr),
+            "param_gap": params, "schedule_gap": schedule_gap(args.lr), "dropout": dropout,
             "bf16_first_loss": bf16_first_loss(args, vocab, model, x0, y0), "checks": checks}
 
 
@@ -174,7 +209,7 @@ def report(out: dict) -> str:
             lines.append(f"| {r['step']} | {r['lr']:.3e} | {r['zoo']:.7f} | {r['nanogpt']:.7f} | {gap:.1e} |")
     worst_g = max(out["grad_gap"], key=out["grad_gap"].get)
     worst_p = max(out["param_gap"], key=out["param_gap"].get)
-    c, bf = out["checks"], out["bf16_first_loss"]
+    c, bf, d = out["checks"], out["bf16_first_loss"], out["dropout"]
     lines += ["", f"losses: largest relative difference {out['loss_gap_first']:.1e} over the first {FIRST} steps "
               f"(<= {FIRST_RTOL:g}: {c['losses_first']}), {out['loss_gap_all']:.1e} over all (<= {ALL_RTOL:g}: "
               f"{c['losses_all']})",
@@ -186,7 +221,11 @@ def report(out: dict) -> str:
               f"zoo's LR schedule against get_lr (warmup 100, 5000 steps): largest relative difference "
               f"{out['schedule_gap']['warmup']:.1e} in the warmup, {out['schedule_gap']['after']:.1e} after it",
               f"first loss in bf16: zoo {bf['zoo']:.5f}, nanoGPT (CPU autocast) {bf['nanogpt']:.5f}; f32 "
-              f"{out['rows'][0]['nanogpt']:.5f}"]
+              f"{out['rows'][0]['nanogpt']:.5f}",
+              f"with dropout {d['rate']:g} at the last step's weights, the mean training-mode loss over {d['masks']} "
+              f"draws of the masks: zoo {d['zoo']['mean']:.5f} +- {d['zoo']['se']:.5f}, nanoGPT "
+              f"{d['nanogpt']['mean']:.5f} +- {d['nanogpt']['se']:.5f} (standard errors), {d['ses_apart']:.1f} "
+              f"standard errors apart (<= {DROPOUT_SES:g}: {c['dropout']})"]
     return "\n".join(lines)
 
 
@@ -200,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dropout", type=float, default=0.2, help="the rate of the dropout check (the char config's)")
+    p.add_argument("--masks", type=int, default=200, help="draws of the dropout masks on each side")
     p.add_argument("--json", help="also write the rows and checks here")
     args = p.parse_args(argv)
     args.nanogpt = str(checkout(args.nanogpt))
