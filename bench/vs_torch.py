@@ -19,7 +19,9 @@ FLOPs per step are XLA's count of the compiled zoo step; compile time is zoo's f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import itertools
 import json
 import math
 import multiprocessing
@@ -250,9 +252,11 @@ def main(argv: list[str] | None = None) -> None:
           f" {'zoo/torch':>9s} {'jax ms':>8s} {'zoo/jax':>7s} inline  load")
     rows = []
     spawn = multiprocessing.get_context("spawn")
-    for name in models:
-        for size in sizes:
-            with spawn.Pool(1) as pool:  # a fresh process: its backend not yet started
+    # Each row in a fresh process, its backend not yet started; --quick times nothing, so one process serves all.
+    with contextlib.ExitStack() as stack:
+        shared = stack.enter_context(spawn.Pool(1)) if args.quick else None
+        for name, size in itertools.product(models, sizes):
+            with contextlib.nullcontext(shared) if shared else spawn.Pool(1) as pool:
                 rows.append(pool.apply(case_row, (name, size, args.quick,
                                                   (sides, args.pairs, args.steps, args.warmup, args.min_run_s))))
             r = rows[-1]

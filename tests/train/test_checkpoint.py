@@ -50,3 +50,34 @@ def test_a_checkpoint_renamed_alone_is_one_line(tmp_path):
     with Checkpoints(run) as ckpts, pytest.raises(CheckpointError, match="no checkpoint in .* can be read"):
         ckpts.restore_latest(report=lambda line: None)
     assert (run / "checkpoints" / "5").is_dir()  # nothing moved when none reads
+
+
+def test_checksums_summed_in_numpy_equal_the_compiled_programs():
+    """On the CPU a state's checksums are summed in numpy (no program to compile); elsewhere one compiled program
+    sums them where the arrays live. A checkpoint saved by one is verified by the other, so the two must give the
+    same pairs for every kind of array a state holds, over sizes where the uint32 sums wrap many times."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from zoo.train import checkpoint
+    from zoo.tree import key_path
+
+    rng = np.random.default_rng(7)
+    tree = {"f32": jnp.asarray(rng.normal(size=(37, 129)), jnp.float32),
+            "bf16": jnp.asarray(rng.normal(size=(3, 1001)), jnp.bfloat16),
+            "i32": jnp.asarray(rng.integers(-2**31, 2**31 - 1, size=(4099,)), jnp.int32),
+            "u8": jnp.asarray(rng.integers(0, 256, size=(2, 3, 5)), jnp.uint8),
+            "mask": jnp.asarray(rng.random(17) < 0.5), "key": jax.random.key(3),
+            "keys": jax.random.split(jax.random.key(1), 4), "scalar": jnp.float32(-2.5), "empty": jnp.zeros((0, 3))}
+    host = checkpoint.checksums(tree)
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    compiled = np.asarray(checkpoint._checksums([v for _, v in flat]))
+    assert host == {key_path(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, compiled, strict=True)}
+    with jax.enable_x64(True):  # 8-byte entries: two words each, low word first in both
+        wide = {"f64": jnp.asarray(rng.normal(size=(11, 13)), jnp.float64), "i64": jnp.arange(-50, 50) * 2**40}
+        assert checkpoint.checksums(wide) == {k: [int(a), int(b)] for k, (a, b) in zip(
+            sorted(wide), np.asarray(checkpoint._checksums([wide[k] for k in sorted(wide)])), strict=True)}
+    flipped = np.asarray(tree["f32"]).copy()
+    flipped.view(np.uint32)[5, 60] ^= 1 << 17
+    assert checkpoint.checksums({"f32": flipped})["f32"][0] != host["f32"][0]

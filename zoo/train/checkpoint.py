@@ -72,24 +72,48 @@ def _bits(x: jax.Array) -> jax.Array:
         jnp.uint32).ravel()
 
 
+def _host_bits(x: Any) -> np.ndarray:
+    """_bits in numpy, for an array in host memory (the same words in the same order: little-endian views)."""
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    a = np.ascontiguousarray(x).reshape(-1)
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint32}[a.dtype.itemsize]).astype(np.uint32)
+
+
+def _sums(u: Any, xp: Any) -> Any:
+    """(s1, s2) of the words u (module docstring), in xp = numpy or jax.numpy: uint32 arithmetic, exact mod 2^32 in
+    both, so the two give the same pair."""
+    i = xp.arange(u.size, dtype=xp.uint32)
+    s1 = xp.sum(u * (2 * i + 1), dtype=xp.uint32)
+    s2 = xp.sum((u ^ (i * xp.uint32(0x9E3779B9))) * xp.uint32(0x85EBCA6B), dtype=xp.uint32)
+    return xp.stack([s1, s2])
+
+
 @functools.partial(jax.jit, compiler_options=RUN_ONCE)  # a pass over the state per save: compiled fast, not tuned
 def _checksums(leaves: list[jax.Array]) -> jax.Array:
     """(len(leaves), 2) uint32: (s1, s2) per array (module docstring)."""
-    out = []
-    for x in leaves:
-        u = _bits(x)
-        i = jnp.arange(u.size, dtype=jnp.uint32)
-        s1 = jnp.sum(u * (2 * i + 1), dtype=jnp.uint32)
-        s2 = jnp.sum((u ^ (i * jnp.uint32(0x9E3779B9))) * jnp.uint32(0x85EBCA6B), dtype=jnp.uint32)
-        out.append(jnp.stack([s1, s2]))
+    out = [_sums(_bits(x), jnp) for x in leaves]
     return jnp.stack(out) if out else jnp.zeros((0, 2), jnp.uint32)
 
 
+def _in_host_memory(x: Any) -> bool:
+    return not isinstance(x, jax.Array) or (x.is_fully_addressable and
+                                            all(d.platform == "cpu" for d in x.sharding.device_set))
+
+
 def checksums(tree: Any) -> dict[str, list[int]]:
-    """{array path: [s1, s2]} of every array in `tree` (computed where the arrays live, on any mesh)."""
+    """{array path: [s1, s2]} of every array in `tree`. Arrays in host memory (the CPU backend, one process) are
+    summed in numpy: no program to trace and compile at each run's first save (about a second). The others are
+    summed where they live, on any mesh and over processes, by one compiled program."""
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
-    sums = _checksums([jnp.asarray(v) for _, v in flat])
-    host = np.asarray(sums.addressable_shards[0].data if isinstance(sums, jax.Array) else sums)
+    values = [v for _, v in flat]
+    if all(_in_host_memory(v) for v in values):
+        host = [_sums(_host_bits(v), np) for v in values]
+    else:
+        sums = _checksums([jnp.asarray(v) for v in values])
+        host = np.asarray(sums.addressable_shards[0].data if isinstance(sums, jax.Array) else sums)
     return {key_path(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, host, strict=True)}
 
 
