@@ -29,7 +29,14 @@ NOISE = ("Traceback", "Event loop is closed", "pybind", "absl", "tensorstore", "
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**os.environ, "JAX_PLATFORMS": "cpu", **(extra or {})}
+    """This process's environment on the CPU, with `extra`; XLA flags in `extra` join the session's (conftest.py's
+    FAST_COMPILE), replacing the ones of the same name."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", **(extra or {})}
+    if extra and "XLA_FLAGS" in extra:
+        names = {f.split("=")[0] for f in extra["XLA_FLAGS"].split()}
+        kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.split("=")[0] not in names]
+        env["XLA_FLAGS"] = " ".join([*kept, extra["XLA_FLAGS"]])
+    return env
 
 
 def run_train(args: list[str], env: dict[str, str] | None = None, timeout: float = 600,
