@@ -33,7 +33,7 @@ import zoo.models
 import zoo.param
 from zoo.config import read_file, resolve
 from zoo.train import compile_cache
-from zoo.train.step import build_program
+from zoo.train.step import build_program, flops_of
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "GH200": 989e12}  # dense bf16 FLOP/s
 
@@ -95,7 +95,7 @@ def main() -> None:
         seconds.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     shutil.rmtree(cache, ignore_errors=True)
-    flops = (lowered.cost_analysis() or {}).get("flops")
+    flops = flops_of(lowered)
     for _ in range(3):
         state, metrics = compiled(state, batch)
     jax.block_until_ready(metrics)
