@@ -78,6 +78,9 @@ def test_checksums_summed_in_numpy_equal_the_compiled_programs():
         wide = {"f64": jnp.asarray(rng.normal(size=(11, 13)), jnp.float64), "i64": jnp.arange(-50, 50) * 2**40}
         assert checkpoint.checksums(wide) == {k: [int(a), int(b)] for k, (a, b) in zip(
             sorted(wide), np.asarray(checkpoint._checksums([wide[k] for k in sorted(wide)])), strict=True)}
+    # numpy and Python leaves are summed as the JAX arrays they become (float64 -> float32 without x64), as before
+    plain = {"f64": np.asarray(rng.normal(size=(3, 4))), "step": 7, "i64": np.arange(5)}
+    assert checkpoint.checksums(plain) == checkpoint.checksums(jax.tree.map(jnp.asarray, plain))
     flipped = np.asarray(tree["f32"]).copy()
     flipped.view(np.uint32)[5, 60] ^= 1 << 17
     assert checkpoint.checksums({"f32": flipped})["f32"][0] != host["f32"][0]

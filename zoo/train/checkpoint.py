@@ -98,9 +98,8 @@ def _checksums(leaves: list[jax.Array]) -> jax.Array:
     return jnp.stack(out) if out else jnp.zeros((0, 2), jnp.uint32)
 
 
-def _in_host_memory(x: Any) -> bool:
-    return not isinstance(x, jax.Array) or (x.is_fully_addressable and
-                                            all(d.platform == "cpu" for d in x.sharding.device_set))
+def _in_host_memory(x: jax.Array) -> bool:
+    return x.is_fully_addressable and all(d.platform == "cpu" for d in x.sharding.device_set)
 
 
 def checksums(tree: Any) -> dict[str, list[int]]:
@@ -108,11 +107,11 @@ def checksums(tree: Any) -> dict[str, list[int]]:
     summed in numpy: no program to trace and compile at each run's first save (about a second). The others are
     summed where they live, on any mesh and over processes, by one compiled program."""
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
-    values = [v for _, v in flat]
+    values = [jnp.asarray(v) for _, v in flat]  # numpy and Python leaves in JAX's dtypes (float64 -> float32 ...)
     if all(_in_host_memory(v) for v in values):
         host = [_sums(_host_bits(v), np) for v in values]
     else:
-        sums = _checksums([jnp.asarray(v) for v in values])
+        sums = _checksums(values)
         host = np.asarray(sums.addressable_shards[0].data if isinstance(sums, jax.Array) else sums)
     return {key_path(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, host, strict=True)}
 
