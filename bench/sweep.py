@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import functools
 import os
 import platform
@@ -145,9 +144,11 @@ def main(argv: list[str] | None = None) -> None:
 
     name, prog, data, lrs, seeds = setup(args)
     vm = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, group=args.group)
-    # the members one by one as train.py trains them: the plugin's numbers constants of the program
-    one = MemberTrainer(dataclasses.replace(prog, numbers=None), data, args.batch_size, chunk=args.chunk,
-                        vmapped=False)
+    # the members one by one as train.py trains them (the plugin's numbers arguments of the program, as the sweep's)
+    one = MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False)
+    # both compiled before the worker processes start: their imports would load both cores during the compile
+    vm.prepare(lrs, seeds, args.steps, evaluate=False)
+    one.prepare(lrs[:1], seeds[:1], args.steps, evaluate=False)
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(MemberPool(args.processes)) if args.processes > 1 else None
         timed = interleaved(vm, one, pool, functools.partial(worker_trainer, args), lrs, seeds, args.steps,

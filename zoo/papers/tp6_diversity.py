@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jax
 import numpy as np
 
 import zoo.data
@@ -61,7 +60,7 @@ def run(quick: bool) -> Numbers:
                 losses.append(loss)
             done = t
             for i, arm in enumerate(labels):
-                state = jax.tree.map(lambda a, i=i: a[i], states)
+                state = trainer.member(states, i)
                 d, _ = probe(state, x)
                 d_blocks, _ = by_blocks(state, x)
                 train_loss, diverged = summarize(np.concatenate(losses)[:, i], chance) if losses else (None, False)

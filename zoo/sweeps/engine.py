@@ -5,7 +5,10 @@ gathered on the device from `Dataset.device_arrays` with `Dataset.gather`. The m
 (a `members` mesh; padded with copies of the last member to a multiple of the devices), and each device trains its
 members in groups of `group`: a group's members vmapped, the groups one after another through the whole chunk of
 steps, so a group's state stays in the cache across its steps (one group per device on an accelerator; on a CPU,
-as many members as its share of the cache holds: `default_group`). Each member's peak LR is a traced value in its
+as many members as its share of the cache holds: `default_group`). The states are kept group by group, and one
+program trains a group (`group` members on every device), called once per group: its compile does not depend on
+the member count (a loop over the groups inside the program took XLA about 1.3x as long to compile, and slicing
+each group out of stacked states about 1.2x: bench/sweep.py's members on a 2-core CPU). Each member's peak LR is a traced value in its
 optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
 plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
@@ -87,8 +90,10 @@ class MemberTrainer:
     prog: a Program, or a family options -> Program (options: a dict of traced scalars, e.g. plugin options). A
     Program with its plugin's `numbers` trains as the family of them (`Program.with_numbers`), each member holding
     them: its programs hold no plugin number, LR or seed as a constant.
-    vmapped=True: states hold all members (leading axis K, padded to a multiple of devices x group) and losses are
-    [steps, K]; vmapped=False: one member per call (lrs and seeds of length 1) and losses are [steps]. group: members
+    vmapped=True: states hold all members group by group (a list of states with leading axis devices x group, K
+    members in all, padded to a multiple of devices x group: `member`, `held`) and losses are [steps, K];
+    vmapped=False: one member per call (lrs and seeds of length 1; states a list of its one state) and losses are
+    [steps]. group: members
     vmapped together on a device (default: `default_group`). fast_compile: every program compiles with RUN_ONCE
     (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a Program of a short run's
     train and eval programs do (`Program.compile_options`): for runs of a few steps.
@@ -129,26 +134,20 @@ class MemberTrainer:
             losses = jnp.zeros((idx.shape[0], *members), jnp.float32)
             return jax.lax.fori_loop(0, count, body, (state, losses))
 
-        def grouped(states, arrays, idx, count, g):
-            """A device's members [k, ...] in groups of g, each group through all of the chunk's steps."""
-            k = jax.tree.leaves(states)[0].shape[0]
-            if g == 1:  # the members one by one through the unbatched step
-                groups, step_g, members = states, step, ()
-            else:
-                groups = jax.tree.map(lambda a: a.reshape(k // g, g, *a.shape[1:]), states)
-                step_g, members = jax.vmap(step, in_axes=(0, None)), (g,)  # the batch shared
-            _, (new, losses) = jax.lax.scan(lambda _, s: (None, steps(s, arrays, idx, count, step_g, members)), None,
-                                            groups)
-            new = jax.tree.map(lambda a: a.reshape(k, *a.shape[2 if g > 1 else 1:]), new)
-            return new, jnp.moveaxis(losses.reshape(k, -1) if g == 1 else
-                                     jnp.moveaxis(losses, 2, 1).reshape(k, -1), 0, 1)
+        def group_steps(group, arrays, idx, count, g):
+            """A device's g members of a group [g, ...] through all of the chunk's steps."""
+            if g > 1:
+                return steps(group, arrays, idx, count, jax.vmap(step, in_axes=(0, None)), (g,))  # the batch shared
+            new, losses = steps(jax.tree.map(lambda a: a[0], group), arrays, idx, count, step)  # the unbatched step
+            return jax.tree.map(lambda a: a[None], new), losses[:, None]
 
-        def train_chunk(states, arrays, idx, count, group, mesh):
+        def train_chunk(group, arrays, idx, count, g, mesh):
+            """The chunk's steps of one group (vmapped: g members on every device) or of the one member."""
             if not vmapped:
-                return steps(states, arrays, idx, count, step)
-            return jax.shard_map(functools.partial(grouped, g=group), mesh=mesh,
+                return steps(group, arrays, idx, count, step)
+            return jax.shard_map(functools.partial(group_steps, g=g), mesh=mesh,
                                  in_specs=(P("members"), P(), P(), P()), out_specs=(P("members"), P(None, "members")),
-                                 check_vma=False)(states, arrays, idx, count)
+                                 check_vma=False)(group, arrays, idx, count)
 
         def eval_sums(states, arrays, idx, weight):
             """Program.eval_sums of each batch of indices idx [batches, rows] with its row weights."""
@@ -166,7 +165,7 @@ class MemberTrainer:
             return init_one(keys[0], lrs[0], jax.tree.map(lambda o: o[0], options))
 
         self._train_chunk = functools.cache(  # one program per group size and mesh
-            lambda group, mesh: jax.jit(functools.partial(train_chunk, group=group, mesh=mesh), donate_argnums=0))
+            lambda g, mesh: jax.jit(functools.partial(train_chunk, g=g, mesh=mesh), donate_argnums=0))
         self._eval_sums = jax.jit(eval_sums)
         self._init, self._init_one = jax.jit(init), init_one
 
@@ -223,7 +222,8 @@ class MemberTrainer:
         """Compile every program `train_members` runs for these members (init, the train chunk, eval) from their
         shapes alone, nothing allocated on the device, side by side (`Programs.compile_all`): for a sweep's next
         shape while the current one trains, or for this one's programs at once."""
-        args = self._init_args(lrs, seeds, options)
+        every = self._init_args(lrs, seeds, options)
+        args = self._group_args(every, 0)
         init = self._job("init", self._init, args, fast_compile=True)
         shapes = self.programs.lower(*init)
         if shapes is not None or init[0] not in self._abstract:  # the states' shapes, as the init program gives them
@@ -237,24 +237,47 @@ class MemberTrainer:
             self.programs.lower(*self._job(self._train_name(), self._train_chunk(self._group, self._mesh),
                                            (states, self._train_arrays, idx, jax.ShapeDtypeStruct((), jnp.int32))))
         if evaluate:
-            rows = self._eval_rows(args[1].shape[0] if self.vmapped else 1, eval_limit)
+            rows = self._eval_rows(every[1].shape[0] if self.vmapped else 1, eval_limit)
             self.programs.lower(*self._job("eval", self._eval_sums, (states, self._eval_arrays, *rows)))
         self.programs.compile()
 
     def _states_sharding(self) -> NamedSharding | None:
-        """Where vmapped states live: split over the `members` mesh (one member's: where its init put it)."""
+        """Where a vmapped group lives: split over the `members` mesh (one member's: where its init put it)."""
         return NamedSharding(self._mesh, P("members")) if self.vmapped else None
 
     def _train_name(self) -> str:
         return f"train (groups of {self._group})"
 
-    def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> State:
-        """Initial states; the member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and
-        with a program family, `options[k][i]` for each option k (arrays as long as lrs). Vmapped members are split
-        over up to every device (no more devices than members), padded with copies of the last one to a multiple of
-        devices x group."""
-        states = self._call("init", self._init, *self._init_args(lrs, seeds, options), fast_compile=True)
-        return states if not self.vmapped else jax.device_put(states, self._states_sharding())
+    def init(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None = None) -> list[State]:
+        """Initial states, group by group (a list of states [devices x group, ...] vmapped, of one state not); the
+        member with seed s gets jax.random.PRNGKey(s) (as train.py --seed s) and its LR, and with a program family,
+        `options[k][i]` for each option k (arrays as long as lrs). Vmapped members are split over up to every device
+        (no more devices than members), padded with copies of the last one to a multiple of devices x group; member
+        i is row i % (devices x group) of group i // (devices x group)."""
+        every = self._init_args(lrs, seeds, options)
+        groups = [self._call("init", self._init, *self._group_args(every, j), fast_compile=True)
+                  for j in range(every[1].shape[0] // self._group_members())]
+        return groups if not self.vmapped else jax.device_put(groups, self._states_sharding())
+
+    def _group_members(self) -> int:
+        """Members in a group's states: `group` on each device (one, not vmapped)."""
+        return self._mesh.size * self._group if self.vmapped else 1
+
+    def _group_args(self, args: tuple, j: int) -> tuple:
+        """Group j's part of the init program's arguments."""
+        size = self._group_members()
+        return jax.tree.map(lambda a: a[j * size:(j + 1) * size], args)
+
+    def member(self, states: list[State], i: int) -> State:
+        """Member i's state (its arrays unbatched)."""
+        if not self.vmapped:
+            return states[0]
+        size = self._group_members()
+        return jax.tree.map(lambda a: a[i % size], states[i // size])
+
+    def held(self, states: list[State]) -> int:
+        """The members the states hold: the members asked for and the padding."""
+        return sum(int(group["step"].shape[0]) for group in states) if self.vmapped else 1
 
     def _init_args(self, lrs: np.ndarray, seeds: np.ndarray, options: Options | None) -> tuple:
         """The init program's arguments (keys, LRs, options, padded); sets the members, the mesh and the group."""
@@ -285,25 +308,27 @@ class MemberTrainer:
         return np.stack([np.asarray(self.data.indices("train", t, self.batch_size, self.data_seed))
                          for t in range(start, start + count)])
 
-    def train(self, states: State, steps: int, start: int = 0) -> tuple[State, np.ndarray]:
+    def train(self, states: list[State], steps: int, start: int = 0) -> tuple[list[State], np.ndarray]:
         """`steps` train steps from step `start`; the per-step train losses.
 
-        Steps run in chunks of `chunk` (one compiled loop); a last, shorter chunk runs the same program for fewer
-        steps, so one shape compiles one train program.
+        Steps run in chunks of `chunk` (one compiled loop), group after group through each; a last, shorter chunk
+        runs the same program for fewer steps, so one shape compiles one train program.
         """
         chunk = min(self.chunk, steps)
+        program = self._train_chunk(self._group, self._mesh)
         losses = []
         for t in range(start, start + steps, chunk):
             n = min(chunk, start + steps - t)
             idx = self.batch_indices(t, n)
-            idx = np.concatenate([idx, np.repeat(idx[-1:], chunk - n, 0)])
-            program = self._train_chunk(self._group, self._mesh)
-            states, loss = self._call(self._train_name(), program, states, self._train_arrays, jnp.asarray(idx),
-                                      jnp.asarray(n, jnp.int32))
-            losses.append(np.asarray(loss)[:n, :self.members] if self.vmapped else np.asarray(loss)[:n])
+            args = (self._train_arrays, jnp.asarray(np.concatenate([idx, np.repeat(idx[-1:], chunk - n, 0)])),
+                    jnp.asarray(n, jnp.int32))
+            trained = [self._call(self._train_name(), program, group, *args) for group in states]
+            states = [group for group, _ in trained]
+            loss = np.concatenate([np.asarray(loss).reshape(chunk, -1) for _, loss in trained], 1)[:n]
+            losses.append(loss[:, :self.members] if self.vmapped else loss[:, 0])
         return states, np.concatenate(losses) if losses else np.zeros((0,))
 
-    def evaluate(self, states: State, limit: int | None = None) -> dict[str, np.ndarray]:
+    def evaluate(self, states: list[State], limit: int | None = None) -> dict[str, np.ndarray]:
         """Eval loss and accuracy over the eval split, or a fixed random subset of `limit` of its examples (eval
         sets may be sorted by class) (per member when vmapped): the sums of `Program.eval_sums` over the batches
         divided by their count, the reduction train.py's eval makes (zoo.train.compiled), padding rows weighted 0.
@@ -311,9 +336,9 @@ class MemberTrainer:
         K vmapped members see eval_batch_size // K examples each per eval step, so an eval step holds one
         run's eval activations, not K of them.
         """
-        members = int(states["step"].shape[0]) if self.vmapped else 1
-        sums = self._call("eval", self._eval_sums, states, self._eval_arrays, *self._eval_rows(members, limit))
-        totals = {k: np.asarray(v, np.float64).sum(0) for k, v in sums.items()}
+        rows = self._eval_rows(self.held(states), limit)
+        sums = [self._call("eval", self._eval_sums, group, self._eval_arrays, *rows) for group in states]
+        totals = {k: np.concatenate([np.asarray(s[k], np.float64) for s in sums], -1).sum(0) for k in sums[0]}
         count = totals.pop("count")
         return {k: (v / count)[:self.members] if self.vmapped else v / count for k, v in totals.items()}
 
