@@ -8,8 +8,8 @@ steps, so a group's state stays in the cache across its steps (one group per dev
 as many members as its share of the cache holds: `default_group`). The states are kept group by group, and one
 program trains a group (`group` members on every device), called once per group: its compile does not depend on
 the member count (a loop over the groups inside the program took XLA about 1.3x as long to compile, and slicing
-each group out of stacked states about 1.2x: bench/sweep.py's members on a 2-core CPU). Each member's peak LR is a traced value in its
-optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
+each group out of stacked states about 1.2x: bench/sweep.py's members on a 2-core CPU). Each member's peak LR is a
+traced value in its optimizer state (`Program.init(key, lr)`); its init and step RNG come from its seed, so members
 with one seed share their initial weights across learning rates. Members may also differ in the options of their
 plugin (design.md section 3: plugin scalars may be traced): given a family `options -> Program` instead of a
 Program, each member's options are traced values kept in its state, and its program is built from them inside

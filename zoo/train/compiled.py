@@ -33,16 +33,17 @@ def abstract_batch(s: Setup) -> dict[str, jax.ShapeDtypeStruct]:
     return {k: jax.ShapeDtypeStruct((s.cfg.loop.batch_size, *v.shape[1:]), v.dtype) for k, v in example.items()}
 
 
-def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any) -> None:
-    """The batch splits over the mesh, a tensor axis divides the model, and the forward pass traces on a batch
-    (a bad model option surfaces here) with activations that fit the devices; nothing compiled or allocated."""
+def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any, forward_bytes: int) -> None:
+    """The batch splits over the mesh, a tensor axis divides the model, and the forward pass's activations
+    (`forward_bytes`: memory.forward_bytes of the run, whose trace a bad model option fails; without the attention
+    logits where a flash kernel never materialises them) fit the devices; nothing compiled or allocated."""
     loop = s.cfg.loop
     plan.check_batch(loop.batch_size)
     if loop.grad_accum > 1:
         plan.check_batch(loop.batch_size // loop.grad_accum,
                          f"the microbatch (--batch-size / --grad-accum {loop.grad_accum})")
     plan.check_model(abstract_state)
-    needed = memory.activation_bytes(s.program, abstract_state, abstract_batch(s), _flash(s))
+    needed = memory.activation_bytes(s.program, abstract_state, abstract_batch(s), True) if _flash(s) else forward_bytes
     memory.check_activations(kept_activations(s, needed, plan.batch_ways))
 
 

@@ -54,10 +54,12 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     started = time.perf_counter()
     s = setup(cfg)
-    activations = kept_activations(s, memory.forward_bytes(s.program, abstract_batch(s)))
+    forward = memory.forward_bytes(s.program, abstract_batch(s))
+    activations = kept_activations(s, forward)
     inline = backend.start(activations)
     plan = MeshPlan.from_spec(s.cfg.loop.mesh)
-    check_fits(s, plan, abstract_state(s, plan)[0])
+    target = abstract_state(s, plan)  # the state's shapes and shardings, traced once
+    check_fits(s, plan, target[0], forward)
     check_sources(s)
     check_workers(s.cfg.data.workers, s.data, s.cfg.data.name)
     with sigterm_stops(BETWEEN_STEPS), Run.open(s.cfg) as run:  # the steps' own stop: Loop.run's StopSignals
@@ -65,7 +67,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
             run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
             return summary
         with Checkpoints(run.dir, keep=s.cfg.loop.keep) as ckpts:
-            state, start, meta = restore_or_init(s, plan, ckpts, run.say)
+            state, start, meta = restore_or_init(s, plan, target, ckpts, run.say)
             run.say(_describe(s, state, run))
             if (note := _warmup_note(s)) is not None:
                 run.say(note)

@@ -70,10 +70,11 @@ def check_sources(s: Setup) -> None:
         raise FileNotFoundError(f"--init-from {loop.init_from}: no checkpoints/ folder there (is it a run dir?)")
 
 
-def restore_or_init(s: Setup, plan: MeshPlan, ckpts: Checkpoints, report: Report) -> tuple[State, int, dict]:
+def restore_or_init(s: Setup, plan: MeshPlan, abstract: tuple[Any, Any], ckpts: Checkpoints,
+                    report: Report) -> tuple[State, int, dict]:
     """(state, step, checkpoint metadata): resumed from the newest good checkpoint, else forked, else fresh
-    (with --init-from's parameters)."""
-    target, shardings = abstract_state(s, plan)
+    (with --init-from's parameters). abstract: the state's `abstract_state`."""
+    target, shardings = abstract
     found = ckpts.restore_latest(target, report, same_data(s.data, s.cfg.data.name, ckpts.run_dir))
     if found is not None:
         state, meta, step = found
