@@ -93,10 +93,9 @@ class MemberTrainer:
     vmapped=True: states hold all members group by group (a list of states with leading axis devices x group, K
     members in all, padded to a multiple of devices x group: `member`, `held`) and losses are [steps, K];
     vmapped=False: one member per call (lrs and seeds of length 1; states a list of its one state) and losses are
-    [steps]. group: members
-    vmapped together on a device (default: `default_group`). fast_compile: every program compiles with RUN_ONCE
-    (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a Program of a short run's
-    train and eval programs do (`Program.compile_options`): for runs of a few steps.
+    [steps]. group: members vmapped together on a device (default: `default_group`). fast_compile: every program
+    compiles with RUN_ONCE (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a
+    Program of a short run's train and eval programs do (`Program.compile_options`): for runs of a few steps.
     """
 
     def __init__(self, prog: Program | Callable[[Options], Program], data: Any, batch_size: int, *,
@@ -237,7 +236,7 @@ class MemberTrainer:
             self.programs.lower(*self._job(self._train_name(), self._train_chunk(self._group, self._mesh),
                                            (states, self._train_arrays, idx, jax.ShapeDtypeStruct((), jnp.int32))))
         if evaluate:
-            rows = self._eval_rows(every[1].shape[0] if self.vmapped else 1, eval_limit)
+            rows = self._eval_rows(self._group_members(), eval_limit)
             self.programs.lower(*self._job("eval", self._eval_sums, (states, self._eval_arrays, *rows)))
         self.programs.compile()
 
@@ -333,10 +332,10 @@ class MemberTrainer:
         sets may be sorted by class) (per member when vmapped): the sums of `Program.eval_sums` over the batches
         divided by their count, the reduction train.py's eval makes (zoo.train.compiled), padding rows weighted 0.
 
-        K vmapped members see eval_batch_size // K examples each per eval step, so an eval step holds one
-        run's eval activations, not K of them.
+        A group's M vmapped members see eval_batch_size // M examples each per eval step, so an eval step holds one
+        run's eval activations, not M of them.
         """
-        rows = self._eval_rows(self.held(states), limit)
+        rows = self._eval_rows(self._group_members(), limit)
         sums = [self._call("eval", self._eval_sums, group, self._eval_arrays, *rows) for group in states]
         totals = {k: np.concatenate([np.asarray(s[k], np.float64) for s in sums], -1).sum(0) for k in sums[0]}
         count = totals.pop("count")
