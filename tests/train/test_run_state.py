@@ -69,11 +69,14 @@ def test_changed_settings_are_refused_then_the_same_settings_resume_exactly(base
 
 def test_fork_continues_the_full_state_under_new_settings(base30, whole40, tmp_path):
     """A fork with the same settings equals the uninterrupted run (params, moments, step, RNG and data position all
-    carried); a fork with a new LR records it and its origin in its config and starts at the forked step."""
-    same, lower = tmp_path / "same", tmp_path / "lower"
-    (code, err), (lowered, lower_err) = run_main_many([
+    carried); a fork with a new LR records it and its origin in its config and starts at the forked step; a fork
+    with other data settings on the same data (an augmentation) continues too."""
+    same, lower, augmented = tmp_path / "same", tmp_path / "lower", tmp_path / "augmented"
+    (code, err), (lowered, lower_err), (aug_code, aug_err) = run_main_many([
         [*ARGS, "--fork-from", f"{base30}:20", "--run-dir", str(same)],
-        [*ARGS, "--steps", "35", "--lr", "3e-4", "--fork-from", str(base30), "--run-dir", str(lower)]])
+        [*ARGS, "--steps", "35", "--lr", "3e-4", "--fork-from", str(base30), "--run-dir", str(lower)],
+        [*ARGS, "--steps", "31", "--augment", "crop_flip", "--fork-from", str(base30), "--run-dir", str(augmented)]])
+    assert aug_code == 0 and f"forked {base30} at step 30" in aug_err, aug_err
     assert code == 0 and f"forked {base30} at step 20" in err, err
     assert_same_params(final_params(same), whole40)
     assert lowered == 0, lower_err

@@ -108,11 +108,11 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     starts at the source's step, after the at-start hooks' step 0)."""
     src_dir, step = parse_run_spec(s.cfg.loop.fork_from)
     src_cfg = read_config(src_dir)
-    same_data = src_cfg.data == s.cfg.data
-    src = load_run(src_dir, step, data=s.data if same_data else None,
+    same_settings = src_cfg.data == s.cfg.data
+    src = load_run(src_dir, step, data=s.data if same_settings else None,
                    place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
     old = src.state
-    if not same_data:  # the source's own data was checked as it was read
+    if not same_settings:  # the source's own data was checked as it was read; this run's must fit its checkpoint
         same_data(s.data, s.cfg.data.name, src_dir)(src.meta)
     _same_params(fresh["params"], old["params"], src_dir)
     same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir)
