@@ -281,6 +281,9 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
     if str(values.get("data", "")).startswith("synthetic") and all(s.get("augment") is None
                                                                     for s in (file_values, flags)):
+        if any(s.get("augment_opt") for s in (file_values, flags)):
+            raise ValueError("--augment-opt sets options of --augment's ops, and synthetic data is augmented only by "
+                             "an --augment given: leave it out, or give --augment")
         values.pop("augment", None)  # the recipe's augmentation presumes natural images, whose labels survive crops,
         values.pop("augment_opt", None)  # flips and mixing; a synthetic set's (a teacher's, or random) do not
     if file_eps_is_a_default(file_values, flags, recipe):

@@ -24,6 +24,11 @@ def test_flags_over_the_recipes_augmentation():
         resolve({"model": "vit", "augment": "crop", "augment_opt": {"mixup_alpha": "0.2"}})
     with pytest.raises(ValueError, match="--label-smoothing must be in"):
         resolve({"model": "vit", "label_smoothing": 1.0})
+    # options with no op to read them were dropped without a word (mlp_resnet's recipe augments nothing)
+    with pytest.raises(ValueError, match="--augment-opt mix_prob sets options of --augment's ops, but --augment is"):
+        resolve({"model": "mlp_resnet", "augment_opt": {"mix_prob": "0.5"}})
+    with pytest.raises(ValueError, match="synthetic data is augmented only by an --augment given"):
+        resolve({"model": "vit", "data": "synthetic", "augment_opt": {"mix_prob": "0.5"}})
 
 
 def test_older_runs_boolean_augment_is_crop_flip_and_augmentation_is_identity():

@@ -36,6 +36,9 @@ class DataConfig:
 
         check_settings(self)
         ops = augment.parse_ops(self.augment)  # the ops spelled out, the options typed: as the run stores them
+        if self.augment_options and not ops:
+            raise ValueError(f"--augment-opt {','.join(self.augment_options)} sets options of --augment's ops, but "
+                             "--augment is none: leave it out, or give --augment")
         typed = augment.options(ops, self.augment_options)
         object.__setattr__(self, "augment", ",".join(ops) or "none")
         object.__setattr__(self, "augment_options", {k: getattr(typed, k) for k in self.augment_options})
