@@ -130,6 +130,9 @@ def test_flag_type_errors_and_help_defaults(capsys):
     from zoo.cli.train import main
 
     assert "argument --width: must be an integer, got 'abc'" in one_line_error(main, ["--width", "abc"], capsys)
+    # a negative number in scientific notation is the flag's value (argparse took it for a flag: "expected one
+    # argument"), refused by the flag's own check
+    assert "--lr must be positive, got -0.001" in one_line_error(main, ["--lr", "-1e-3"], capsys)
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
     held = holdout(args.holdout)
     dirs = [Path(d) for d in args.dirs]
-    run = RunConfig.from_json(results.read_settings(dirs[0]), str(dirs[0] / results.SETTINGS))
+    run = RunConfig.from_json(results.read_settings(dirs[0], read.INPUT_ADVICE), str(dirs[0] / results.SETTINGS))
     policy = policy_of(args, run.optim.name)
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
@@ -24,6 +25,9 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, allow_abbrev=False, **kwargs)
+        # a negative number in scientific notation is a value, as -1 and -0.5 are (Python before 3.13 read --lr -1e-3
+        # as a flag: "--lr: expected one argument")
+        self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         parsed, rest = super().parse_known_args(args, namespace)

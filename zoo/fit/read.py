@@ -27,6 +27,7 @@ MAPPED = ("b1", "b2", "eps", "momentum", "muon_beta", "warmup")
 FREE = ("batch_size", "steps", "weight_decay", *MAPPED)  # may differ between dirs
 FIRST = ("model", "param", "optimizer", "data", "model_opt", "param_opt", "base_width", "base_depth")  # named first
 MIN_POINTS = 3  # grid points per size: a parabola's minimum needs 3
+INPUT_ADVICE = "give the folder of a whole sweep (python -m zoo.sweep --out), or rerun the sweep into a new one"
 
 
 @dataclasses.dataclass
@@ -63,10 +64,11 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
     batch and steps `proxy` (default: the smallest of the dirs')."""
     if not dirs:
         raise ValueError("give one or more sweep dirs")
-    found = [(d, results.read_settings(d), results.read(d)) for d in dirs]
+    found = [(d, results.read_settings(d, INPUT_ADVICE), results.read(d)) for d in dirs]
     for d, _, rec in found:
         if not rec:
-            raise ValueError(f"{d} holds no results ({results.RESULTS} is empty or missing): run the sweep first")
+            why = "is missing" if not (Path(d) / results.RESULTS).exists() else "holds no readable record"
+            raise ValueError(f"{d} holds no results ({results.RESULTS} {why}): run the sweep first")
     check_same(found)
     proxy = (proxy[0] or min(s["batch_size"] for _, s, _ in found), proxy[1] or min(s["steps"] for _, s, _ in found))
     check_mapped(found, policy, proxy)

@@ -47,11 +47,12 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
     write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
 
 
-def read_settings(out: Path) -> dict[str, Any]:
+def read_settings(out: Path, advice: str = "use another --out") -> dict[str, Any]:
+    """DIR/sweep.json; `advice` ends the line that refuses a damaged one."""
     path = out / SETTINGS
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
-    return read_mapping(path, "a sweep's settings", "use another --out")
+    return read_mapping(path, "a sweep's settings", advice)
 
 
 def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "sweep") -> RunLock:

@@ -226,7 +226,8 @@ class Checkpoints:
                 self._move_aside(failed, report)
             return state, meta, step
         if failed:
-            advice = ("they are damaged; a resume of the run moves them aside" if self.read_only else
+            advice = ("every one is damaged, so a resume cannot continue the run either: restore its checkpoints "
+                      "from a copy, or train it again" if self.read_only else
                       "nothing was deleted: move them away or use another run dir")
             raise CheckpointError(f"no checkpoint in {self.dir} can be read (tried {', '.join(map(str, failed))}); "
                                   f"{advice}")
