@@ -251,7 +251,11 @@ def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:
 
 def routes(cfg: OptimConfig, params: Any, plugin: Parametrization | None = None) -> Any:
     """A Route per parameter of `params` (tagged nnx.Params or a pytree of Tags); the kinds `plugin` freezes do not
-    train."""
+    train; refused where it freezes them all (the run would end as it began, its loss never moving)."""
+    frozen = jax.tree.leaves(per_param(params, plugin.frozen)) if plugin is not None else []
+    if frozen and all(frozen):
+        raise ValueError(f"freeze={plugin.freeze} freezes every parameter of the model: nothing would train; leave a "
+                         "kind out of the list")
     return per_param(params, lambda tag: Route.of(tag, family_of(cfg, tag), plugin is None or not plugin.frozen(tag)))
 
 

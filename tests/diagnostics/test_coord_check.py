@@ -208,6 +208,7 @@ def test_default_lr_keeps_the_smallest_width_linear(tmp_path, capsys):
     (["--widths", "64"], "at least two --widths"),
     (["--depths", "8"], "at least two --depths"),
     (["--depths", "2,4,8"], "each depth must be a multiple of 4, got 2"),
+    (["--widths", "8,16", "--depths", "2,4,8"], "each depth must be a multiple of 4, got 2"),  # before the widths
     (["--widths", "a,b"], "comma-separated integers"),
     (["--param", "mupp"], "unknown parametrization 'mupp'"),
     (["--model", "resnet"], "unknown model 'resnet'"),
@@ -218,7 +219,7 @@ def test_default_lr_keeps_the_smallest_width_linear(tmp_path, capsys):
 def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
     code, out, err = coord_check(args, tmp_path, capsys)
     assert code in (1, 2) and "Traceback" not in err, out + err  # 2: argparse's, 1: the command's
-    assert expect in err.strip().splitlines()[-1]
+    assert expect in err.strip().splitlines()[-1] and "coordinate check" not in out  # refused before any sweep ran
 
 
 def test_bad_input_from_the_shell_is_one_line(tmp_path):

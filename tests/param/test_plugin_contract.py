@@ -87,6 +87,8 @@ def test_freeze_keeps_the_listed_kinds_at_their_init():
         assert moved == (var.get_metadata()["tag"].kind not in ("input", "output")), path
     with pytest.raises(ValueError, match="freeze: unknown kind hiden; kinds are input, hidden"):
         program(P.get("sp", freeze="hiden"))
+    with pytest.raises(ValueError, match="freezes every parameter of the model: nothing would train"):
+        program(P.get("sp", freeze="input,hidden,output,vector,scalar"))
 
 
 @pytest.mark.parametrize("name", ["mup", "depth_mup", "ntk"])

@@ -140,14 +140,17 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
 
 @boundary
 def main(argv: list[str] | None = None) -> None:
-    from zoo.diagnostics.coord_sweep import coord_sweep, passed, write
+    from zoo.diagnostics.coord_sweep import check_sweep, coord_sweep, passed, write
 
     args = parser().parse_args(argv)
     compile_cache.use(args.compile_cache)
     spec = spec_of(args)
     check_out_folder(Path(args.out), "--out")
+    planned = sweeps(args)
+    for axis, sizes, _ in planned:  # every sweep's flags checked before the first runs
+        check_sweep(spec, axis, sizes)
     verdicts = []
-    for axis, sizes, fixed in sweeps(args):
+    for axis, sizes, fixed in planned:
         result = coord_sweep(spec, axis, sizes, fixed)
         show(spec, result, write(spec, result, Path(args.out)))
         verdicts.append(passed(result))

@@ -21,6 +21,7 @@ theory calls the plugin unstable also says whether the measured changes grow sig
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from zoo.diagnostics.inputs import random_batch
 from zoo.diagnostics.records import to_json
 from zoo.files import write_atomic
 from zoo.optim import OptimConfig
-from zoo.param import predict
+from zoo.param import Parametrization, predict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,18 +57,25 @@ class CoordSpec:
     linear_limit: float = LINEAR_LIMIT
 
 
-def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
-    """One sweep over width or depth: data, slopes, expectations and verdicts (dropout off unless asked)."""
+def check_sweep(spec: CoordSpec, axis: str, sizes: Sequence[int]) -> Parametrization:
+    """The sweep's plugin, once its sizes and steps are checked (before anything runs: a command that asks for
+    several sweeps refuses a bad one before the first)."""
     if len(set(sizes)) != len(sizes) or len(sizes) < 2:
         raise ValueError(f"a coordinate check fits slopes over at least two different {axis}s, each once; got "
                          f"{', '.join(map(str, sizes))}")
-    overrides = {**spec.model_opt, **fixed}
-    if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
-        overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     plugin = zoo.param.get(spec.param, **spec.param_opt)
     if axis == "depth":
         verdict.check_depths(sizes, plugin)
     coord.check_steps(plugin, spec.steps)
+    return plugin
+
+
+def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, Any]) -> dict[str, Any]:
+    """One sweep over width or depth: data, slopes, expectations and verdicts (dropout off unless asked)."""
+    plugin = check_sweep(spec, axis, sizes)
+    overrides = {**spec.model_opt, **fixed}
+    if "dropout" in {f.name for f in dataclasses.fields(zoo.models.config(spec.model))}:
+        overrides.setdefault("dropout", 0.0)  # the change h_t - h_0 of a deterministic step
     optim_cfg = OptimConfig(name=spec.optimizer, lr=FIRST_LR if spec.lr is None else spec.lr, muon_io=spec.muon_io)
     # base width: the smallest (every plugin is SP there); base depth 1: every depth is then well inside the
     # 1/sqrt(L) regime, where (1 + v/L)^L is already near its limit e^v (a base of min(depths) makes the shallowest
