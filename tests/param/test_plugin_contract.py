@@ -71,6 +71,9 @@ def test_unknown_plugin_option_or_value_lists_what_exists():
         P.get("abcd", hidden="0,0.5,1")
     with pytest.raises(ValueError, match=r"s in \[0, 1\]"):
         P.get("ntk_mup", s=2.0)
+    for key in ("init_mult", "readout_mult"):  # 0 trained nothing without a word
+        with pytest.raises(ValueError, match=f"option {key} of 'sp' multiplies .*: it must be positive, got 0"):
+            P.get("sp", **{key: "0"})
 
 
 def test_freeze_keeps_the_listed_kinds_at_their_init():

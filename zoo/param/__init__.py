@@ -71,7 +71,16 @@ def get(name: str, **opts: Any) -> Parametrization:
                          f"its options are {', '.join(fields)}")
     plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
     plugin.frozen_kinds()  # an unknown kind in freeze= is refused here, not when the optimizer is built
+    for key, what in SCALES.items():
+        value = getattr(plugin, key)
+        if isinstance(value, (int, float)) and value <= 0:
+            raise ValueError(f"option {key} of {name!r} {what}: it must be positive, got {value:g} (at 0 no gradient "
+                             "reaches the weights, and nothing trains)")
     return plugin
+
+
+# options that scale a whole network's signal (a sweep's traced values pass unchecked)
+SCALES = {"init_mult": "multiplies every init std", "readout_mult": "multiplies the readout's output"}
 
 
 def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
