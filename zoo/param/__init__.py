@@ -60,6 +60,10 @@ def options(name: str) -> list[str]:
     return [f.name for f in dataclasses.fields(PLUGINS.get(name))]
 
 
+# options that scale a whole network's signal (a sweep's traced values pass unchecked)
+SCALES = {"init_mult": "multiplies every init std", "readout_mult": "multiplies the readout's output"}
+
+
 def get(name: str, **opts: Any) -> Parametrization:
     """An instance of plugin `name` (a registered name or module:Class). String option values (from a command line)
     are converted to the option's type; numbers must be finite; freeze= names known kinds."""
@@ -78,9 +82,6 @@ def get(name: str, **opts: Any) -> Parametrization:
                              "reaches the weights, and nothing trains)")
     return plugin
 
-
-# options that scale a whole network's signal (a sweep's traced values pass unchecked)
-SCALES = {"init_mult": "multiplies every init std", "readout_mult": "multiplies the readout's output"}
 
 
 def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:

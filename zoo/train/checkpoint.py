@@ -111,8 +111,7 @@ def checksums(tree: Any) -> dict[str, list[int]]:
     if all(_in_host_memory(v) for v in values):
         host = [_sums(_host_bits(v), np) for v in values]
     else:
-        sums = _checksums(values)
-        host = np.asarray(sums.addressable_shards[0].data if isinstance(sums, jax.Array) else sums)
+        host = np.asarray(_checksums(values).addressable_shards[0].data)
     return {key_path(p): [int(a), int(b)] for (p, _), (a, b) in zip(flat, host, strict=True)}
 
 
