@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from zoo.train.step import RUN_ONCE
 from zoo.tree import key_path
 
 TRASH = "trash"
+PROBE = ".zoo-write-probe-"  # the writability probe's folder in checkpoints/, by process
 HEADROOM = 1.1  # a save needs this times the state's bytes free (orbax writes a temporary copy first)
 Check = Callable[[dict[str, Any]], None]  # a test of a checkpoint's metadata, raising where it does not fit
 KERNELS = "out_in"  # zoo.models.layers.Dense's kernels are (out, in); checkpoints before 2026-11-26 hold (in, out)
@@ -139,14 +140,21 @@ class Checkpoints:
     def _probe(self) -> None:
         """Before the first step: a folder can be made and removed in checkpoints/, as each save makes one. A folder
         that cannot be written (`chattr +i`, a read-only mount) was found at the first save, 250 steps later."""
+        for stale in self.dir.glob(PROBE + "*"):  # a probe of a run killed (or stopped) between its two steps
+            with contextlib.suppress(OSError):
+                stale.rmdir()
+        probe = self.dir / f"{PROBE}{os.getpid()}"
         try:
             with naming_full_disk(self.dir):
-                Path(tempfile.mkdtemp(dir=self.dir, prefix=".zoo-write-probe-")).rmdir()
+                probe.mkdir()
         except OSError as e:
             self.manager.close()
             raise ZooError(f"{self.dir} cannot be written ({e.strerror or e}), so no checkpoint could be saved: make "
                            "it writable (its permissions, chattr -i, a read-write mount) or use another --run-dir"
                            ) from None
+        finally:  # removed however the probe ends, a stop signal included
+            with contextlib.suppress(OSError):
+                probe.rmdir()
 
     def __enter__(self) -> Checkpoints:
         return self
