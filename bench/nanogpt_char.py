@@ -5,9 +5,11 @@ train.py with config/train_shakespeare_char.py's settings: characters split 90/1
 decay 0.1 on matrices and embeddings, betas 0.9/0.99) through its `configure_optimizers`, its `get_lr` (linear warmup
 lr (t + 1) / (warmup + 1), then cosine from 1e-3 to 1e-4 at --steps), gradient clip 1.0, an eval at step 0 and every
 --eval-every steps with its `estimate_loss` (the mean over --eval-iters random batches of each split), and --steps
-updates. On a GPU as train.py runs it there: bf16 autocast, TF32, fused AdamW, and (--compile) torch.compile. Prints
-each eval with the wall time since the start (model creation, compile and evals included), and a last JSON line:
-the best val loss, its step and the wall time to it.
+as its max_iters: iterations 0 through max_iters are trained, max_iters + 1 updates, as its loop does; an eval
+follows the last (nanoGPT's loop ends on it unevaluated), as zoo's run of the same max_iters + 1 steps ends. On a
+GPU as train.py runs it there: bf16 autocast, TF32, fused AdamW, and (--compile) torch.compile. Prints each eval
+with the wall time since the start (model creation, compile and evals included), and a last JSON line: the best val
+loss, its step and the wall time to it.
 
     python bench/nanogpt_char.py --nanogpt ../nanoGPT --compile           # the char config, on a GPU
     python bench/nanogpt_char.py --nanogpt ../nanoGPT --width 128 --depth 4 --heads 4 --block 64 --batch 32 \\
@@ -128,8 +130,9 @@ def main(argv: list[str] | None = None) -> None:
 
     evals, best = [], {"val": math.inf}
     x, y = batch("train")
-    for step in range(args.steps + 1):
-        if step % args.eval_every == 0 or step == args.steps:
+    last = args.steps + 1  # the updates: iterations 0..max_iters
+    for step in range(last + 1):
+        if step % args.eval_every == 0 or step == last:
             losses = estimate_loss()
             row = {"step": step, **losses, "wall_s": time.perf_counter() - t0}
             evals.append(row)
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
                 best = row
             print(f"step {step}: train {losses['train']:.4f}, val {losses['val']:.4f} ({row['wall_s']:.0f} s)",
                   flush=True)
-        if step == args.steps:
+        if step == last:
             break
         for group in opt.param_groups:
             group["lr"] = get_lr(step, 1e-3, args.warmup, args.steps, 1e-4)

@@ -9,7 +9,9 @@ val loss, its step, the wall time to it and the whole run's, with the mean and s
                                                                           # the char config on a GPU: bf16, compile
 
 zoo runs at base width and depth = its width and depth, so its init is nanoGPT's at every size (0.02, and 0.02 /
-sqrt(2 L) on the branches' last matrices). nanoGPT also evaluates at step 0, zoo does not (the best is never there).
+sqrt(2 L) on the branches' last matrices). --steps is nanoGPT's max_iters: both train iterations 0..max_iters (zoo's
+--steps max_iters + 1, as its gpt recipe's 5001), each LR get_lr's, and evaluate after the last. nanoGPT also
+evaluates at step 0, zoo does not (the best is never there).
 Writes OUT/table.md and OUT/runs.json.
 """
 
@@ -32,10 +34,11 @@ def zoo_command(a: argparse.Namespace, seed: int, run_dir: Path) -> list[str]:
     cmd = [sys.executable, str(ROOT / "train.py"), "--model", "gpt", "--param", "sp", "--width", str(a.width),
            "--depth", str(a.depth), "--base-width", str(a.width), "--base-depth", str(a.depth), "--model-opt",
            f"head_dim={a.width // a.heads}", "--model-opt", f"dropout={a.dropout}", "--seq-len", str(a.block),
-           "--batch-size", str(a.batch), "--steps", str(a.steps), "--eval-every", str(a.eval_every), "--eval-iters",
+           "--batch-size", str(a.batch), "--steps", str(a.steps + 1), "--eval-every", str(a.eval_every), "--eval-iters",
            str(a.eval_iters), "--seed", str(seed), "--run-dir", str(run_dir)]
     for opt in a.zoo_opt:
         cmd += ["--model-opt", opt]
+    cmd += a.zoo_flag
     return cmd + (["--precision", "bf16"] if a.gpu else [])
 
 
@@ -101,6 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--only", choices=("zoo", "nanogpt"), help="run one side (the other's results read if there)")
     p.add_argument("--zoo-opt", action="append", default=[], metavar="K=V",
                    help="a model option of the zoo runs (an ablation: attn_dropout=false), repeatable")
+    p.add_argument("--zoo-flag", action="append", default=[], metavar="--FLAG=V",
+                   help="a train.py flag of the zoo runs (a recipe ablation: --zoo-flag=--warmup-peak=last), "
+                        "repeatable")
     p.add_argument("--nanogpt-runs", help="where nanoGPT's runs are, if not in --out (an ablation's reference)")
     p.add_argument("--out", default="runs/nanogpt_compare")
     a = p.parse_args(argv)

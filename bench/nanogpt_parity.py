@@ -14,9 +14,11 @@ config's warmup of 100). Checked, and printed:
     dropout     with dropout 0.2 (--dropout) at the last step's weights, on 64 windows, the mean training-mode loss
                 over 200 draws of the masks (--masks) on each side: at most 4 standard errors apart (each side draws
                 its own masks)
+    schedule    the gpt recipe's LR at each of its steps (warmup 100 peaking after it, 5001 steps) against get_lr at
+                the char config's (warmup 100, max_iters 5000: nanoGPT trains iterations 0..5000): <= 1e-5
 
-and, not part of the check: the parameters' relative distance after the last step, zoo's LR schedule beside get_lr
-over the char config's 5000 steps, and the first loss in bf16 (zoo's bf16 dtype, nanoGPT under CPU autocast).
+and, not part of the check: the parameters' relative distance after the last step, and the first loss in bf16
+(zoo's bf16 dtype, nanoGPT under CPU autocast).
 Exits 1 when a check fails.
 
     python bench/nanogpt_parity.py --nanogpt ../nanoGPT                  # width 128, depth 2, 4 heads, T 64, batch 8
@@ -42,6 +44,7 @@ from nanogpt_weights import to_nanogpt
 import zoo.models
 import zoo.param
 from zoo import optim
+from zoo.config import resolve
 from zoo.train.step import build_program, loss_and_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,11 +98,12 @@ def decay_matches(prog, state, plugin, model, opt) -> bool:
 
 
 def schedule_gap(lr: float) -> dict[str, float]:
-    """zoo's cosine schedule against get_lr at the char config (warmup 100, 5000 steps, min 0.1 lr): the largest
-    relative difference during the warmup and after it."""
-    cfg = optim.OptimConfig(name="adamw", lr=lr, schedule="cosine", warmup=100, min_lr_ratio=0.1)
-    steps = np.arange(5000)
-    ours = lr * np.asarray(jax.vmap(optim.schedule_shape(cfg, optim.last_step(5000)))(steps))
+    """The gpt recipe's schedule (zoo.config.resolve's, at this LR) against get_lr at the char config (warmup 100,
+    max_iters 5000: iterations 0..5000, min 0.1 lr): the largest relative difference during the warmup and after
+    it."""
+    cfg = resolve({"model": "gpt", "lr": lr})
+    steps = np.arange(cfg.loop.steps)
+    ours = lr * np.asarray(jax.vmap(optim.schedule_shape(cfg.optim, optim.last_step(cfg.loop.steps)))(steps))
     theirs = np.array([get_lr(int(t), lr, 100, 5000, 0.1 * lr) for t in steps])
     rel = np.abs(ours - theirs) / theirs
     return {"warmup": float(rel[:100].max()), "after": float(rel[100:].max())}
@@ -187,14 +191,16 @@ def run(args: argparse.Namespace) -> dict:
     xd, yd = windows(splits["val"], np.random.default_rng(args.seed).integers(
         0, len(splits["val"]) - args.block, DROPOUT_BATCH), args.block)
     dropout = dropout_means(args, vocab, prog, state, xd, yd)
+    schedule = schedule_gap(args.lr)
     checks = {"losses_first": max(gaps[:FIRST]) <= FIRST_RTOL, "losses_all": max(gaps) <= ALL_RTOL,
+              "schedule": max(schedule.values()) <= FIRST_RTOL,
               "grads": max(grads.values()) <= GRAD_RTOL, "decay": decay_matches(prog, state, plugin, model, opt),
               "dropout": dropout["ses_apart"] <= DROPOUT_SES}
     with torch.no_grad():
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()})
     return {"shape": {k: getattr(args, k) for k in ("width", "depth", "heads", "block", "batch", "bias", "steps")},
             "rows": rows, "loss_gap_first": max(gaps[:FIRST]), "loss_gap_all": max(gaps), "grad_gap": grads,
-            "param_gap": params, "schedule_gap": schedule_gap(args.lr), "dropout": dropout,
+            "param_gap": params, "schedule_gap": schedule, "dropout": dropout,
             "bf16_first_loss": bf16_first_loss(args, vocab, model, x0, y0), "checks": checks}
 
 
@@ -218,8 +224,9 @@ def report(out: dict) -> str:
               f"weight decay on the same tensors as configure_optimizers: {c['decay']}",
               f"parameters after the last step: largest relative difference {out['param_gap'][worst_p]:.1e} "
               f"({worst_p})",
-              f"zoo's LR schedule against get_lr (warmup 100, 5000 steps): largest relative difference "
-              f"{out['schedule_gap']['warmup']:.1e} in the warmup, {out['schedule_gap']['after']:.1e} after it",
+              f"the gpt recipe's LR schedule against get_lr (warmup 100, max_iters 5000): largest relative difference "
+              f"{out['schedule_gap']['warmup']:.1e} in the warmup, {out['schedule_gap']['after']:.1e} after it (<= "
+              f"{FIRST_RTOL:g}: {c['schedule']})",
               f"first loss in bf16: zoo {bf['zoo']:.5f}, nanoGPT (CPU autocast) {bf['nanogpt']:.5f}; f32 "
               f"{out['rows'][0]['nanogpt']:.5f}",
               f"with dropout {d['rate']:g} at the last step's weights, the mean training-mode loss over {d['masks']} "

@@ -21,7 +21,7 @@ from typing import Any
 
 from zoo import settings_file
 from zoo.data.config import DataConfig
-from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps
+from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps, warmup_span
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
 from zoo.train.mesh import given_axes
 
@@ -341,16 +341,27 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
 
 def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, Any], recipe: dict[str, Any]) -> None:
     """Refuse a warmup longer than the run, where it was set with the run's length in view: by a flag, or by the
-    config file when no flag shortened the file's steps (the factor (t + 1) / warmup would end below 1, the peak
-    --lr never reached; warmup = steps reaches it on the last step). A warmup set for a longer run is left as it
-    is under a shorter --steps: the recipe's (gpt's 100, vit's 500) and a file's (configs/gpt2_124m.yaml's 2000
-    under --steps 2), as is a file's that equals the recipe's (a run's config.json read back holds it). A horizon
-    given in --epochs is known only once the data is loaded."""
-    steps, warmup = cfg.loop.steps, cfg.optim.warmup
+    config file when no flag shortened the file's steps (the factor (t + 1) / D, D = zoo.optim.warmup_span, would
+    end below 1, the peak --lr never reached; D = steps reaches it on the last step). A warmup set for a longer run
+    is left as it is under a shorter --steps: the recipe's (gpt's 100, vit's 500) and a file's
+    (configs/gpt2_124m.yaml's 2000 under --steps 2), as is a file's that equals the recipe's (a run's config.json
+    read back holds it). A horizon given in --epochs is known only once the data is loaded. --warmup-peak given
+    without a warmup is refused: it shapes nothing."""
+    steps, warmup, span = cfg.loop.steps, cfg.optim.warmup, warmup_span(cfg.optim)
+    if warmup == 0 and flags.get("warmup_peak") is not None:
+        raise ValueError(f"--warmup-peak {cfg.optim.warmup_peak} shapes the warmup, and the run has none (--warmup "
+                         "0): leave it out, or give --warmup")
     by_file = file_values.get("warmup") not in (None, recipe.get("warmup", 0)) and flags.get("steps") is None
-    if (flags.get("warmup") is not None or by_file) and steps is not None and warmup > steps:
-        raise ValueError(f"--warmup {warmup} is longer than the run's {steps} steps: the LR would end at "
-                         f"{steps / warmup:.3g} of its peak --lr; give --warmup {steps} or less")
+    if (flags.get("warmup") is not None or by_file) and steps is not None and span > steps:
+        raise ValueError(f"--warmup {warmup} {outlasts(warmup, steps)}: the LR would end at {steps / span:.3g} of its "
+                         f"peak --lr; give --warmup {warmup - span + steps} or less")
+
+
+def outlasts(warmup: int, steps: int) -> str:
+    """How a warmup whose peak no step reaches outlasts a run of `steps`."""
+    if warmup > steps:
+        return f"is longer than the run's {steps} steps"
+    return f"reaches its peak on step {warmup} (--warmup-peak after), after the run's {steps} steps"
 
 
 def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:

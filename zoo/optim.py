@@ -43,6 +43,7 @@ from zoo.schema import BETA, FRACTION, NON_NEGATIVE, POSITIVE, check_settings, s
 
 OPTIMIZERS = families.OPTIMIZERS
 SCHEDULES = ("constant", "cosine", "linear", "wsd")
+WARMUP_PEAKS = ("last", "after")  # the warmup's ramp (t + 1) / W peaks on its last step; (t + 1) / (W + 1) after it
 COOLDOWN = 0.2  # wsd's default: the last 20% of the run decays (nanochat's warmdown_ratio)
 
 
@@ -56,6 +57,9 @@ class OptimConfig:
                         check=POSITIVE)
     schedule: str = setting("constant", "LR schedule after --warmup", choices=SCHEDULES)
     warmup: int = setting(0, "linear warmup steps", check=NON_NEGATIVE)
+    warmup_peak: str = setting("last", "where the warmup reaches the peak --lr: on its last step W - 1 (ramp (t + 1) "
+                               "/ W), or after it, on step W, the decay's first (ramp (t + 1) / (W + 1), nanoGPT's "
+                               "get_lr)", choices=WARMUP_PEAKS)
     min_lr_ratio: float = setting(0.0, "final LR / peak LR for cosine, linear and wsd", check=FRACTION)
     cooldown: float | None = setting(None, "the fraction of the run after the warmup that --schedule wsd spends in "
                                      "its final linear decay (warmup, stable, decay)", shown=f"{COOLDOWN}",
@@ -116,21 +120,22 @@ SCHEDULE_READS = {"min_lr_ratio": ("cosine", "linear", "wsd"), "cooldown": ("wsd
 
 
 def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
-    """LR factor in [0, 1] at step t: linear warmup (t + 1) / W over steps 0..W-1, then constant, or cosine or linear
-    decay in f = (t - W) / (horizon - W) from 1 at step W to min_lr_ratio at step `horizon` (a decaying schedule
-    needs it; `chain` gives a run's last step), or wsd: constant up to step S = W + round((1 - cooldown) (horizon -
-    W)), then linear in (t - S) / (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024). Past the
-    warmup the cosine and linear ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with
-    decay_steps = horizon; its warmup t / W is ours a step later, without its step at LR 0.
+    """LR factor in [0, 1] at step t: linear warmup (t + 1) / D over steps 0..W-1 (D = warmup_span: W, or W + 1
+    under warmup_peak "after", nanoGPT's get_lr), then constant, or cosine or linear decay in f = (t - W) / (horizon
+    - W) from 1 at step W to min_lr_ratio at step `horizon` (a decaying schedule needs it; `chain` gives a run's
+    last step), or wsd: constant up to step S = W + round((1 - cooldown) (horizon - W)), then linear in (t - S) /
+    (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024). Past the warmup the cosine and linear
+    ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with decay_steps = horizon; its warmup t / D
+    is ours a step later, without its step at LR 0.
     A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1;
     a horizon before the warmup's end leaves no step to decay."""
     if cfg.schedule != "constant" and horizon is None:
         raise ValueError(f"the {cfg.schedule} schedule needs the run's length (its horizon)")
-    warm = max(cfg.warmup, 0)
+    warm, span = max(cfg.warmup, 0), warmup_span(cfg)
 
     def shape(t):
         t = jnp.asarray(t, jnp.float32)
-        up = jnp.minimum((t + 1.0) / warm, 1.0) if warm else 1.0
+        up = jnp.minimum((t + 1.0) / span, 1.0) if warm else 1.0
         frac = decay_fraction(t, warm, horizon or 0)
         if cfg.schedule == "cosine":
             down = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
@@ -144,6 +149,12 @@ def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[ja
         return up * down
 
     return shape
+
+
+def warmup_span(cfg: OptimConfig) -> int:
+    """D, the warmup ramp's (t + 1) / D: it reaches the peak on step D - 1 (W - 1, or W under warmup_peak "after");
+    0 without a warmup."""
+    return cfg.warmup + (cfg.warmup_peak == "after") if cfg.warmup > 0 else 0
 
 
 def decay_fraction(t: jax.Array, warm: int, end: int) -> jax.Array:

@@ -1,6 +1,6 @@
-"""LR schedules (zoo.optim): warmup (t + 1) / W, then a cosine or linear decay that reaches min_lr_ratio on the run's
-last step as optax's schedules do; a warmup longer than the run is refused by every command that resolves a run, and
-a recipe's warmup that outlasts a short run is said in one line."""
+"""LR schedules (zoo.optim): warmup (t + 1) / W (or nanoGPT's (t + 1) / (W + 1)), then a cosine or linear decay that
+reaches min_lr_ratio on the run's last step as optax's schedules do; a warmup longer than the run is refused by every
+command that resolves a run, and a recipe's warmup that outlasts a short run is said in one line."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from zoo.cli import transfer
 from zoo.optim import OptimConfig, chain
 
 
-def lr_factors(schedule: str, warmup: int, steps: int, ratio: float = 0.1) -> np.ndarray:
+def lr_factors(schedule: str, warmup: int, steps: int, ratio: float = 0.1, peak: str = "last") -> np.ndarray:
     """The LR factor of each of a run's `steps` SGD updates, read from the chain a run of that length builds."""
-    cfg = OptimConfig("sgd", lr=1.0, schedule=schedule, warmup=warmup, min_lr_ratio=ratio)
+    cfg = OptimConfig("sgd", lr=1.0, schedule=schedule, warmup=warmup, min_lr_ratio=ratio, warmup_peak=peak)
     params = {"w": jnp.ones([])}
     tx = chain(cfg, {"w": 1.0}, {"w": 1.0}, {"w": 0.0}, horizon=steps)
     state, out = tx.init(params), []
@@ -53,6 +53,42 @@ def test_one_step_after_the_warmup_decays(schedule):
     np.testing.assert_allclose(lr_factors(schedule, 4, 4), [0.25, 0.5, 0.75, 1.0], rtol=1e-6)
     np.testing.assert_allclose(lr_factors(schedule, 0, 1), [1.0], rtol=1e-6)
     np.testing.assert_allclose(lr_factors(schedule, 0, 2), [1.0, 0.1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("warmup, max_iters", [(3, 12), (10, 40)])
+def test_warmup_peak_after_is_nanogpts_get_lr(warmup, max_iters):
+    """--warmup-peak after, in a run of max_iters + 1 steps (nanoGPT's loop trains iterations 0..max_iters), gives
+    nanoGPT's get_lr at every step: lr (t + 1) / (W + 1) for t < W, then a cosine from lr at t = W to min_lr at
+    t = max_iters (its train.py, written out here)."""
+    def get_lr(t: int) -> float:
+        if t < warmup:
+            return (t + 1) / (warmup + 1)
+        return 0.1 + 0.5 * (1 + np.cos(np.pi * (t - warmup) / (max_iters - warmup))) * 0.9
+
+    got = lr_factors("cosine", warmup, max_iters + 1, peak="after")
+    np.testing.assert_allclose(got, [get_lr(t) for t in range(max_iters + 1)], rtol=1e-5)
+    assert got[warmup] == pytest.approx(1.0) and got[warmup - 1] < 1.0  # the peak a step after the warmup
+
+
+def test_warmup_peak_after_under_a_constant_schedule():
+    """The ramp (t + 1) / (W + 1) reaches the peak on step W and stays there."""
+    np.testing.assert_allclose(lr_factors("constant", 3, 6, peak="after"), [0.25, 0.5, 0.75, 1.0, 1.0, 1.0],
+                               rtol=1e-6)
+
+
+def test_warmup_peak_refusals(capsys):
+    """A warmup whose peak (step W under --warmup-peak after) comes after the run is refused with the warmup that
+    fits, and --warmup-peak without a warmup is refused: it shapes nothing."""
+    from zoo.cli import train as train_cli
+
+    base = ["--model", "mlp_resnet", "--steps", "5", "--print-config"]
+    assert ("--warmup 5 reaches its peak on step 5 (--warmup-peak after), after the run's 5 steps: the LR would end "
+            "at 0.833 of its peak --lr; give --warmup 4 or less") in one_line_error(
+        train_cli.main, [*base, "--warmup", "5", "--warmup-peak", "after"], capsys)
+    assert "--warmup-peak after shapes the warmup, and the run has none" in one_line_error(
+        train_cli.main, [*base, "--warmup-peak", "after"], capsys)
+    cfg = train_cli.config_from_args(train_cli.parser().parse_args(["--model", "gpt", "--warmup", "0"]))
+    assert (cfg.optim.warmup, cfg.optim.warmup_peak) == (0, "after")  # the recipe's, not given: taken
 
 
 TRANSFER = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",
@@ -99,14 +135,23 @@ def test_a_run_shorter_than_its_recipes_warmup_says_so():
     from zoo.config import resolve
     from zoo.train.loop import _warmup_note
 
-    cfg = resolve({"model": "gpt", "steps": 3})
-    note = _warmup_note(SimpleNamespace(cfg=cfg, steps=3))
-    assert note == ("note: the warmup of 100 steps is longer than this run's 3: the LR ends at 0.03 of --lr 0.001, "
-                    "and the cosine decay never starts; give --warmup 2 or less to decay")
-    whole = _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 100}), steps=100))
-    assert whole == ("note: the warmup of 100 steps takes the whole run: the LR reaches --lr 0.001 on its last step, "
-                     "and the cosine decay never starts (--min-lr-ratio 0.1 unused); give --warmup 99 or less to decay")
-    assert _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": 101}), steps=101)) is None
+    def note(steps: int, peak: str = "last") -> str | None:
+        return _warmup_note(SimpleNamespace(cfg=resolve({"model": "gpt", "steps": steps, "warmup_peak": peak}),
+                                            steps=steps))
+
+    assert note(3) == ("note: the warmup of 100 steps is longer than the run's 3 steps: the LR ends at 0.03 of --lr "
+                       "0.001, and the cosine decay never starts; give --warmup 2 or less to decay")
+    assert note(100) == ("note: the warmup of 100 steps takes the whole run: the LR reaches --lr 0.001 on its last "
+                         "step, and the cosine decay never starts (--min-lr-ratio 0.1 unused); give --warmup 99 or "
+                         "less to decay")
+    assert note(101) is None
+    # the recipe's own: its peak on step 100, a step later
+    assert note(3, "after").endswith("the LR ends at 0.0297 of --lr 0.001, and the cosine decay never starts; give "
+                                     "--warmup 1 or less to decay")
+    assert note(100, "after") == ("note: the warmup of 100 steps reaches its peak on step 100 (--warmup-peak after), "
+                                  "after the run's 100 steps: the LR ends at 0.99 of --lr 0.001, and the cosine decay "
+                                  "never starts; give --warmup 98 or less to decay")
+    assert "takes the whole run" in note(101, "after") and note(102, "after") is None
     flat = resolve({"model": "mlp_resnet", "warmup": 8, "epochs": 1})  # the horizon is known once the data loads
     assert "LR ends at 0.5 of --lr" in _warmup_note(SimpleNamespace(cfg=flat, steps=4))
     assert "decay" not in _warmup_note(SimpleNamespace(cfg=flat, steps=4))  # mlp_resnet's schedule is constant

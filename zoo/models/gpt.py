@@ -66,9 +66,12 @@ class GPT(nnx.Module):
     # estimates its losses on 200 random batches per split at each eval, which `--eval-iters 200` adds here (off by
     # default: 400 forward passes per eval on a CPU). nanoGPT's own run on an H200: best val loss 1.4655 at step 1750,
     # 151 s; zoo's, and the commands that run both: docs/gpt_parity.md.
+    # Its LR at every step is get_lr's: a warmup that peaks on step 100 (--warmup-peak after), and a cosine that ends
+    # on step 5000, as nanoGPT's loop trains iterations 0 through max_iters = 5000 (5001 steps; its evals, at
+    # multiples of 250, come before their step's update, zoo's after it: both read the model after 250 k updates).
     recipe = dict(data="shakespeare", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=100,
-                  min_lr_ratio=0.1, b2=0.99, batch_size=64, steps=5000, eval_every=250, seq_len=256,
-                  weight_decay=0.1, clip_norm=1.0)
+                  warmup_peak="after", min_lr_ratio=0.1, b2=0.99, batch_size=64, steps=5001, eval_every=250,
+                  seq_len=256, weight_decay=0.1, clip_norm=1.0)
 
     def __init__(self, cfg: GPTConfig, plugin: Parametrization, rngs: nnx.Rngs):
         self.cfg = cfg

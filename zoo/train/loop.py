@@ -28,9 +28,10 @@ import jax
 import jax.numpy as jnp
 
 import zoo.models
-from zoo.config import RunConfig
+from zoo.config import RunConfig, outlasts
 from zoo.data import card
 from zoo.errors import TrainingDiverged, sigterm_stops
+from zoo.optim import warmup_span
 from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activations
@@ -216,21 +217,24 @@ def _describe(s: Setup, state: Any, run: Run) -> str:
 
 
 def _warmup_note(s: Setup) -> str | None:
-    """A line when the warmup W leaves the run no step of its schedule's decay: W > steps, which
-    zoo.config.check_warmup lets through (the recipe's, set for its own length, under a shorter --steps; a horizon
-    given in --epochs): zoo.optim's factor (t + 1) / W ends at steps / W; and, under a cosine or linear schedule,
-    W = steps, which reaches the peak on the last step and so never decays to --min-lr-ratio."""
-    warmup, steps, schedule = s.cfg.optim.warmup, s.steps, s.cfg.optim.schedule
+    """A line when the warmup leaves the run no step of its schedule's decay: a ramp (t + 1) / D (D =
+    zoo.optim.warmup_span: W, or W + 1 under --warmup-peak after) with D > steps, which zoo.config.check_warmup lets
+    through (the recipe's, set for its own length, under a shorter --steps; a horizon given in --epochs), ends at
+    steps / D; and, under a cosine or linear schedule, D = steps, which reaches the peak on the last step and so never
+    decays to --min-lr-ratio."""
+    warmup, span, steps, schedule = s.cfg.optim.warmup, warmup_span(s.cfg.optim), s.steps, s.cfg.optim.schedule
     decays = schedule != "constant" and steps > 1
-    if warmup < steps or (warmup == steps and not decays):
+    if span < steps or (span == steps and not decays):
         return None
     decay = f", and the {schedule} decay never starts" if schedule != "constant" else ""
-    advice = f"give --warmup {steps - 1} or less to decay" if decays else f"give --warmup {steps} or less to reach it"
-    if warmup == steps:
+    late = span - warmup  # 1 under --warmup-peak after: the peak a step after the warmup
+    advice = f"give --warmup {steps - 1 - late} or less to decay" if decays else \
+        f"give --warmup {steps - late} or less to reach it"
+    if span == steps:
         return (f"note: the warmup of {warmup} steps takes the whole run: the LR reaches --lr {s.cfg.optim.lr:g} on "
                 f"its last step{decay} (--min-lr-ratio {s.cfg.optim.min_lr_ratio:g} unused); {advice}")
-    return (f"note: the warmup of {warmup} steps is longer than this run's {steps}: the LR ends at "
-            f"{steps / warmup:.3g} of --lr {s.cfg.optim.lr:g}{decay}; {advice}")
+    return (f"note: the warmup of {warmup} steps {outlasts(warmup, steps)}: the LR ends at "
+            f"{steps / span:.3g} of --lr {s.cfg.optim.lr:g}{decay}; {advice}")
 
 
 def _best(summary: dict[str, Any]) -> str:
