@@ -85,6 +85,21 @@ def test_a_claim_folder_or_index_in_the_way_is_refused_before_the_experiment(blo
     assert e.value.code == 1 and message in clean_error(1, err.err) and "exponent" not in err.out + err.err
 
 
+@pytest.mark.parametrize("command", ["run", "render"])
+@pytest.mark.parametrize("readme", ["# my notes\n", "# Scaling policies, shown\n\n| claim |\n"])
+def test_a_readme_that_is_not_this_shelfs_index_is_kept(command, readme, tmp_path, capsys):
+    """The index OUT/README.md replaced whatever README.md the output root held: a user's own file given as --out,
+    or the policies' index where the papers were written into the same root. Both are refused in one line and kept;
+    the shelf's own index is rewritten as before (test_quick_claim_writes_a_page...)."""
+    (tmp_path / "README.md").write_text(readme)
+    with pytest.raises(SystemExit) as e:
+        main([command, "dhg-apjn", *(["--quick"] if command == "run" else []), "--out", str(tmp_path)])
+    err = capsys.readouterr()
+    assert e.value.code == 1 and "README.md is not the index of zoo.papers's claims" in clean_error(1, err.err)
+    assert (tmp_path / "README.md").read_text() == readme and sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md"]
+
+
 def test_module_entry_point_is_the_command_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.papers", "run", "nope"], cwd=tmp_path, env=child_env(),
                           capture_output=True, text=True, timeout=120)
