@@ -3,7 +3,7 @@ policy maps the proxy's to (zoo.policy), every parameter's realised quantities f
 steps) and judged against the law the policy states, as zoo.audit judges the plugin's across width and depth.
 
 Per parameter, at batch B and horizon T under the policy's (lr', wd', b2', eps', warmup'), with s(0) the schedule's
-first factor (the warmup's 1/W'):
+first factor (the warmup's 1/W', or 1/(W' + 1) under --warmup-peak after):
 
     judged
     lr            lr' s(0) (its family's realised step: Adam's first update RMS, SGD's step per unit gradient, Muon's
@@ -51,7 +51,7 @@ def stated(optim: OptimConfig, change: Change) -> dict[str, float | None]:
 
 
 def first_factor(optim: OptimConfig, change: Change) -> float:
-    """The schedule's factor at the first step, s(0) (the warmup's 1 / W)."""
+    """The schedule's factor at the first step, s(0) (the warmup's 1 / D, zoo.optim.warmup_span)."""
     return float(schedule_shape(optim, last_step(change.steps))(0))
 
 
