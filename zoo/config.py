@@ -346,9 +346,11 @@ def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, A
     is left as it is under a shorter --steps: the recipe's (gpt's 100, vit's 500) and a file's
     (configs/gpt2_124m.yaml's 2000 under --steps 2), as is a file's that equals the recipe's (a run's config.json
     read back holds it). A horizon given in --epochs is known only once the data is loaded. --warmup-peak given
-    without a warmup is refused: it shapes nothing."""
+    without a warmup is refused: it shapes nothing (a file's, where it is not the recipe's, as a run's config.json
+    holds it)."""
     steps, warmup, span = cfg.loop.steps, cfg.optim.warmup, warmup_span(cfg.optim)
-    if warmup == 0 and flags.get("warmup_peak") is not None:
+    peak_by_file = file_values.get("warmup_peak") not in (None, recipe.get("warmup_peak", "last"))
+    if warmup == 0 and (flags.get("warmup_peak") is not None or peak_by_file):
         raise ValueError(f"--warmup-peak {cfg.optim.warmup_peak} shapes the warmup, and the run has none (--warmup "
                          "0): leave it out, or give --warmup")
     by_file = file_values.get("warmup") not in (None, recipe.get("warmup", 0)) and flags.get("steps") is None

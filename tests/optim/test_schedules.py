@@ -76,9 +76,10 @@ def test_warmup_peak_after_under_a_constant_schedule():
                                rtol=1e-6)
 
 
-def test_warmup_peak_refusals(capsys):
+def test_warmup_peak_refusals(tmp_path, capsys):
     """A warmup whose peak (step W under --warmup-peak after) comes after the run is refused with the warmup that
-    fits, and --warmup-peak without a warmup is refused: it shapes nothing."""
+    fits, and --warmup-peak without a warmup is refused: it shapes nothing (a config file's too, unless it is the
+    recipe's, as a run's config.json holds it)."""
     from zoo.cli import train as train_cli
 
     base = ["--model", "mlp_resnet", "--steps", "5", "--print-config"]
@@ -89,6 +90,12 @@ def test_warmup_peak_refusals(capsys):
         train_cli.main, [*base, "--warmup-peak", "after"], capsys)
     cfg = train_cli.config_from_args(train_cli.parser().parse_args(["--model", "gpt", "--warmup", "0"]))
     assert (cfg.optim.warmup, cfg.optim.warmup_peak) == (0, "after")  # the recipe's, not given: taken
+    file = tmp_path / "run.yaml"
+    file.write_text("model: gpt\nwarmup: 0\nwarmup_peak: after\n")  # as that run's config.json holds it: taken
+    assert train_cli.config_from_args(train_cli.parser().parse_args(["--config", str(file)])).optim.warmup == 0
+    file.write_text("warmup_peak: after\n")  # the default model's recipe has neither
+    assert "--warmup-peak after shapes the warmup, and the run has none" in one_line_error(
+        train_cli.main, ["--config", str(file), "--print-config"], capsys)
 
 
 TRANSFER = ["--model", "mlp_resnet", "--proxy-width", "16", "--width", "32", "--depth", "2", "--lrs", "1e-3",

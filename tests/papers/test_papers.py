@@ -86,18 +86,22 @@ def test_a_claim_folder_or_index_in_the_way_is_refused_before_the_experiment(blo
 
 
 @pytest.mark.parametrize("command", ["run", "render"])
-@pytest.mark.parametrize("readme", ["# my notes\n", "# Scaling policies, shown\n\n| claim |\n"])
-def test_a_readme_that_is_not_this_shelfs_index_is_kept(command, readme, tmp_path, capsys):
-    """The index OUT/README.md replaced whatever README.md the output root held: a user's own file given as --out,
-    or the policies' index where the papers were written into the same root. Both are refused in one line and kept;
-    the shelf's own index is rewritten as before (test_quick_claim_writes_a_page...)."""
-    (tmp_path / "README.md").write_text(readme)
+@pytest.mark.parametrize("where, readme, what", [
+    ("", "# my notes\n", "the index of zoo.papers's claims"),
+    ("", "# Scaling policies, shown\n\n| claim |\n", "the index of zoo.papers's claims"),
+    ("dhg-apjn/", "# my notes on dhg-apjn\n", "dhg-apjn's page")])
+def test_a_readme_that_is_not_this_shelfs_is_kept(command, where, readme, what, tmp_path, capsys):
+    """The index OUT/README.md and the claim's page OUT/NAME/README.md replaced whatever README.md was there: a
+    user's own file, or the policies' index where the papers were written into the same root. Each is refused in one
+    line and kept; the shelf's own index and page are rewritten as before (test_quick_claim_writes_a_page...)."""
+    path = tmp_path / where / "README.md"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(readme)
     with pytest.raises(SystemExit) as e:
         main([command, "dhg-apjn", *(["--quick"] if command == "run" else []), "--out", str(tmp_path)])
     err = capsys.readouterr()
-    assert e.value.code == 1 and "README.md is not the index of zoo.papers's claims" in clean_error(1, err.err)
-    assert (tmp_path / "README.md").read_text() == readme and sorted(p.name for p in tmp_path.iterdir()) == [
-        "README.md"]
+    assert e.value.code == 1 and f"README.md is not {what}, which would replace it" in clean_error(1, err.err)
+    assert path.read_text() == readme and sorted(p.name for p in path.parent.iterdir()) == ["README.md"]
 
 
 def test_module_entry_point_is_the_command_line(tmp_path):

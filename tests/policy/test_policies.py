@@ -55,6 +55,16 @@ def test_sde_rules(name, lr_exp):
     assert out.eps == (cfg.eps if eps_exp is None else pytest.approx(cfg.eps * K**eps_exp, rel=1e-12))
 
 
+@pytest.mark.parametrize("peak, steps, want", [("last", 4, 4), ("after", 4, 3), ("after", 40, 6), ("after", 1, 0)])
+def test_sde_warmup_peaks_within_the_target_run(peak, steps, want):
+    """The warmup W / kappa (3 / 0.5 = 6 here) is cut so that its peak falls within the target's run: on its last
+    step under --warmup-peak last (W' <= T), a step after the warmup under after (W' + 1 <= T); the target trained
+    W' = T under after, its peak past the run (the LR topped at T / (T + 1)), a config train.py refuses."""
+    cfg = dataclasses.replace(proxy("adam"), warmup=3, warmup_peak=peak)
+    change = Change(proxy_batch=16, batch=8, proxy_steps=100, steps=steps)
+    assert zoo.policy.get("sde").apply(cfg, change)[0].warmup == want
+
+
 def test_sde_betas_all_maps_every_momentum():
     """betas=all is the rule as Malladi et al. state it: every EMA, b1 and Muon's momentum too, at a fixed
     half-life in examples; betas=none keeps them all."""

@@ -46,11 +46,11 @@ def command(name: str, shelf: Shelf, quick: bool = False) -> str:
 
 def writable(out: Path, name: str, shelf: Shelf) -> None:
     """Refuses an output root that cannot be created or written, or where claim `name`'s folder or files cannot go,
-    before the experiment runs (not after an hour); and one whose README.md is not the shelf's index (another
-    shelf's, or a file of the user's), which the index would replace."""
+    before the experiment runs (not after an hour); and one with a README.md that is not the shelf's index or the
+    claim's page (`check_ours`)."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"the output root {out} is a file, not a folder")
-    check_index(out, shelf)
+    check_ours(out, name, shelf)
     folder = out / name
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file, where the claim's folder goes")
@@ -64,16 +64,18 @@ def writable(out: Path, name: str, shelf: Shelf) -> None:
         raise ValueError(f"cannot write under the output root {out}: {e.strerror or e}") from None
 
 
-def check_index(out: Path, shelf: Shelf) -> None:
-    """Refuses an output root whose README.md does not start as the shelf's index does (`index`'s title line): the
-    index of another shelf given the same root, or a file of the user's, which the index would replace."""
-    path = out / INDEX
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8", errors="replace") as f:
-        if f.readline().rstrip("\n") != f"# {shelf.title}":
-            raise FileExistsError(f"{path} is not the index of {shelf.module}'s claims, and the index would replace "
-                                  f"it: give another output root (default {shelf.out})")
+def check_ours(out: Path, name: str, shelf: Shelf) -> None:
+    """Refuses an output root whose README.md does not start as the shelf's index does (`index`'s title line), or
+    whose NAME/README.md does not start as claim `name`'s page does (`page`'s): the index of another shelf given the
+    same root, or a file of the user's, which the index or the page would replace."""
+    for path, first, what in ((out / INDEX, f"# {shelf.title}\n", f"the index of {shelf.module}'s claims"),
+                              (out / name / PAGE, f"# {name}: ", f"{name}'s page")):
+        if not path.is_file():
+            continue
+        with path.open(encoding="utf-8", errors="replace") as f:
+            if not f.readline().startswith(first):
+                raise FileExistsError(f"{path} is not {what}, which would replace it: give another output root "
+                                      f"(default {shelf.out})")
 
 
 def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf) -> Path:
@@ -90,7 +92,7 @@ def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf) 
 def render(claim: Claim, out: Path, shelf: Shelf) -> None:
     """From OUT/NAME/results.json's numbers: the checks and the verdict (written back into results.json in place of
     any stored before), the figure, the page, and the index."""
-    check_index(out, shelf)
+    check_ours(out, claim.name, shelf)
     folder = out / claim.name
     record = read(folder)
     tmp = folder / f".{FIGURE}.tmp.png"

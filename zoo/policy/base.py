@@ -26,7 +26,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from zoo.optim import USED_BY, OptimConfig
+from zoo.optim import USED_BY, OptimConfig, warmup_span
 from zoo.param import families
 
 # the global settings a policy maps, and the optimizers that read each (zoo.optim.USED_BY; the rest are read by all)
@@ -161,11 +161,13 @@ def half_life_beta(beta: float, kappa: float) -> float:
     return float(beta**kappa)
 
 
-def examples_warmup(warmup: int, kappa: float, steps: int) -> int:
-    """The warmup that covers the proxy's examples: round(W / kappa), at least 1 where W was, at most the run."""
-    if warmup == 0:
+def examples_warmup(cfg: OptimConfig, kappa: float, steps: int) -> int:
+    """The warmup that covers the proxy's examples: round(W / kappa), at least 1 where W was, and reaching its peak
+    within the run (its ramp's span, zoo.optim.warmup_span, at most the run's steps)."""
+    if cfg.warmup == 0:
         return 0
-    return min(max(1, round(warmup / kappa)), steps)
+    late = warmup_span(cfg) - cfg.warmup  # 1 under --warmup-peak after
+    return max(0, min(max(1, round(cfg.warmup / kappa)), steps - late))
 
 
 def fmt(x: float) -> str:

@@ -66,7 +66,7 @@ class SDE(ScalingPolicy):
         if setting == "weight_decay":
             return self.decay(cfg, change, mapped["lr"])
         if setting == "warmup":
-            return examples_warmup(cfg.warmup, k, change.steps), f"warmup B0/B = {cfg.warmup} / {fmt(k)}: its " \
+            return examples_warmup(cfg, k, change.steps), f"warmup B0/B = {cfg.warmup} / {fmt(k)}: its " \
                 "examples kept"
         return None, "kept"
 
