@@ -127,23 +127,25 @@ def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[ja
     (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024). Past the warmup the cosine and linear
     ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with decay_steps = horizon; its warmup t / D
     is ours a step later, without its step at LR 0.
-    A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1;
-    a horizon before the warmup's end leaves no step to decay."""
+    A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1
+    (under "after" the peak is that step, and nothing decays); a horizon before the warmup's end leaves no step to
+    decay."""
     if cfg.schedule != "constant" and horizon is None:
         raise ValueError(f"the {cfg.schedule} schedule needs the run's length (its horizon)")
     warm, span = max(cfg.warmup, 0), warmup_span(cfg)
+    peak = max(span - 1, 0)  # the first step at the peak
 
     def shape(t):
         t = jnp.asarray(t, jnp.float32)
         up = jnp.minimum((t + 1.0) / span, 1.0) if warm else 1.0
-        frac = decay_fraction(t, warm, horizon or 0)
+        frac = decay_fraction(t, warm, horizon or 0, peak)
         if cfg.schedule == "cosine":
             down = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
         elif cfg.schedule == "linear":
             down = 1.0 - (1 - cfg.min_lr_ratio) * frac
         elif cfg.schedule == "wsd":
             stable = warm + round((1 - cfg.cooldown_fraction) * max((horizon or 0) - warm, 0))
-            down = 1.0 - (1 - cfg.min_lr_ratio) * decay_fraction(t, stable, horizon or 0)
+            down = 1.0 - (1 - cfg.min_lr_ratio) * decay_fraction(t, stable, horizon or 0, peak)
         else:
             down = 1.0
         return up * down
@@ -157,13 +159,14 @@ def warmup_span(cfg: OptimConfig) -> int:
     return cfg.warmup + (cfg.warmup_peak == "after") if cfg.warmup > 0 else 0
 
 
-def decay_fraction(t: jax.Array, warm: int, end: int) -> jax.Array:
-    """How far the decay is at step t, in [0, 1]: (t - warm) / (end - warm) clipped; with end = warm > 0, 1 from
-    step `warm` on (one step left after the warmup's peak at warm - 1); 0 where no step follows the peak."""
-    if end > warm:
-        return jnp.clip((t - warm) / (end - warm), 0.0, 1.0)
-    if end == warm > 0:
-        return (t >= warm).astype(jnp.float32)
+def decay_fraction(t: jax.Array, start: int, end: int, peak: int) -> jax.Array:
+    """How far the decay is at step t, in [0, 1]: (t - start) / (end - start) clipped; with end = start, 1 from step
+    `start` on where the LR reached its peak before it (peak, the first step at the peak, < start: one step left
+    after it), else 0 (no step follows the peak)."""
+    if end > start:
+        return jnp.clip((t - start) / (end - start), 0.0, 1.0)
+    if end == start > peak:
+        return (t >= start).astype(jnp.float32)
     return jnp.zeros_like(t)
 
 

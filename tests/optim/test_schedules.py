@@ -53,6 +53,9 @@ def test_one_step_after_the_warmup_decays(schedule):
     np.testing.assert_allclose(lr_factors(schedule, 4, 4), [0.25, 0.5, 0.75, 1.0], rtol=1e-6)
     np.testing.assert_allclose(lr_factors(schedule, 0, 1), [1.0], rtol=1e-6)
     np.testing.assert_allclose(lr_factors(schedule, 0, 2), [1.0, 0.1], rtol=1e-6)
+    # under --warmup-peak after the peak is step W: one step after it decays, none when it is the run's last
+    np.testing.assert_allclose(lr_factors(schedule, 3, 5, peak="after"), [0.25, 0.5, 0.75, 1.0, 0.1], rtol=1e-6)
+    np.testing.assert_allclose(lr_factors(schedule, 3, 4, peak="after"), [0.25, 0.5, 0.75, 1.0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("warmup, max_iters", [(3, 12), (10, 40)])
