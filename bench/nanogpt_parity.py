@@ -43,7 +43,7 @@ from nanogpt_weights import to_nanogpt
 
 import zoo.models
 import zoo.param
-from zoo import optim
+from zoo import optim, schedule
 from zoo.config import resolve
 from zoo.train.step import build_program, loss_and_metrics
 
@@ -103,7 +103,7 @@ def schedule_gap(lr: float) -> dict[str, float]:
     it."""
     cfg = resolve({"model": "gpt", "lr": lr})
     steps = np.arange(cfg.loop.steps)
-    ours = lr * np.asarray(jax.vmap(optim.schedule_shape(cfg.optim, optim.last_step(cfg.loop.steps)))(steps))
+    ours = lr * np.asarray(jax.vmap(schedule.schedule_shape(cfg.optim, schedule.last_step(cfg.loop.steps)))(steps))
     theirs = np.array([get_lr(int(t), lr, 100, 5000, 0.1 * lr) for t in steps])
     rel = np.abs(ours - theirs) / theirs
     return {"warmup": float(rel[:100].max()), "after": float(rel[100:].max())}

@@ -21,7 +21,8 @@ from typing import Any
 
 from zoo import settings_file
 from zoo.data.config import DataConfig
-from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps, warmup_span
+from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps
+from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
 from zoo.train.mesh import given_axes
 
@@ -341,7 +342,7 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
 
 def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, Any], recipe: dict[str, Any]) -> None:
     """Refuse a warmup longer than the run, where it was set with the run's length in view: by a flag, or by the
-    config file when no flag shortened the file's steps (the factor (t + 1) / D, D = zoo.optim.warmup_span, would
+    config file when no flag shortened the file's steps (the factor (t + 1) / D, D = zoo.schedule.warmup_span, would
     end below 1, the peak --lr never reached; D = steps reaches it on the last step). A warmup set for a longer run
     is left as it is under a shorter --steps: the recipe's (gpt's 100, vit's 500) and a file's
     (configs/gpt2_124m.yaml's 2000 under --steps 2), as is a file's that equals the recipe's (a run's config.json
@@ -356,14 +357,7 @@ def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, A
     by_file = file_values.get("warmup") not in (None, recipe.get("warmup", 0)) and flags.get("steps") is None
     if (flags.get("warmup") is not None or by_file) and steps is not None and span > steps:
         raise ValueError(f"--warmup {warmup} {outlasts(warmup, steps)}: the LR would end at {steps / span:.3g} of its "
-                         f"peak --lr; give --warmup {warmup - span + steps} or less")
-
-
-def outlasts(warmup: int, steps: int) -> str:
-    """How a warmup whose peak no step reaches outlasts a run of `steps`."""
-    if warmup > steps:
-        return f"is longer than the run's {steps} steps"
-    return f"reaches its peak on step {warmup} (--warmup-peak after), after the run's {steps} steps"
+                         f"peak --lr; give --warmup {longest_warmup(cfg.optim, steps)} or less")
 
 
 def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:

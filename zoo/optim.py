@@ -39,12 +39,10 @@ from zoo.muon import Route, base_side, clip_by_natural_rms
 from zoo.param import families
 from zoo.param.base import Parametrization
 from zoo.param.tags import Tag
+from zoo.schedule import COOLDOWN, SCHEDULES, WARMUP_PEAKS, last_step, schedule_shape
 from zoo.schema import BETA, FRACTION, NON_NEGATIVE, POSITIVE, check_settings, setting
 
 OPTIMIZERS = families.OPTIMIZERS
-SCHEDULES = ("constant", "cosine", "linear", "wsd")
-WARMUP_PEAKS = ("last", "after")  # the warmup's ramp (t + 1) / W peaks on its last step; (t + 1) / (W + 1) after it
-COOLDOWN = 0.2  # wsd's default: the last 20% of the run decays (nanochat's warmdown_ratio)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,62 +115,6 @@ USED_BY = {"b1": (*_ADAM_PART, "lion"), "b2": (*_ADAM_PART, "lion"), "eps": (*_A
            "momentum": ("momentum",), "muon_beta": ("muon",), "muon_rms": ("muon",), "muon_io": ("muon",),
            "ns_steps": ("muon",), "min_lr_ratio": (), "cooldown": ()}  # these two: the schedules' (SCHEDULE_READS)
 SCHEDULE_READS = {"min_lr_ratio": ("cosine", "linear", "wsd"), "cooldown": ("wsd",)}
-
-
-def schedule_shape(cfg: OptimConfig, horizon: int | None = None) -> Callable[[jax.Array], jax.Array]:
-    """LR factor in [0, 1] at step t: linear warmup (t + 1) / D over steps 0..W-1 (D = warmup_span: W, or W + 1
-    under warmup_peak "after", nanoGPT's get_lr), then constant, or cosine or linear decay in f = (t - W) / (horizon
-    - W) from 1 at step W to min_lr_ratio at step `horizon` (a decaying schedule needs it; `chain` gives a run's
-    last step), or wsd: constant up to step S = W + round((1 - cooldown) (horizon - W)), then linear in (t - S) /
-    (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024). Past the warmup the cosine and linear
-    ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with decay_steps = horizon; its warmup t / D
-    is ours a step later, without its step at LR 0.
-    A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1
-    (under "after" the peak is that step, and nothing decays); a horizon before the warmup's end leaves no step to
-    decay."""
-    if cfg.schedule != "constant" and horizon is None:
-        raise ValueError(f"the {cfg.schedule} schedule needs the run's length (its horizon)")
-    warm, span = max(cfg.warmup, 0), warmup_span(cfg)
-    peak = max(span - 1, 0)  # the first step at the peak
-
-    def shape(t):
-        t = jnp.asarray(t, jnp.float32)
-        up = jnp.minimum((t + 1.0) / span, 1.0) if warm else 1.0
-        frac = decay_fraction(t, warm, horizon or 0, peak)
-        if cfg.schedule == "cosine":
-            down = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
-        elif cfg.schedule == "linear":
-            down = 1.0 - (1 - cfg.min_lr_ratio) * frac
-        elif cfg.schedule == "wsd":
-            stable = warm + round((1 - cfg.cooldown_fraction) * max((horizon or 0) - warm, 0))
-            down = 1.0 - (1 - cfg.min_lr_ratio) * decay_fraction(t, stable, horizon or 0, peak)
-        else:
-            down = 1.0
-        return up * down
-
-    return shape
-
-
-def warmup_span(cfg: OptimConfig) -> int:
-    """D, the warmup ramp's (t + 1) / D: it reaches the peak on step D - 1 (W - 1, or W under warmup_peak "after");
-    0 without a warmup."""
-    return cfg.warmup + (cfg.warmup_peak == "after") if cfg.warmup > 0 else 0
-
-
-def decay_fraction(t: jax.Array, start: int, end: int, peak: int) -> jax.Array:
-    """How far the decay is at step t, in [0, 1]: (t - start) / (end - start) clipped; with end = start, 1 from step
-    `start` on where the LR reached its peak before it (peak, the first step at the peak, < start: one step left
-    after it), else 0 (no step follows the peak)."""
-    if end > start:
-        return jnp.clip((t - start) / (end - start), 0.0, 1.0)
-    if end == start > peak:
-        return (t >= start).astype(jnp.float32)
-    return jnp.zeros_like(t)
-
-
-def last_step(steps: int | None) -> int | None:
-    """The index of a run's last step, where a decaying schedule reaches min_lr_ratio (steps 0..steps-1)."""
-    return None if steps is None else max(steps - 1, 0)
 
 
 class LRState(NamedTuple):

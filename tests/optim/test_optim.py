@@ -14,7 +14,8 @@ from param_helpers import batch, leaves, program
 import zoo.models as M
 import zoo.optim
 import zoo.param as P
-from zoo.optim import OPTIMIZERS, OptimConfig, build, schedule_shape
+from zoo.optim import OPTIMIZERS, OptimConfig, build
+from zoo.schedule import schedule_shape
 from zoo.train.step import RUN_ONCE
 
 

@@ -30,9 +30,10 @@ import math
 from zoo.audit import judge
 from zoo.audit.laws import ADAM_EPSILON
 from zoo.audit.sweep import Axis, ParamResult, Run, measure_size, value
-from zoo.optim import OptimConfig, last_step, schedule_shape
+from zoo.optim import OptimConfig
 from zoo.param import families
 from zoo.policy import Change, ScalingPolicy
+from zoo.schedule import last_step, schedule_shape
 
 QUANTITIES = ("lr", "wd_shrink", "timescale", "b2_half_life", "eps_scale", "eps_ratio")
 STEP = {"adam": "update_rms", "sgd": "step_size", "spectral": "spectral_step"}
@@ -51,7 +52,7 @@ def stated(optim: OptimConfig, change: Change) -> dict[str, float | None]:
 
 
 def first_factor(optim: OptimConfig, change: Change) -> float:
-    """The schedule's factor at the first step, s(0) (the warmup's 1 / D, zoo.optim.warmup_span)."""
+    """The schedule's factor at the first step, s(0) (the warmup's 1 / D, zoo.schedule.warmup_span)."""
     return float(schedule_shape(optim, last_step(change.steps))(0))
 
 

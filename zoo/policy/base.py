@@ -26,8 +26,9 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from zoo.optim import USED_BY, OptimConfig, warmup_span
+from zoo.optim import USED_BY, OptimConfig
 from zoo.param import families
+from zoo.schedule import longest_warmup
 
 # the global settings a policy maps, and the optimizers that read each (zoo.optim.USED_BY; the rest are read by all)
 SETTINGS = ("lr", "b1", "b2", "eps", "momentum", "muon_beta", "weight_decay", "warmup")
@@ -163,11 +164,10 @@ def half_life_beta(beta: float, kappa: float) -> float:
 
 def examples_warmup(cfg: OptimConfig, kappa: float, steps: int) -> int:
     """The warmup that covers the proxy's examples: round(W / kappa), at least 1 where W was, and reaching its peak
-    within the run (its ramp's span, zoo.optim.warmup_span, at most the run's steps)."""
+    within the run (zoo.schedule.longest_warmup)."""
     if cfg.warmup == 0:
         return 0
-    late = warmup_span(cfg) - cfg.warmup  # 1 under --warmup-peak after
-    return max(0, min(max(1, round(cfg.warmup / kappa)), steps - late))
+    return max(0, min(max(1, round(cfg.warmup / kappa)), longest_warmup(cfg, steps)))
 
 
 def fmt(x: float) -> str:

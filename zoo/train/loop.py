@@ -28,10 +28,10 @@ import jax
 import jax.numpy as jnp
 
 import zoo.models
-from zoo.config import RunConfig, outlasts
+from zoo.config import RunConfig
 from zoo.data import card
 from zoo.errors import TrainingDiverged, sigterm_stops
-from zoo.optim import warmup_span
+from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.train import backend, memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activations
@@ -218,7 +218,7 @@ def _describe(s: Setup, state: Any, run: Run) -> str:
 
 def _warmup_note(s: Setup) -> str | None:
     """A line when the warmup leaves the run no step of its schedule's decay: a ramp (t + 1) / D (D =
-    zoo.optim.warmup_span: W, or W + 1 under --warmup-peak after) with D > steps, which zoo.config.check_warmup lets
+    zoo.schedule.warmup_span: W, or W + 1 under --warmup-peak after) with D > steps, which zoo.config.check_warmup lets
     through (the recipe's, set for its own length, under a shorter --steps; a horizon given in --epochs), ends at
     steps / D; and, under a cosine or linear schedule, D = steps, which reaches the peak on the last step and so never
     decays to --min-lr-ratio."""
@@ -227,9 +227,9 @@ def _warmup_note(s: Setup) -> str | None:
     if span < steps or (span == steps and not decays):
         return None
     decay = f", and the {schedule} decay never starts" if schedule != "constant" else ""
-    late = span - warmup  # 1 under --warmup-peak after: the peak a step after the warmup
-    advice = f"give --warmup {steps - 1 - late} or less to decay" if decays else \
-        f"give --warmup {steps - late} or less to reach it"
+    longest = longest_warmup(s.cfg.optim, steps)
+    advice = f"give --warmup {longest - 1} or less to decay" if decays else \
+        f"give --warmup {longest} or less to reach it"
     if span == steps:
         return (f"note: the warmup of {warmup} steps takes the whole run: the LR reaches --lr {s.cfg.optim.lr:g} on "
                 f"its last step{decay} (--min-lr-ratio {s.cfg.optim.min_lr_ratio:g} unused); {advice}")

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from zoo.config import resolve
-from zoo.optim import OptimConfig, schedule_shape
+from zoo.optim import OptimConfig
+from zoo.schedule import schedule_shape
 
 
 def test_wsd_shape():
