@@ -16,6 +16,9 @@
   instead of 12.8 and 13.6; the compile-heavy test files (tests/diagnostics/test_jacobian.py and test_coord_check.py,
   two audit and model tests: 110 tests) took 302 s instead of 334 (CPU seconds 401 against 467). CI's 30 minutes on
   2 cores is the suite's constraint, and most of its time is XLA compiling.
+- A test that points the cache elsewhere (an in-process CLI run with --compile-cache in its tmp_path) has the
+  worker's cache back when it ends (`worker_compile_cache`): later tests in the worker would otherwise write into a
+  folder already removed (one JAX warning per program).
 - pyproject.toml keeps a test's tmp_path only when the test fails.
 """
 
@@ -26,9 +29,11 @@ import shutil
 import tempfile
 
 import jax
+import pytest
 
 FAST_COMPILE = "--xla_backend_optimization_level=1"
 MADE: list[str] = []  # the folders this process made, removed when its session ends
+CACHE: dict[str, str] = {}  # "folder": this process's persistent compile cache
 
 
 def made_folder(prefix: str) -> str:
@@ -48,6 +53,7 @@ def pytest_configure(config) -> None:
     settings = {"JAX_COMPILATION_CACHE_DIR": cache, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
     os.environ.update(settings)  # inherited by every subprocess a test starts
+    CACHE["folder"] = cache
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
@@ -56,3 +62,13 @@ def pytest_configure(config) -> None:
 def pytest_unconfigure(config) -> None:
     for folder in MADE:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def worker_compile_cache():
+    """After each test, the worker's compile cache again, where the test switched it (zoo.train.compile_cache.use)."""
+    yield
+    if (jax.config.jax_enable_compilation_cache, jax.config.jax_compilation_cache_dir) != (True, CACHE["folder"]):
+        from zoo.train import compile_cache
+
+        compile_cache.use(CACHE["folder"])
