@@ -12,8 +12,9 @@ as in one with a single device).
 
 Every path runs the same jitted loop over `Program.train_step` (zoo.sweeps.engine) on the same batches, in compiled
 loops of --chunk steps (as `python -m zoo.sweep --chunk`), the whole sweep --rounds times in turn (so machine load
-falls on all alike). Compile time is reported apart from steady-state time; the speedup is the median over the
-rounds of the steady-state ratio."""
+falls on all alike). Compile time is reported apart from steady-state time, each path's from cleared JAX caches
+after a discarded first compile in the process (`cold_compiles`); the speedup is the median over the rounds of the
+steady-state ratio."""
 
 from __future__ import annotations
 
