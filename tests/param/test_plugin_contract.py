@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import numpy as np
 import pytest
@@ -69,6 +71,8 @@ def test_unknown_plugin_option_or_value_lists_what_exists():
         P.get("depth_mup", alpha="half")
     with pytest.raises(ValueError, match="four numbers"):
         P.get("abcd", hidden="0,0.5,1")
+    with pytest.raises(ValueError, match="option gamma of 'completep' must be a number, got 'abc'"):
+        P.get("completep", gamma="abc")  # a None default (1 - alpha) took any text, which reached the arithmetic
     with pytest.raises(ValueError, match=r"s in \[0, 1\]"):
         P.get("ntk_mup", s=2.0)
     for key in ("init_mult", "readout_mult"):  # 0 trained nothing without a word
@@ -129,3 +133,22 @@ def test_zero_init_starts_readouts_and_queries_at_zero_under_every_plugin(name):
                            Tag("hidden", 40, 40, width_mult=2.5, role="key"), Tag("output", 40, 7, width_mult=2.5))
     assert plugin.init_std(query, 0.25) == plugin.init_std(readout, 0.25) == 0.0
     assert plugin.init_std(key, 0.25) == plain.init_std(key, 0.25) > 0.0  # the rest keeps its init
+
+
+@pytest.mark.parametrize("plugin", ["depth_mup", "completep"])
+@pytest.mark.parametrize("alpha, depth, base_depth", [(2000.0, 2, 8), (90.0, 3, 1), (-70.0, 12, 3), (70.0, 3, 1),
+                                                      (-45.0, 12, 3)])
+def test_a_depth_factor_beyond_float32_is_refused_naming_the_option(plugin, alpha, depth, base_depth):
+    """(L/L0)^-alpha at an alpha far outside the family: Python's OverflowError (2000 at L/L0 = 1/4: 4^2000), or a
+    number float32 turns into 0 or inf in the model (3^-90 = 1e-43, 4^70 = 1e42), is refused in one line naming the
+    option; one float32 holds passes (3^-70 = 4e-34, 4^45 = 1e27)."""
+    log_factor = -alpha * math.log(depth / base_depth)
+    exact = math.exp(log_factor) if log_factor < 700 else math.inf
+    tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    p = P.get(plugin, alpha=alpha, gamma=0.0)
+    if tiny <= exact <= big:
+        assert p.branch_multiplier(depth, base_depth) == pytest.approx(exact)
+    else:
+        with pytest.raises(ValueError, match=f"option alpha of '{plugin}': the branch multiplier's .* outside "
+                                             "float32's range"):
+            p.branch_multiplier(depth, base_depth)

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any, ClassVar
+
+import numpy as np
 
 from zoo.param import families, predict
 from zoo.param.tags import KINDS, Tag
+from zoo.schema import to_float
 
 ABCD = tuple[Any, Any, Any, Any]
 SP_TABLE: dict[str, ABCD] = {
@@ -114,7 +118,8 @@ class Parametrization:
         """Init std init_mult * std0 * m^-b, or 0 for readouts and queries under zero_init."""
         if self.zeroed(tag):
             return 0.0
-        return self.init_mult * std0 * tag.width_mult ** -self.abcd(tag)[1]
+        return self.init_mult * std0 * power(tag.width_mult, -self.abcd(tag)[1],
+                                             f"{self.name}'s init width factor m^-b")
 
     def zeroed(self, tag: Tag) -> bool:
         """Whether zero_init starts this parameter at 0: output-kind weights and attention queries (TP-V)."""
@@ -134,14 +139,18 @@ class Parametrization:
         frozen."""
         if self.frozen(tag):
             return 0.0
-        return tag.width_mult ** -self.lr_exponent(tag, family) * tag.depth_ratio ** -self.gamma
+        return (power(tag.width_mult, -self.lr_exponent(tag, family), f"{self.name}'s LR width factor m^-c")
+                * power(tag.depth_ratio, -self.gamma,
+                        f"option gamma of {self.name!r}: the LR depth factor (L/L0)^-gamma"))
 
     def grad_scale(self, tag: Tag) -> Any:
         """Gradient pre-scale m^d * r^alpha before the base optimizer (TP IVb Def 2.2.1 (d); TP VI Def 6.1).
 
         For Adam this is the same as epsilon * m^-d * r^-alpha; for SGD it makes the LR m^(d-c) r^(alpha-gamma).
         """
-        return tag.width_mult ** self.abcd(tag)[3] * tag.depth_ratio ** self.alpha
+        return (power(tag.width_mult, self.abcd(tag)[3], f"{self.name}'s gradient width factor m^d")
+                * power(tag.depth_ratio, self.alpha, f"option alpha of {self.name!r}: the gradient depth factor "
+                        "(L/L0)^alpha"))
 
     def wd_mult(self, tag: Tag) -> Any:
         """Decoupled weight decay per step, width-independent (TP IVb 2.10.1), on the weight matrices: every input,
@@ -169,9 +178,21 @@ class Parametrization:
             raise ValueError(f"freeze: unknown kind {', '.join(unknown)}; kinds are {', '.join(KINDS)}")
         return tuple(k for k in KINDS if k in kinds)
 
+    def read_numbers(self, *options: str) -> None:
+        """Options whose default is None (computed, e.g. completep's gamma = 1 - alpha) given as text, from a command
+        line or a config file: read as numbers, or a ValueError naming the option (the text reached the arithmetic)."""
+        for option in options:
+            value = getattr(self, option)
+            if isinstance(value, str):
+                try:
+                    object.__setattr__(self, option, to_float(value.strip()))
+                except ValueError:
+                    raise ValueError(f"option {option} of {self.name!r} must be a number, got {value!r}") from None
+
     def branch_multiplier(self, depth: int, base_depth: int) -> Any:
         """Residual-branch multiplier a * (L / L0)^-alpha."""
-        return self.branch_mult * (depth / base_depth) ** -self.alpha
+        return self.branch_mult * power(depth / base_depth, -self.alpha, f"option alpha of {self.name!r}: the branch "
+                                        "multiplier's (L/L0)^-alpha")
 
     def skip_multiplier(self) -> Any:
         """Multiplier mu of the residual skip path, x <- mu x + branch (1 except in the `critical` plugin)."""
@@ -263,3 +284,22 @@ def _jsonable(x: Any) -> Any:
         return float(x)
     except (TypeError, ValueError):
         return str(x)
+
+
+F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+
+
+def power(ratio: Any, exponent: Any, what: str) -> Any:
+    """ratio^exponent. Where both are numbers (not a sweep's traced values), one that float32 does not hold as a
+    positive normal number (beyond 3.4e38 inf, below 1.2e-38 0: the model computes in it) is a ValueError naming
+    `what`, not Python's OverflowError or a silent inf or 0 in the model."""
+    if not all(isinstance(v, numbers.Real) for v in (ratio, exponent)):
+        return ratio ** exponent
+    try:
+        value = float(ratio) ** float(exponent)
+    except OverflowError:
+        value = math.inf
+    if not F32_TINY <= value <= F32_MAX:
+        raise ValueError(f"{what} is {float(ratio):g}^{float(exponent):g} = {value:g}, outside float32's range (the "
+                         "model computes in it)")
+    return value

@@ -19,5 +19,6 @@ class CompleteP(MuP):
 
     def __post_init__(self):
         super().__post_init__()
+        self.read_numbers("gamma")
         if self.gamma is None:
             object.__setattr__(self, "gamma", 1.0 - self.alpha)

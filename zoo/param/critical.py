@@ -27,7 +27,7 @@ import numpy as np
 from zoo.param import mean_field_theory as theory
 from zoo.param.base import SP_TABLE, Parametrization
 from zoo.param.tags import Tag
-from zoo.schema import check_float32, to_float
+from zoo.schema import check_float32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,13 +43,7 @@ class Critical(Parametrization):
     mu: Any = None
 
     def __post_init__(self):
-        for option in ("sigma_w", "sigma_b", "mu"):
-            value = getattr(self, option)
-            if isinstance(value, str):  # from the command line
-                try:
-                    object.__setattr__(self, option, to_float(value.strip()))
-                except ValueError:
-                    raise ValueError(f"option {option} of 'critical' must be a number, got {value!r}") from None
+        self.read_numbers("sigma_w", "sigma_b", "mu")
         if isinstance(self.init_mult, (int, float)) and self.init_mult != 1:
             raise ValueError("'critical' sets the init through sigma_w and sigma_b; init_mult does not apply")
         for option in ("sigma_w", "sigma_b", "mu"):
