@@ -140,6 +140,7 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("models", "the sweep dirs differ in model, "),  # then each recipe field the two models' defaults set apart
     ("holdout", "no size has width 999 to hold out"),
     ("axes", "--axes steps: steps does not vary across the sweeps (what varies: width)"),
+    ("law of another model", "the fitted law is of model mixer, this run's is mlp_resnet"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     if case == "two sizes":
@@ -152,8 +153,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
                                                                         "steps": 100}))]
     else:
         dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)]
+    policy = []
+    if case == "law of another model":  # zoo.sweep refused it; zoo.fit compared the law with itself
+        mixer = sweep_dir(tmp_path / "m", [32, 64, 128], WIDTH_LAW, run=resolve({"model": "mixer", "batch_size": 64,
+                                                                                  "steps": 100}))
+        from zoo.cli.fit import main
+
+        main([str(mixer), "--out", str(tmp_path / "mixer-law"), "--boot", "20"])
+        policy = ["--policy", "fitted", "--policy-opt", f"law={tmp_path / 'mixer-law' / 'law.json'}"]
     out = tmp_path / "fit"
-    code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20",
+    code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20", *policy,
                          *(["--holdout", "width=999"] if case == "holdout" else []),
                          *(["--axes", "steps"] if case == "axes" else [])], capsys)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
@@ -172,3 +181,24 @@ def test_a_hyperparameter_without_a_law_leaves_the_other(tmp_path):
     with pytest.raises(ValueError, match="grid's edge"):
         result.fit(read.load([sweep_dir(tmp_path / "e", [32, 64, 128], lambda s: -12.0, lrs=np.arange(-10.0, -4.0))]),
                    boot=20)
+
+
+def test_an_interval_that_misses_its_point_is_drawn_from_end_to_end():
+    """A bootstrap's percentile interval of few replicates (--boot 5) need not contain its point: the bar runs from
+    lo to hi (matplotlib refused it as distances from the point, and zoo.fit failed after printing its table)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zoo.fit.report import interval_bar
+
+    fig, ax = plt.subplots()
+    interval_bar(ax, (-10.3, 2.1), (-10.05, -9.9), "x", fmt="*", color="k", capsize=3)
+    interval_bar(ax, (64.0, -10.4), (-10.2, -10.1), "y", fmt="o", color="k", capsize=3)
+    (horizontal,), (vertical,) = (c.get_segments() for c in ax.collections)
+    np.testing.assert_allclose(horizontal[:, 0], [-10.05, -9.9])
+    np.testing.assert_allclose(vertical[:, 1], [-10.2, -10.1])
+    assert [tuple(line.get_xydata()[0]) for line in ax.lines if line.get_marker() in "*o"] == [(-10.3, 2.1),
+                                                                                               (64.0, -10.4)]
+    plt.close(fig)

@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     dirs = [Path(d) for d in args.dirs]
     run = RunConfig.from_json(results.read_settings(dirs[0], read.INPUT_ADVICE), str(dirs[0] / results.SETTINGS))
     policy = policy_of(args, run.optim.name)
+    if policy is not None:
+        policy.check_run(run)  # a fitted law of another model, plugin or optimizer is refused, as zoo.sweep does
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)

@@ -127,8 +127,8 @@ def curves(ax: Any, result: Result, h: str) -> None:
         ax.plot(x, y, "o--" if s.held_out else "o-", color=color, ms=3.5, label=label)
         if opt is not None:
             top = np.nanmin(y)
-            ax.errorbar([opt.x], [top], xerr=[[opt.x - opt.lo], [opt.hi - opt.x]], fmt="*", color=color, ms=12,
-                        mec="k", mew=0.6, capsize=3)
+            interval_bar(ax, (opt.x, top), (opt.lo, opt.hi), "x", fmt="*", color=color, ms=12, mec="k", mew=0.6,
+                         capsize=3)
     ax.set_xlabel(f"log2 {'learning rate' if h == 'lr' else 'weight decay'}"
                   + (f" (proxy units, policy {result.policy['name']})" if result.policy["name"] != "none" else ""))
     ax.set_ylabel(result.sweeps.metric.replace("_", " "))
@@ -153,20 +153,33 @@ def optima(ax: Any, result: Result, h: str) -> None:
         if opt is None:
             continue
         color = "tab:red" if s.held_out else "0.5" if opt.at_edge else "tab:blue"
-        ax.errorbar([s.grid.size[axis]], [opt.x], yerr=[[opt.x - opt.lo], [opt.hi - opt.x]], fmt="o", color=color,
-                    capsize=3, ms=5)
+        interval_bar(ax, (s.grid.size[axis], opt.x), (opt.lo, opt.hi), "y", fmt="o", color=color, capsize=3, ms=5)
     for c in result.checks:
         if c.hyper == h:
-            ax.errorbar([c.size[axis]], [c.predicted[0]], yerr=[[c.predicted[0] - c.predicted[1]],
-                                                                [c.predicted[2] - c.predicted[0]]],
-                        fmt="D", color="tab:red", mfc="none", capsize=4, ms=7,
-                        label=f"held out: predicted (open) vs measured, {c.error_steps:+.2f} grid steps")
+            interval_bar(ax, (c.size[axis], c.predicted[0]), c.predicted[1:3], "y", fmt="D", color="tab:red",
+                         mfc="none", capsize=4, ms=7,
+                         label=f"held out: predicted (open) vs measured, {c.error_steps:+.2f} grid steps")
     ax.set_xscale("log", base=2)
     ax.set_xlabel(axis + (f" (other axes at {others})" if others else ""))
     ax.set_ylabel(f"best log2 {'LR' if h == 'lr' else 'wd'}")
     ax.set_title("fitted optima (blue; grey: grid edge, left out; red: held out)", fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
+
+
+def interval_bar(ax: Any, at: tuple[float, float], interval: tuple[float, float], along: str, **style: Any) -> None:
+    """A point `at` (x, y) and its interval (lo, hi) along "x" or "y", drawn from lo to hi: a bootstrap's percentile
+    interval need not contain its point (few replicates: --boot 5), and matplotlib refuses an error bar given as
+    negative distances from it."""
+    lo, hi = interval
+    mid, half = (lo + hi) / 2, [[(hi - lo) / 2]] * 2
+    x, y = at
+    bar = {"capsize": style.pop("capsize"), "color": style["color"]}
+    if along == "x":
+        ax.errorbar([mid], [y], xerr=half, fmt="none", **bar)
+    else:
+        ax.errorbar([x], [mid], yerr=half, fmt="none", **bar)
+    ax.plot([x], [y], style.pop("fmt"), linestyle="none", **style)
 
 
 def write(result: Result, out: Path) -> list[Path]:
