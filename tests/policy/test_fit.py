@@ -141,6 +141,7 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("holdout", "no size has width 999 to hold out"),
     ("axes", "--axes steps: steps does not vary across the sweeps (what varies: width)"),
     ("law of another model", "the fitted law is of model mixer, this run's is mlp_resnet"),
+    ("edited record", "a: a record in results.jsonl has no valid width (written by another program?)"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     if case == "two sizes":
@@ -153,6 +154,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
                                                                         "steps": 100}))]
     else:
         dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)]
+    if case == "edited record":  # a width as text ended in a TypeError from the arithmetic
+        lines = (dirs[0] / "results.jsonl").read_text().splitlines(keepends=True)
+        lines[5] = lines[5].replace('"width": 32', '"width": "32"')
+        (dirs[0] / "results.jsonl").write_text("".join(lines))
     policy = []
     if case == "law of another model":  # zoo.sweep refused it; zoo.fit compared the law with itself
         mixer = sweep_dir(tmp_path / "m", [32, 64, 128], WIDTH_LAW, run=resolve({"model": "mixer", "batch_size": 64,

@@ -21,6 +21,7 @@ from zoo.config import RunConfig
 from zoo.policy.base import Change, ScalingPolicy
 from zoo.sweeps import results
 from zoo.sweeps.grid import lr_key
+from zoo.sweeps.report import check_record
 
 AXES = ("width", "depth", "batch_size", "steps")
 MAPPED = ("b1", "b2", "eps", "momentum", "muon_beta", "warmup")
@@ -73,12 +74,14 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
     proxy = (proxy[0] or min(s["batch_size"] for _, s, _ in found), proxy[1] or min(s["steps"] for _, s, _ in found))
     check_mapped(found, policy, proxy)
     points: dict[tuple, dict[tuple, list]] = {}
-    for _, s, rec in found:
+    for d, s, rec in found:
         lr_factor, wd_factor = factors(s, policy, proxy)
         wd = float(f"{decay(s) / wd_factor:.10g}")  # one key for a wd the factors reach by two roundings
         for r in rec:
-            if metric not in r:
-                raise ValueError(f"a record in {results.RESULTS} has no {metric}: is it a zoo.sweep result?")
+            try:  # each field the fit reads, of its type (a record edited by hand: a width "16", an lr of NaN or 0)
+                check_record(r, metric)
+            except ValueError as e:
+                raise ValueError(f"{d}: {e}") from None
             size = (r["width"], r["depth"], s["batch_size"], s["steps"])
             loss = None if r["diverged"] or r[metric] is None else float(r[metric])
             key = (lr_key(r["lr"] / lr_factor), wd)
