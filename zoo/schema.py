@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from collections.abc import Callable
@@ -175,3 +176,22 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
             check_float32(name, value, check)
         if type(value) is int and check is not SEED and value > INT32_MAX:
             raise ValueError(f"{name} must be at most 2^31 - 1 (an int32), got {value}")
+
+
+F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+
+
+def power(ratio: Any, exponent: Any, what: str) -> Any:
+    """ratio^exponent. Where both are numbers (not a sweep's traced values), one that float32 does not hold as a
+    positive normal number (beyond 3.4e38 inf, below 1.2e-38 0: the model computes in it) is a ValueError naming
+    `what`, not Python's OverflowError or a silent inf or 0 in the model."""
+    if not all(isinstance(v, numbers.Real) for v in (ratio, exponent)):
+        return ratio ** exponent
+    try:
+        value = float(ratio) ** float(exponent)
+    except OverflowError:
+        value = math.inf
+    if not F32_TINY <= value <= F32_MAX:
+        raise ValueError(f"{what} is {float(ratio):g}^{float(exponent):g} = {value:g}, outside float32's range (the "
+                         "model computes in it)")
+    return value

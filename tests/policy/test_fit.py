@@ -207,3 +207,17 @@ def test_an_interval_that_misses_its_point_is_drawn_from_end_to_end():
     assert [tuple(line.get_xydata()[0]) for line in ax.lines if line.get_marker() in "*o"] == [(-10.3, 2.1),
                                                                                                (64.0, -10.4)]
     plt.close(fig)
+
+
+@pytest.mark.parametrize("exponent, ok", [(1e300, False), (-200.0, False), (100.0, True)])
+def test_a_law_factor_beyond_float32_is_refused(exponent, ok):
+    """(s'/s)^e of a law file edited or fitted wildly: Python's OverflowError at 2^1e300, a factor float32 turns into
+    0 at 2^-200 (the LR would be 0), refused naming the axis; 2^100 (1.3e30) is a number float32 holds."""
+    from zoo.fit.lawfile import Power
+
+    law = Power(-10.0, {"width": 32.0}, {"width": exponent}, {"width": (0.0, 1.0)})
+    if ok:
+        assert law.ratio(lambda a: (32.0, 64.0))[0] == 2.0**exponent
+    else:
+        with pytest.raises(ValueError, match="the law's width factor is 2\\^.* outside float32's range"):
+            law.ratio(lambda a: (32.0, 64.0))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.files import read_mapping
+from zoo.schema import power
 
 KIND = "zoo.fit law"
 AXES = ("width", "depth", "batch_size", "steps")
@@ -37,7 +38,7 @@ class Power:
             pair = axis(a)
             if pair is None or pair[0] == pair[1]:
                 continue
-            factor *= (pair[1] / pair[0]) ** e
+            factor *= power(pair[1] / pair[0], e, f"the law's {a} factor")
             terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}")
         return factor, terms
 

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any, ClassVar
-
-import numpy as np
 
 from zoo.param import families, predict
 from zoo.param.tags import KINDS, Tag
-from zoo.schema import to_float
+from zoo.schema import power, to_float
 
 ABCD = tuple[Any, Any, Any, Any]
 SP_TABLE: dict[str, ABCD] = {
@@ -285,21 +282,3 @@ def _jsonable(x: Any) -> Any:
     except (TypeError, ValueError):
         return str(x)
 
-
-F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
-
-
-def power(ratio: Any, exponent: Any, what: str) -> Any:
-    """ratio^exponent. Where both are numbers (not a sweep's traced values), one that float32 does not hold as a
-    positive normal number (beyond 3.4e38 inf, below 1.2e-38 0: the model computes in it) is a ValueError naming
-    `what`, not Python's OverflowError or a silent inf or 0 in the model."""
-    if not all(isinstance(v, numbers.Real) for v in (ratio, exponent)):
-        return ratio ** exponent
-    try:
-        value = float(ratio) ** float(exponent)
-    except OverflowError:
-        value = math.inf
-    if not F32_TINY <= value <= F32_MAX:
-        raise ValueError(f"{what} is {float(ratio):g}^{float(exponent):g} = {value:g}, outside float32's range (the "
-                         "model computes in it)")
-    return value

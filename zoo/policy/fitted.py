@@ -55,6 +55,9 @@ class Fitted(ScalingPolicy):
         if power is None:
             return value, text
         start = proxy_value(cfg, setting) if value is None else value
-        factor, terms = power.ratio(change.axis)
+        try:
+            factor, terms = power.ratio(change.axis)
+        except ValueError as e:
+            raise ValueError(f"{self.law}: {e}; refit the law, or keep the target nearer the sweeps") from None
         return start * factor, (f"{text if value is not None else setting} x {' '.join(terms) or '1 (no axis changed)'}"
                                 f" = {fmt(start)} x {fmt(factor)} (law {self.law})")
