@@ -91,6 +91,9 @@ def test_warmup_peak_refusals(tmp_path, capsys):
         train_cli.main, [*base, "--warmup", "5", "--warmup-peak", "after"], capsys)
     assert "--warmup-peak after shapes the warmup, and the run has none" in one_line_error(
         train_cli.main, [*base, "--warmup-peak", "after"], capsys)
+    one_step = ["--model", "mlp_resnet", "--steps", "1", "--print-config", "--warmup", "1", "--warmup-peak", "after"]
+    assert one_line_error(train_cli.main, one_step, capsys).endswith(  # not "--warmup 0 or less", refused in turn
+        "give more --steps, or leave out --warmup-peak after")
     cfg = train_cli.config_from_args(train_cli.parser().parse_args(["--model", "gpt", "--warmup", "0"]))
     assert (cfg.optim.warmup, cfg.optim.warmup_peak) == (0, "after")  # the recipe's, not given: taken
     file = tmp_path / "run.yaml"

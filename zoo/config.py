@@ -356,8 +356,11 @@ def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, A
                          "0): leave it out, or give --warmup")
     by_file = file_values.get("warmup") not in (None, recipe.get("warmup", 0)) and flags.get("steps") is None
     if (flags.get("warmup") is not None or by_file) and steps is not None and span > steps:
+        longest = longest_warmup(cfg.optim, steps)
+        fix = (f"give --warmup {longest} or less" if longest > 0 else
+               f"give more --steps, or leave out --warmup-peak {cfg.optim.warmup_peak}")  # --warmup 0 refuses it
         raise ValueError(f"--warmup {warmup} {outlasts(warmup, steps)}: the LR would end at {steps / span:.3g} of its "
-                         f"peak --lr; give --warmup {longest_warmup(cfg.optim, steps)} or less")
+                         f"peak --lr; {fix}")
 
 
 def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
