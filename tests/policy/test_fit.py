@@ -142,6 +142,10 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("axes", "--axes steps: steps does not vary across the sweeps (what varies: width)"),
     ("law of another model", "the fitted law is of model mixer, this run's is mlp_resnet"),
     ("edited record", "a: a record in results.jsonl has no valid width (written by another program?)"),
+    ("dir twice", "is given twice: each member would count twice in the fit"),
+    ("axis twice", "--axes width,width names width twice"),
+    ("proxy without a policy", "--proxy-steps is the proxy a --policy maps from, and there is no --policy"),
+    ("boot", "--boot 100001 is more than 100000 replicates"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     if case == "two sizes":
@@ -166,10 +170,14 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
 
         main([str(mixer), "--out", str(tmp_path / "mixer-law"), "--boot", "20"])
         policy = ["--policy", "fitted", "--policy-opt", f"law={tmp_path / 'mixer-law' / 'law.json'}"]
+    extra = {"holdout": ["--holdout", "width=999"], "axes": ["--axes", "steps"],
+             "axis twice": ["--axes", "width,width"], "proxy without a policy": ["--proxy-steps", "50"],
+             "boot": ["--boot", "100001"]}.get(case, [])
+    if case == "dir twice":
+        dirs = [*dirs, dirs[0].parent / "x" / ".." / dirs[0].name]
+        (dirs[0].parent / "x").mkdir()
     out = tmp_path / "fit"
-    code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20", *policy,
-                         *(["--holdout", "width=999"] if case == "holdout" else []),
-                         *(["--axes", "steps"] if case == "axes" else [])], capsys)
+    code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20", *policy, *extra], capsys)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
 

@@ -1,6 +1,6 @@
 """`python -m zoo.sweep` and `python -m zoo.transfer` refuse what cannot run in one line before --out is written: a
 batch beyond the training set, a model option the forward pass refuses, a compile cache that cannot be made, an
---out that holds a train.py run, an empty --compare, seed counts beyond any sweep."""
+--out that holds a train.py run, an empty --compare, seed counts beyond any sweep, a proxy flag without a --policy."""
 
 from __future__ import annotations
 
@@ -104,3 +104,15 @@ def test_seed_counts_beyond_any_sweep_are_one_line(tmp_path, capsys, tool, flag)
     err = capsys.readouterr().err
     assert stop.value.code == 1 and f"{flag} 2147483648 is more than 1024 seeds per learning rate" in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["--proxy-batch-size", "--proxy-steps", "--proxy-tokens"])
+def test_a_proxy_flag_without_a_policy_is_refused(tmp_path, capsys, flag):
+    """The proxy's batch and horizon are where a --policy maps from; a sweep without one ignored them silently (a
+    transfer's proxy trains at them, and takes them without a policy)."""
+    from zoo.cli.sweep import main
+
+    out = tmp_path / "out"
+    line = one_line_error(main, [*TINY, "--widths", "16", "--depths", "2", flag, "512", "--out", str(out)], capsys)
+    assert f"{flag} is the proxy a --policy maps from, and there is no --policy" in line, line
+    assert not out.exists()

@@ -13,7 +13,20 @@ import argparse
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import KeyValues, Parser, add_policy_flags, kv, path_arg, policy_of, positive, proxy_steps, seed
+from zoo.cli.flags import (
+    KeyValues,
+    Parser,
+    add_policy_flags,
+    check_proxy_needs_policy,
+    kv,
+    path_arg,
+    policy_of,
+    positive,
+    proxy_steps,
+    seed,
+)
+
+DEFAULT_BOOT, MAX_BOOT = 1000, 100_000
 
 
 def parser() -> argparse.ArgumentParser:
@@ -28,9 +41,15 @@ def parser() -> argparse.ArgumentParser:
     a("--metric", default="train_loss", choices=("train_loss", "eval_loss"), help="the loss minimised")
     add_policy_flags(p, "mapped the sweeps' settings (their LRs and weight decays are read in the proxy's units, "
                      "the law is what the policy leaves; the proxy's batch and steps default to the smallest swept)")
-    a("--boot", type=positive, default=1000, help="bootstrap replicates")
+    a("--boot", type=positive, default=DEFAULT_BOOT, help=f"bootstrap replicates (at most {MAX_BOOT})")
     a("--seed", type=seed, default=0, help="the bootstrap's seed")
     return p
+
+
+def check_boot(boot: int) -> None:
+    if boot > MAX_BOOT:
+        raise ValueError(f"--boot {boot} is more than {MAX_BOOT} replicates (each refits every size's optimum; "
+                         f"the default {DEFAULT_BOOT} gives the intervals' ends)")
 
 
 def holdout(pairs: list[tuple[str, str]] | None) -> dict[str, int] | None:
@@ -60,14 +79,21 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.fit import read, report, result
     from zoo.sweeps import results
 
+    check_boot(args.boot)
     held = holdout(args.holdout)
     dirs = [Path(d) for d in args.dirs]
+    twice = [d for i, d in enumerate(dirs) if d.resolve() in {e.resolve() for e in dirs[:i]}]
+    if twice:
+        raise ValueError(f"the sweep dir {twice[0]} is given twice: each member would count twice in the fit")
     run = RunConfig.from_json(results.read_settings(dirs[0], read.INPUT_ADVICE), str(dirs[0] / results.SETTINGS))
     policy = policy_of(args, run.optim.name)
+    check_proxy_needs_policy(args, policy)
     if policy is not None:
         policy.check_run(run)  # a fitted law of another model, plugin or optimizer is refused, as zoo.sweep does
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
+    if axes and len(set(axes)) < len(axes):
+        raise ValueError(f"--axes {args.axes} names {next(a for a in axes if axes.count(a) > 1)} twice")
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
     check_can_write_in(Path(args.out), f"--out {args.out}")
     console = Console()

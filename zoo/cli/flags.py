@@ -272,6 +272,16 @@ def proxy_steps(args: argparse.Namespace, run: Any) -> int | None:
     return args.proxy_tokens // per_step
 
 
+def check_proxy_needs_policy(args: argparse.Namespace, policy: Any) -> None:
+    """--proxy-batch-size, --proxy-steps and --proxy-tokens name the proxy a --policy maps from: without a policy
+    nothing reads them (where the proxy itself trains, zoo.transfer, they need none)."""
+    given = [f"--{name.replace('_', '-')}" for name in ("proxy_batch_size", "proxy_steps", "proxy_tokens")
+             if getattr(args, name, None) is not None]
+    if policy is None and given:
+        raise ValueError(f"{given[0]} is the proxy a --policy maps from, and there is no --policy: give one (e.g. "
+                         "--policy sde), or leave it out")
+
+
 def policy_of(args: argparse.Namespace, optimizer: str) -> Any:
     """The policy of the parsed flags (None when neither --policy nor --policy-opt is given); an option
     `optimizer` does not read is refused (zoo.policy.base.ScalingPolicy.check)."""

@@ -13,6 +13,7 @@ from zoo.cli.flags import (
     add_compile_cache,
     add_policy_flags,
     add_settings,
+    check_proxy_needs_policy,
     numbers_text,
     path_arg,
     policy_of,
@@ -133,6 +134,7 @@ def under_policy(args: argparse.Namespace, run: RunConfig, lrs: list[float]) -> 
     import zoo.policy
 
     policy = policy_of(args, run.optim.name)
+    check_proxy_needs_policy(args, policy)
     if policy is None:
         return run, lrs
     if run.loop.steps is None:
