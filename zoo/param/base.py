@@ -281,4 +281,3 @@ def _jsonable(x: Any) -> Any:
         return float(x)
     except (TypeError, ValueError):
         return str(x)
-
