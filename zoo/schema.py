@@ -140,11 +140,14 @@ def utf8(text: str) -> bool:
     return True
 
 
+F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+
+
 def check_float32(name: str, value: float, check: Check | None) -> None:
     """A float setting keeps its meaning in float32, the precision JAX computes it in: --b1 0.9999999999999999 is
     1.0 there (Adam's bias correction divides by 0: nan at step 2), --eps 1e-50 is 0, and a number below float32's
     smallest normal one computes as 0 (XLA flushes subnormals) or beyond its largest as inf."""
-    tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    tiny, big = F32_TINY, F32_MAX
     if value != 0 and not tiny <= abs(value) <= big:
         where = f"below float32's smallest normal number {tiny:.3g}" if abs(value) < tiny else \
             f"beyond float32's largest number {big:.3g}"
@@ -177,8 +180,6 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
         if type(value) is int and check is not SEED and value > INT32_MAX:
             raise ValueError(f"{name} must be at most 2^31 - 1 (an int32), got {value}")
 
-
-F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 
 
 def power(ratio: Any, exponent: Any, what: str) -> Any:

@@ -27,7 +27,7 @@ import numpy as np
 from zoo.param import mean_field_theory as theory
 from zoo.param.base import SP_TABLE, Parametrization
 from zoo.param.tags import Tag
-from zoo.schema import check_float32
+from zoo.schema import F32_MAX, F32_TINY, check_float32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +121,7 @@ def check_option(option: str, values: Any) -> None:
     bad = values[~ok(values)]
     if bad.size:
         raise ValueError(f"{where} must be {bound}, got {bad[0]}" if bound else f"{where} must be a number, got nan")
-    tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
-    bad = values[(values != 0) & ~((np.abs(values) >= tiny) & (np.abs(values) <= big))]
+    bad = values[(values != 0) & ~((np.abs(values) >= F32_TINY) & (np.abs(values) <= F32_MAX))]
     if bad.size:
         check_float32(where, float(bad[0]), None)
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from zoo.schema import INT32_MAX, MAX_SEEDS, to_float, to_int
+from zoo.schema import F32_MAX, F32_TINY, INT32_MAX, MAX_SEEDS, to_float, to_int
 
 MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
-LR_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
+LR_RANGE = (F32_TINY, F32_MAX)
 
 
 def _number(text: str) -> float:
