@@ -124,6 +124,15 @@ def to_float(text: str) -> float:
     return float(text)
 
 
+def comma_items(text: str, what: str) -> list[str]:
+    """The entries of the comma list `what` (a flag or option), stripped; ValueError where one is empty (`1e-3,,2e-3`
+    or `64,128,`: a value left out, which a reader that skipped it would silently drop)."""
+    items = [part.strip() for part in text.split(",")]
+    if not all(items):
+        raise ValueError(f"{what} {text!r} has an empty entry: give a value between every two commas")
+    return items
+
+
 def digits(text: str) -> bool:
     """Whether `text` is a non-negative integer in ASCII digits, which int() reads: str.isdigit also takes '²'
     and other digit-like characters that int() refuses."""

@@ -16,7 +16,18 @@ from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
 from zoo.registry import allow_import
-from zoo.schema import INT32_MAX, MAX_SEEDS, SEED, base_type, from_text, to_float, to_int, typed_number, utf8
+from zoo.schema import (
+    INT32_MAX,
+    MAX_SEEDS,
+    SEED,
+    base_type,
+    comma_items,
+    from_text,
+    to_float,
+    to_int,
+    typed_number,
+    utf8,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -183,7 +194,7 @@ def numbers_text(text: str) -> str:
 def ints(text: str) -> list[int]:
     """A comma list of positive integers."""
     try:
-        values = [to_int(v) for v in text.split(",") if v.strip()]
+        values = [to_int(v) for v in comma_items(text, "the list")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values or min(values) < 1:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from zoo.param import families, predict
 from zoo.param.tags import KINDS, Tag
-from zoo.schema import power, to_float
+from zoo.schema import comma_items, power, to_float
 
 ABCD = tuple[Any, Any, Any, Any]
 SP_TABLE: dict[str, ABCD] = {
@@ -169,7 +169,7 @@ class Parametrization:
 
     def frozen_kinds(self) -> tuple[str, ...]:
         """The kinds in the `freeze` list, in KINDS order."""
-        kinds = {k.strip() for k in str(self.freeze).split(",") if k.strip()}
+        kinds = set(comma_items(str(self.freeze), "freeze")) if str(self.freeze).strip() else set()
         unknown = sorted(kinds - set(KINDS))
         if unknown:
             raise ValueError(f"freeze: unknown kind {', '.join(unknown)}; kinds are {', '.join(KINDS)}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.schema import F32_MAX, F32_TINY, INT32_MAX, MAX_SEEDS, to_float, to_int
+from zoo.schema import F32_MAX, F32_TINY, INT32_MAX, MAX_SEEDS, comma_items, to_float, to_int
 
 MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 would be 8 million programs)
 LR_RANGE = (F32_TINY, F32_MAX)
@@ -27,8 +27,9 @@ def parse_lrs(text: str) -> list[float]:
     bad = ValueError(f"cannot read learning rates {text!r}; give a comma list (1e-3,2^-8) or a log2 range "
                      "start:stop:step (2^-12:2^-4:1)")
     if ":" not in text:
+        parts = comma_items(text, "the learning rates")
         try:
-            lrs = [_number(p) for p in text.split(",") if p.strip()]
+            lrs = [_number(p) for p in parts]
         except (ValueError, OverflowError):
             raise bad from None
         return valid_lrs(lrs, repr(text))
@@ -90,7 +91,7 @@ def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:
 def parse_ints(text: str, what: str) -> list[int]:
     """`64,128,256` -> [64, 128, 256] (positive integers)."""
     try:
-        values = [to_int(p.strip()) for p in text.split(",") if p.strip()]
+        values = [to_int(p) for p in comma_items(text, what)]
     except ValueError:
         raise ValueError(f"{what} must be a comma list of integers, got {text!r}") from None
     if not values or any(v < 1 for v in values):
