@@ -112,6 +112,7 @@ def test_module_entry_point_is_the_command_line(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("{garbage", "is not JSON"), ('{"a": 1}', "is not a claim's results"),
+    ('{"numbers": {"x": 1}, "command": 5}', "it needs 'numbers' and a 'command' string"),
     ('{"numbers": {"x": 1}, "command": "c"}', "does not hold this version's numbers of yaida-family")])
 def test_render_of_results_that_are_not_the_claims_is_one_line(text, message, tmp_path, capsys):
     """A results.json that is not JSON, not a claim's record, or another version's numbers: one line naming it, and

@@ -25,6 +25,7 @@ from zoo.cli.flags import (
     proxy_steps,
     seed,
 )
+from zoo.schema import comma_items, to_int
 
 DEFAULT_BOOT, MAX_BOOT = 1000, 100_000
 
@@ -54,7 +55,6 @@ def check_boot(boot: int) -> None:
 
 def holdout(pairs: list[tuple[str, str]] | None) -> dict[str, int] | None:
     from zoo.fit.read import AXES
-    from zoo.schema import to_int
 
     if not pairs:
         return None
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     if policy is not None:
         policy.check_run(run)  # a fitted law of another model, plugin or optimizer is refused, as zoo.sweep does
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
-    axes = [a.strip() for a in args.axes.split(",") if a.strip()] if args.axes else None
+    axes = comma_items(args.axes, "--axes") if args.axes else None
     if axes and len(set(axes)) < len(axes):
         raise ValueError(f"--axes {args.axes} names {next(a for a in axes if axes.count(a) > 1)} twice")
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
@@ -99,5 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     console = Console()
     console.width = max(console.width, 140)
     console.print(report.table(fitted))
+    for line in sweeps.warnings():
+        print(f"warning: {line}")
     for path in report.write(fitted, Path(args.out)):
         print(path)

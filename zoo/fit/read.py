@@ -57,6 +57,13 @@ class Sweeps:
     run: RunConfig
     dirs: list[str]
     metric: str
+    unreadable: dict[str, int] = dataclasses.field(default_factory=dict)  # per dir: lines that are no member record
+
+    def warnings(self) -> list[str]:
+        """The lines of the dirs' results.jsonl that were skipped (a sweep's torn last line, or one edited by hand,
+        e.g. an lr of 0): the fit has fewer members than the file has lines."""
+        return [f"{n} line(s) of {d}/{results.RESULTS} are no member record (torn or edited) and were skipped"
+                for d, n in self.unreadable.items() if n]
 
 
 def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | None = None,
@@ -96,7 +103,8 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
                                  "log2 wd; sweep positive weight decays")
             g.wd = np.log2(g.wd)
     run = RunConfig.from_json(found[0][1], str(dirs[0] / results.SETTINGS))
-    return Sweeps(grids, axes, wd_swept, run, [str(d) for d in dirs], metric)
+    return Sweeps(grids, axes, wd_swept, run, [str(d) for d in dirs], metric,
+                  {str(d): results.unreadable(d) for d in dirs})
 
 
 def grid(size: dict[str, int], by_point: dict[tuple, list]) -> Grid:

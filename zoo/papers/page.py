@@ -121,8 +121,9 @@ def read(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"no results in {folder} ({RESULTS} is missing): run the claim first")
     record = read_mapping(path, "a claim's results", "rerun the claim")
-    if not {"numbers", "command"} <= record.keys():
-        raise ValueError(f"{path} is not a claim's results (it needs 'numbers' and 'command'): rerun the claim")
+    if not {"numbers", "command"} <= record.keys() or not isinstance(record["command"], str):
+        raise ValueError(f"{path} is not a claim's results (it needs 'numbers' and a 'command' string): rerun the "
+                         "claim")
     return record
 
 
