@@ -65,3 +65,25 @@ def test_a_sweep_under_a_policy_trains_the_proxy_s_grid_mapped(tmp_path):
                                            "--proxy-tokens", "12800", "--policy", "timescale", "--optimizer",
                                            "adamw", "--lrs", "2^-8"]))
     assert spec.run.optim.weight_decay == pytest.approx(0.1 * 12800 / (8 * 32 * 100))  # tau over the budget kept
+
+
+def test_a_law_float32_cannot_map_by_is_refused_before_the_proxy_trains(tmp_path, capsys):
+    """A fitted law whose batch factor (16/4)^200 leaves float32: one line naming the law file, before the proxy's
+    sweep has trained or written anything (it was refused only once the proxy had trained)."""
+    from zoo.cli.transfer import main
+
+    law = tmp_path / "law.json"
+    law.write_text(json.dumps({
+        "kind": "zoo.fit law", "model": "mlp_resnet", "param": "mup", "optimizer": "adam", "data": "synthetic",
+        "metric": "train_loss", "policy": {"name": "none", "options": {}},
+        "laws": {"lr": {"intercept_log2": -8.0, "reference": {"batch_size": 4.0}, "exponents": {"batch_size": 200.0},
+                        "intervals": {"batch_size": [199.0, 201.0]}}}}))
+    out = tmp_path / "t"
+    with pytest.raises(SystemExit) as e:
+        main(["--out", str(out), "--param", "mup", "--data", "synthetic", "--policy", "fitted", "--policy-opt",
+              f"law={law}", "--batch-size", "16", "--proxy-batch-size", "4", "--lrs", "2^-8,2^-6", "--width", "16",
+              "--proxy-width", "8", "--steps", "2", "--compare", "none"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"{law}: the law's batch_size factor is 4^200 = 2.58225e+120, outside float32's range" in err
+    assert not (out / "mup" / "proxy").exists()

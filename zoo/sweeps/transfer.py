@@ -267,8 +267,9 @@ def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], Non
     holds spec.out meanwhile (another transfer into it is refused)."""
     if data is None:
         data = load_data(spec.run)
-    for run in spec.arms():  # every size of every arm is one the model takes, before any trains
+    for run in spec.arms():  # every size of every arm is one the model takes, and the policy maps it, before any trains
         for width, depth in (spec.proxy, spec.target):
             check_shapes(SweepSpec(run=run, lrs=spec.lrs, out=spec.out, widths=[width], depths=[depth]), data)
+        target_run(spec, run, spec.lrs[0], data)  # a law's factor float32 cannot hold: refused now, not after the proxy
     with claim(spec.out, echo, what="transfer", flag="--out"):
         return [run_arm(spec, run, data, echo) for run in spec.arms()]
