@@ -4,6 +4,8 @@ starts from small embeddings) appears exactly where it explains the slopes."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,48 @@ def test_stream_start_hint_names_the_plugins_depth_threshold(param, threshold):
     else:
         alpha = {"depth_mup": "0.5", "completep": "1"}[param]
         assert f"L >~ {threshold};" in hint and f"L^-{alpha} cancels" in hint, hint
+
+
+def test_a_first_step_at_float32_rounding_counts_as_still():
+    """Under a zero readout nothing below it moves at t = 1: 0 in exact arithmetic, and float32's h_1 - h_0 gave 0
+    at widths 40 and 80 but 1.8e-7 at 160 (`--param mup --param-opt zero_init=true --widths 40,80,160`). The step was
+    judged, its slope log 0 = NaN, and correct muP FAILED; it is skipped now. A step that moves is still judged."""
+    sizes = [40, 80, 160]
+    rounding = {"pre/0": np.array([[0.0, 0.0194], [0.0, 0.0185], [1.8e-7, 0.0172]])}
+    (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, rounding), rounding, {"hidden": 0.0})
+    assert v.passed and np.isnan(v.slopes[0]) and abs(v.slopes[1]) < 0.15
+    moving = {"pre/0": np.array([[0.0, 0.0194], [0.0, 0.0185], [1e-3, 0.0172]])}
+    (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, moving), moving, {"hidden": 0.0})
+    assert not v.passed
+
+
+def test_an_sgd_scalar_is_judged_at_its_first_step_by_the_clt_sum():
+    """A scalar kind's SGD gradient sums the backprop times the features over the width. At init the features are
+    independent of the readout, a CLT sum, n^-1/2 under muP; later the part of the features aligned with the readout
+    sums coherently, n^0 (zoo.param.predict.feature_exponents). So t = 1 is judged against -1/2 and later steps
+    against [-1/2, 0]. Adam's sign-like step does not see the gradient's size (0 throughout), and NTK's scalar sum
+    is a CLT one either way (no first-step prediction)."""
+    import zoo.param
+
+    kinds = ("input", "vector", "scalar", "hidden")
+    mup = zoo.param.get("mup")
+    assert mup.expected_slopes("sgd", kinds=kinds, part="scalar", at_init=True)["hidden"] == pytest.approx(-0.5)
+    assert mup.expected_slopes("sgd", kinds=kinds, part="scalar")["hidden"] == pytest.approx(0.0)
+    assert mup.expected_slopes("adam", kinds=kinds, part="scalar", at_init=True)["hidden"] == pytest.approx(0.0)
+    ntk = zoo.param.get("ntk")
+    assert ntk.expected_slopes("sgd", kinds=kinds, part="scalar", at_init=True) == \
+        ntk.expected_slopes("sgd", kinds=kinds, part="scalar")
+    exp = verdict.expectation(mup, "sgd", "width", kinds, 1.0)
+    assert set(exp.first_parts) == {"scalar"}  # every group the scalar moves, half a power of n lower at t = 1
+    assert all(first == pytest.approx(exp.parts["scalar"][g] - 0.5) or first == later == -math.inf
+               for g, first in exp.first_parts["scalar"].items() for later in [exp.parts["scalar"][g]]
+               if first == first)
+    sizes = [128, 256, 512]
+    for first_slope, later_slope, ok in [(-0.5, -0.3, True), (-0.5, 0.05, True), (0.0, 0.0, False),
+                                         (-0.5, -0.8, False)]:
+        data = {"pre/0": np.array([[1e-3 * (n / 128) ** first_slope, 2e-3 * (n / 128) ** later_slope]
+                                   for n in sizes])}
+        (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, data), data, exp.parts["scalar"],
+                             first=exp.first_parts["scalar"])
+        assert v.passed == ok, (first_slope, later_slope)
+        assert v.first == -0.5

@@ -122,7 +122,8 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
         table.add_row(v.layer + part, v.group, f"{rms[0]:.3g}", f"{rms[-1]:.3g}",
                       " ".join("  —  " if s != s else f"{s:+.2f}" for s in v.slopes),
                       "no change" if v.expected != v.expected else  # NaN: nothing trained moves it (frozen)
-                      ("<= " if v.group == "attention" else "") + f"{v.expected:+.2f}", mark)
+                      ("<= " if v.group == "attention" else "") +
+                      ("" if v.first is None else f"{v.first:+.2f}, then to ") + f"{v.expected:+.2f}", mark)
     console = Console(width=160)
     console.print(table)
     console.print(f"largest change of an activation at {axis} {min(sizes)}: {result['linear_change']:.3g} of its RMS")

@@ -121,7 +121,7 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
                               sorted({verdict.group_of(k) for k in data}))
     verdicts = verdict.judge(slopes, data, exp.total, tol, not exp.unstable)
     parts = coord.part_means(runs, reached()) if axis == "width" else {}
-    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, tol, not exp.unstable)
+    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, tol, not exp.unstable, exp.first_parts)
     return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": exp,
             "verdicts": verdicts, "parts": parts, "part_verdicts": part_verdicts,
             "passed": all(v.passed for v in verdicts + [v for vs in part_verdicts.values() for v in vs]),

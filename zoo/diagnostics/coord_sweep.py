@@ -113,7 +113,7 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable)
     branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, spec.tol, stable)
     parts = coord.part_means(runs, first.reach()) if axis == "width" else {}
-    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, spec.tol, stable)
+    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, spec.tol, stable, exp.first_parts)
     growth = verdict.measured_growth(sizes, [r.total for r in runs], exp.total) + verdict.measured_growth(
         sizes, [{k: r.branch[k] for k in branch} for r in runs], exp.branch, branch=True)
     return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "parts": parts, "expected": exp,

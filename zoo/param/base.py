@@ -218,14 +218,14 @@ class Parametrization:
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
                         head_dim_slope: float = 1.0, branch_only: bool = False,
                         muon_io: bool = False, outside: tuple[str, ...] | None = None,
-                        part: str | None = None) -> dict[str, float]:
+                        part: str | None = None, at_init: bool = False) -> dict[str, float]:
         """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
         against width or depth, from this plugin's stated rules (class docstring): its abcd table, the LR rule it
         states per optimizer family, (alpha, gamma), its attention exponent and its frozen kinds (a group nothing
         trained moves: NaN); in depth, with branch_only, of the change the residual-branch parameters cause alone,
         and `outside` the kinds of the parameters outside the residual branches (None: some of them train); in
-        width, with `part` (a kind, "output" or "readout_bias"), of the change that part's parameters cause alone.
-        See zoo.param.predict.
+        width, with `part` (a kind, "output" or "readout_bias"), of the change that part's parameters cause alone
+        (`at_init`: after the first update, from the gradient at init). See zoo.param.predict.
         """
         frozen = self.frozen_kinds()
         if axis == "depth":
@@ -236,7 +236,8 @@ class Parametrization:
         e = float(self.attn_exponent)  # stated: logits q.k / d_head^e
         common = dict(spectral_c=self.spectral_c, muon_io=muon_io, zero_readout=bool(self.zero_init), frozen=frozen)
         if part is not None:
-            return predict.part_slopes(self.table_for, part, optimizer, kinds, e, head_dim_slope, **common)
+            return predict.part_slopes(self.table_for, part, optimizer, kinds, e, head_dim_slope, **common,
+                                       at_init=at_init)
         return predict.width_slopes(self.table_for, optimizer, kinds, e, head_dim_slope, **common)
 
     def spectral_c(self, kind: str) -> float:

@@ -61,9 +61,14 @@ def _effective_c(abcd: tuple, kind: str, out: tuple, family: str, muon_c: float,
 
 def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Iterable[str],
                       spectral_c: Callable[[str], float] | None = None, muon_io: bool = False,
-                      frozen: Collection[str] = (), zero_readout: bool = False) -> dict[str, float]:
+                      frozen: Collection[str] = (), zero_readout: bool = False,
+                      at_init: bool = False) -> dict[str, float]:
     """Kind -> r (TP IVb Def 2.8.5) for the kinds present that train (not `frozen`), the output included unless
     frozen; `spectral_c` gives the plugin's Muon LR exponent of a kind (default: the spectral map c - k/2).
+
+    `at_init`: the first update's, from the gradient at init, where the features are independent of the readout V0
+    (no part of them is aligned with it yet), so an SGD-like scalar's gradient is a CLT sum over the width (d* with
+    1/2, muP's r_scalar = 1/2); its coherent part grows with the features' change along V0 from the second step on.
 
     `zero_readout`: V0 = 0, so the readout the backprop goes through is its own update, entries n^-c_out (c_out its
     effective LR exponent), not n^-b_out: the SGD-like kinds' gradients, whose size the backprop sets, use c_out in
@@ -77,7 +82,7 @@ def feature_exponents(abcd: Callable[[str], tuple], optimizer: str, kinds: Itera
     trained = {*kinds, "output"} - set(frozen)
     for kind in sorted(trained, key=lambda k: k == "scalar"):  # scalar last: it reads the others' r
         a = float(abcd(kind)[0])
-        aligned = min((v for k, v in r.items() if k != "output"), default=0.0)
+        aligned = math.inf if at_init else min((v for k, v in r.items() if k != "output"), default=0.0)
         ce = _effective_c(abcd(kind), kind, out, families.family(optimizer, kind, muon_io),
                           _muon_c(abcd, kind, spectral_c), aligned)
         r[kind] = ce + a - (1.0 if kind in ("hidden", "output") else 0.0)
@@ -124,11 +129,12 @@ READOUT_BIAS = "readout_bias"  # the part of the readout's bias (a scalar kind a
 def part_slopes(abcd: Callable[[str], tuple], part: str, optimizer: str = "adam",
                 kinds: Iterable[str] = ("input", "vector", "hidden"), attn_exponent: float = 0.5,
                 head_dim_slope: float = 1.0, spectral_c: Callable[[str], float] | None = None,
-                muon_io: bool = False, zero_readout: bool = False, frozen: Collection[str] = ()) -> dict[str, float]:
+                muon_io: bool = False, zero_readout: bool = False, frozen: Collection[str] = (),
+                at_init: bool = False) -> dict[str, float]:
     """Group -> raw predicted log-log slope against width of the change that the parameters of one `part` cause
-    alone, every other parameter kept at its init (the coordinate check's own-parameter parts; the groups the part
-    does not reach, as the input layer for the hidden kind, are not measured). `part` is a kind before the readout,
-    "output" (the readout's weight) or READOUT_BIAS:
+    alone (`at_init`: after the first update, `feature_exponents`), every other parameter kept at its init (the
+    coordinate check's own-parameter parts; the groups the part does not reach, as the input layer for the hidden
+    kind, are not measured). `part` is a kind before the readout, "output" (the readout's weight) or READOUT_BIAS:
 
         kind k       every layer it reaches  n^-r_k: its own layers' W_t - W_0 applied to their input (TP IVb's
                      Delta W^l x^(l-1) = Theta(n^-r_l)), and the layers above them, which that change reaches
@@ -164,7 +170,8 @@ def part_slopes(abcd: Callable[[str], tuple], part: str, optimizer: str = "adam"
         a, _, c, d = (float(v) for v in abcd("scalar"))
         entrywise = families.family(optimizer, "scalar", muon_io) == "adam"
         return _clean({**nan, "output": -((c if entrywise else c - d) + a)})
-    r = feature_exponents(abcd, optimizer, {*kinds, part} - {"output"}, spectral_c, muon_io, frozen, zero_readout)
+    r = feature_exponents(abcd, optimizer, {*kinds, part} - {"output"}, spectral_c, muon_io, frozen, zero_readout,
+                          at_init)
     if part == "output":
         return _clean({**nan, "output": -r["output"]})
     a_out, b_out = float(abcd("output")[0]), float(abcd("output")[1])
