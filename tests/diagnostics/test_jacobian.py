@@ -453,3 +453,11 @@ def test_the_profile_exponent_is_compared_with_the_infinite_width_one(tmp_path, 
     assert prof["exponent_infinite_width"] == pytest.approx(theory) and 0.3 < theory < 0.6, prof
     out = " ".join(capsys.readouterr().out.split())
     assert f"over l in [1, 5]: {prof['exponent']:+.3f} (infinite width: {theory:+.3f})" in out, out
+
+
+def test_an_ordered_point_gets_no_slow_approach_note():
+    """tanh at sigma_w = 0.7 is in the ordered phase: chi settles at chi* = 0.49 by block 40 and stays there (0.490 at
+    block 400). Rounding left chi at block 400 a hair nearer 1, and the report said chi 'tends to 1 only as a power
+    law in depth (a marginal fixed point)'; chi must come at least 1% nearer 1 for that note."""
+    cfg = mlp(width=128, depth=40, activation="tanh")
+    assert slow_approach(P.get("critical", sigma_w=0.7), "mlp_resnet", cfg, 0.476, 0.009) is None
