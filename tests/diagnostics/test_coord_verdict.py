@@ -45,11 +45,15 @@ def test_a_diverged_coordinate_check_prints_why_its_slopes_are_missing():
 def test_the_readout_hint_reads_zero_init_as_the_plugin_does(zero_init, hinted):
     """--param-opt zero_init=false reaches the spec as the string 'false', which is truthy: the hint on a random
     readout's n^-1/2 term (only the output failing, slope -0.3 against 0) was left out exactly when the readout was
-    random. It now asks the plugin, which reads 'false' and '0' as False."""
+    random. It now asks the plugin's expectation, whose plugin reads 'false' and '0' as False."""
+    import zoo.models
+    import zoo.param
     from zoo.diagnostics.coord_sweep import CoordSpec, readout_hint
-    from zoo.diagnostics.verdict import Expectation, LayerVerdict
+    from zoo.diagnostics.verdict import LayerVerdict
 
-    result = {"axis": "width", "expected": Expectation({"output": 0.0}, {}, []), "branch_verdicts": [],
+    cfg = zoo.models.config("mlp_resnet", width=16, depth=1)
+    exp = verdict.expected("mlp_resnet", cfg, zoo.param.get("mup", zero_init=zero_init), "adam")
+    result = {"axis": "width", "expected": exp, "branch_verdicts": [],
               "verdicts": [LayerVerdict("output", "output", [-0.3, -0.3], 0.0, False, False),
                            LayerVerdict("pre/0", "hidden", [0.02, 0.01], 0.0, True, True)]}
     hint = readout_hint(CoordSpec(param_opt={"zero_init": zero_init}), result)
@@ -172,3 +176,17 @@ def test_an_sgd_scalar_is_judged_at_its_first_step_by_the_clt_sum():
                              first=exp.first_parts["scalar"])
         assert v.passed == ok, (first_slope, later_slope)
         assert v.first == -0.5
+
+
+@pytest.mark.parametrize("tied, hidden", [(True, -0.5), (False, -1.0)])
+def test_zero_init_leaves_a_tied_readout_random_in_the_predictions(tied, hidden):
+    """zero_init zeroes output-kind weights; the GPT's default readout is its token embedding (input kind), which it
+    leaves random. The predictions assumed a zero readout all the same: NTK under SGD on the tied GPT, hidden n^-1
+    predicted where a check measures n^-1/2 (widths 64..256, 2 seeds: pre/0 -0.50, embed -0.46, blocks/0 -0.55); the
+    untied GPT's readout does start at 0, and its backprop with it (n^-1)."""
+    import zoo.models
+    import zoo.param
+
+    cfg = zoo.models.config("gpt", width=64, depth=1, tie_embeddings=tied)
+    exp = verdict.expected("gpt", cfg, zoo.param.get("ntk", zero_init=True), "sgd")
+    assert exp.zero_readout is not tied and exp.total["hidden"] == pytest.approx(hidden)

@@ -195,15 +195,17 @@ def diverged_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
 def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
     """Why only shrinking output changes fail at small widths, when that is what the result shows: a stable plugin, the
     output the only failing group, its slopes within 1/2 below the expected one (the n^-1/2 term's most), and a
-    random readout (zero_init off as the plugin reads it: the command line's value is the string 'false')."""
+    random readout (zero_init off as the plugin reads it, or a readout tied to the input embedding, which it leaves
+    random)."""
     output = [v for v in result["verdicts"] if v.group == "output" and not v.matches]
     only = failed_groups(result) == ["output"] and not result["expected"].unstable
     if result["axis"] == "width" and only and output and \
             all(v.expected - 0.5 < s < v.expected for v in output for s in v.slopes if s == s) and \
-            not zoo.param.get(spec.param, **spec.param_opt).zero_init:
+            not result["expected"].zero_readout:
         return ("hint: only shrinking output changes fail. A random readout V0 adds V0 . dh / n to the logits' "
                 "change, a term that shrinks like n^-1/2 and tilts the slope below its prediction at small widths; "
-                "check with --param-opt zero_init=true (muP allows a zero readout) or at larger widths.")
+                "check with --param-opt zero_init=true (muP allows a zero readout; a readout tied to the embedding "
+                "stays random: untie it) or at larger widths.")
     return None
 
 

@@ -70,6 +70,7 @@ class Expectation:
     unstable: list[str]
     parts: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     first_parts: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    zero_readout: bool = False  # the readout starts at 0 (zero_init, and a readout weight of the model's own)
 
 
 def expected(model_name: str, cfg: Any, plugin: Parametrization, optimizer: str, axis: str = "width",
@@ -86,20 +87,23 @@ def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple
                 outside: tuple[str, ...] | None = None, muon_io: bool = False) -> Expectation:
     """The plugin's predictions for a model whose pre-readout parameters have `kinds` (those outside the residual
     branches `outside`; None: unknown, some train) and whose head dim grows like width^head_dim_slope; unstable where
-    theory says the init blows up or a present group's change grows."""
-    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, muon_io=muon_io, outside=outside)
+    theory says the init blows up or a present group's change grows. A model without an output-kind parameter (a
+    readout tied to the input embedding) keeps a random readout under zero_init."""
+    own = {"muon_io": muon_io, "own_readout": outside is None or "output" in outside}
+    total = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, outside=outside, **own)
     branch = plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, branch_only=True) if axis == "depth" \
         else {}
-    parts = {p: plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, muon_io=muon_io, part=p)
+    parts = {p: plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, part=p, **own)
              for p in (*kinds, "output", READOUT_BIAS)} if axis == "width" else {}
-    first = {p: plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, muon_io=muon_io, part=p, at_init=True)
+    first = {p: plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, part=p, at_init=True, **own)
              for p in parts}
     present = set(total) if groups is None else set(groups)
     growing = {g: s for part in (total, branch) for g, s in part.items() if g in present and s > 0}
     unstable = plugin.instabilities(axis, kinds) + [
         f"the {g} change grows like {axis}^{s:+.2f}" for g, s in sorted(growing.items())]
     return Expectation(total, branch, list(dict.fromkeys(unstable)), parts,
-                       {p: s for p, s in first.items() if s != parts[p]})
+                       {p: s for p, s in first.items() if s != parts[p]},
+                       bool(plugin.zero_init) and own["own_readout"])
 
 
 @dataclasses.dataclass

@@ -62,7 +62,8 @@ class Parametrization:
       readout_mult: a constant on the output layer's forward multiplier.
       attn_mult: a constant on the attention-logit scale.
       init_mult: a constant on every init std (TP-V's tunable init scale: width-independent, so it transfers).
-      zero_init: initialise output-kind weights and attention queries at zero (muP allows it, TP-V).
+      zero_init: initialise output-kind weights and attention queries at zero (muP allows it, TP-V); a readout tied
+        to the input embedding (the GPT's default) is that embedding, input kind, and stays random.
       freeze: a comma list of kinds that do not train (LR and weight decay 0), e.g. "input,output" as in TP VI's
         depth experiments, which train only the residual blocks.
     """
@@ -218,14 +219,17 @@ class Parametrization:
                         kinds: tuple[str, ...] = ("input", "vector", "hidden"),
                         head_dim_slope: float = 1.0, branch_only: bool = False,
                         muon_io: bool = False, outside: tuple[str, ...] | None = None,
-                        part: str | None = None, at_init: bool = False) -> dict[str, float]:
+                        part: str | None = None, at_init: bool = False,
+                        own_readout: bool = True) -> dict[str, float]:
         """Group (input, hidden, stream, output, attention) -> predicted log-log slope of the activations' change
         against width or depth, from this plugin's stated rules (class docstring): its abcd table, the LR rule it
         states per optimizer family, (alpha, gamma), its attention exponent and its frozen kinds (a group nothing
         trained moves: NaN); in depth, with branch_only, of the change the residual-branch parameters cause alone,
         and `outside` the kinds of the parameters outside the residual branches (None: some of them train); in
         width, with `part` (a kind, "output" or "readout_bias"), of the change that part's parameters cause alone
-        (`at_init`: after the first update, from the gradient at init). See zoo.param.predict.
+        (`at_init`: after the first update, from the gradient at init). `own_readout`: the model has an output-kind
+        weight, which zero_init starts at 0 (a readout tied to the input embedding stays random). See
+        zoo.param.predict.
         """
         frozen = self.frozen_kinds()
         if axis == "depth":
@@ -234,7 +238,8 @@ class Parametrization:
         if axis != "width":
             raise ValueError(f"axis must be width or depth, got {axis!r}")
         e = float(self.attn_exponent)  # stated: logits q.k / d_head^e
-        common = dict(spectral_c=self.spectral_c, muon_io=muon_io, zero_readout=bool(self.zero_init), frozen=frozen)
+        common = dict(spectral_c=self.spectral_c, muon_io=muon_io, zero_readout=bool(self.zero_init) and own_readout,
+                      frozen=frozen)
         if part is not None:
             return predict.part_slopes(self.table_for, part, optimizer, kinds, e, head_dim_slope, **common,
                                        at_init=at_init)
