@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import numpy as np
@@ -78,6 +79,34 @@ def test_unknown_plugin_option_or_value_lists_what_exists():
     for key in ("init_mult", "readout_mult"):  # 0 trained nothing without a word
         with pytest.raises(ValueError, match=f"option {key} of 'sp' multiplies .*: it must be positive, got 0"):
             P.get("sp", **{key: "0"})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"init_mult": "1e-50"}, "option init_mult of 'sp' 1e-50 is below float32's smallest normal number"),
+    ({"branch_mult": "-1e-45"}, "option branch_mult of 'sp' -1e-45 is below float32's smallest normal number"),
+    ({"readout_mult": "1e300"}, "option readout_mult of 'sp' 1e+300 is beyond float32's largest number"),
+    ({"attn_mult": 1e39}, "option attn_mult of 'sp' 1e+39 is beyond float32's largest number"),
+])
+def test_an_option_float32_makes_0_or_inf_is_refused(options, message):
+    """init_mult=1e-50 is 0 in float32: the run trained nothing (loss ln 10 throughout) with exit status 0, and
+    branch_mult=1e300 wrote a run dir before its loss became nan ('lower --lr')."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        P.get("sp", **options)
+    assert P.get("sp", branch_mult=0.0).branch_mult == 0.0  # every branch off: a choice, not an underflow
+
+
+@pytest.mark.parametrize("plugin, options, tag, message", [
+    ("abcd", {"hidden": "200,0,0,0"}, ("hidden", 64), r"abcd's forward width multiplier m\^-a is 2\^-200"),
+    ("abcd", {"input": "-1e300,0,0,0"}, ("input", 64), r"abcd's forward width multiplier m\^-a is 2\^1e\+300 = inf"),
+])
+def test_an_exponent_float32_cannot_hold_is_refused(plugin, options, tag, message):
+    """A forward multiplier m^-a beyond float32 (Python's OverflowError escaped as 'unexpected', or a silent 0 that
+    trained nothing) and an attention scale d^-e beyond it (ZeroDivisionError) are one ValueError naming the rule."""
+    kind, width = tag
+    with pytest.raises(ValueError, match=message):
+        P.get(plugin, **options).multiplier(Tag(kind, fan_in=width, fan_out=width, width_mult=2.0))
+    with pytest.raises(ValueError, match="abcd's attention scale"):
+        P.get("abcd", attn_exp=100.0).attn_scale(64, 32)
 
 
 def test_freeze_keeps_the_listed_kinds_at_their_init():

@@ -30,7 +30,7 @@ from zoo.param.ntk_mup import NTKMuP
 from zoo.param.sp import SP
 from zoo.param.tags import KINDS, Tag
 from zoo.registry import Registry
-from zoo.schema import check_type, from_text
+from zoo.schema import check_float32, check_type, from_text
 
 
 def _plugin(name: str, cls: Any) -> type[Parametrization]:
@@ -75,6 +75,10 @@ def get(name: str, **opts: Any) -> Parametrization:
                          f"its options are {', '.join(fields)}")
     plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
     plugin.frozen_kinds()  # an unknown kind in freeze= is refused here, not when the optimizer is built
+    for key in opts:  # a number float32 makes 0 or inf (init_mult=1e-50: nothing trains, with rc 0)
+        value = getattr(plugin, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            check_float32(f"option {key} of {name!r}", value, None)
     for key, what in SCALES.items():
         value = getattr(plugin, key)
         if isinstance(value, (int, float)) and value <= 0:

@@ -89,8 +89,7 @@ class Parametrization:
 
     def multiplier(self, tag: Tag) -> Any:
         """Forward multiplier m^-a (times readout_mult on the output layer)."""
-        a = self.abcd(tag)[0]
-        mult = tag.width_mult ** -a
+        mult = power(tag.width_mult, -self.abcd(tag)[0], f"{self.name}'s forward width multiplier m^-a")
         return mult * self.readout_mult if tag.kind == "output" else mult
 
     def tied_exponent(self, readout: Tag, embedding: Tag) -> Any:
@@ -110,7 +109,8 @@ class Parametrization:
 
     def tied_multiplier(self, readout: Tag, embedding: Tag) -> Any:
         """Forward multiplier of a readout tied to an input embedding: m^-tied_exponent times readout_mult."""
-        return readout.width_mult ** -self.tied_exponent(readout, embedding) * self.readout_mult
+        return power(readout.width_mult, -self.tied_exponent(readout, embedding),
+                     f"{self.name}'s tied readout multiplier m^-e") * self.readout_mult
 
     def init_std(self, tag: Tag, std0: float) -> Any:
         """Init std init_mult * std0 * m^-b, or 0 for readouts and queries under zero_init."""
@@ -259,8 +259,8 @@ class Parametrization:
 
     def attn_scale(self, d_head: int, base_d_head: int) -> Any:
         """Attention-logit scale attn_mult * d0^(e - 1/2) / d^e: 1/sqrt(d) at the base head dim."""
-        e = self.attn_exponent
-        return self.attn_mult * base_d_head ** (e - 0.5) / d_head**e
+        e, what = self.attn_exponent, f"{self.name}'s attention scale (d0/d)^e / sqrt(d0), e = attn_exp"
+        return self.attn_mult * power(base_d_head, e - 0.5, what) * power(d_head, -e, what)
 
     def spec(self) -> dict[str, Any]:
         """A JSON-able description: the plugin name and its options."""
