@@ -260,3 +260,16 @@ def test_a_runs_model_options_give_its_default_size():
     adam = OptimConfig("adam", lr=1e-3)
     assert ZooRun("gpt", P.get("mup"), adam, {"depth": 1, "width": 32}, batch_size=2).default_size() == (32, 1)
     assert ZooRun("gpt", P.get("mup"), adam, {}, batch_size=2).default_size() == (384, 6)
+
+
+def test_an_update_that_is_not_finite_fails_its_check():
+    """`zoo.audit --lr 1e30`: every update RMS was inf, the checks went unjudged ('zero or negative at some size'),
+    and the audit said PASS with exit status 0. A judged quantity that is not finite at some size fails now; one that
+    is 0 keeps its note and no verdict (a null direction, no decay)."""
+    diverged = judge.check("update_rms", [16, 32], [math.inf, math.inf], [0.0, 0.0], 0.1)
+    assert diverged.passed is False and "not finite at some size, the step diverged" in diverged.note
+    assert judge.failures([diverged]) == ["update_rms slope n/a, theory +0.00 (not finite at some size, the step "
+                                          "diverged: give a smaller --lr)"]
+    zero = judge.check("update_rms", [16, 32], [0.0, 1e-3], [0.0, 0.0], 0.1)
+    assert zero.passed is None and zero.note == "zero or negative at some size"
+    assert judge.check("update_rms", [16, 32], [math.nan, 1.0], [0.0, 0.0], 0.1, judged=False).passed is None

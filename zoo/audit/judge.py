@@ -62,6 +62,9 @@ def check(quantity: str, xs: Sequence[float], values: Sequence[float | None], lo
     judged = judged and logs is not None
     if quantity == "wd_shrink" and all(v is not None and abs(v) < NO_DECAY for v in values):
         return Check(quantity, values, None, expected, True if judged else None, "no decay")
+    if judged and any(v is not None and not math.isfinite(v) for v in values):  # inf or NaN: no law measured
+        return Check(quantity, values, None, expected, False, "not finite at some size, the step diverged: give a "
+                     "smaller --lr")
     if any(v is None or not math.isfinite(v) or v <= 0 for v in values):
         note = why_missing if any(v is None for v in values) else "zero or negative at some size"
         return Check(quantity, values, None, expected, False if judged and quantity == "wd_shrink" else None, note)
