@@ -42,6 +42,7 @@ def _cases(tmp, small_run):
         (["--config", str(tmp)], "is a directory, not a YAML or JSON file"),
         (["--config", str(tmp / "intkey.yaml")], "model_opt has the key 1; option names are strings"),
         (["--config", str(tmp / "both.yaml")], "--steps and --epochs exclude each other (both in the config file)"),
+        (["--config", str(tmp / "typo.yaml"), "--config", str(tmp / "both.yaml")], "--config given twice ("),
         (["--epochs", "1"], "--steps and --epochs exclude each other"),
         (["--steps", str(2**31)], "--steps must be at most 2^31 - 1"),
         (["--warmup", str(10**23)], "--warmup must be at most 2^31 - 1"),

@@ -96,6 +96,18 @@ class KeyValues(argparse.Action):
         setattr(namespace, self.dest, [*pairs, values])
 
 
+class Once(argparse.Action):
+    """A flag that may be given once: a second one is a bad command line (a second --config silently replaced the
+    first file, whose settings were then never read)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): give it once, "
+                         "with every setting in one file")
+        setattr(namespace, self.dest, values)
+
+
 def finite(text: str) -> float:
     """A finite number (nan and inf are refused)."""
     try:

@@ -11,6 +11,7 @@ import yaml
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
+    Once,
     Parser,
     add_allow_import,
     add_compile_cache,
@@ -33,8 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="train.py", description="Train a zoo model under a parametrization plugin. Flags override "
                "--config, which overrides the model's recipe. Rerunning the same command in the same run dir "
                "resumes; a rerun whose settings differ is refused (use --fork-from in a new run dir).")
-    p.add_argument("--config", type=path_arg, help="YAML or JSON file of settings (flat, keys as the flags with _ or "
-                   "-, or nested by part: model, param, optim, data, loop), e.g. configs/run.yaml")
+    p.add_argument("--config", type=path_arg, action=Once, help="YAML or JSON file of settings (flat, keys as the "
+                   "flags with _ or -, or nested by part: model, param, optim, data, loop), e.g. configs/run.yaml")
     p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
     add_compile_cache(p)
     add_settings(p, FLAT)
