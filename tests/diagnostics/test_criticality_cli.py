@@ -66,6 +66,10 @@ def test_profile_prints_and_plots_the_apjn_power_law(tmp_path, capsys):
     (["--model", "resnet50"], "unknown model"),
     (["--grid", "sigma_w=2:1"], "sigma_w"),
     (["--model-opt", "activation=gelu", "--model-opt", "mean_subtract=false"], "needs biases"),
+    ([*ERF_MLP, "--find", "sigma_w=0.5:2", "--param-opt", "sigma_w=1"],  # the given value was dropped unsaid
+     "sigma_w is both given (--param-opt sigma_w=1) and bisected (--find): leave out one"),
+    (["--grid", "sigma_w=0.5:2:2", "--grid", "mu=0:1:2", "--param-opt", "sigma_w=3"],
+     "sigma_w is both given (--param-opt sigma_w=3) and swept (--grid): leave out one"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
     code, out, err = criticality(args, tmp_path, capsys)

@@ -73,8 +73,8 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
 
 def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     """What can be refused before anything is measured: sizes, estimate counts, the grid's axes and values (each in
-    the plugin's range, zoo.param.critical.check_option) and the bisection's bounds, sigma_b without
-    biases, a model too large for the memory free, and an `out` that is not a directory."""
+    the plugin's range, zoo.param.critical.check_option) and the bisection's bounds, an option both given and varied,
+    sigma_b without biases, a model too large for the memory free, and an `out` that is not a directory."""
     if spec.width < 1 or spec.depth < 2:
         raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
     if min(spec.seeds, spec.batch, spec.probes) < 1:
@@ -86,6 +86,11 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     for name, values in [*spec.grid, *([(spec.find[0], spec.find[1:])] if spec.find else [])]:
         check_option(name, values)
     varied = [name for name, _ in spec.grid] + ([spec.find[0]] if spec.find else [])
+    fixed = sorted(set(varied) & set(spec.param_opt))
+    if fixed:  # the grid or the bisection replaced the given value without a word
+        how = "bisected (--find)" if spec.find and spec.find[0] == fixed[0] else "swept (--grid)"
+        raise ValueError(f"{fixed[0]} is both given (--param-opt {fixed[0]}={spec.param_opt[fixed[0]]}) and {how}: "
+                         "leave out one")
     if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
         raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")
     jacobian.check_fits(spec.model, cfg, spec.batch)
