@@ -70,6 +70,8 @@ def test_profile_prints_and_plots_the_apjn_power_law(tmp_path, capsys):
      "sigma_w is both given (--param-opt sigma_w=1) and bisected (--find): leave out one"),
     (["--grid", "sigma_w=0.5:2:2", "--grid", "mu=0:1:2", "--param-opt", "sigma_w=3"],
      "sigma_w is both given (--param-opt sigma_w=3) and swept (--grid): leave out one"),
+    (["--width", "16", "--depth", "4", "--seeds", "1", "--batch", "2", "--probes", "1", "--profile", "--param-opt",
+      "sigma_w=1e30"], "from block 1 on: the stream overflows float32"),  # was matplotlib's 'cannot be log-scaled'
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
     code, out, err = criticality(args, tmp_path, capsys)

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import zoo.models
 import zoo.param
 from zoo.diagnostics import jacobian, phase, profile
@@ -105,6 +107,12 @@ def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, i
     the exponent fitted to it alike (what the measured one tends to with width); with the function that draws the
     figure into a path."""
     mean, err = jacobian.apjn(spec.model, cfg, plugin, 0, **estimate)
+    bad = np.flatnonzero(~(np.isfinite(mean) & (mean > 0)))
+    if bad.size:  # matplotlib's 'Data cannot be log-scaled' was the line the user got
+        why = ("it underflows float32 there (deep in the ordered phase): raise sigma_w or lower the depth"
+               if mean[bad[0]] == 0 else "the stream overflows float32 there (deep in the chaotic phase), where the "
+               "network computes no Jacobian: lower sigma_w or the depth")
+        raise ValueError(f"the APJN J^(0,l) is not a positive finite number from block {bad[0]} on: {why}")
     depth = cfg.depth
     slope, (lo, hi) = profile.exponent(mean, depth), profile.fit_range(depth)
     infinite = profile.infinite_width(cfg, plugin) if theory.describes(cfg) else None
