@@ -33,6 +33,13 @@ def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     assert resumed["best_eval"] == whole["best_eval"]
     assert resumed["final_eval"] == whole["final_eval"]
     assert resumed["report"] == whole["report"] == {"at": 0}
+    # the clock goes on from the checkpoint's: the best (before step 6) keeps the first process's time, and the
+    # run's wall seconds count the first process up to its step-6 checkpoint (time_to_best_s was {} and wall_s this
+    # process's alone)
+    saved = json.loads((tmp_path / "resumed" / "checkpoints" / "6" / "meta" / "metadata").read_text())
+    assert resumed["time_to_best_s"]["loss"] == whole["time_to_best_s"]["loss"] == saved["best_time"]["loss"]
+    assert set(resumed["time_to_best_s"]) == set(whole["time_to_best_s"])  # a best after step 6: this process's time
+    assert resumed["wall_s"] > saved["wall_s"] > whole["time_to_best_s"]["loss"]
     fork = train(resolve({**TINY_RUN, "steps": 12, "eval_every": 3, "lr": 0.3, "run_dir": str(tmp_path / "fork"),
                           "fork_from": f"{tmp_path / 'whole'}:6"}), report)
     assert fork["report"] == {"at": 0}  # a fork starts at its source's step: its run-start report is the source's

@@ -17,9 +17,9 @@ from typing import Any
 
 from zoo.errors import CheckpointFormat
 
-FORMAT = 1
+FORMAT = 2  # 2: the run's clock (wall_s, best_time), for a resumed run's summary
 FIELDS = frozenset({"format", "step", "kernels", "checksums", "config", "plugin", "data_position", "first_loss",
-                    "summary_extra", "train_examples", "data", "tokenizer", "exported_from"})
+                    "summary_extra", "train_examples", "data", "tokenizer", "exported_from", "wall_s", "best_time"})
 
 
 def check(meta: dict[str, Any], where: Path) -> None:

@@ -3,6 +3,7 @@ hooks add theirs (a diagnostic's metric, a run-start report)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -14,9 +15,10 @@ from zoo.train.logger import Logger
 class Evals:
     """Eval results: each logged; the last, and the best so far (lowest loss, bits and sampled loss, highest
     accuracy) over the whole run, a resumed run's `earlier` eval rows (metrics.jsonl's, before its start) included;
-    `best_time`: the wall seconds from `started` (the process's train() call) to the end of each best's eval, for
-    the bests this process measured (a best from before a resume took another process's time); `extra` holds what
-    hooks add to the summary (a run-start report), saved with each checkpoint for a resumed run's summary."""
+    `best_time`: the run's wall seconds from `started` (the first process's train() call) to the end of each best's
+    eval; `extra` holds what hooks add to the summary (a run-start report). Both are saved with each checkpoint
+    (`clock`) for a resumed run (`resumed`), whose clock goes on from the checkpoint's: each process counts from its
+    start to its last checkpoint (the steps after it are trained again, and their first try's time is not counted)."""
 
     def __init__(self, logger: Logger, earlier: Sequence[dict[str, Any]] = (), started: float = 0.0):
         self.logger, self.step, self.started = logger, -1, started
@@ -26,6 +28,23 @@ class Evals:
         self.extra: dict[str, Any] = {}
         for row in earlier:
             self.keep(row["step"], {k: v for k, v in row.items() if k not in ("step", "split", "time")})
+
+    def clock(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the run's time: its wall seconds so far and each best's time."""
+        return {"wall_s": time.perf_counter() - self.started, "best_time": dict(self.best_time)}
+
+    def resumed(self, meta: dict[str, Any]) -> None:
+        """Go on from a checkpoint's metadata: its summary additions, its wall seconds (the clock starts that much
+        earlier) and the times of the bests it had, which are this run's bests from before the resume. A checkpoint
+        from before the clock was kept (format 1) has no times: a best from before the resume then has none."""
+        self.extra.update(meta.get("summary_extra", {}))
+        wall = meta.get("wall_s")
+        if _seconds(wall):
+            self.started -= float(wall)
+        times = meta.get("best_time")
+        if isinstance(times, dict):
+            self.best_time.update({k: v for k, v in times.items() if k in self.best and k not in self.best_time
+                                   and _seconds(v)})
 
     def logged(self, step: int) -> bool:
         """Whether the eval of `step` is among the kept (a resumed run's earlier rows included)."""
@@ -49,3 +68,8 @@ class Evals:
                     self.best_time.pop(k, None)
                 else:
                     self.best_time[k] = round(elapsed, 3)
+
+
+def _seconds(v: Any) -> bool:
+    """Whether a checkpoint's recorded time is a number of seconds (a damaged one is left out)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0

@@ -84,7 +84,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
                             [*hooks, checkpoint_hook(ckpts, s.cfg.loop.ckpt_every)], started)
-                loop.evals.extra.update(meta.get("summary_extra", {}))  # a resumed run's run-start report
+                loop.evals.resumed(meta)  # a resumed run's run-start report, and its clock
                 summary = loop.run(start)
         run.finish(summary)
         speed = f"; {summary['ms_per_step']:.1f} ms/step" if "ms_per_step" in summary else ""
@@ -174,7 +174,7 @@ class Loop:
                                    f"state. {self.guard.advice()}")
         self.guard.check(step + 1, self.compiled.loss_at(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
-                "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra,
+                "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra, **self.evals.clock(),
                 "train_examples": self.s.data.size("train"), **card.record(self.s.data)}
 
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
