@@ -258,10 +258,9 @@ def _plain(v: Any) -> bool:
 
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:
-    """The model's recipe, then the file, then the flags that were given (None: not given; option mappings merge;
-    epochs given replace the steps before them, an augment given the augment options before it; synthetic data takes
-    no augmentation but one given). The model, the plugin and their options are checked here, before any data is
-    loaded."""
+    """The model's recipe, then the file, then the flags given (None: not given; option mappings merge; epochs given
+    replace the steps before them, an augment given the augment options before it but a file's given without one;
+    synthetic data takes no augmentation but one given). Model, plugin and options are checked before any data."""
     import zoo.models
     import zoo.param
 
@@ -270,8 +269,9 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     recipe = zoo.models.recipe(model)
     values: dict[str, Any] = {"model": model, **recipe}
     for source in (file_values, {k: v for k, v in flags.items() if v is not None}):
-        if source.get("augment") is not None:  # the options before it were for other ops
-            values.pop("augment_opt", None)
+        if source.get("augment") is not None:  # the options before it were for other ops, but a file's own
+            mine = source is not file_values and file_values.get("augment") is None  # (given without its ops)
+            values["augment_opt"] = file_values.get("augment_opt") or {} if mine else {}  # are for the ops given
         if source.get("epochs") is not None:  # the horizon in epochs replaces the steps of the recipe or file
             if source.get("steps") is not None:
                 where = " (both in the config file)" if source is file_values else ""

@@ -31,6 +31,19 @@ def test_flags_over_the_recipes_augmentation():
         resolve({"model": "vit", "data": "synthetic", "augment_opt": {"mix_prob": "0.5"}})
 
 
+def test_a_files_augment_options_go_with_the_augment_flag():
+    """A config file's augment options given without its own augment are for the augment the flags give: they were
+    dropped without a word (a valid mix_prob 0.3 vanished, an invalid -5 passed), as the recipe's are. A file's
+    options given with its own augment are for those ops, and a flag's augment drops them."""
+    flags = {"model": "vit", "augment": "erasing,mixup"}
+    assert resolve(flags, {"augment_opt": {"mix_prob": 0.3}}).data.augment_options == {"mix_prob": 0.3}
+    with pytest.raises(ValueError, match="mix_prob must be in"):
+        resolve(flags, {"augment_opt": {"mix_prob": -5}})
+    assert resolve(flags, {"augment": "crop", "augment_opt": {"pad": 2}}).data.augment_options == {}
+    assert resolve({**flags, "augment_opt": {"mix_prob": 0.2}}, {"augment_opt": {"mix_prob": 0.3}}
+                   ).data.augment_options == {"mix_prob": 0.2}  # the flag's over the file's
+
+
 def test_older_runs_boolean_augment_is_crop_flip_and_augmentation_is_identity():
     """A run dir from before (augment: true) reads as crop,flip, resumes under --augment crop_flip, and is refused
     under other augmentation or label smoothing, as any changed setting."""
