@@ -113,17 +113,21 @@ def test_module_entry_point_is_the_command_line(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("{garbage", "is not JSON"), ('{"a": 1}', "is not a claim's results"),
     ('{"numbers": {"x": 1}, "command": 5}', "it needs 'numbers' and a 'command' string"),
+    (None, "results.json is a directory, not a claim's results"),  # said 'results.json is missing'
     ('{"numbers": {"x": 1}, "command": "c"}', "does not hold this version's numbers of yaida-family")])
 def test_render_of_results_that_are_not_the_claims_is_one_line(text, message, tmp_path, capsys):
     """A results.json that is not JSON, not a claim's record, or another version's numbers: one line naming it, and
     the index lists such a claim as stale."""
     folder = tmp_path / "yaida-family"
     folder.mkdir()
-    (folder / "results.json").write_text(text)
+    if text is None:
+        (folder / "results.json").mkdir()
+    else:
+        (folder / "results.json").write_text(text)
     with pytest.raises(SystemExit) as e:
         main(["render", "yaida-family", "--out", str(tmp_path)])
     assert message in clean_error(e.value.code, capsys.readouterr().err)
-    assert "**stale: rerun it**" in papers.page.index(tmp_path, papers.PAPERS)
+    assert ("**stale: rerun it**" in papers.page.index(tmp_path, papers.PAPERS)) == (text is not None)
 
 
 def test_a_quick_run_never_lands_beside_the_full_runs(tmp_path, monkeypatch, capsys):

@@ -246,4 +246,7 @@ def test_skipped_lines_are_said_and_an_axes_list_with_a_gap_is_refused(tmp_path,
     with pytest.raises(SystemExit) as e:
         main([str(d), "--out", str(tmp_path / "fit2"), "--axes", "width,"])
     assert e.value.code == 1 and "--axes 'width,' has an empty entry" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # an empty --axes was read as no --axes
+        main([str(d), "--out", str(tmp_path / "fit2"), "--axes", ""])
+    assert e.value.code == 1 and "--axes '' has an empty entry" in capsys.readouterr().err
     assert not (tmp_path / "fit2").exists()

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     if policy is not None:
         policy.check_run(run)  # a fitted law of another model, plugin or optimizer is refused, as zoo.sweep does
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
-    axes = comma_items(args.axes, "--axes") if args.axes else None
+    axes = None if args.axes is None else comma_items(args.axes, "--axes")
     if axes and len(set(axes)) < len(axes):
         raise ValueError(f"--axes {args.axes} names {next(a for a in axes if axes.count(a) > 1)} twice")
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)

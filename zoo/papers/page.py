@@ -118,6 +118,8 @@ def dump(record: dict[str, Any]) -> str:
 
 def read(folder: Path) -> dict[str, Any]:
     path = folder / RESULTS
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a claim's results: remove it and run the claim")
     if not path.is_file():
         raise FileNotFoundError(f"no results in {folder} ({RESULTS} is missing): run the claim first")
     record = read_mapping(path, "a claim's results", "rerun the claim")
