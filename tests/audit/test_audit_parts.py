@@ -273,3 +273,12 @@ def test_an_update_that_is_not_finite_fails_its_check():
     zero = judge.check("update_rms", [16, 32], [0.0, 1e-3], [0.0, 0.0], 0.1)
     assert zero.passed is None and zero.note == "zero or negative at some size"
     assert judge.check("update_rms", [16, 32], [math.nan, 1.0], [0.0, 0.0], 0.1, judged=False).passed is None
+
+
+def test_a_context_length_for_a_model_without_one_is_refused(tmp_path, capsys):
+    """`zoo.audit --model mlp_resnet --seq-len 8` audited the image model and ignored the flag; train.py refuses it."""
+    with pytest.raises(SystemExit) as e:
+        main(["--model", "mlp_resnet", "--seq-len", "8", "--json", str(tmp_path / "a.json")])
+    assert "--seq-len is the context length of a language model, but mlp_resnet has none" in clean_error(
+        e.value.code, capsys.readouterr().err)
+    assert not (tmp_path / "a.json").exists()

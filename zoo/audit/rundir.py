@@ -17,7 +17,7 @@ import zoo.models
 import zoo.param
 from zoo.audit.probe import paths
 from zoo.audit.subjects import ZooRun
-from zoo.config import RunConfig
+from zoo.config import DataConfig, RunConfig
 from zoo.param import families
 from zoo.param.tags import Tag
 from zoo.tree import key_path
@@ -43,6 +43,9 @@ def from_config(cfg: RunConfig, batch_size: int) -> Subject:
     fields = {f.name for f in dataclasses.fields(zoo.models.config(cfg.model.name))}
     if "seq_len" in fields:
         model_opt.setdefault("seq_len", cfg.data.seq_len)
+    elif cfg.data.seq_len != DataConfig.seq_len:  # taken and ignored, where train.py refuses it
+        raise ValueError(f"--seq-len is the context length of a language model, but {cfg.model.name} has none; "
+                         "leave it out")
     run = zoo_run(cfg, model_opt, batch_size, cfg.loop.steps)
     return Subject(run, DEFAULT_WIDTHS, [], DEFAULT_DEPTH)
 
