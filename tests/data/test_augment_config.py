@@ -77,6 +77,14 @@ def test_augmentation_refused_where_it_cannot_apply(augment, given, error):
     assert str(e.value).endswith(error) or error in str(e.value)
 
 
+def test_a_pad_as_wide_as_the_images_is_refused():
+    """--augment crop --augment-opt pad=1000 on 32x32 images trained, 12 s a step in 3.2 GB, on crops of padding."""
+    cfg = RunConfig.from_flat({"data": "d", "augment": "crop,flip", "augment_opt": {"pad": 8}})
+    with pytest.raises(ValueError, match="pad=8 pads d's 8x10 images by as much as they are wide"):
+        augmentation(cfg, data("image", (8, 10, 3)))
+    assert augmentation(cfg, data("image", (9, 10, 3))) is not None
+
+
 def test_augmentation_of_a_run():
     cfg = resolve({"model": "vit"})  # the recipe: its data is CIFAR-10, here stood in for by `data`
     aug = augmentation(cfg, data("image", (32, 32, 3)))

@@ -58,8 +58,8 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
 
 def augmentation(cfg: RunConfig, data: Any) -> Augment | None:
     """The run's --augment on its data (zoo.data.augment.Augment), None when off. It takes uint8 images (height,
-    width, channels), AutoAugment RGB ones: refused in one line on anything else (it was dropped silently on text
-    and failed inside the compile on vectors)."""
+    width, channels), AutoAugment RGB ones, a crop's pad below their size: refused in one line otherwise (it was
+    dropped silently on text and failed inside the compile on vectors; a pad of 1000 took 12 s a step)."""
     ops = parse_ops(cfg.data.augment)
     if not ops:
         return None
@@ -70,7 +70,11 @@ def augmentation(cfg: RunConfig, data: Any) -> Augment | None:
     if "autoaugment" in ops and data.in_shape[-1] != 3:
         raise ValueError(f"{given}: AutoAugment's colour ops weigh R, G and B, but {name}'s images have "
                          f"{data.in_shape[-1]} channel(s); leave autoaugment out")
-    return Augment(ops, options(ops, cfg.data.augment_options), data.num_classes)
+    opts = options(ops, cfg.data.augment_options)
+    if any(op.startswith("crop") for op in ops) and opts.pad >= min(data.in_shape[:2]):
+        raise ValueError(f"--augment-opt pad={opts.pad} pads {name}'s {data.in_shape[0]}x{data.in_shape[1]} images by "
+                         "as much as they are wide: a crop of them is mostly padding; give a pad below their size")
+    return Augment(ops, opts, data.num_classes)
 
 
 def epoch_steps(cfg: RunConfig, data: Any) -> int:
