@@ -2,9 +2,11 @@
 stacked layers and the matrices Muon sees in them), Muon's base-shape side, and per-parameter update clipping at a
 width-independent level (TP IVb 2.10.2).
 
-Muon's update is O, the Newton-Schulz orthogonalisation of its momentum: every nonzero singular value of O is about
-1 (in about [0.7, 1.2]), whatever the shape and whatever the rank. Its RMS is sqrt(r / (p q)) at rank r: 1/sqrt(max(p,
-q)) at full rank, but a gradient summed over a batch B < min(p, q) (and the momentum early on) has rank <= B, so
+Muon's update is O, the Newton-Schulz orthogonalisation of its momentum: its five quintic steps lift a singular value
+of the normalised momentum in [0.01, 1] into about [0.68, 1.13], whatever the shape and rank, and leave a smaller one
+lower (1e-3 reaches 0.47; a full-rank 40 x 40 Gaussian's O spans 0.48-1.13, median 0.81). Its RMS is about
+sqrt(r / (p q)) at rank r (0.87 of it for that Gaussian): 1/sqrt(max(p, q)) at full rank, but a gradient summed over a
+batch B < min(p, q) (and the momentum early on) has rank <= B, so
 O's RMS depends on the batch as much as on the width. Clipping therefore reads O's singular-value scale s(O) (see
 `singular_scale`), which is the same at every width and rank, and caps it at max_rms * sqrt(max(p0, q0)): the
 spectral norm of a full-rank O of RMS max_rms at the base shape (p0 x q0).
