@@ -85,7 +85,9 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps(gpt.to_json()))
     assert "checkpoints" in error(str(tmp_path))
     assert "--tokens: expected a positive integer" in error(str(tmp_path), "--tokens", "0", status=2)
-    assert "--temperature must be a finite number >= 0" in error(str(tmp_path), "--temperature", "-1")
+    assert "--temperature must be a number from 0 to float32's largest" in error(str(tmp_path), "--temperature", "-1")
+    assert "--temperature must be a number from 0 to float32's largest" in error(str(tmp_path), "--temperature",
+                                                                                  "1e39")
     assert "--temperature: expected a finite number" in error(str(tmp_path), "--temperature", "nan", status=2)
 
 
@@ -260,3 +262,18 @@ def test_a_prompt_that_is_not_utf8_is_one_line_for_a_text_tokenizer(gpt_run, cap
     monkeypatch.chdir(tmp_path)
     line = one_line_error(sample_cli.main, [str(gpt_run[0]), "--prompt", "a\udcff", "--tokens", "2"], capsys)
     assert "--prompt 'a\\udcff' holds bytes that are not UTF-8 text, which this run's char tokenizer" in line, line
+
+
+def test_top_k_holds_at_any_temperature():
+    """Masked logits (-inf) over a temperature near float32's largest (3e38) were nan, and the draw picked masked
+    tokens (`--top-k 1 --temperature 3e38` printed what greedy never does). The mask now follows the scaling: top-1
+    is greedy at any temperature, and top-2 draws only the two largest."""
+    import jax
+    import jax.numpy as jnp
+
+    logits = jnp.array([[[0.0, 1.0, 5.0, 2.0]]])
+    model, window = (lambda w: (logits,)), jnp.zeros((1, 1), jnp.int32)
+    for temperature in (1.0, 1e30, 3e38):
+        draws = {int(sample._next_token(model, window, 0, jax.random.key(s), jnp.float32(temperature), k))
+                 for s in range(20) for k in (1, 2)}
+        assert draws <= {2, 3} and 2 in draws, (temperature, draws)

@@ -24,7 +24,7 @@ from flax import nnx
 
 from zoo.data.tokenizer import ByteTokenizer
 from zoo.data.view import DataView
-from zoo.schema import INT32_MAX, utf8
+from zoo.schema import F32_MAX, INT32_MAX, utf8
 from zoo.train.load import load_run, read_config
 
 DEFAULT_PROMPT = "\n"
@@ -44,12 +44,12 @@ def _next_token(model: nnx.Module, window: jax.Array, last: jax.Array, key: jax.
     """A token drawn after position `last` of the (1, T) window (positions after it are padding, which a causal
     model does not see)."""
     logits = model(window)[0][0, last].astype(jnp.float32)
-    if top_k is not None:
+    scaled = logits / jnp.maximum(temperature, 1e-6)
+    if top_k is not None:  # masked after the scaling: -inf / a temperature near float32's largest was nan (drawn)
         kth = jax.lax.top_k(logits, top_k)[0][-1]
-        logits = jnp.where(logits < kth, -jnp.inf, logits)
-    greedy = jnp.argmax(logits)
-    drawn = jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6))
-    return jnp.where(temperature > 0, drawn, greedy)
+        logits, scaled = (jnp.where(logits < kth, -jnp.inf, x) for x in (logits, scaled))
+    drawn = jax.random.categorical(key, scaled)
+    return jnp.where(temperature > 0, drawn, jnp.argmax(logits))
 
 
 # jax.jit, not nnx.jit: the module is a pytree, flattened by JAX's own pytree code at each call, about a quarter of
@@ -99,8 +99,9 @@ def check_request(tokens: int, temperature: float, prompt: str | None) -> None:
     """What can be refused before the run is read."""
     if not 1 <= tokens <= INT32_MAX:
         raise ValueError(f"--tokens must be between 1 and 2^31 - 1 (the draws' counter), got {tokens}")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"--temperature must be a finite number >= 0, got {temperature}")
+    if not (math.isfinite(temperature) and 0 <= temperature <= F32_MAX):
+        raise ValueError(f"--temperature must be a number from 0 to float32's largest ({F32_MAX:.3g}), got "
+                         f"{temperature}")
     if prompt == "":
         raise ValueError("--prompt is empty; give the model at least one character to continue")
 
