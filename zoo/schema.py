@@ -25,7 +25,8 @@ POSITIVE: Check = (lambda v: v > 0, "must be positive")
 NON_NEGATIVE: Check = (lambda v: v >= 0, "must be >= 0")
 FRACTION: Check = (lambda v: 0 <= v <= 1, "must be in [0, 1]")
 BETA: Check = (lambda v: 0 <= v < 1, "must be in [0, 1)")
-SEED: Check = (lambda v: 0 <= v < 2**63, "must be in [0, 2^63)")  # JAX takes a seed as a signed 64-bit integer
+# JAX (without x64) keeps a seed's low 32 bits: PRNGKey(2^32) is PRNGKey(0), the same init under another number
+SEED: Check = (lambda v: 0 <= v < 2**32, "must be in [0, 2^32)")
 INT32_MAX = 2**31 - 1
 MAX_SEEDS = 1024  # seeds averaged or swept: their mean's error is 3% of one seed's spread at 1024; more is a typo
 

@@ -61,8 +61,8 @@ def _cases(tmp, small_run):
         (["--config", str(tmp / "typo.yaml")], "width must be an integer, got 'abc'"),
         (["--config", str(tmp / "list.yaml")], "must hold a mapping"),
         (["--width", "0"], "--width must be positive, got 0"),
-        (["--seed", "-1"], "--seed must be in [0, 2^63), got -1"),
-        (["--seed", str(2**63)], "--seed must be in [0, 2^63)"),
+        (["--seed", "-1"], "--seed must be in [0, 2^32), got -1"),
+        (["--seed", str(2**32)], "--seed must be in [0, 2^32)"),  # PRNGKey(2^32) is PRNGKey(0): seed 0's init
         (["--run-dir", ""], "--run-dir must not be empty"),
         (["--depth", "2", "--model-opt", "depth=3"], "model option depth=3 contradicts --depth (depth = 2)"),
         (["--model", "mixer", "--model-opt", "patch=0"], "model option patch must be at least 1, got 0"),

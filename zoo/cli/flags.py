@@ -185,7 +185,7 @@ def seed_count(text: str) -> int:
 
 
 def seed(text: str) -> int:
-    """A seed: an integer in [0, 2^63) (JAX reads a seed as a signed 64-bit integer)."""
+    """A seed: an integer in [0, 2^32) (JAX keeps a seed's low 32 bits: 2^32 would be seed 0 again)."""
     try:
         value = to_int(text)
     except ValueError:
