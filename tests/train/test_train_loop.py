@@ -120,3 +120,16 @@ def test_a_text_runs_bits_are_named_by_what_its_tokens_are(tmp_path):
     assert set(best) == {"loss", "accuracy", "bits_per_byte"}, best
     assert best["bits_per_byte"] == pytest.approx(best["loss"] / math.log(2), rel=1e-6)
     assert BITS == {"char": "bpc", "byte": "bits_per_byte", "bpe": "bits_per_token"}
+
+
+def test_init_from_names_the_source_arrays_it_did_not_use(tmp_path, capsys):
+    """An untied GPT's readout (head/kernel) into a tied GPT has no parameter to go to: the run said 'loaded 11 of
+    11 parameter arrays' and dropped the trained readout without a word. It names it now."""
+    from zoo.cli.train import main
+
+    gpt = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--data",
+           "synthetic:text", "--seq-len", "8", "--batch-size", "4", "--eval-every", "100", "--compile-cache", "off"]
+    main([*gpt, "--steps", "2", "--model-opt", "tie_embeddings=false", "--run-dir", str(tmp_path / "src")])
+    main([*gpt, "--steps", "3", "--run-dir", str(tmp_path / "dst"), "--init-from", str(tmp_path / "src")])
+    err = capsys.readouterr().err
+    assert "init-from: not used, no parameter here by that name: head/kernel" in err, err

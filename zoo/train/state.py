@@ -204,10 +204,11 @@ def _show(value: np.ndarray) -> str:
 def init_from(state: State, s: Setup, report: Report) -> State:
     """Params from another run's newest good checkpoint (or zoo.export's SP form of one), matched by name and shape;
     refused unless most of this model's parameter arrays match (a run of another model), or where they would meet
-    other multipliers here; a line says how many were loaded."""
+    other multipliers here; a line says how many were loaded, and one which of the source's were not."""
     run_dir = s.cfg.loop.init_from
     saved, meta = read_state(run_dir, report=report)
-    params, fresh = fill_by_name(state["params"], by_name(saved["params"]))
+    source = by_name(saved["params"])
+    params, fresh = fill_by_name(state["params"], source)
     total_arrays = len(jax.tree.leaves(params))
     matched = total_arrays - len(fresh)
     if 2 * matched <= total_arrays:
@@ -224,6 +225,9 @@ def init_from(state: State, s: Setup, report: Report) -> State:
            f"from {run_dir} step {meta.get('step')}" +
            (f"; re-initialised by the plugin: {', '.join(f.replace('missing', 'new') for f in fresh)}" if fresh
             else ""))
+    unused = sorted(set(source) - _names(params))  # (one of another shape is among the re-initialised above)
+    if unused:  # an untied export's readout into a tied GPT: the trained head dropped without a word
+        report(f"init-from: not used, no parameter here by that name: {', '.join(unused)}")
     if (note := other_tokens_note(meta, s.data, run_dir)) is not None:
         report(note)
     return {**state, "params": params}
