@@ -79,6 +79,8 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
 
     tensors = load_file(str(out / "model.safetensors"))
     assert set(tensors) == set(loaded) and all(np.array_equal(tensors[k], loaded[k]) for k in loaded)
+    modes = {name: (out / name).stat().st_mode & 0o777 for name in ("model.safetensors", "config.json")}
+    assert modes["model.safetensors"] == modes["config.json"], modes  # the weights were written 0600
     if model == "gpt":
         assert cfg.model.options["tie_embeddings"] is False and "head/kernel" in loaded
 

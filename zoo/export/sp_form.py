@@ -177,7 +177,9 @@ def fill(abstract: nnx.State, params: dict[str, jax.Array]) -> nnx.State:
 
 
 def save_safetensors(path: Path, params: nnx.State, cfg: RunConfig) -> None:
-    from safetensors.numpy import save_file
+    """The params as safetensors, written as every file of zoo's (`write_atomic`: mode 0666 less the umask, where
+    safetensors' save_file left 0600, the weights unreadable beside a readable config.json)."""
+    from safetensors.numpy import save
 
     flat = {key_path(p): np.asarray(v) for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
-    save_file(flat, str(path), metadata={"format": "zoo SP form", "config": json.dumps(cfg.to_json())})
+    write_atomic(path, save(flat, metadata={"format": "zoo SP form", "config": json.dumps(cfg.to_json())}), "wb")
