@@ -140,7 +140,8 @@ def test_a_sweep_given_an_lr_twice_trains_it_once(tmp_path):
 @pytest.mark.parametrize("change, field", [
     ({"width": "32"}, "width"), ({"depth": 2.5}, "depth"), ({"width": True}, "width"), ({"seed": "0"}, "seed"),
     ({"lr": True}, "lr"), ({"width": 0}, "width"), ({"diverged": None}, "diverged"), ({"diverged": "no"}, "diverged"),
-    ({"log2_lr": float("nan")}, "log2_lr"), ({"train_loss": "1.0"}, "train_loss")])
+    ({"log2_lr": float("nan")}, "log2_lr"), ({"train_loss": "1.0"}, "train_loss"),
+    ({"log2_lr": -3.0}, "log2_lr"), ({"seed": -5}, "seed")])  # averaged into another point; a seed the CLI refuses
 def test_a_record_without_what_the_report_reads_is_one_line(change, field):
     """A results.jsonl record (edited by hand, written by another program) with a width "32" beside records of width
     16 stopped --report-only with "unexpected TypeError: '<' not supported between instances of 'str' and 'int'", one
@@ -366,3 +367,19 @@ def test_report_only_names_members_missing_and_lines_it_could_not_read(tmp_path,
     sweep.main(["--out", str(out), "--report-only"])
     assert "warning" not in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["missing_members"] == []
+
+
+def test_an_edited_record_is_refused_before_any_member_trains(tmp_path):
+    """A results.jsonl line edited to a width "16" was refused by the report, after the rerun had trained the
+    missing members and appended them; the rerun now stops first, the file as it was."""
+    from zoo.sweeps.runner import SweepSpec, run_sweep
+
+    run = RunConfig.from_flat(dict(model="mlp_resnet", param="mup", data="synthetic", steps=2, batch_size=8))
+    spec = SweepSpec(run=run, lrs=[2.0**-9], out=tmp_path / "s", widths=[16], depths=[2])
+    run_sweep(spec, echo=lambda _: None)
+    path = tmp_path / "s" / "results.jsonl"
+    edited = path.read_text().replace('"width": 16', '"width": "16"')
+    path.write_text(edited)
+    with pytest.raises(ValueError, match="a record in results.jsonl has no valid width"):
+        run_sweep(dataclasses.replace(spec, lrs=[2.0**-9, 2.0**-7]), echo=lambda _: None)
+    assert path.read_text() == edited

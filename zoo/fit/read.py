@@ -21,7 +21,7 @@ from zoo.config import RunConfig
 from zoo.policy.base import Change, ScalingPolicy
 from zoo.sweeps import results
 from zoo.sweeps.grid import lr_key
-from zoo.sweeps.report import check_record
+from zoo.sweeps.results import check_record
 
 AXES = ("width", "depth", "batch_size", "steps")
 MAPPED = ("b1", "b2", "eps", "momentum", "muon_beta", "warmup")

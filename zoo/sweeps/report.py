@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zoo.files import save_figure
-from zoo.sweeps.results import RESULTS
+from zoo.sweeps.results import RESULTS, check_record
 
 METRICS = ("train_loss", "eval_loss")
 
@@ -97,24 +97,6 @@ class Summary:
         if self.axis == "depth":
             return f"depth {c.depth}"
         return f"width {c.width} depth {c.depth}"
-
-
-def check_record(r: dict[str, Any], metric: str) -> None:
-    """A member record has what the report reads, of its type: one edited by hand or written by another program
-    (no "diverged"; a width "32", which cannot be sorted beside 16) stopped the report with an unexpected error."""
-    def number(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-    def size(v: Any) -> bool:
-        return type(v) is int and v >= 1
-
-    fields = {"width": size, "depth": size, "seed": lambda v: type(v) is int,
-              "lr": lambda v: number(v) and v > 0, "log2_lr": number, "diverged": lambda v: type(v) is bool,
-              **{k: lambda v: v is None or number(v) for k in (metric, "eval_accuracy")}}
-    bad = [k for k, ok in fields.items() if k not in r or not ok(r[k])]
-    if bad:
-        raise ValueError(f"a record in {RESULTS} has no valid {', '.join(bad)} (written by another program?): "
-                         f"{json.dumps(r)[:200]}; delete its line and rerun to train that member again")
 
 
 def summarize(records: list[dict[str, Any]], metric: str = "train_loss") -> Summary:

@@ -127,6 +127,29 @@ def append(out: Path, records: list[dict[str, Any]]) -> None:
         f.flush()
 
 
+def check_record(r: dict[str, Any], metric: str = "train_loss") -> None:
+    """A member record has what the report reads, of its type: one edited by hand or written by another program
+    (no "diverged"; a width "32", which cannot be sorted beside 16) stopped the report with an unexpected error, and
+    one whose log2_lr is not its lr's, or whose seed is negative, was averaged into another member's point."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    def size(v: Any) -> bool:
+        return type(v) is int and v >= 1
+
+    def lr(v: Any) -> bool:
+        return number(v) and v > 0
+
+    fields = {"width": size, "depth": size, "seed": lambda v: type(v) is int and v >= 0, "lr": lr,
+              "log2_lr": lambda v: number(v) and (not lr(r.get("lr")) or lr_key(r["lr"]) == round(v, 6)),
+              "diverged": lambda v: type(v) is bool,
+              **{k: lambda v: v is None or number(v) for k in (metric, "eval_accuracy")}}
+    bad = [k for k, ok in fields.items() if k not in r or not ok(r[k])]
+    if bad:
+        raise ValueError(f"a record in {RESULTS} has no valid {', '.join(bad)} (written by another program?): "
+                         f"{json.dumps(r)[:200]}; delete its line and rerun to train that member again")
+
+
 def done(records: list[dict[str, Any]]) -> set[tuple[Any, Any, float, int]]:
     """The finished members as (width, depth, rounded log2 LR, seed)."""
     return {_key(r) for r in records}

@@ -101,7 +101,10 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
     with results.open_dir(spec.out, echo), workers(spec.processes) as pool:
         results.check_settings(spec.out, settings, echo,
                                base_defaulted=run.model.base_width is None or run.model.base_depth is None)
-        finished = results.done(results.read(spec.out))
+        earlier = results.read(spec.out)
+        for r in earlier:  # an edited record is refused before any member trains, not by the report after
+            results.check_record(r)
+        finished = results.done(earlier)
         lr_all, seed_all = members(spec.lrs, spec.seeds)
         seed_all = seed_all + run.loop.seed
         work = [(cfg, [i for i in range(len(lr_all)) if (cfg.model.width, cfg.model.depth, lr_key(lr_all[i]),
