@@ -271,7 +271,7 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     for source in (file_values, {k: v for k, v in flags.items() if v is not None}):
         if source.get("augment") is not None:  # the options before it were for other ops, but a file's own
             mine = source is not file_values and file_values.get("augment") is None  # (given without its ops)
-            values["augment_opt"] = file_values.get("augment_opt") or {} if mine else {}  # are for the ops given
+            values["augment_opt"] = (file_values.get("augment_opt") or {}) if mine else {}  # are for the ops given
         if source.get("epochs") is not None:  # the horizon in epochs replaces the steps of the recipe or file
             if source.get("steps") is not None:
                 where = " (both in the config file)" if source is file_values else ""
