@@ -49,6 +49,13 @@ class Registry:
             self.entries[name] = self.check(name, obj)
         return obj
 
+    def register_class(self, cls: Any) -> Any:
+        """Add a class under its own `name` (checked); usable as a decorator. TypeError if `check` refuses it."""
+        try:
+            return self.register(getattr(cls, "name", ""), self.check(repr(cls), cls))
+        except ValueError as e:
+            raise TypeError(str(e)) from None
+
     def names(self) -> list[str]:
         """Every name zoo and the installed packages register."""
         self._scan()
@@ -92,6 +99,15 @@ class Registry:
         for ep in importlib.metadata.entry_points(group=self.group):
             if ep.name not in self.entries:
                 self._lazy.setdefault(ep.name, ep.value)
+
+
+def named_subclass(base: type, what: str) -> Callable[[str, Any], type]:
+    """A Registry `check`: the entry is a subclass of `base` with a non-empty `name` (a plugin's, a policy's)."""
+    def check(name: str, cls: Any) -> type:
+        if not (isinstance(cls, type) and issubclass(cls, base)) or not cls.name:
+            raise ValueError(f"{name!r} is not a {what} (a {base.__name__} subclass with a non-empty `name`)")
+        return cls
+    return check
 
 
 def _import(path: str, what: str) -> Any:

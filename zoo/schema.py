@@ -31,6 +31,16 @@ INT32_MAX = 2**31 - 1
 MAX_SEEDS = 1024  # seeds averaged or swept: their mean's error is 3% of one seed's spread at 1024; more is a typo
 
 
+def option_fields(where: str, cls: type, given: Any) -> dict[str, dataclasses.Field]:
+    """The options of `where` (a plugin's, a policy's or a model's config dataclass `cls`) by name; ValueError
+    naming those of `given` it lacks."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(given) - set(fields)):
+        raise ValueError(f"{where} has no option {', '.join(map(repr, unknown))}; its options are "
+                         f"{', '.join(fields) or 'none'}")
+    return fields
+
+
 def setting(default: Any, help: str, *, identity: bool = True, flag: str | None = None, metavar: str | None = None,
             shown: str | None = None, check: Check | None = None, choices: tuple[str, ...] | None = None) -> Any:
     """A dataclass field with its metadata: `flag` (default: the field's name), whether it is part of the run's

@@ -8,7 +8,6 @@ file and one `MODELS.register` line here (or an entry point `zoo.models` of an i
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import typing
 from typing import Any
@@ -18,7 +17,7 @@ from flax import nnx
 
 from zoo.param.base import Parametrization
 from zoo.registry import Registry
-from zoo.schema import check_type, from_text
+from zoo.schema import check_type, from_text, option_fields
 
 
 def _model(name: str, cls: Any) -> type[nnx.Module]:
@@ -52,10 +51,8 @@ def config(name: str, **overrides: Any) -> Any:
     """The model's config dataclass with `overrides` applied: strings (from a command line) converted to each
     field's type, every value checked against it; unknown keys are an error."""
     cls = MODELS.get(name).config_class
-    hints, fields = typing.get_type_hints(cls), sorted(f.name for f in dataclasses.fields(cls))
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise ValueError(f"model {name!r} has no option {', '.join(unknown)}; its options are {', '.join(fields)}")
+    hints = typing.get_type_hints(cls)
+    option_fields(f"model {name!r}", cls, overrides)
     typed = {k: (from_text if isinstance(v, str) and hints[k] is not str else check_type)(
         f"model option {k}", v, hints[k]) for k, v in overrides.items()}
     return cls(**typed)

@@ -29,25 +29,15 @@ from zoo.param.ntk import NTK
 from zoo.param.ntk_mup import NTKMuP
 from zoo.param.sp import SP
 from zoo.param.tags import KINDS, Tag
-from zoo.registry import Registry
-from zoo.schema import check_float32, check_type, from_text
+from zoo.registry import Registry, named_subclass
+from zoo.schema import check_float32, check_type, from_text, option_fields
 
-
-def _plugin(name: str, cls: Any) -> type[Parametrization]:
-    if not (isinstance(cls, type) and issubclass(cls, Parametrization)) or not cls.name:
-        raise ValueError(f"{name!r} is not a plugin (a Parametrization subclass with a non-empty `name`)")
-    return cls
-
-
-PLUGINS = Registry("parametrization", "zoo.params", _plugin)
+PLUGINS = Registry("parametrization", "zoo.params", named_subclass(Parametrization, "plugin"))
 
 
 def register(cls: type[Parametrization]) -> type[Parametrization]:
     """Add a plugin class (a Parametrization subclass with a unique `name`); usable as a decorator."""
-    try:
-        return PLUGINS.register(getattr(cls, "name", ""), _plugin(repr(cls), cls))
-    except ValueError as e:
-        raise TypeError(str(e)) from None
+    return PLUGINS.register_class(cls)
 
 
 def names() -> list[str]:
@@ -68,11 +58,7 @@ def get(name: str, **opts: Any) -> Parametrization:
     """An instance of plugin `name` (a registered name or module:Class). String option values (from a command line)
     are converted to the option's type; numbers must be finite; freeze= names known kinds."""
     cls = PLUGINS.get(name)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(opts) - set(fields))
-    if unknown:
-        raise ValueError(f"plugin {name!r} has no option {', '.join(map(repr, unknown))}; "
-                         f"its options are {', '.join(fields)}")
+    fields = option_fields(f"plugin {name!r}", cls, opts)
     plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
     plugin.frozen_kinds()  # an unknown kind in freeze= is refused here, not when the optimizer is built
     for key in opts:  # a number float32 makes 0 or inf (init_mult=1e-50: nothing trains, with rc 0)
