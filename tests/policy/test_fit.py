@@ -71,6 +71,21 @@ def test_recovers_a_known_exponent_within_its_interval(tmp_path):
     assert check.predicted[1] <= check.predicted[0] <= check.predicted[2]
 
 
+def test_sizes_that_scatter_about_the_law_widen_its_interval(tmp_path):
+    """Each width's best LR off the law by its own fixed amount (0.3 .. -0.25 log2, 60 times the seeds' noise): the
+    seeds-and-grid bootstrap alone gave an exponent -0.585 [-0.60, -0.57], the truth -0.5 outside; the sizes' scatter
+    (tau, by moments) now reaches the interval, which holds -0.5, and the held-out size's prediction."""
+    offsets = dict(zip([32, 64, 128, 256, 512, 1024], [0.3, 0.1, -0.1, -0.25, 0.05, -0.15], strict=True))
+    d = sweep_dir(tmp_path / "s", list(offsets), lambda s: WIDTH_LAW(s) + offsets[s["width"]])
+    fit = result.fit(read.load([d]), {"width": 1024}, boot=300)
+    law = fit.laws["lr"]
+    assert law.exponents["width"] == pytest.approx(-0.585, abs=0.01) and law.scatter > 0.1
+    lo, hi = law.intervals["width"]
+    assert lo <= -0.5 <= hi and hi - lo < 0.6, (lo, hi)
+    (check,) = fit.checks
+    assert check.predicted[1] <= check.measured.x <= check.predicted[2], (check.predicted, check.measured.x)
+
+
 def test_two_axes_and_the_weight_decay_law(tmp_path):
     """Dirs at two horizons and five wds per horizon: the LR law in (width, steps) and the wd law (wd* ~ 1/T, the
     timescale's at a fixed LR) both recovered within their intervals."""
@@ -146,6 +161,8 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("axis twice", "--axes width,width names width twice"),
     ("proxy without a policy", "--proxy-steps is the proxy a --policy maps from, and there is no --policy"),
     ("boot", "--boot 100001 is more than 100000 replicates"),
+    # the lone LR that trained at each width was each one's "fitted optimum", and the law's interval [nan, nan]
+    ("one survivor", "0 sizes with a located best LR (width 32; width 64; width 128: fewer than 3 points trained"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     if case == "two sizes":
@@ -158,6 +175,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
                                                                         "steps": 100}))]
     else:
         dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)]
+    if case == "one survivor":
+        records = [json.loads(line) for line in (dirs[0] / "results.jsonl").read_text().splitlines()]
+        (dirs[0] / "results.jsonl").write_text("".join(
+            json.dumps({**r, "diverged": r["log2_lr"] != -8.0}) + "\n" for r in records))
     if case == "edited record":  # a width as text ended in a TypeError from the arithmetic
         lines = (dirs[0] / "results.jsonl").read_text().splitlines(keepends=True)
         lines[5] = lines[5].replace('"width": 32', '"width": "32"')

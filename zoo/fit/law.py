@@ -1,7 +1,15 @@
 """A power law across sizes: log2 x* = a + sum_k e_k log2(s_k / s0_k), fitted by least squares to each size's
 optimum (zoo.fit.optimum) over the size axes s_k that vary (width, depth, batch_size, steps), s0_k the smallest.
 Its interval comes from refitting the law to every bootstrap replicate of the sizes' optima (each replicate resampled
-seeds and grid points per size), so the seeds' noise and the parabolas' uncertainty both reach the exponents."""
+seeds and grid points per size), so the seeds' noise and the parabolas' uncertainty both reach the exponents.
+
+Real sizes also scatter about a power law by more than that noise (a random-effects model: optimum_i = law(s_i) +
+u_i + e_i, u_i ~ N(0, tau^2) the size's own deviation, e_i its bootstrapped noise). tau^2 is estimated by moments,
+max(0, RSS / (n - p) - mean_i var(e_i)) over n sizes and p coefficients (DerSimonian and Laird's estimator), and
+each replicate adds a draw of u_i to every size before the refit, and one more to a prediction: a new size has its
+own deviation too. Estimated from n - p residuals, tau's draws are widened by t_{n-p}(0.975) / z(0.975) (a t
+interval's width for a variance estimated from few points, after Hartung and Knapp). Where the sizes fit the law
+within their noise, tau = 0 and the intervals are the bootstrap's."""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.stats
 
 from zoo.fit.optimum import interval
 
@@ -28,12 +37,15 @@ class Fit:
     intervals: dict[str, tuple[float, float]]
     replicates: np.ndarray  # [boot, 1 + len(axes)]
     residual: float
+    scatter: float = 0.0  # tau: the sizes' own deviation from the law, beyond their noise
+    # [boot] a new size's own deviation over tau (widened as tau's draws are)
+    deviations: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
     def predict(self, size: Size) -> tuple[float, float, float]:
-        """(log2 x*, lo, hi) at `size`."""
+        """(log2 x*, lo, hi) at `size`: the law's replicates there, each with a new size's own deviation."""
         row = features([size], self.axes, self.reference)[0]
         coef = np.array([self.intercept, *(self.exponents[a] for a in self.axes)])
-        lo, hi = interval(self.replicates @ row)
+        lo, hi = interval(self.replicates @ row + self.scatter * self.deviations)
         return float(coef @ row), lo, hi
 
 
@@ -42,15 +54,30 @@ def features(sizes: Sequence[Size], axes: Sequence[str], reference: dict[str, fl
     return np.array([[1.0, *(math.log2(s[a] / reference[a]) for a in axes)] for s in sizes])
 
 
-def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, axes: Sequence[str]) -> Fit:
+def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, axes: Sequence[str],
+        rng: np.random.Generator) -> Fit:
     """The law through `optima` (one per size) and its refit per bootstrap replicate (replicates [size, boot]; a
-    replicate with a NaN at some size is left out)."""
+    replicate with a NaN at some size is left out), each replicate's sizes moved by a draw of their own deviation
+    (`scatter`)."""
     reference = {a: float(min(s[a] for s in sizes)) for a in axes}
     x = features(sizes, axes, reference)
-    coef, *_ = np.linalg.lstsq(x, np.asarray(optima, float), rcond=None)
-    residual = float(np.sqrt(np.mean((x @ coef - np.asarray(optima)) ** 2)))
+    y = np.asarray(optima, float)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     ok = np.all(np.isfinite(replicates), axis=0)
-    reps = np.linalg.lstsq(x, replicates[:, ok], rcond=None)[0].T if ok.any() else np.full((0, len(coef)), np.nan)
+    tau = scatter(x, y - x @ coef, replicates[:, ok])
+    widen = scipy.stats.t.ppf(0.975, len(y) - np.linalg.matrix_rank(x)) / scipy.stats.norm.ppf(0.975) if tau else 1.0
+    moved = replicates[:, ok] + widen * tau * rng.standard_normal(replicates[:, ok].shape)
+    reps = np.linalg.lstsq(x, moved, rcond=None)[0].T if ok.any() else np.full((0, len(coef)), np.nan)
     intervals = {a: interval(reps[:, i + 1]) for i, a in enumerate(axes)}
     return Fit(tuple(axes), reference, float(coef[0]), {a: float(coef[i + 1]) for i, a in enumerate(axes)},
-               intervals, reps, residual)
+               intervals, reps, float(np.sqrt(np.mean((x @ coef - y) ** 2))), tau,
+               widen * rng.standard_normal(len(reps)))
+
+
+def scatter(x: np.ndarray, residuals: np.ndarray, replicates: np.ndarray) -> float:
+    """tau, the sizes' own deviation from the law beyond their bootstrapped noise: sqrt(max(0, RSS / (n - p) - mean
+    var(e_i))) (0 where the law has no residual degree of freedom, or no replicates tell the noise)."""
+    dof = len(residuals) - np.linalg.matrix_rank(x)
+    if dof <= 0 or replicates.shape[1] < 2:
+        return 0.0
+    return float(np.sqrt(max(0.0, float(residuals @ residuals) / dof - float(np.mean(np.var(replicates, axis=1))))))

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 HALF = 2  # grid points each side of the minimum in the parabola's window
+MIN_POINTS = 3  # grid points a size needs (trained, not diverged): a parabola's minimum needs 3
 LEVEL = 0.95
 
 
@@ -69,10 +70,10 @@ def curve(loss: np.ndarray, diverged: np.ndarray, seeds: np.ndarray | None = Non
 
 def optimum(x: np.ndarray, loss: np.ndarray, diverged: np.ndarray, rng: np.random.Generator,
             boot: int = 1000) -> Optimum | None:
-    """The optimum of the grid `x` (log2, increasing) under loss [x, o, s] (see `curve`); None if every point
-    diverged."""
+    """The optimum of the grid `x` (log2, increasing) under loss [x, o, s] (see `curve`); None where fewer than
+    MIN_POINTS points trained without diverging (one or two locate nothing: the lowest of them is no optimum)."""
     y = curve(loss, diverged)
-    if not np.any(np.isfinite(y)):
+    if np.count_nonzero(np.isfinite(y)) < MIN_POINTS:
         return None
     w = window(x, y)
     best = vertex(x[w], y[w])

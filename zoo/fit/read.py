@@ -27,7 +27,6 @@ AXES = ("width", "depth", "batch_size", "steps")
 MAPPED = ("b1", "b2", "eps", "momentum", "muon_beta", "warmup")
 FREE = ("batch_size", "steps", "weight_decay", *MAPPED)  # may differ between dirs
 FIRST = ("model", "param", "optimizer", "data", "model_opt", "param_opt", "base_width", "base_depth")  # named first
-MIN_POINTS = 3  # grid points per size: a parabola's minimum needs 3
 INPUT_ADVICE = "give the folder of a whole sweep (python -m zoo.sweep --out), or rerun the sweep into a new one"
 
 

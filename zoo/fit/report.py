@@ -30,7 +30,8 @@ def law_text(result: Result, hyper: str) -> str:
     terms = "".join(f" {'-' if e < 0 else '+'} {abs(e):.3f} log2({a}/{f.reference[a]:g}) "
                     f"[{f.intervals[a][0]:+.3f}, {f.intervals[a][1]:+.3f}]" for a, e in f.exponents.items())
     name = "lr" if hyper == "lr" else "wd"
-    return f"log2 {name}* = {f.intercept:.3f}{terms}  (RMS residual {f.residual:.3f})"
+    spread = f", the sizes' own scatter {f.scatter:.3f} in the intervals" if f.scatter else ""
+    return f"log2 {name}* = {f.intercept:.3f}{terms}  (RMS residual {f.residual:.3f}{spread})"
 
 
 def rows(result: Result) -> list[list[str]]:
@@ -41,7 +42,7 @@ def rows(result: Result) -> list[list[str]]:
         for h, opt in s.optima.items():
             size = s.grid.label(result.sweeps.axes)
             if opt is None:
-                out.append([size, HYPER[h], "-", "all diverged", "-", "-", "held out" if s.held_out else "left out"])
+                out.append([size, HYPER[h], "-", "< 3 trained", "-", "-", "held out" if s.held_out else "left out"])
                 continue
             pred = f"{result.laws[h].predict(s.grid.size)[0]:.3f}" if h in result.laws else "no law"
             role = "held out" if s.held_out else "left out (grid edge)" if opt.at_edge else "fitted"
@@ -88,7 +89,8 @@ def table(result: Result) -> Any:
 def to_json(result: Result) -> dict[str, Any]:
     return {"dirs": result.sweeps.dirs, "metric": result.sweeps.metric, "axes": list(result.sweeps.axes),
             "policy": result.policy, "grid_steps": result.grid_steps,
-            "laws": {h: {**law(result).laws[h].record(), "residual_rms": f.residual, "text": law_text(result, h)}
+            "laws": {h: {**law(result).laws[h].record(), "residual_rms": f.residual, "scatter": f.scatter,
+                         "text": law_text(result, h)}
                      for h, f in result.laws.items()},
             "sizes": [{"size": s.grid.size, "held_out": s.held_out,
                        **{h: None if o is None else o.record() for h, o in s.optima.items()}} for s in result.sizes],

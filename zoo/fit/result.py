@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from zoo.fit import law as laws
-from zoo.fit.optimum import Optimum, optimum
-from zoo.fit.read import MIN_POINTS, Grid, Sweeps
+from zoo.fit.optimum import MIN_POINTS, Optimum, optimum
+from zoo.fit.read import Grid, Sweeps
 
 HYPER = {"lr": "LR", "weight_decay": "weight decay"}
 MIN_SIZES = 3
@@ -24,7 +24,7 @@ MIN_SIZES = 3
 @dataclasses.dataclass
 class SizeFit:
     grid: Grid
-    optima: dict[str, Optimum | None]  # hyperparameter -> its optimum (None: every point diverged)
+    optima: dict[str, Optimum | None]  # hyperparameter -> its optimum (None: < MIN_POINTS trained)
     held_out: bool
 
 
@@ -104,7 +104,7 @@ def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000,
     fits, unfitted = {}, {}
     for h in hypers:
         try:
-            fits[h] = law_of(sweeps, sizes, h)
+            fits[h] = law_of(sweeps, sizes, h, rng)
         except ValueError as e:
             unfitted[h] = str(e)
     if not fits:
@@ -124,14 +124,14 @@ def size_optimum(g: Grid, hyper: str, rng: np.random.Generator, boot: int) -> Op
     return optimum(g.wd, g.loss.transpose(1, 0, 2), g.diverged.T, rng, boot)
 
 
-def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str) -> laws.Fit:
+def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str, rng: np.random.Generator) -> laws.Fit:
     """The law of `hyper` over the sizes fitted: not held out, an optimum located inside the grid."""
     used = [s for s in sizes if not s.held_out and s.optima[hyper] is not None and not s.optima[hyper].at_edge]
     lost = [s.grid.label(sweeps.axes) for s in sizes if not s.held_out and s not in used]
     axes = sweeps.axes
     if len(used) < max(MIN_SIZES, len(axes) + 1):
-        why = f" ({'; '.join(lost)}: every point diverged, or the best is on the grid's edge: widen the grid)" \
-            if lost else ""
+        why = f" ({'; '.join(lost)}: fewer than {MIN_POINTS} points trained without diverging, or the best is on the " \
+            "grid's edge: widen the grid)" if lost else ""
         raise ValueError(f"{len(used)} size{'' if len(used) == 1 else 's'} with a located best {HYPER[hyper]}{why}: "
                          f"a law over {', '.join(axes)} needs {max(MIN_SIZES, len(axes) + 1)} or more")
     x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})
@@ -140,4 +140,4 @@ def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str) -> laws.Fit:
                          "values among them, not moving together): sweep sizes that vary them apart, or fit one of "
                          "those that move together (--axes)")
     return laws.fit([s.grid.size for s in used], [s.optima[hyper].x for s in used],
-                    np.stack([s.optima[hyper].replicates for s in used]), axes)
+                    np.stack([s.optima[hyper].replicates for s in used]), axes, rng)
