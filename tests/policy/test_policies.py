@@ -109,6 +109,13 @@ def test_an_option_the_optimizer_does_not_read_is_refused(policy, option, optimi
         zoo.policy.get(policy).check(optimizer, {option})
 
 
+def test_a_mapped_value_float32_cannot_hold_names_the_policy():
+    """sde from batch 1e7 to 1: b2^(B/B0) rounds to 1.0 in float32; the error blamed --b2, which was never given."""
+    with pytest.raises(ValueError, match=r"policy sde maps b2 0.999 -> 0.99999999\d+ \(b2\^\(B/B0\).* from batch "
+                                         r"10000000, 10 steps to batch 1, 10 steps, and the result is refused"):
+        zoo.policy.get("sde").apply(proxy("adam"), zoo.policy.Change(10**7, 1, 10, 10))
+
+
 def test_unknown_policies_and_options():
     with pytest.raises(ValueError, match="unknown scaling policy 'nope'"):
         zoo.policy.get("nope")

@@ -132,7 +132,14 @@ class ScalingPolicy:
     def apply(self, cfg: OptimConfig, change: Change) -> tuple[OptimConfig, list[Rule]]:
         """The target's optimizer settings and the rules that made them."""
         rules = self.rules(cfg, change)
-        return dataclasses.replace(cfg, **{r.setting: r.target for r in rules}), rules
+        try:
+            return dataclasses.replace(cfg, **{r.setting: r.target for r in rules}), rules
+        except ValueError as e:  # the mapped value is refused as a flag's would be: say the policy made it
+            laws = "; ".join(f"{r.setting} {r.proxy!r} -> {r.target!r} ({r.law})" for r in rules
+                             if r.setting in str(e))
+            raise ValueError(f"policy {self.name} maps {laws or 'the settings'} from batch {change.proxy_batch}, "
+                             f"{change.proxy_steps} steps to batch {change.batch}, {change.steps} steps, and "
+                             f"the result is refused: {e}") from None
 
     def check(self, optimizer: str, given: set[str]) -> None:
         """Refuse an option among `given` that `optimizer` does not read (`--policy-opt betas=false` under sgd)."""
