@@ -274,8 +274,8 @@ def add_policy_flags(p: argparse.ArgumentParser, what: str, tokens: bool = True)
     g.add_argument("--proxy-steps", type=positive, help="the proxy's horizon in steps (default: the target's)")
     if tokens:
         g.add_argument("--proxy-tokens", type=positive, help="the proxy's horizon in tokens (examples for a model "
-                       "that is not a language model), in place of --proxy-steps: steps = tokens / (batch x context), rounded "
-                       "down")
+                       "that is not a language model), in place of --proxy-steps: steps = tokens / (batch x context), "
+                       "rounded down")
 
 
 def proxy_steps(args: argparse.Namespace, run: Any) -> int | None:
