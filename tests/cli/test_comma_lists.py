@@ -32,4 +32,6 @@ def test_the_command_lines_refuse_a_gap(capsys, tmp_path):
     line = one_line_error(train_cli.main, [*TINY, "--param", "mup", "--param-opt", "freeze=readout,,embedding",
                                            "--run-dir", str(tmp_path / "r")], capsys)
     assert "freeze 'readout,,embedding' has an empty entry" in line
+    line = one_line_error(sweep_cli.main, ["--out", str(tmp_path / "s"), "--lrs", "1e-3", "--widths", ""], capsys)
+    assert "--widths must be a comma list of integers, got ''" in line  # was the model's width, as if not given
     assert not any(tmp_path.iterdir())

@@ -234,6 +234,15 @@ def test_a_range_given_downward_or_with_a_step_not_above_zero_says_so(text, fix)
     assert parse_lrs("2^-6,2^-8,2^-6,2^-10") == [2.0**-10, 2.0**-8, 2.0**-6]
 
 
+def test_a_range_whose_step_does_not_reach_its_stop_is_refused():
+    """2^-14:2^-4:0.3 trained 34 LRs ending at 2^-4.1: the stop the help says is included was dropped silently. A
+    step that divides the span keeps it, float rounding of a decimal step included (-1:0:0.1, 10.000000000000002)."""
+    with pytest.raises(ValueError, match=r"does not reach its stop: 10 / 0.3 = 33.33 steps; give a step that divides"):
+        parse_lrs("2^-14:2^-4:0.3")
+    assert math.log2(parse_lrs("-1:0:0.1")[-1]) == pytest.approx(0.0) and len(parse_lrs("-1:0:0.1")) == 11
+    assert len(parse_lrs("-12.5:-4:0.5")) == 18
+
+
 def test_transfer_score_by_hand_and_the_sizes_it_leaves_out():
     """README: the transfer score is max - min of the best log2 LR across sizes, in grid steps. A half-step grid
     (log2 LR -10, -9.5, -9, -8: step 0.5, the smallest gap), seeds averaged, a diverged point never best: width 16's

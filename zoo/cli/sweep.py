@@ -151,8 +151,8 @@ def build_spec(args: argparse.Namespace):
     from zoo.sweeps.runner import SweepSpec
 
     run, lrs = under_policy(args, run_config(args), parse_lrs(args.lrs))
-    widths = parse_ints(args.widths, "--widths") if args.widths else []
-    depths = parse_ints(args.depths, "--depths") if args.depths else []
+    widths = parse_ints(args.widths, "--widths") if args.widths is not None else []  # "" is refused, not the default
+    depths = parse_ints(args.depths, "--depths") if args.depths is not None else []
     return SweepSpec(run=run, lrs=lrs, out=Path(args.out), widths=widths, depths=depths,
                      seeds=args.seeds, chunk=args.chunk, processes=args.processes)
 

@@ -52,7 +52,11 @@ def parse_lrs(text: str) -> list[float]:
     check_exponents(text, parts[:2], start, stop)
     if (stop - start) / step >= MAX_LRS:
         raise ValueError(f"the range {text!r} holds more than {MAX_LRS} learning rates; take a bigger step")
-    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    span = (stop - start) / step
+    if abs(span - round(span)) > 1e-9 * max(1.0, span):  # 2^-14:2^-4:0.3 ended at 2^-4.1 without a word
+        raise ValueError(f"the range {text!r} does not reach its stop: {stop - start:g} / {step:g} = {span:.4g} steps; "
+                         "give a step that divides stop - start (the stop is included)")
+    count = round(span) + 1
     return valid_lrs([2.0 ** (start + i * step) for i in range(count)], repr(text))
 
 
