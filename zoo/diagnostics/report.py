@@ -14,6 +14,7 @@ from zoo.param.critical import Critical
 DEEP = 10  # the slow-approach note compares chi at the last block with chi at DEEP times the depth
 OFF_ONE = 0.01  # |chi^L - 1| beyond which a critical point's finite depth is worth a note
 APPROACH = 0.99  # |chi - 1| at DEEP times the depth over at the depth, below which chi still tends to 1
+SETTLED = 1e-10  # chi's relative change per block (20 in a row) at which it has converged (mean_field_theory.chi_star)
 
 
 def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seeds: int = 2, batch: int = 4,
@@ -47,13 +48,15 @@ def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: 
     (chi_K* = 1, eq. 12: erf and tanh at Q* = 0, GELU's half-stable point, pre-LN with mu = 1) chi^l tends to 1 only as
     a power law in l, so at the model's depth L the infinite-width chi^L may still sit visibly off 1. The note says so,
     with chi^L, chi^(DEEP L) and the measured chi_hat +- its standard error, where |chi^L - 1| > OFF_ONE and
-    chi^(DEEP L) is closer to 1 (None otherwise, and for models without the infinite-width recursion)."""
+    chi^(DEEP L) is closer to 1 without chi having converged by then (None otherwise, and for models without the
+    infinite-width recursion): a point off the critical one settles geometrically at its chi* != 1, a marginal one
+    keeps moving."""
     depth = cfg.depth
     chis = plugin.infinite_width_chis(model_name, cfg, depth)
     if chis is None or len(chis) < depth or abs(chis[-1] - 1) <= OFF_ONE:  # the DEEP L blocks only where needed
         return None
-    chis = plugin.infinite_width_chis(model_name, cfg, DEEP * depth)
-    if len(chis) < DEEP * depth:
+    chis = plugin.infinite_width_chis(model_name, cfg, DEEP * depth, rtol=SETTLED)
+    if len(chis) < DEEP * depth:  # converged (geometrically: an ordered or chaotic point's chi* != 1), or overflowed
         return None
     at_depth, deep = float(chis[depth - 1]), float(chis[-1])
     if abs(deep - 1) >= APPROACH * abs(at_depth - 1):  # an ordered or chaotic point settles at its chi* != 1

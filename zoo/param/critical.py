@@ -94,15 +94,15 @@ class Critical(Parametrization):
             out["chi_infinite_width"] = float(chis[-1])
         return out
 
-    def infinite_width_chis(self, model_name: str, cfg: Any, depth: int) -> Any:
+    def infinite_width_chis(self, model_name: str, cfg: Any, depth: int, rtol: float | None = None) -> Any:
         """chi^l, l = 1..depth, of this (bound) point at infinite width from the input's Q = 1 (the recursion of
-        zoo.param.mean_field_theory: shorter where the stream overflows), for a model whose blocks the theory follows
-        (the MLP-ResNet); None for other models."""
+        zoo.param.mean_field_theory: shorter where the stream overflows, or with `rtol` where chi has converged), for
+        a model whose blocks the theory follows (the MLP-ResNet); None for other models."""
         if not theory.describes(cfg):
             return None
         bound = self.for_model(model_name, cfg)
         return theory.recursion(bound._block(cfg), float(bound.sigma_w), float(bound.sigma_b), float(bound.mu),
-                                depth)[0]
+                                depth, rtol=rtol)[0]
 
     def _block(self, cfg: Any) -> theory.Block:
         return theory.Block.of(cfg, float(self.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))

@@ -1,0 +1,58 @@
+"""The criticality run report's note (zoo.diagnostics.report): where a critical point's chi sits off 1 at the
+model's depth because it tends to 1 only as a power law (a marginal fixed point), and only there."""
+
+from __future__ import annotations
+
+import pytest
+
+import zoo.models as M
+import zoo.param as P
+from zoo.diagnostics.report import describe, slow_approach
+
+
+def mlp(**opts):
+    """The MLP-ResNet as the paper's MLP: no mean subtraction, small input."""
+    return M.config("mlp_resnet", **{"mean_subtract": False, "in_shape": (32,), **opts})
+
+
+@pytest.mark.parametrize("activation, bias, notes", [("gelu", True, (0.976, 0.978)), ("erf", False, (0.907, 0.990)),
+                                                     ("relu", False, None)])
+def test_run_report_notes_when_chi_sits_off_one_at_the_models_depth(activation, bias, notes):
+    """A critical point has chi* = 1 at infinite depth, but where its kernel map is marginal there (chi_K* = 1) chi
+    tends to 1 only as a power law. GELU's half-stable point (the paper's MLP with biases): at infinite width 0.976 at
+    block 10, 0.978 at block 100 (0.986 at block 1000); measured (32 seeds, 8 inputs, 2 probes) 0.944 +- 0.012 at
+    width 256 and 0.964 +- 0.004 at width 1024, at depths 10 to 100 (the finite-width gap shrinks with width). erf at
+    K* = 0: chi^l ~ 1 - 1/l, 0.907 at block 10, 0.990 at block 100. The run report's note says so, with the chi it
+    measured; ReLU at sigma_w^2 = 2 has chi = 1 at every block and gets none."""
+    cfg = mlp(width=128, depth=10, activation=activation, bias=bias)
+    note = slow_approach(P.get("critical"), "mlp_resnet", cfg, 0.9512, 0.0123)
+    if notes is None:
+        assert note is None
+    else:
+        assert note == ("chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite "
+                        f"width {notes[0]:.3f} at block 10 and {notes[1]:.3f} at block 100; measured 0.951 +- 0.012")
+    report = {"sigma_w": 1.4082, "mu": 0.0, "chi": 0.9512, "note": "a note"}
+    assert describe(report) == "sigma_w 1.408, mu 0, chi 0.9512; a note"
+
+
+def test_an_ordered_point_gets_no_slow_approach_note():
+    """tanh at sigma_w = 0.7 is in the ordered phase: chi settles at chi* = 0.49 by block 40 and stays there (0.490 at
+    block 400). Rounding left chi at block 400 a hair nearer 1, and the report said chi 'tends to 1 only as a power
+    law in depth (a marginal fixed point)'; chi must come at least 1% nearer 1 for that note."""
+    cfg = mlp(width=128, depth=40, activation="tanh")
+    assert slow_approach(P.get("critical", sigma_w=0.7), "mlp_resnet", cfg, 0.476, 0.009) is None
+
+
+def test_a_point_off_the_critical_one_gets_no_marginal_note():
+    """GELU (exact), mean-subtracted, sigma_b 0.5, mu 0: the critical sigma_w is 1.4784; --find measured 1.4924 at
+    width 128, where chi settles geometrically at 1.029 (chi_K* = 0.80): 1.0294 at block 30, 1.0290 at block 300.
+    That is 1.5% nearer 1, past the 1% the note asked, and the report called it 'a marginal fixed point'. A chi that
+    has converged by ten times the depth is no power-law approach; the critical point itself is 1 at block 30."""
+    cfg = mlp(width=128, depth=30, activation="gelu_exact", mean_subtract=True, bias=True)
+    off = P.get("critical", mu=0, sigma_b=0.5, sigma_w=1.4924)
+    chis = off.infinite_width_chis("mlp_resnet", cfg, 300)
+    assert chis[29] == pytest.approx(1.0294, abs=1e-4) and chis[-1] == pytest.approx(1.0290, abs=1e-4)
+    assert slow_approach(off, "mlp_resnet", cfg, 1.03, 0.01) is None
+    at = P.get("critical", mu=0, sigma_b=0.5)
+    assert at.for_model("mlp_resnet", cfg).sigma_w == pytest.approx(1.4784, abs=1e-4)
+    assert slow_approach(at, "mlp_resnet", cfg, 1.0, 0.01) is None
