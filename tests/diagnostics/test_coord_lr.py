@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from zoo.diagnostics.coord import Changes
-from zoo.diagnostics.coord_lr import FIRST_LR, LOWEST_LR, LR_STEP, choose_lr, linear_change
+from zoo.diagnostics.coord_lr import FIRST_LR, HIGHEST_LR, LOWEST_LR, LR_STEP, choose_lr, linear_change
 
 
 def measurement(lr: float, per_lr: float = 100.0) -> Changes:
@@ -43,6 +43,24 @@ def test_choose_lr_takes_the_largest_step_within_the_limit(per_lr, limit, expect
     np.testing.assert_array_equal(changes.total["pre/0"], measurement(lr, per_lr).total["pre/0"])
     np.testing.assert_allclose(asked, FIRST_LR / LR_STEP ** np.arange(len(asked)))
     assert all(per_lr * a > limit for a in asked[:-1])
+
+
+@pytest.mark.parametrize("per_lr, expected", [(0.5, FIRST_LR * LR_STEP**4), (1e-6, HIGHEST_LR),
+                                              (50.0, FIRST_LR)])
+def test_choose_lr_goes_up_where_the_first_lr_barely_moves_anything(per_lr, expected):
+    """SGD on a zero readout moved the activations by 1e-5 of their RMS at 1e-3, the top of the search: changes that
+    float32 rounds away in places, judged FAIL. Below limit / 10 at FIRST_LR the search goes up by sqrt(10) to the
+    last LR within the limit (at most HIGHEST_LR); a change within the limit but not that far inside stays."""
+    asked = []
+
+    def measure(lr):
+        asked.append(lr)
+        return measurement(lr, per_lr)
+
+    lr, _, change = choose_lr(measure, 0.1)
+    assert lr == pytest.approx(expected) and change == pytest.approx(per_lr * lr) and change <= 0.1
+    np.testing.assert_allclose(asked, FIRST_LR * LR_STEP ** np.arange(len(asked)))
+    assert asked[-1] == pytest.approx(expected) or per_lr * asked[-1] > 0.1
 
 
 def test_choose_lr_refuses_in_one_line():
