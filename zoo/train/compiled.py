@@ -113,9 +113,12 @@ class Compiled:
         """The loss and accuracy of `state` on a batch of the training batch size (no dropout), on the device."""
         return self._loss(state, args)
 
-    def evaluate(self, state: Any) -> dict[str, float]:
+    def evaluate(self, state: Any, stop: Callable[[], bool] = lambda: False) -> dict[str, float] | None:
+        """The eval split's mean loss and accuracy (and bits); None where `stop()` turned true before its end."""
         totals: dict[str, float] = {}
         for args in self.batches.eval_args():
+            if stop():
+                return None
             for k, v in jax.device_get(self._eval(state, args)).items():
                 totals[k] = totals.get(k, 0.0) + float(v)
         count = totals.pop("count")

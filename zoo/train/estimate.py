@@ -5,6 +5,7 @@ numbers on nanoGPT's terms; the batches are a function of (seed, step), as the t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -14,16 +15,21 @@ import numpy as np
 STREAM = 0x5A4D  # the estimate's random stream, apart from the training batches' (seed, step)
 
 
-def sampled_losses(compiled: Any, state: Any, step: int, iters: int, seed: int) -> dict[str, float]:
+def sampled_losses(compiled: Any, state: Any, step: int, iters: int, seed: int,
+                   stop: Callable[[], bool] = lambda: False) -> dict[str, float] | None:
     """{"sampled_loss": eval split, "train_sampled_loss": train split}, each the mean loss of `iters` batches of
-    uniformly drawn examples (text: window starts), the batch size the training's."""
+    uniformly drawn examples (text: window starts), the batch size the training's; None where `stop()` turned true
+    before the end. The sum is kept on the device, one scalar, whatever `iters`."""
     batches = compiled.batches
     data, size = batches.data, batches.batch_size
     out = {}
     for i, (split, name) in enumerate(((data.eval_split, "sampled_loss"), ("train", "train_sampled_loss"))):
         rng = np.random.default_rng([seed, step, STREAM, i])
         n = data.size(split)
-        losses = [compiled.batch_loss(state, batches.sample_args(split, rng.integers(0, n, size)))["loss"]
-                  for _ in range(iters)]
-        out[name] = float(jax.device_get(jnp.mean(jnp.stack(losses))))
+        total = jnp.float32(0)
+        for _ in range(iters):
+            if stop():
+                return None
+            total += compiled.batch_loss(state, batches.sample_args(split, rng.integers(0, n, size)))["loss"]
+        out[name] = float(jax.device_get(total)) / iters
     return out

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 class LoopView(Protocol):
     """What a hook reads of the running loop: the run's setup, the compiled steps, the logger, the evals (where a
-    hook adds its metrics and summary entries), the newest train metrics and the state."""
+    hook adds its metrics and summary entries), the newest train metrics, the state and whether a signal asked it
+    to stop."""
 
     s: Setup
     compiled: Compiled
@@ -35,6 +36,9 @@ class LoopView(Protocol):
 
     @property
     def state(self) -> Any: ...
+
+    @property
+    def stop_requested(self) -> bool: ...
 
     def checkpoint_meta(self, step: int) -> dict[str, Any]: ...
 
@@ -71,10 +75,11 @@ def eval_hook(every: int, iters: int = 0) -> Hook:
     estimate of both splits' losses over that many random batches (zoo.train.estimate)."""
 
     def evaluate(loop: LoopView, step: int) -> None:
-        metrics = loop.compiled.evaluate(loop.state)
-        if iters:
-            metrics.update(sampled_losses(loop.compiled, loop.state, step, iters, loop.s.cfg.loop.seed))
-        loop.evals.add(step, metrics)
+        stop = lambda: loop.stop_requested  # noqa: E731  (a signal leaves the eval unfinished: redone on resume)
+        metrics = loop.compiled.evaluate(loop.state, stop)
+        sampled = sampled_losses(loop.compiled, loop.state, step, iters, loop.s.cfg.loop.seed, stop) if iters else {}
+        if metrics is not None and sampled is not None:
+            loop.evals.add(step, {**metrics, **sampled})
 
     return Hook("eval", evaluate, every)
 

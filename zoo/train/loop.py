@@ -108,14 +108,17 @@ class Loop:
         self.metrics: dict[str, float] = {}  # the newest fetched train metrics
         self.pending: tuple[int, Any] | None = None  # (step, metrics on the device)
         self.busy_s = 0.0  # time in hooks that touch the state (evals, checkpoints), left out of the step time
+        self.signals: StopSignals | None = None  # while it runs
 
     def run(self, start: int) -> dict[str, Any]:
         total = self.s.steps
-        signals = StopSignals()
+        self.signals = signals = StopSignals()
         t0 = time.perf_counter()
         try:
             if start == 0:
                 self._run_hooks([h for h in self.hooks if h.at_start], 0)
+            elif not self.evals.logged(start):  # its eval was due and did not finish (killed, or left for a signal)
+                self._run_hooks([h for h in self.hooks if h.name == "eval" and due(start, h.every, total)], start)
             for step in range(start, total):
                 self.leaves, metrics = self.compiled.train(self.leaves, self.compiled.batches.train_args(step))
                 self.observe()
@@ -123,19 +126,26 @@ class Loop:
                 if all(m.is_ready() for m in jax.tree.leaves(metrics)):  # a step run inline: nothing to overlap,
                     self.observe()  # and the log's rate times it when it ends, not when the next one does
                 stopping = signals.requested
-                self._run_hooks([h for h in self.hooks if not h.metrics and not h.at_start and
-                                 (due(step + 1, h.every, total) or (stopping and h.on_stop))], step + 1)
+                ran = [h for h in self.hooks if not h.metrics and not h.at_start and
+                       (due(step + 1, h.every, total) or (stopping and h.on_stop))]
+                self._run_hooks(ran, step + 1)
+                if signals.requested and not stopping:  # it came during a hook: an eval left itself unfinished
+                    stopping = True
+                    self._run_hooks([h for h in self.hooks if h.on_stop and h not in ran], step + 1)
                 if stopping:
                     self.logger.say(f"stopped by {signal.Signals(signals.signum).name} at step {step + 1}; checkpoint "
                                f"saved; rerun the same command to resume ({self.s.cfg.loop.run_dir})")
                     signals.raise_stop()
             self.observe()
-            if start >= total and not self.evals.logged(total):  # resumed at the last step, killed before its eval
-                self._run_hooks([h for h in self.hooks if h.name == "eval"], total)
         finally:
             signals.restore()
             self.logger.close()
         return self.summary(time.perf_counter() - t0 - self.busy_s, total - start)
+
+    @property
+    def stop_requested(self) -> bool:
+        """A SIGTERM or SIGINT came: long work in a hook (an eval) leaves itself unfinished."""
+        return self.signals is not None and self.signals.requested
 
     @property
     def state(self) -> Any:

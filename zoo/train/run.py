@@ -108,9 +108,11 @@ class Run:
             self.say(f"dropped {dropped} metrics.jsonl rows after step {step} (written before the last stop)")
 
     def finish(self, summary: dict[str, Any]) -> None:
+        """curves.png, then summary.json, which marks the run finished (`finished_summary`): a stop between them left
+        a finished run without its curves, which no rerun drew."""
         if self.main:
-            write_atomic(self.dir / "summary.json", json.dumps(summary, indent=2) + "\n")
             plot_curves(self.dir)
+            write_atomic(self.dir / "summary.json", json.dumps(summary, indent=2) + "\n")
 
     def close(self) -> None:
         if self.lock is not None:
