@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_utils import ROOT, SMALL, child_env, clean_error, run_main_many
+from cli_utils import ROOT, SMALL, TINY, child_env, clean_error, one_line_error, run_main_many
 
+from zoo.cli import train as train_cli
 from zoo.train import distributed
 
 
@@ -77,3 +78,13 @@ def test_coordinator_timeout_from_the_environment(monkeypatch):
     monkeypatch.setenv("ZOO_COORDINATOR_TIMEOUT", "-5")
     with pytest.raises(ValueError, match="positive number of seconds, got -5"):
         distributed.initialize("127.0.0.1:1", 2, 1)
+
+
+def test_a_batch_larger_than_the_training_set_is_refused_before_the_compile(tmp_path, capsys):
+    """It was refused when the first batch was drawn, after the train step compiled (minutes for a large model),
+    the 'compiling the train step' line before the error: now it is the one line, and nothing is on disk."""
+    run = tmp_path / "r"
+    line = one_line_error(train_cli.main, [*TINY, "--batch-size", "100000", "--steps", "3", "--run-dir", str(run)],
+                          capsys)
+    assert "batch size 100000 must be between 1 and the 4096 examples of split 'train'" in line
+    assert not run.exists()

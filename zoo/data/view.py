@@ -111,12 +111,16 @@ class DataView(abc.ABC):
         """Examples (images) or window starts (text: tokens - seq_len)."""
         return self.reader(split).size
 
-    def indices(self, split: str, step: int, batch_size: int, seed: int) -> np.ndarray:
-        """The batch of `step`, int32 (B,): a function of (seed, step) only (`batch_indices`)."""
+    def check_batch(self, split: str, batch_size: int) -> None:
+        """A batch of `batch_size` draws distinct examples of `split`: between 1 and its size."""
         n = self.size(split)
         if not 1 <= batch_size <= n:
             raise ValueError(f"batch size {batch_size} must be between 1 and the {n} examples of split {split!r}")
-        return batch_indices(self.kind, n, step, batch_size, seed)
+
+    def indices(self, split: str, step: int, batch_size: int, seed: int) -> np.ndarray:
+        """The batch of `step`, int32 (B,): a function of (seed, step) only (`batch_indices`)."""
+        self.check_batch(split, batch_size)
+        return batch_indices(self.kind, self.size(split), step, batch_size, seed)
 
     def eval_indices(self, batch_size: int, max_eval_windows: int = 1024) -> list[np.ndarray]:
         """Batches over the eval split, each example once (the last batch may be smaller).
