@@ -55,6 +55,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     started = time.perf_counter()
     s = setup(cfg)
+    s.data.check_batch("train", s.cfg.loop.batch_size)  # here, not when the first batch is drawn after the compile
     forward = memory.forward_bytes(s.program, abstract_batch(s))
     activations = kept_activations(s, forward)
     inline = backend.start(activations)

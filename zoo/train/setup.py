@@ -44,7 +44,6 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     if data is None:
         data = zoo.data.load(cfg.data)
     zoo.models.check_data(cfg.model.name, data.kind, tuple(data.in_shape), cfg.data.name)
-    data.check_batch("train", cfg.loop.batch_size)  # here, not after the train step compiled
     model_cfg = zoo.models.config(cfg.model.name, **_model_overrides(cfg, data))
     steps = cfg.loop.steps or epoch_steps(cfg, data)
     cfg = cfg.replace(width=model_cfg.width, depth=model_cfg.depth, base_width=model_cfg.base_width,
