@@ -193,6 +193,14 @@ def check_out_folder(folder: Path, flag: str) -> None:
     check_can_write_in(first_missing(folder).parent if not folder.exists() else folder, f"{flag} {folder}")
 
 
+def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str) -> None:
+    """`out` (given by `flag`) is not inside `run_dir`, which `reader` only reads: readers never write to a run dir
+    (an export at RUN/checkpoints/N read as the run's newest checkpoint; a fork's dir was cleaned up with it)."""
+    if Path(out).resolve().is_relative_to(Path(run_dir).resolve()):
+        raise ValueError(f"{flag} {out} is inside the run dir {run_dir}, which {reader} only reads; choose a folder "
+                         "outside it")
+
+
 def first_missing(folder: Path) -> Path | None:
     """The outermost folder on the way to `folder` that does not exist yet (`folder` itself or one above it); None
     when `folder` exists."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from cli_utils import SMALL, clean_error, run_main_many
+from cli_utils import SMALL, TINY, clean_error, one_line_error, run_main_many, saved_run
+
+from zoo.cli import train as train_cli
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +108,15 @@ def test_the_commands_zoo_suggests_quote_their_paths(tmp_path):
         check_not_export(export)
     command = shlex.split(str(refused.value).split("finetune it in a new run dir: ")[1])
     assert command[2:] == ["--config", str(export / "config.json"), "--init-from", str(export)], command
+
+
+@pytest.mark.parametrize("flag", ["--fork-from", "--init-from"])
+def test_a_run_dir_inside_the_run_it_reads_is_refused(tmp_path, capsys, flag):
+    """Readers never write to a run dir: an export into it was refused, a fork or finetune trained into RUN/sub."""
+    source = saved_run(tmp_path / "src")
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    inside = source / "sub"
+    line = one_line_error(train_cli.main, [*TINY, flag, str(source), "--steps", "6", "--run-dir", str(inside)],
+                          capsys)
+    assert f"--run-dir {inside} is inside the run dir {source}, which {flag} only reads" in line
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before

@@ -34,7 +34,7 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.errors import sigterm_stops
 from zoo.export.fold import folded_params
-from zoo.files import check_can_write_in, undo_folders_made_on_failure, write_atomic
+from zoo.files import check_can_write_in, check_outside, undo_folders_made_on_failure, write_atomic
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
@@ -56,7 +56,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
         raise ValueError(f"--out {out} is a file, not a directory; choose another")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out {out} exists and is not an empty directory; choose another")
-    check_outside(run_dir, out)
+    check_outside(run_dir, out, "--out", "an export")
     with sigterm_stops(), undo_folders_made_on_failure(out.parent):
         check_can_write_in(out.parent, f"--out {out}")  # before the work, not after it
         return write_export(run_dir, out, step, echo)
@@ -140,14 +140,6 @@ def alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
-
-
-def check_outside(run_dir: Path, out: Path) -> None:
-    """--out is not inside the run: readers never write to a run dir, and an export at RUN/checkpoints/N read as the
-    run's newest checkpoint."""
-    if out.resolve().is_relative_to(run_dir.resolve()):
-        raise ValueError(f"--out {out} is inside the run dir {run_dir}, which an export only reads; choose a folder "
-                         "outside it")
 
 
 def sp_form(cfg: RunConfig, model_cfg: Any) -> RunConfig:

@@ -17,6 +17,7 @@ from flax import nnx
 
 import zoo.models
 import zoo.param
+from zoo.files import check_outside
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import (
     by_name,
@@ -52,6 +53,11 @@ def check_sources(s: Setup) -> None:
     """--fork-from and --init-from name runs that can be read, before anything is written: a fork's step exists
     and lies before this run's last step."""
     loop = s.cfg.loop
+    sources = {"--fork-from": parse_run_spec(loop.fork_from)[0] if loop.fork_from else None,
+               "--init-from": loop.init_from}
+    for flag, source in sources.items():
+        if source:
+            check_outside(source, loop.run_dir, "--run-dir", flag)
     if loop.fork_from:
         src, step = parse_run_spec(loop.fork_from)
         read_config(src)
