@@ -170,6 +170,15 @@ def test_a_config_file_with_a_bad_mesh_is_refused(tmp_path, capsys):
     assert "'fsdp=two' needs an integer size" in one_line_error(train_cli.main, argv, capsys)
 
 
+@pytest.mark.parametrize("text, kind", [("loop: 5", "int"), ("optim: [1, 2]", "list")])
+def test_a_part_that_is_no_mapping_is_named_as_one(tmp_path, capsys, text, kind):
+    """`loop: 5` was 'unknown option(s) loop', though loop is a part of the settings."""
+    file = tmp_path / "run.yaml"
+    file.write_text(text + "\n")
+    line = one_line_error(train_cli.main, ["--print-config", "--config", str(file)], capsys)
+    assert line.endswith(f"{text.split(':')[0]} holds settings (a mapping), not {kind}"), line
+
+
 def test_a_run_files_default_eps_follows_a_new_optimizer():
     """A run's config.json holds its optimizer's resolved eps: an Adafactor run's 1e-30 rerun with --optimizer adam
     trained Adam with eps 1e-30 (its default is 1e-8), and an Adam run's 1e-8 became Adafactor's eps1 (default

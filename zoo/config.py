@@ -163,8 +163,7 @@ class RunConfig:
         return cls.from_flat(typed)
 
     def identity(self) -> dict[str, Any]:
-        """The settings that shape the trajectory, by flat name (the horizon `steps` included: a run's schedule
-        and its last checkpoint depend on it)."""
+        """The settings that shape the trajectory, by flat name (`steps` too: the schedule and last checkpoint)."""
         flat = self.flat()
         return {name: flat[name] for name, (_, f) in FLAT.items() if f.metadata["identity"]}
 
@@ -205,8 +204,9 @@ def flatten(values: dict[str, Any], where: str, strict: bool = True) -> dict[str
                 put(name, v, f"{raw}.{raw_k}")
         elif key in FLAT:
             put(key, value, str(raw))
-        elif strict:
-            raise ValueError(f"{where}: unknown option(s) {key_name(key)}")
+        elif strict:  # a part that is no mapping (`loop: 5`) was called an unknown option
+            raise ValueError(f"{where}: " + (f"{key} holds settings (a mapping), not {type(value).__name__}"
+                                             if key in PARTS else f"unknown option(s) {key_name(key)}"))
     return out
 
 
