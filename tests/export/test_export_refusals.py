@@ -5,7 +5,7 @@ cannot fold into the weights."""
 from __future__ import annotations
 
 import pytest
-from cli_utils import one_line_error
+from cli_utils import TINY_RUN, one_line_error
 
 
 def test_export_under_a_file_is_refused_before_the_work(tmp_path, capsys):
@@ -84,3 +84,32 @@ def test_a_negative_branch_multiplier_is_refused_for_its_sign(activation, branch
     with pytest.raises(ValueError, match=f"branch multiplier \\({branch_mult * 2**-0.5:.4g}\\) acts after "
                                          f"{activation}\\(W x \\+ b\\), {why}"):
         folded_params(model)
+
+
+def test_a_stop_swallowed_during_a_whole_export_does_not_fail_it(tmp_path, capsys, monkeypatch):
+    """A SIGTERM that a library swallowed where it landed is raised when the command ends (zoo.errors.stop_received):
+    after a whole export, in place, that said 'stopped by SIGTERM' with exit 143, and the same command then refused
+    the --out it had filled."""
+    import signal
+
+    import zoo.errors
+    import zoo.export.sp_form as sp_form
+    from zoo.cli.export import main
+    from zoo.config import resolve
+    from zoo.train.loop import train
+
+    run = tmp_path / "run"
+    train(resolve({**TINY_RUN, "steps": 2, "run_dir": str(run)}))
+    original = sp_form.save_safetensors
+
+    def swallowed(*args, **kwargs):
+        zoo.errors._received.append(zoo.errors.Stopped(signal.SIGTERM, "stopped by SIGTERM"))
+        return original(*args, **kwargs)
+
+    def leave(status):  # the boundary's os._exit, which would end the test process
+        raise SystemExit(status)
+
+    monkeypatch.setattr(sp_form, "save_safetensors", swallowed)
+    monkeypatch.setattr("zoo.cli.boundary._exit", leave)
+    main([str(run), "--out", str(tmp_path / "whole")])
+    assert (tmp_path / "whole" / "model.safetensors").exists() and zoo.errors.stop_received() is None

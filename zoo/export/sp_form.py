@@ -32,7 +32,7 @@ import zoo.models
 import zoo.param
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
-from zoo.errors import sigterm_stops
+from zoo.errors import forget_stops, sigterm_stops
 from zoo.export.fold import folded_params
 from zoo.files import check_can_write_in, check_outside, undo_folders_made_on_failure, write_atomic
 from zoo.models.transformer import attention_heads
@@ -106,6 +106,7 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(tmp, out)
+        forget_stops()  # the export is whole: a stop a library swallowed on the way (raised at the end) stops nothing
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
