@@ -7,7 +7,7 @@ import pytest
 
 import zoo.models as M
 import zoo.param as P
-from zoo.diagnostics.report import describe, slow_approach
+from zoo.diagnostics.report import describe, slow_approach, unresolved
 
 
 def mlp(**opts):
@@ -56,3 +56,13 @@ def test_a_point_off_the_critical_one_gets_no_marginal_note():
     at = P.get("critical", mu=0, sigma_b=0.5)
     assert at.for_model("mlp_resnet", cfg).sigma_w == pytest.approx(1.4784, abs=1e-4)
     assert slow_approach(at, "mlp_resnet", cfg, 1.0, 0.01) is None
+
+
+def test_a_chi_within_its_errors_of_one_bounds_xi_from_below():
+    """tanh at sigma_b 0.3, --find at width 256 and 8 seeds: chi_hat 0.99983 +- 0.026, and the report quoted xi = 6000
+    and a trainable depth of 1.7e5, numbers of the estimate's noise. Within 2 standard errors of 1 it says what the
+    measurement resolves: xi >= 1 / |ln(1 - 2 x 0.026)| = 18.7."""
+    note = unresolved(0.99983, 0.026)
+    assert note == ("chi_hat is 1 within 2 standard errors (0.9998 +- 0.0260): xi >= 18.7 and the trainable depth >= "
+                    "524 are all it resolves (more --seeds or a larger width narrow it)")
+    assert unresolved(0.9, 0.01) is None and unresolved(1.0, 0.0) is None and unresolved(float("nan"), 0.1) is None

@@ -28,10 +28,20 @@ def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seed
         chi, err = jacobian.chi_hat(model_name, model_cfg, plugin, seeds=seeds, batch=batch, probes=probes)
         out.update(chi=chi, chi_stderr=err, xi=jacobian.correlation_length(chi),
                    trainable_depth=jacobian.trainable_depth(chi))
-        note = overflow(chi) or slow_approach(plugin, model_name, model_cfg, chi, err)
-        if note:
-            out["note"] = note
+        notes = [overflow(chi) or slow_approach(plugin, model_name, model_cfg, chi, err), unresolved(chi, err)]
+        if any(notes):
+            out["note"] = "; ".join(n for n in notes if n)
     return out
+
+
+def unresolved(chi: float, err: float) -> str | None:
+    """The note where chi_hat is 1 within 2 standard errors: xi = 1 / |ln chi| then says how near 1 this estimate
+    fell, not the network's correlation length, which is only bounded below, by 1 / |ln(1 - 2 err)|."""
+    if not (err > 0 and abs(chi - 1) <= 2 * err < 1):
+        return None
+    xi = jacobian.correlation_length(1 - 2 * err)
+    return (f"chi_hat is 1 within 2 standard errors ({chi:.4f} +- {err:.4f}): xi >= {xi:.3g} and the trainable depth "
+            f">= {28 * xi:.3g} are all it resolves (more --seeds or a larger width narrow it)")
 
 
 def overflow(chi: float) -> str | None:
