@@ -120,3 +120,17 @@ def test_a_run_dir_inside_the_run_it_reads_is_refused(tmp_path, capsys, flag):
                           capsys)
     assert f"--run-dir {inside} is inside the run dir {source}, which {flag} only reads" in line
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
+
+
+@pytest.mark.parametrize("flag", ["--fork-from", "--init-from"])
+def test_a_finetune_or_fork_without_a_run_dir_trains_in_the_default_one(tmp_path, monkeypatch, flag):
+    """docs/export.md's `train.py --config EXPORT/config.json --init-from EXPORT` has no --run-dir: the check that
+    it lies outside the source read the unset run dir and failed with 'unexpected TypeError'."""
+    source = tmp_path / "src"
+    train_cli.main([*TINY, "--steps", "2", "--run-dir", str(source)])
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    train_cli.main([*TINY, "--steps", "3", flag, str(source)])
+    (run,) = (work / "runs").iterdir()
+    assert (run / "summary.json").exists()

@@ -57,7 +57,7 @@ def check_sources(s: Setup) -> None:
                "--init-from": loop.init_from}
     for flag, source in sources.items():
         if source:
-            check_outside(source, loop.run_dir, "--run-dir", flag)
+            check_outside(source, loop.run_dir or s.cfg.default_run_dir(), "--run-dir", flag)  # zoo.train.run's
     if loop.fork_from:
         src, step = parse_run_spec(loop.fork_from)
         read_config(src)
