@@ -9,7 +9,10 @@ import sys
 import textwrap
 
 import pytest
-from cli_utils import ROOT, SMALL, child_env
+from cli_utils import ROOT, SMALL, TINY, child_env, one_line_error
+
+import zoo.models
+from zoo.cli import train as train_cli
 
 EXTERNAL = {
     "zoo_ext/__init__.py": '''
@@ -82,3 +85,22 @@ def test_an_installed_package_adds_a_plugin_a_data_source_and_a_model(tmp_path):
     assert json.loads((tmp_path / "coord" / "coord_check_width.json").read_text())["param"] == "half_mup"
     listed = run(str(ROOT / "train.py"), "--help")
     assert "half_mup" in listed.stdout and "small_net" in listed.stdout
+
+
+def test_a_broken_model_of_another_package_breaks_nothing_else(tmp_path, monkeypatch, capsys):
+    """An installed package's zoo.models entry point whose module raises as it is imported (or that is no model):
+    --help imports every model's recipe for its defaults, so train.py failed for every model, with 'unexpected
+    RuntimeError: boom at import', naming neither the entry point nor its module. Now the others train, and the
+    broken one is one line naming its module when it is asked for."""
+    (tmp_path / "boom_models.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "not_models.py").write_text("Net = dict\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(zoo.models.MODELS._lazy, "boom", "boom_models:Net")
+    monkeypatch.setitem(zoo.models.MODELS._lazy, "notamodel", "not_models:Net")
+    train_cli.parser().format_help()
+    train_cli.main([*TINY, "--steps", "1", "--run-dir", str(tmp_path / "ok")])
+    capsys.readouterr()
+    line = one_line_error(train_cli.main, [*TINY, "--model", "boom", "--run-dir", str(tmp_path / "b")], capsys)
+    assert "importing the model 'boom_models:Net' failed in its own code: RuntimeError: boom at import" in line
+    line = one_line_error(train_cli.main, [*TINY, "--model", "notamodel", "--run-dir", str(tmp_path / "n")], capsys)
+    assert "'notamodel' is not a zoo model" in line

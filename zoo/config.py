@@ -393,7 +393,7 @@ def default_text(name: str) -> str:
         return v if isinstance(v, str) else _show(v)
 
     text = f.metadata["shown"] or ("off" if default is None else show(default))
-    own = {m: r[name] for m in zoo.models.names() if name in (r := zoo.models.recipe(m)) and r[name] != default}
+    own = {m: r[name] for m, r in zoo.models.recipes().items() if name in r and r[name] != default}
     if own:
         text += "; " + ", ".join(f"{m} {show(v)}" for m, v in own.items())
     return text

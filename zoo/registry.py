@@ -65,7 +65,8 @@ class Registry:
         if name not in self.entries and name not in self._lazy:
             self._scan()
         if name in self._lazy:
-            self.entries[name] = self.check(name, _import(self._lazy.pop(name), self.what))
+            self.entries[name] = self.check(name, _import(self._lazy[name], self.what))  # a failure stays to say
+            del self._lazy[name]
         if name in self.entries:
             return self.entries[name]
         if ":" in name:
@@ -119,10 +120,13 @@ def _import(path: str, what: str) -> Any:
         sys.path.insert(0, str(Path.cwd()))
     try:
         obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
     except ImportError as e:
         raise ValueError(f"cannot import the {what} {path!r}: {e}") from None
+    except Exception as e:  # the module's own code failed as it ran: its error, said as the user's module's
+        raise ValueError(f"importing the {what} {path!r} failed in its own code: {type(e).__name__}: {e}") from None
+    try:
+        for part in attr.split("."):
+            obj = getattr(obj, part)
     except AttributeError:
         raise ValueError(f"module {module!r} has no {attr!r} (the {what} {path!r})") from None
     return obj

@@ -47,6 +47,18 @@ def recipe(name: str) -> dict[str, Any]:
     return dict(getattr(MODELS.get(name), "recipe", {}))
 
 
+def recipes() -> dict[str, dict[str, Any]]:
+    """Every model's recipe that loads (--help's defaults): an installed package's broken model is left out here, and
+    named in one line where it is used."""
+    out = {}
+    for name in names():
+        try:
+            out[name] = recipe(name)
+        except ValueError:
+            continue
+    return out
+
+
 def config(name: str, **overrides: Any) -> Any:
     """The model's config dataclass with `overrides` applied: strings (from a command line) converted to each
     field's type, every value checked against it; unknown keys are an error."""
