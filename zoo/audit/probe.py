@@ -26,6 +26,11 @@ and per forward multiplier that sits on no parameter (a multiplier with `rule` m
 (mean over layers); a tied readout's also the power with which the logits carry it (measure.output_power). A branch
 multiplier or an attention scale enters the logits through every block, so no Euler relation isolates its power:
 its value is what is judged.
+
+Where the init holds a zero weight matrix (zero_init's readout or query), the other parameters' first gradient is
+0, and their step's numbers say nothing of their rules: the step is measured again at `nonzero`'s drawn matrices
+(its numbers prefixed REDRAWN), where the rules the audit judges (Adam's update, SGD's step per unit gradient,
+epsilon, Muon's step) do not depend on the gradient's size.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from zoo.tree import key_path
 
 Numbers = dict[str, dict[str, float]]
 TINY = 1e-6  # a gradient this many times the real one is never clipped
+REDRAWN = "redrawn_"  # prefix of a step's numbers measured again with the zero matrices drawn (`nonzero`)
 
 
 def paths(tree: Any) -> dict[str, Any]:
@@ -104,7 +110,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     def logits(params, rest_state, x):
         return nnx.merge(prog.graphdef, params, rest_state)(prepare_inputs(x, prog.dtype))[0]
 
-    def run(st, b):
+    def step_numbers(st, b):
         new, _ = prog.train_step(st, b)
         grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, st["rest"]), b, None, True,
                                                     prog.dtype)[0])(st["params"])
@@ -133,6 +139,25 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                 out[path]["sqrt_v_rms"] = measure.rms(jnp.sqrt(v[path] / (1.0 - cfg.b2)))
                 out[path]["small_sqrt_v_rms"] = measure.rms(jnp.sqrt(v_small[path] / (1.0 - cfg.b2))) / TINY
                 out[path]["b2"] = jnp.sum(v_decayed[path]) / jnp.maximum(jnp.sum(v_small[path]), 1e-38)
+        return out
+
+    room = memory.free_memory()  # before anything of the probe is allocated
+
+    def init(k):
+        state = prog.init(k)
+        return state, jnp.any(jnp.stack([jnp.all(w[...] == 0) for p, w in paths(state["params"]).items()
+                                         if tags[p].kind in MATRIX_KINDS] or [jnp.bool_(False)]))
+
+    state, zero_matrix = jax.jit(init, out_shardings=(shardings, plan.replicated)).lower(key).compile(
+        compiler_options=RUN_ONCE)(key)
+    redraw = bool(zero_matrix)
+
+    def run(st, b):
+        out = step_numbers(st, b)
+        if redraw:  # a zero_init readout or query stops the others' first gradient: measured again at a drawn one
+            again = step_numbers({**st, "params": nonzero(st["params"], tags, jax.random.fold_in(key, 3))}, b)
+            for path, numbers in again.items():
+                out[path].update({REDRAWN + k: v for k, v in numbers.items()})
         at = nonzero(st["params"], tags, jax.random.fold_in(key, 2))
         for path, p in powers(logits, at, st["rest"], b["x"], mults).items():
             out[path]["power"] = p
@@ -144,8 +169,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
     program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
     program = program.lower(placed, batch).compile(compiler_options=RUN_ONCE)
     memory.check_compiled(program, "audit probe", "audit smaller --widths or --depths, or a smaller --batch-size",
-                          memory.free_memory())  # nothing of it allocated yet
-    state = jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+                          room)
     numbers = program(state, batch)  # runs once
     numbers = jax.device_get(numbers)
     for path, family in optimizer_families(jax.eval_shape(prog.tx.init, abstract["params"])).items():

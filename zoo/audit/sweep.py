@@ -21,7 +21,7 @@ import jax
 from flax import nnx
 
 from zoo.audit import judge, laws, shapes
-from zoo.audit.probe import free_multipliers, paths, probe
+from zoo.audit.probe import REDRAWN, free_multipliers, paths, probe
 from zoo.audit.subjects import AnyRun, ZooRun
 from zoo.param import families
 from zoo.param.base import Parametrization
@@ -153,6 +153,8 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
     tags)."""
     out = {}
     nulls = [judge.null_directions({p: n.get("grad_rms", 0.0) for p, n in s.numbers.items()}) for s in sizes]
+    redrawn_nulls = [judge.null_directions({p: n.get(REDRAWN + "grad_rms", 0.0) for p, n in s.numbers.items()})
+                     for s in sizes]  # all of them where nothing was redrawn
     present = {kinds.get(p, t.kind) for p, t in sizes[-1].tags.items()}
     for path, tag in sizes[-1].tags.items():
         if any(path not in s.tags for s in sizes):
@@ -171,8 +173,8 @@ def judge_axis(run: Run, axis: str, xs: list[int], sizes: list[Size], kinds: dic
         for q in (q for q in laws.QUANTITIES if not (still and q in laws.MOVES)):
             logs = [laws.log_law(q, s.plugin, f) for s, f in zip(sizes, facts, strict=True)] \
                 if laws.has_law(q, facts[-1], run.optim.name) else None
-            values = [value(q, s.numbers.get(path, {}), run.optim.eps, path in null) for s, null in zip(
-                sizes, nulls, strict=True)]
+            values = [value(q, s.numbers.get(path, {}), run.optim.eps, path in null, path in redrawn) for s, null,
+                      redrawn in zip(sizes, nulls, redrawn_nulls, strict=True)]
             why = "null direction" if q in FROM_GRADIENT else "zero init"  # null: a gradient of rounding noise
             # a realized init's RMS carries the sampling noise of its draws (a 1 x n class token's is large)
             slack = judge.sampling_slack(xs, [math.prod(s.shapes[path]) for s in sizes]) if q == "init_rms" else 0.0
@@ -215,10 +217,14 @@ def family_check(expected: str, realized: set[str]) -> judge.Check | None:
     return None
 
 
-def value(quantity: str, n: dict[str, float], eps: float, null: bool) -> float | None:
-    """The measured value of `quantity` at one size (effective: times the realized multiplier mult^power)."""
+def value(quantity: str, n: dict[str, float], eps: float, null: bool, redrawn_null: bool = True) -> float | None:
+    """The measured value of `quantity` at one size (effective: times the realized multiplier mult^power); a
+    gradient's quantity where the gradient is null at the init is read from the step at drawn zero matrices
+    (probe.REDRAWN), unless it is null there too."""
     if quantity in FROM_GRADIENT and null:
-        return None
+        if redrawn_null:
+            return None
+        n = {**n, **{k.removeprefix(REDRAWN): v for k, v in n.items() if k.startswith(REDRAWN)}}
     multiplier = n["mult"] ** n["power"] if "mult" in n else 1.0
     if quantity == "multiplier":
         return multiplier
