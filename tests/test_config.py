@@ -75,6 +75,13 @@ def test_a_model_option_is_compared_by_value_not_by_text():
         run("64")
 
 
+@pytest.mark.parametrize("flag, option", [("--width", "width=64"), ("--base-depth", "base_depth=3")])
+def test_print_config_refuses_a_size_given_twice_as_training_does(flag, option, capsys):
+    """--print-config printed `--width 32 --model-opt width=64` with exit 0, a config training then refused."""
+    line = one_line_error(train_cli.main, ["--print-config", flag, "32", "--model-opt", option], capsys)
+    assert f"model option {option} contradicts {flag}" in line, line
+
+
 @pytest.mark.parametrize("text, want", [
     ("steps: 010\n", 10),  # YAML 1.1: octal 8, where --steps 010 is 10
     ("steps: +12\n", 12), ("lr: 1e-3\n", 1e-3), ("lr: +.5\n", 0.5), ("lr: 3.\n", 3.0),

@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     cfg = config_from_args(args)
     if args.print_config:
+        from zoo.train.setup import check_size_options
+
+        check_size_options(cfg)  # as training would refuse it (the checks that need the data are left out)
         check_mesh_fits(cfg, args)
         sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
         return

@@ -98,14 +98,24 @@ def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
     facts = {"in_shape": tuple(data.in_shape), "num_classes": data.num_classes, "vocab_size": data.num_classes,
              "seq_len": data.seq_len, **{k: v for k, (_, v) in cfg.loop.model_facts().items()}}
     out.update({k: v for k, v in facts.items() if k in fields and v is not None})
-    options = zoo.models.options(m.name, m.options)  # typed: --model-opt width=32 is the int 32, not "32"
+    options = check_size_options(cfg)
     for k, v in options.items():
-        given_by = "--" + k.replace("_", "-") if k in given and getattr(m, k) is not None else \
-            "the data" if k in facts and k not in ("dtype", "remat") and out.get(k) is not None else None
-        if given_by is not None and _differs(v, out[k]):
-            raise ValueError(f"model option {k}={v} contradicts {given_by} ({k} = {out[k]}); give it once")
+        if k in facts and k not in ("dtype", "remat") and out.get(k) is not None and _differs(v, out[k]):
+            raise ValueError(f"model option {k}={v} contradicts the data ({k} = {out[k]}); give it once")
     out.update(options)
     return out
+
+
+def check_size_options(cfg: RunConfig) -> dict[str, Any]:
+    """The model options, typed (--model-opt width=32 is the int 32, not "32"), each size among them that a flag
+    gives too (--width, --depth, --base-width, --base-depth) the same: needs no data, so --print-config checks it."""
+    m = cfg.model
+    options = zoo.models.options(m.name, m.options)
+    for k in ("width", "depth", "base_width", "base_depth"):
+        if k in options and getattr(m, k) is not None and _differs(options[k], getattr(m, k)):
+            raise ValueError(f"model option {k}={options[k]} contradicts --{k.replace('_', '-')} ({k} = "
+                             f"{getattr(m, k)}); give it once")
+    return options
 
 
 def _differs(a: Any, b: Any) -> bool:
