@@ -64,8 +64,9 @@ def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, 
     y = np.asarray(optima, float)
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     ok = np.all(np.isfinite(replicates), axis=0)
-    tau = scatter(x, y - x @ coef, replicates[:, ok])
-    widen = scipy.stats.t.ppf(0.975, len(y) - np.linalg.matrix_rank(x)) / scipy.stats.norm.ppf(0.975) if tau else 1.0
+    dof = len(y) - np.linalg.matrix_rank(x)  # the residuals' degrees of freedom, n - p
+    tau = scatter(y - x @ coef, dof, replicates[:, ok])
+    widen = scipy.stats.t.ppf(0.975, dof) / scipy.stats.norm.ppf(0.975) if tau else 1.0
     moved = replicates[:, ok] + widen * tau * rng.standard_normal(replicates[:, ok].shape)
     reps = np.linalg.lstsq(x, moved, rcond=None)[0].T if ok.any() else np.full((0, len(coef)), np.nan)
     intervals = {a: interval(reps[:, i + 1]) for i, a in enumerate(axes)}
@@ -74,10 +75,9 @@ def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, 
                widen * rng.standard_normal(len(reps)))
 
 
-def scatter(x: np.ndarray, residuals: np.ndarray, replicates: np.ndarray) -> float:
+def scatter(residuals: np.ndarray, dof: int, replicates: np.ndarray) -> float:
     """tau, the sizes' own deviation from the law beyond their bootstrapped noise: sqrt(max(0, RSS / (n - p) - mean
     var(e_i))) (0 where the law has no residual degree of freedom, or no replicates tell the noise)."""
-    dof = len(residuals) - np.linalg.matrix_rank(x)
     if dof <= 0 or replicates.shape[1] < 2:
         return 0.0
     return float(np.sqrt(max(0.0, float(residuals @ residuals) / dof - float(np.mean(np.var(replicates, axis=1))))))

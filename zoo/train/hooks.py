@@ -75,7 +75,9 @@ def eval_hook(every: int, iters: int = 0) -> Hook:
     estimate of both splits' losses over that many random batches (zoo.train.estimate)."""
 
     def evaluate(loop: LoopView, step: int) -> None:
-        stop = lambda: loop.stop_requested  # noqa: E731  (a signal leaves the eval unfinished: redone on resume)
+        def stop() -> bool:  # a signal leaves the eval unfinished: the rerun does it first
+            return loop.stop_requested
+
         metrics = loop.compiled.evaluate(loop.state, stop)
         sampled = sampled_losses(loop.compiled, loop.state, step, iters, loop.s.cfg.loop.seed, stop) if iters else {}
         if metrics is not None and sampled is not None:

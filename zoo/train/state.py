@@ -53,13 +53,11 @@ def check_sources(s: Setup) -> None:
     """--fork-from and --init-from name runs that can be read, before anything is written: a fork's step exists
     and lies before this run's last step."""
     loop = s.cfg.loop
-    sources = {"--fork-from": parse_run_spec(loop.fork_from)[0] if loop.fork_from else None,
-               "--init-from": loop.init_from}
-    for flag, source in sources.items():
+    src, step = parse_run_spec(loop.fork_from) if loop.fork_from else (None, None)
+    for flag, source in (("--fork-from", src), ("--init-from", loop.init_from)):
         if source:
             check_outside(source, loop.run_dir or s.cfg.default_run_dir(), "--run-dir", flag)  # zoo.train.run's
-    if loop.fork_from:
-        src, step = parse_run_spec(loop.fork_from)
+    if src is not None:
         read_config(src)
         with Checkpoints(src, read_only=True) as ckpts:
             steps = ckpts.steps()
