@@ -50,13 +50,33 @@ def solarize(x: jax.Array, threshold: jax.Array) -> jax.Array:
 
 
 def autocontrast(x: jax.Array) -> jax.Array:
-    """ImageOps.autocontrast (no cutoff): each channel's [lo, hi] stretched to [0, 255], lut(i) = int((i - lo) 255 /
-    (hi - lo)) (PIL evaluates i * scale + offset in double, which can land 1 below an exact integer); a channel
-    of one value is kept."""
+    """ImageOps.autocontrast (no cutoff): each channel's [lo, hi] stretched to [0, 255] by PIL's table
+    lut(i) = int(i * scale + offset), scale = 255 / (hi - lo), offset = -lo * scale, evaluated in double: the integer
+    floor((i - lo) 255 / (hi - lo)), less 1 at the points where that double lands just below it (`_autocontrast_low`);
+    a channel of one value is kept."""
     v = x.astype(jnp.int32)
     lo, hi = v.min(axis=(1, 2), keepdims=True), v.max(axis=(1, 2), keepdims=True)
     stretched = (v - lo) * 255 // jnp.maximum(hi - lo, 1)
-    return jnp.where(hi > lo, stretched, v).astype(jnp.uint8)
+    low = jnp.asarray(_autocontrast_low())
+    key = (lo * 256 + hi) * 256 + v
+    below = low[jnp.minimum(jnp.searchsorted(low, key), low.size - 1)] == key
+    return jnp.where(hi > lo, stretched - below, v).astype(jnp.uint8)
+
+
+@functools.cache
+def _autocontrast_low() -> np.ndarray:
+    """The sorted keys (lo 256 + hi) 256 + i of the 8-bit (lo < hi, i in [lo, hi]) where PIL's double i * scale +
+    offset lands below the exact (i - lo) 255 / (hi - lo), an integer there (12094 of them)."""
+    keys = []
+    i = np.arange(256, dtype=np.float64)
+    for lo in range(255):
+        hi = np.arange(lo + 1, 256, dtype=np.float64)[:, None]
+        scale = 255.0 / (hi - lo)
+        pil = np.floor(i * scale + -lo * scale)  # PIL's int() of a value >= 0 wherever i >= lo
+        exact = (i - lo) * 255 // (hi - lo)
+        h, j = np.nonzero((pil < exact) & (i >= lo) & (i <= hi))
+        keys.append((lo * 256 + lo + 1 + h) * 256 + j)
+    return np.sort(np.concatenate(keys)).astype(np.int32)
 
 
 def equalize(x: jax.Array) -> jax.Array:
