@@ -66,3 +66,15 @@ def test_a_chi_within_its_errors_of_one_bounds_xi_from_below():
     assert note == ("chi_hat is 1 within 2 standard errors (0.9998 +- 0.0260): xi >= 18.7 and the trainable depth >= "
                     "524 are all it resolves (more --seeds or a larger width narrow it)")
     assert unresolved(0.9, 0.01) is None and unresolved(1.0, 0.0) is None and unresolved(float("nan"), 0.1) is None
+    assert "one initialization, which gives no standard error" in unresolved(0.9982, float("nan"))
+
+
+def test_one_seed_gives_no_standard_error_and_the_report_says_so():
+    """`zoo.criticality --seeds 1` printed chi_stderr 0 and an exact-looking xi (560 at chi_hat 0.9982, mostly noise):
+    one initialization has no standard error. It is NaN now, and the report's note says what that leaves."""
+    from zoo.diagnostics.report import run_report
+
+    out = run_report("mlp_resnet", mlp(width=16, depth=3), P.get("critical"), seeds=1, batch=2)
+    assert out["chi_stderr"] != out["chi_stderr"] and "one initialization" in out["note"], out
+    two = run_report("mlp_resnet", mlp(width=16, depth=3), P.get("critical"), seeds=2, batch=2)
+    assert two["chi_stderr"] > 0 and "one initialization" not in two.get("note", ""), two

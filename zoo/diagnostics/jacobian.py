@@ -106,9 +106,9 @@ def _keys(seeds: int, key: int) -> jax.Array:
 
 
 def _mean_err(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean over seeds (axis 0) and its standard error."""
+    """Mean over seeds (axis 0) and its standard error (NaN from one seed, where it is undefined)."""
     s = samples.shape[0]
-    return samples.mean(0), samples.std(0, ddof=1) / np.sqrt(s) if s > 1 else np.zeros_like(samples[0])
+    return samples.mean(0), samples.std(0, ddof=1) / np.sqrt(s) if s > 1 else np.full_like(samples[0], np.nan)
 
 
 def _check(cfg: Any, l0: int) -> None:

@@ -36,7 +36,11 @@ def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seed
 
 def unresolved(chi: float, err: float) -> str | None:
     """The note where chi_hat is 1 within 2 standard errors: xi = 1 / |ln chi| then says how near 1 this estimate
-    fell, not the network's correlation length, which is only bounded below, by 1 / |ln(1 - 2 err)|."""
+    fell, not the network's correlation length, which is only bounded below, by 1 / |ln(1 - 2 err)|. From one seed
+    (err NaN) nothing bounds it."""
+    if np.isnan(err) and not np.isnan(chi):
+        return (f"chi_hat {chi:.4f} is from one initialization, which gives no standard error: how near 1 it is, and "
+                "so xi and the trainable depth, carry no error bar (--seeds 2 or more)")
     if not (err > 0 and abs(chi - 1) <= 2 * err < 1):
         return None
     xi = jacobian.correlation_length(1 - 2 * err)
