@@ -69,6 +69,9 @@ class OptimConfig:
     momentum: float = setting(0.9, "momentum of --optimizer momentum", check=BETA)
     weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
                                          check=NON_NEGATIVE)
+    decay_vectors: bool = setting(False, "weight decay on the biases and norm gains too, at the matrices' lr*wd (as "
+                                  "torch's AdamW(model.parameters()) decays every parameter); by default the "
+                                  "plugin's rule, which decays the weight matrices only")
     clip_norm: float | None = setting(None, "clip the global norm of the width-faithful gradients at the base width "
                                       "and depth (a threshold that grows as their norm does with width and depth); "
                                       "0: no clipping", shown="none", check=NON_NEGATIVE)
@@ -186,7 +189,8 @@ def family_of(cfg: OptimConfig | None, tag: Tag) -> str:
 def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) -> Rules:
     """The plugin's rules for each parameter under the family `cfg`'s optimizer puts it in (the LR multiplier is
     the family's, times Muon's base-shape constant on spectral leaves; the pre-scale and the weight decay are the
-    same for every family). A frozen kind's gradient is scaled by 0, so it adds nothing to the global norm that
+    same for every family; `decay_vectors` decays the vectors and scalars, width-independently, as TP IVb 2.10.1
+    decays the matrices). A frozen kind's gradient is scaled by 0, so it adds nothing to the global norm that
     --clip-norm clips, as a parameter that does not train adds nothing in PyTorch."""
     def lr_mult(tag: Tag) -> Any:
         family = family_of(cfg, tag)
@@ -196,7 +200,11 @@ def rules(plugin: Parametrization, params: Any, cfg: OptimConfig | None = None) 
     def grad_scale(tag: Tag) -> Any:
         return 0.0 if plugin.frozen(tag) else plugin.grad_scale(tag)
 
-    return Rules(per_param(params, grad_scale), per_param(params, lr_mult), per_param(params, plugin.wd_mult))
+    def wd_mult(tag: Tag) -> Any:
+        every = cfg is not None and cfg.decay_vectors and not plugin.frozen(tag)
+        return 1.0 if every and tag.kind in ("vector", "scalar") else plugin.wd_mult(tag)
+
+    return Rules(per_param(params, grad_scale), per_param(params, lr_mult), per_param(params, wd_mult))
 
 
 def spectral_constant(cfg: OptimConfig, tag: Tag) -> float:

@@ -64,6 +64,26 @@ def test_weight_decay_is_a_width_independent_shrink(width):
         np.testing.assert_allclose(u, expected, rtol=1e-6, atol=1e-12, err_msg=f"{path} ({kind})")
 
 
+@pytest.mark.parametrize("width", [48, 160])
+def test_decay_vectors_shrinks_every_trained_parameter(width):
+    """--decay-vectors (torch's AdamW(model.parameters()), the ViT's and Mixer's reference code): with zero gradients
+    every bias and norm gain shrinks by lr * wd per step as the matrices do, at any width; a frozen kind keeps its
+    values. The recipes of the two models set it."""
+    plugin, lr, wd = P.get("mup", freeze="output"), 1e-2, 0.5
+    params = run_once(program(plugin, width=width, base_width=64).init, jax.random.key(0))["params"]
+    tx = build(OptimConfig(name="adamw", lr=lr, weight_decay=wd, decay_vectors=True), plugin, params)
+    updates, _ = run_once(lambda p: tx.update(jax.tree.map(jnp.zeros_like, p), tx.init(p), p), params)
+    kinds = set()
+    for path, v in leaves(params).items():
+        u, w, kind = leaves(updates)[path][...], v[...], v.get_metadata()["tag"].kind
+        kinds.add(kind)
+        np.testing.assert_allclose(u, np.zeros_like(w) if kind == "output" else -lr * wd * w, rtol=1e-6, atol=1e-12,
+                                   err_msg=f"{path} ({kind})")
+    assert {"vector", "output", "hidden"} <= kinds, kinds
+    assert all(M.recipe(name)["decay_vectors"] for name in ("vit", "mixer"))
+    assert not M.recipe("gpt").get("decay_vectors")  # nanoGPT decays the matrices only, as zoo's default
+
+
 @pytest.mark.parametrize("m", [1.0, 4.0])
 def test_global_norm_clipping_scales_with_the_faithful_norm(m):
     """clip_norm bounds the faithful gradients' global norm by clip_norm * sqrt(N / N0) (N entries, N0 at the base
