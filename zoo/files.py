@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import json
 import math
 import os
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -126,13 +128,16 @@ def check_replaceable(path: Path) -> None:
 @contextlib.contextmanager
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
-    readers see the old or the new file, never a partial one. The file gets mode 0666 less the umask, as
-    `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error naming `path` (not
-    the temporary file, which the rename would name), and so is a link or a special file there (`check_replaceable`).
+    readers see the old or the new file, never a partial one. The temporary file is `.NAME.HOST-PID.RANDOM.tmp`, and
+    those of `path` whose process is gone (a SIGKILL before the rename) are removed first. The file gets mode 0666
+    less the umask, as `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error
+    naming `path` (not the temporary file, which the rename would name), and so is a link or a special file there
+    (`check_replaceable`).
     A full disk is one DiskFull line naming `path`."""
     check_replaceable(path)
+    remove_stale_temporaries(path)
     with naming_full_disk(path):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_owner()}.", suffix=".tmp")
         try:
             os.fchmod(fd, 0o666 & ~umask())
             with os.fdopen(fd, mode) as f:
@@ -143,6 +148,32 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files `atomic` left beside `path` in processes of this host that are gone: a SIGKILL
+    between their creation and the rename left them (a decoded dataset's, hundreds of MB), and nothing else would.
+    Another host's (a shared file system) and a live process's are kept."""
+    prefix = f".{path.name}.{socket.gethostname()}-"
+    for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = tmp.name[len(prefix):].partition(".")[0]
+        if pid.isascii() and pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def save_figure(fig: Any, path: str | Path, dpi: float | None = None) -> Path:

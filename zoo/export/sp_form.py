@@ -34,7 +34,7 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.errors import forget_stops, sigterm_stops
 from zoo.export.fold import folded_params
-from zoo.files import check_can_write_in, check_outside, undo_folders_made_on_failure, write_atomic
+from zoo.files import alive, check_can_write_in, check_outside, undo_folders_made_on_failure, write_atomic
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
@@ -130,16 +130,6 @@ def remove_stale_temporaries(out: Path) -> None:
         pid = tmp.name.rpartition("-")[2]
         if pid.isascii() and pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` exists on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
     return True
 
 

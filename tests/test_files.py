@@ -1,0 +1,41 @@
+"""zoo.files: a file written atomically leaves nothing behind, even where the writer was SIGKILLed mid-write."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from zoo.files import write_atomic
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from zoo.files import atomic
+with atomic(Path(sys.argv[1]), "wb") as f:
+    f.write(b"x" * 4096)
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """A first run SIGKILLed while it wrote its decoded dataset into the cache left `.NAME.<random>.tmp` (up to 184
+    MB), which no later run removed. The next atomic write of the same file removes those of dead processes on this
+    host, and keeps a live process's and another host's (a shared file system)."""
+    path = tmp_path / "data.npz"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline() == "writing\n"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    (left,) = tmp_path.glob(".data.npz.*.tmp")
+    live = tmp_path / f".data.npz.{socket.gethostname()}-{os.getppid()}.abc.tmp"
+    other_host = tmp_path / f".data.npz.{socket.gethostname()}x-{writer.pid}.abc.tmp"
+    for kept in (live, other_host):
+        kept.write_bytes(b"")
+    write_atomic(path, b"done", "wb")
+    assert path.read_bytes() == b"done" and not left.exists()
+    assert sorted(tmp_path.iterdir()) == sorted([path, live, other_host])
