@@ -11,7 +11,7 @@ from cli_utils import one_line_error
 
 from zoo.cli import sweep as sweep_cli
 from zoo.cli import train as train_cli
-from zoo.config import FLAT, PARTS, RunConfig, read_file, resolve
+from zoo.config import FLAT, PARTS, RunConfig, identity_changes, read_file, resolve
 
 
 def test_config_parts_flat_names_and_nested_files_agree(tmp_path):
@@ -199,3 +199,16 @@ def test_a_run_files_default_eps_follows_a_new_optimizer():
     assert resolve({"optimizer": "adafactor"}, {"model": "gpt", "eps": 1e-8}).optim.eps == 1e-30  # gpt: adamw
     assert resolve({"optimizer": "adafactor"}, {"model": "mlp_resnet", "eps": 1e-6}).optim.eps == 1e-6
 
+
+
+def test_a_setting_an_older_run_lacks_is_its_default_not_todays_recipe():
+    """decay_vectors was added with the ViT's recipe setting it true: a ViT run dir written before (no such key, and
+    vectors not decayed) resumed under the new recipe silently, its params off by up to 1.48 relative, and its
+    config.json rewritten. A missing setting is its default (the behaviour before it existed), so the change shows."""
+    args = train_cli.parser().parse_args(["--model", "vit", "--steps", "10"])
+    now = train_cli.config_from_args(args)
+    old = now.to_json()
+    del old["optim"]["decay_vectors"]
+    assert identity_changes(old, now) == ["decay_vectors false -> true"]
+    assert identity_changes(old, now.replace(decay_vectors=False)) == []
+    assert identity_changes(now.to_json(), now) == []

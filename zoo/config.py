@@ -364,11 +364,11 @@ def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, A
 
 
 def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
-    """`name: old -> new` for each identity setting that differs; `old` is a stored config (nested or flat), and
-    settings it lacks are skipped."""
-    before = flatten(old, "the stored config", strict=False)
+    """`name: old -> new` for each identity setting that differs; `old` is a stored config (nested or flat), a
+    setting it lacks read as `from_json` reads it, as its default (zoo's behaviour before the setting existed)."""
+    before = json.loads(json.dumps(RunConfig.from_json(old, "the stored config").identity()))
     now = json.loads(json.dumps(new.identity()))  # as config.json holds them (tuples as lists)
-    return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if k in before and before[k] != v]
+    return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if before[k] != v]
 
 
 def _word(v: Any) -> str:

@@ -112,7 +112,9 @@ def mains(tmp_path_factory) -> dict:
 
     new, unsaved = root / "new", root / "unsaved"
     unsaved.mkdir()
-    (unsaved / "config.json").write_text(json.dumps({"model": "mlp_resnet", "width": 32, "lr": 0.5}))
+    started = [*SMALL, "--steps", "2", "--run-dir", str(unsaved)]
+    other_lr = {**stored, "optim": {**stored["optim"], "lr": 0.5}, "loop": {**stored["loop"], "steps": 2}}
+    (unsaved / "config.json").write_text(json.dumps(other_lr))  # the started command's but for its lr
     refused = [
         [*SMALL, "--steps", "2", "--model-opt", "activation=nope", "--run-dir", str(new)],
         [*SMALL, "--steps", "2", "--param", "depth_mup", "--param-opt", "alpha=nan", "--run-dir", str(new)],
@@ -120,7 +122,7 @@ def mains(tmp_path_factory) -> dict:
         ["--model", "gpt", "--width", "64", "--depth", "1", "--data", "shakespeare", "--seq-len", "65536",
          "--batch-size", "64", "--run-dir", str(new)],
     ]
-    argvs["started"] = [*SMALL, "--steps", "2", "--run-dir", str(unsaved)]
+    argvs["started"] = started
 
     config, other = root / "project", root / "other"
     foreign = json.dumps({"name": "my project", "version": 3})
