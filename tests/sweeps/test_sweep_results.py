@@ -195,3 +195,17 @@ def test_a_base_size_given_is_not_said_to_default_when_a_rerun_is_refused_for_it
                                          r"smallest swept: give --base-width/--base-depth\)"):
         run_sweep(spec(), echo=lambda _: None)
     assert len(results.read(tmp_path)) == 1
+
+
+def test_a_setting_added_since_a_sweep_is_read_as_its_default(tmp_path):
+    """A sweep dir written before a setting existed (its sweep.json without decay_vectors) was refused as 'other
+    settings (decay_vectors null there, false here)' by every later zoo. The missing setting is its default, the
+    behaviour zoo had before it, as a run dir reads it: extended at the default, refused at another value."""
+    from zoo.sweeps import results
+
+    settings = {"param": "mup", "decay_vectors": False, "steps": 6}
+    (tmp_path / results.SETTINGS).write_text(json.dumps({"param": "mup", "steps": 6}))
+    results.append(tmp_path, [{"width": 16, "depth": 2, "lr": 0.5, "seed": 0}])
+    results.check_settings(tmp_path, settings)
+    with pytest.raises(ValueError, match="other settings \\(decay_vectors false there, true here\\)"):
+        results.check_settings(tmp_path, {**settings, "decay_vectors": True})

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zoo.config import RunConfig
 from zoo.files import open_regular, read_mapping, read_regular, write_atomic
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
@@ -33,6 +34,8 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
                          f"that trained them are unknown; use another --out, or move {RESULTS} away to start over")
     if path.exists():
         old = read_settings(out)
+        defaults = json.loads(json.dumps(RunConfig().identity()))  # a setting added since: its default, the behaviour
+        old = {**{k: defaults[k] for k in settings if k in defaults and k not in old}, **old}  # zoo had before it
         differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if not differ:
             return
