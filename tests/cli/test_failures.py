@@ -331,6 +331,22 @@ def test_python_warnings_stay_off_the_terminal():
     assert proc.returncode == 0 and proc.stdout == "done\n" and "Tight layout" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("level, shown", [(None, False), ("0", True)])
+def test_xlas_cpp_warnings_stay_off_the_terminal_unless_asked_for(tmp_path, level, shown):
+    """The documented `--mesh fsdp=4,tensor=2` on a small GPT: XLA's SPMD partitioner printed a 'W1130 ...
+    spmd_partitioner.cc ... Involuntary full rematerialization' line on stderr. zoo sets TF_CPP_MIN_LOG_LEVEL=2
+    where it is not set (on import, before JAX loads); TF_CPP_MIN_LOG_LEVEL=0 shows it again."""
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "TF_CPP_MIN_LOG_LEVEL": level}
+    env = {k: v for k, v in child_env(env).items() if v is not None}
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--model", "gpt", "--width", "48", "--depth", "1",
+                           "--data", "synthetic:text", "--seq-len", "16", "--model-opt", "head_dim=16", "--steps", "1",
+                           "--batch-size", "8", "--param", "mup", "--mesh", "fsdp=4,tensor=2", "--compile-cache",
+                           "off", "--run-dir", str(tmp_path / "run")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert ("spmd_partitioner" in proc.stderr) == shown, proc.stderr
+
+
 def test_ctrl_c_outside_training_does_not_speak_of_training():
     """Ctrl-C in a command other than train.py (here zoo.sample, generating) is one line and status 130 that does
     not claim training was interrupted before it started; the text drawn before it stays printed."""
