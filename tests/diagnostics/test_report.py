@@ -3,6 +3,9 @@ model's depth because it tends to 1 only as a power law (a marginal fixed point)
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 
 import zoo.models as M
@@ -78,3 +81,27 @@ def test_one_seed_gives_no_standard_error_and_the_report_says_so():
     assert out["chi_stderr"] != out["chi_stderr"] and "one initialization" in out["note"], out
     two = run_report("mlp_resnet", mlp(width=16, depth=3), P.get("critical"), seeds=2, batch=2)
     assert two["chi_stderr"] > 0 and "one initialization" not in two.get("note", ""), two
+
+
+@pytest.mark.parametrize("activation, mean_subtract, factor", [("relu", True, 1 - 1 / math.pi), ("abs", True, None),
+                                                               ("relu", False, 1.0), ("tanh", True, 1.0)])
+def test_a_stream_the_critical_point_lets_fade_gets_a_note(activation, mean_subtract, factor):
+    """On the default MLP-ResNet (mean subtraction, no LayerNorm) `critical` puts ReLU at sigma_w^2 = 2, chi_J = 1, but
+    the block's kernel map is sigma_w^2 Var[phi] = 2 K (1/2 - 1/(2 pi)): the stream's second moment falls by 1 - 1/pi
+    = 0.682 a block (abs: 1 - 2/pi = 0.363), so the forward signal vanishes, which the report did not say. Without
+    mean subtraction the map is critical (chi_K* = 1, no note), and tanh's marginal map at Q* = 0 lets Q fall only as
+    a power law (the slow-approach note's, not this one)."""
+    from zoo.diagnostics.report import fading_stream
+
+    depth = 7
+    note = fading_stream(P.get("critical"), "mlp_resnet", mlp(activation=activation, mean_subtract=mean_subtract,
+                                                              width=16, depth=depth))
+    if factor == 1.0:
+        assert note is None, note
+        return
+    factor = factor or 1 - 2 / math.pi
+    total, per = re.fullmatch(r"at infinite width the stream's second moment goes from 1 to (\S+) over the 7 blocks "
+                              r"\((\S+) a block\): chi_J = 1 keeps the Jacobians near 1, not the forward signal \(this "
+                              r"block's kernel map is not critical there, chi_K\* != 1\); without mean subtraction it "
+                              r"is \(--model-opt mean_subtract=false\)", note).groups()
+    assert float(total) == pytest.approx(factor ** depth, rel=2e-3) and float(per) == pytest.approx(factor, rel=2e-3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,8 @@ DEEP = 10  # the slow-approach note compares chi at the last block with chi at D
 OFF_ONE = 0.01  # |chi^L - 1| beyond which a critical point's finite depth is worth a note
 APPROACH = 0.99  # |chi - 1| at DEEP times the depth over at the depth, below which chi still tends to 1
 SETTLED = 1e-10  # chi's relative change per block (20 in a row) at which it has converged (mean_field_theory.chi_star)
+RESOLVED = 1e-50  # the smallest Q whose per-block factor the recursion resolves (its tables of phi start at 1e-30)
+FADES = 10.0  # the factor by which the stream's second moment falls or grows over the model's blocks worth a note
 
 
 def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seeds: int = 2, batch: int = 4,
@@ -28,7 +31,8 @@ def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seed
         chi, err = jacobian.chi_hat(model_name, model_cfg, plugin, seeds=seeds, batch=batch, probes=probes)
         out.update(chi=chi, chi_stderr=err, xi=jacobian.correlation_length(chi),
                    trainable_depth=jacobian.trainable_depth(chi))
-        notes = [overflow(chi) or slow_approach(plugin, model_name, model_cfg, chi, err), unresolved(chi, err)]
+        notes = [overflow(chi) or slow_approach(plugin, model_name, model_cfg, chi, err), unresolved(chi, err),
+                 fading_stream(plugin, model_name, model_cfg)]
         if any(notes):
             out["note"] = "; ".join(n for n in notes if n)
     return out
@@ -77,6 +81,45 @@ def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: 
         return None
     return (f"chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite width "
             f"{at_depth:.3f} at block {depth} and {deep:.3f} at block {DEEP * depth}; measured {chi:.3f} +- {err:.3f}")
+
+
+def fading_stream(plugin: Critical, model_name: str, cfg: Any) -> str | None:
+    """A point on the critical line chi_J* = 1 keeps the Jacobians near 1, but the forward signal only where the
+    kernel map is critical too (chi_K* = 1, eq. 12); where it is not (a ReLU block with mean subtraction: its map is
+    sigma_w^2 Var[phi], 2 K (1/2 - 1/(2 pi)) = 0.68 K at sigma_w^2 = 2), the stream's second moment Q falls or grows
+    geometrically. The note gives Q^L / Q^0 at infinite width over the model's L blocks where it moved by more than
+    FADES either way at a per-block factor that does not tend to 1 deeper (a marginal map, erf's or tanh's at Q* = 0,
+    lets Q fall only as a power law: `slow_approach`'s), and mean_subtract=false where that keeps Q."""
+    change = _stream_change(plugin, model_name, cfg)
+    if change is None or 1 / FADES < change[0] < FADES or abs(change[2] - 1) < APPROACH * abs(change[1] - 1):
+        return None
+    ratio = change[0]
+    note = (f"at infinite width the stream's second moment goes from 1 to {ratio:.3g} over the {cfg.depth} blocks "
+            f"({change[1]:.3g} a block): chi_J = 1 keeps the Jacobians near 1, not the forward signal (this block's "
+            "kernel map is not critical there, chi_K* != 1)")
+    if getattr(cfg, "mean_subtract", False):
+        try:
+            plain = _stream_change(plugin, model_name, dataclasses.replace(cfg, mean_subtract=False))
+        except ValueError:  # that block has no critical point for this model (GELU without biases)
+            plain = None
+        if plain is not None and 1 / FADES < plain[0] < FADES:
+            note += "; without mean subtraction it is (--model-opt mean_subtract=false)"
+    return note
+
+
+def _stream_change(plugin: Critical, model_name: str, cfg: Any) -> tuple[float, float, float] | None:
+    """At infinite width from the model's critical point: Q^L / Q^0, the per-block factor Q^L / Q^(L-1), and that
+    factor at DEEP L (at the last block where Q is still a normal float); None without the theory or where Q
+    overflows."""
+    found = plugin.infinite_width(model_name, cfg, DEEP * cfg.depth)
+    if found is None or len(found[1]) <= DEEP * cfg.depth:
+        return None
+    q = found[1]
+    last = int(np.flatnonzero(q > RESOLVED)[-1])  # Q^0 = 1 is
+    at = min(cfg.depth, last)
+    if at < 1:
+        return None
+    return float(q[cfg.depth] / q[0]), float(q[at] / q[at - 1]), float(q[last] / q[last - 1])
 
 
 def describe(report: Mapping[str, float | str]) -> str:

@@ -98,11 +98,17 @@ class Critical(Parametrization):
         """chi^l, l = 1..depth, of this (bound) point at infinite width from the input's Q = 1 (the recursion of
         zoo.param.mean_field_theory: shorter where the stream overflows, or with `rtol` where chi has converged), for
         a model whose blocks the theory follows (the MLP-ResNet); None for other models."""
+        found = self.infinite_width(model_name, cfg, depth, rtol)
+        return None if found is None else found[0]
+
+    def infinite_width(self, model_name: str, cfg: Any, depth: int, rtol: float | None = None) -> Any:
+        """(chi^l for l = 1..depth, the stream's second moment Q^l for l = 0..depth) as `infinite_width_chis` says;
+        None for models the theory does not follow."""
         if not theory.describes(cfg):
             return None
         bound = self.for_model(model_name, cfg)
         return theory.recursion(bound._block(cfg), float(bound.sigma_w), float(bound.sigma_b), float(bound.mu),
-                                depth, rtol=rtol)[0]
+                                depth, rtol=rtol)
 
     def _block(self, cfg: Any) -> theory.Block:
         return theory.Block.of(cfg, float(self.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
