@@ -109,13 +109,13 @@ def fading_stream(plugin: Critical, model_name: str, cfg: Any) -> str | None:
 
 def _stream_change(plugin: Critical, model_name: str, cfg: Any) -> tuple[float, float, float] | None:
     """At infinite width from the model's critical point: Q^L / Q^0, the per-block factor Q^L / Q^(L-1), and that
-    factor at DEEP L (at the last block where Q is still a normal float); None without the theory or where Q
+    factor at DEEP L (each at the last block where Q is still above RESOLVED); None without the theory or where Q
     overflows."""
     found = plugin.infinite_width(model_name, cfg, DEEP * cfg.depth)
     if found is None or len(found[1]) <= DEEP * cfg.depth:
         return None
     q = found[1]
-    last = int(np.flatnonzero(q > RESOLVED)[-1])  # Q^0 = 1 is
+    last = int(np.flatnonzero(q > RESOLVED)[-1])  # Q^0 = 1 is above it
     at = min(cfg.depth, last)
     if at < 1:
         return None
