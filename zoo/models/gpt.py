@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.activations import activation
 from zoo.models.layers import Dense, LayerNorm, ModelConfig, Multiplier, Stack, scales
 from zoo.models.transformer import Block, Embed, attention_heads, dropout, fold
 from zoo.param.base import Parametrization
@@ -52,10 +51,6 @@ class GPTConfig(ModelConfig):
     dropout: float = 0.2  # on the embedding and on each branch's output
     attn_dropout: bool = True  # also on the attention probabilities, at the same rate
     scan: bool = False  # unrolled steps are faster at these depths; scan=True keeps compile time flat in depth
-
-    def __post_init__(self):
-        super().__post_init__()
-        activation(self.activation)  # an unknown name refused with the config, not at the first call
 
 
 class GPT(nnx.Module):

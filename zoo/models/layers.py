@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from zoo.activations import activation
 from zoo.param.base import Parametrization
 from zoo.param.sp_init import sp_std
 from zoo.param.tags import Kind, Tag
@@ -33,7 +34,7 @@ class ModelConfig:
     dtype: str = "float32"  # compute dtype (one of COMPUTE_DTYPES); parameters stay float32
 
     # options checked on construction (a ValueError naming the option): sizes (ints, or each int of a shape) >= 1,
-    # rates in [0, 1), scales >= 0, None allowed. Each model adds its own.
+    # rates in [0, 1), scales >= 0, None allowed, and an `activation` zoo.activations knows. Each model adds its own.
     sizes: ClassVar[tuple[str, ...]] = ("width", "depth", "base_width", "base_depth")
     rates: ClassVar[tuple[str, ...]] = ()
     scales: ClassVar[tuple[str, ...]] = ()
@@ -45,6 +46,8 @@ class ModelConfig:
                 raise ValueError(f"model option {name} must be at least 1, got {value}")
         if self.dtype not in COMPUTE_DTYPES:  # 'float17' failed in the first call, 'int32' in a scan's carry types
             raise ValueError(f"model option dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {self.dtype!r}")
+        if hasattr(self, "activation"):
+            activation(self.activation)  # an unknown name refused with the config (--print-config), not at a call
         ranges = ((self.rates, lambda v: 0 <= v < 1, "in [0, 1)"), (self.scales, lambda v: v >= 0, ">= 0"))
         for names, ok, bound in ranges:
             for name in names:

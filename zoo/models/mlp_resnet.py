@@ -39,10 +39,6 @@ class MLPResNetConfig(ModelConfig):
     # its blocks are the residual MLP zoo.param.mean_field_theory follows (closed-form critical points)
     mean_field_block: ClassVar[bool] = True
 
-    def __post_init__(self):
-        super().__post_init__()
-        activation(self.activation)  # an unknown name refused with the config (--print-config), not at the first call
-
 
 class Block(nnx.Module):
     def __init__(self, cfg: MLPResNetConfig, scale: Scale, rngs: nnx.Rngs):

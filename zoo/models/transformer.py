@@ -172,16 +172,17 @@ class MLP(nnx.Module):
 
 class Attention(nnx.Module):
     """Multi-head self-attention with logits s q.k (s from the plugin), dropout at `dropout` on its probabilities;
-    the query has role "query"."""
+    the query has role "query". `qkv_bias`: biases on q, k, v (None: as on the output, `bias`)."""
 
     def __init__(self, width: int, heads: Heads, *, causal: bool, scale: Scale, rngs: nnx.Rngs, bias: bool,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, qkv_bias: bool | None = None):
         self.heads, self.causal, self.rate = heads, causal, dropout
         inner = heads.num * heads.dim
 
         def dense(fan_in, fan_out, role, axes):
-            return Dense(fan_in, fan_out, kind="hidden", scale=scale, rngs=rngs, bias=bias, branch=True, role=role,
-                         axes=axes)
+            has_bias = bias if role == "attn_out" or qkv_bias is None else qkv_bias
+            return Dense(fan_in, fan_out, kind="hidden", scale=scale, rngs=rngs, bias=has_bias, branch=True,
+                         role=role, axes=axes)
 
         col, row = ("embed", "heads"), ("heads", "embed")  # Megatron: q, k, v split by columns, o by rows
         self.q, self.k, self.v = (dense(width, inner, role, col) for role in ("query", "key", "value"))
@@ -227,19 +228,22 @@ class Block(nnx.Module):
     """Pre-LN transformer block: attention and MLP branches, each with its own branch multiplier; dropout at
     `dropout` on each branch's output and at `attn_dropout` on the attention probabilities (nanoGPT's places).
 
-    `norm_eps`, `norm_bias` (the LayerNorms' bias) and `activation` (the MLP's) say which LayerNorm and GELU;
+    `norm_eps`, `norm_bias` (the LayerNorms' bias) and `activation` (the MLP's) say which LayerNorm and GELU,
+    `qkv_bias` whether q, k, v have biases (None: as the other dense layers);
     `dtype` is the branches' compute dtype where the residual stream is kept in another (None: the stream's)."""
 
     def __init__(self, width: int, heads: Heads, mlp_dim: int, *, causal: bool, dropout: float, scale: Scale,
                  rngs: nnx.Rngs, bias: bool, attn_dropout: float = 0.0, norm_eps: float = 1e-6,
-                 norm_bias: bool = True, activation: str = "gelu", dtype: str | None = None):
+                 norm_bias: bool = True, activation: str = "gelu", dtype: str | None = None,
+                 qkv_bias: bool | None = None):
         self.rate = dropout
 
         def norm():
             return LayerNorm(width, scale=scale, rngs=rngs, branch=True, eps=norm_eps, bias=norm_bias, dtype=dtype)
 
         self.ln1 = norm()
-        self.attn = Attention(width, heads, causal=causal, scale=scale, rngs=rngs, bias=bias, dropout=attn_dropout)
+        self.attn = Attention(width, heads, causal=causal, scale=scale, rngs=rngs, bias=bias, dropout=attn_dropout,
+                              qkv_bias=qkv_bias)
         self.ln2 = norm()
         self.mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias, activation=activation)
         self.attn_branch, self.attn_skip = scale.branch_multiplier(), scale.skip_multiplier()
@@ -264,14 +268,17 @@ class Block(nnx.Module):
 
 
 class MixerBlock(nnx.Module):
-    """Pre-LN Mixer block: token mixing over the (fixed) S tokens, scalar kind; channel mixing, hidden kind."""
+    """Pre-LN Mixer block: token mixing over the (fixed) S tokens, scalar kind; channel mixing, hidden kind; both MLPs
+    with `activation`, both LayerNorms with `norm_eps`."""
 
     def __init__(self, width: int, tokens: int, token_dim: int, mlp_dim: int, *, scale: Scale, rngs: nnx.Rngs,
-                 bias: bool):
-        self.ln1 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
-        self.token_mlp = MLP(tokens, token_dim, kind="scalar", scale=scale, rngs=rngs, bias=bias, axes=(None, None))
-        self.ln2 = LayerNorm(width, scale=scale, rngs=rngs, branch=True)
-        self.channel_mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias)
+                 bias: bool, norm_eps: float = 1e-6, activation: str = "gelu"):
+        self.ln1 = LayerNorm(width, scale=scale, rngs=rngs, branch=True, eps=norm_eps)
+        self.token_mlp = MLP(tokens, token_dim, kind="scalar", scale=scale, rngs=rngs, bias=bias, axes=(None, None),
+                             activation=activation)
+        self.ln2 = LayerNorm(width, scale=scale, rngs=rngs, branch=True, eps=norm_eps)
+        self.channel_mlp = MLP(width, mlp_dim, kind="hidden", scale=scale, rngs=rngs, bias=bias,
+                               activation=activation)
         self.token_branch, self.token_skip = scale.branch_multiplier(), scale.skip_multiplier()
         self.channel_branch, self.channel_skip = scale.branch_multiplier(), scale.skip_multiplier()
 
