@@ -152,7 +152,7 @@ def test_a_sweep_refused_for_its_base_width_says_the_values_and_the_default(tmp_
 
     from zoo.sweeps import results
 
-    settings = {"param": "mup", "base_width": 16, "steps": 6}
+    settings = sweep_settings(param="mup", base_width=16, steps=6)
     results.check_settings(tmp_path, settings)
     results.append(tmp_path, [{"width": 16, "depth": 2, "lr": 0.5, "seed": 0}])
     with pytest.raises(ValueError) as e:
@@ -162,6 +162,12 @@ def test_a_sweep_refused_for_its_base_width_says_the_values_and_the_default(tmp_
     with pytest.raises(ValueError, match='other settings \\(param "mup" there, "sp" here, steps 6 there, 7 here\\);'):
         results.check_settings(tmp_path, {**settings, "param": "sp", "steps": 7})
     assert json.loads((tmp_path / results.SETTINGS).read_text()) == settings
+
+
+def sweep_settings(**given) -> dict:
+    """A sweep.json's settings as a sweep writes them: every identity setting but the members' own."""
+    identity = json.loads(json.dumps(RunConfig().identity()))
+    return {**{k: v for k, v in identity.items() if k not in results.PER_MEMBER}, **given}
 
 
 def test_results_without_their_settings_file_are_refused_not_taken_as_this_sweeps(tmp_path):
@@ -199,13 +205,16 @@ def test_a_base_size_given_is_not_said_to_default_when_a_rerun_is_refused_for_it
 
 def test_a_setting_added_since_a_sweep_is_read_as_its_default(tmp_path):
     """A sweep dir written before a setting existed (its sweep.json without decay_vectors) was refused as 'other
-    settings (decay_vectors null there, false here)' by every later zoo. The missing setting is its default, the
-    behaviour zoo had before it, as a run dir reads it: extended at the default, refused at another value."""
+    settings (decay_vectors null there, false here)' by every later zoo, and zoo.fit refused to fit it with a newer
+    one. The missing setting is its default, the behaviour zoo had before it, as a run dir reads it: extended (and
+    fitted) at the default, refused at another value."""
     from zoo.sweeps import results
 
-    settings = {"param": "mup", "decay_vectors": False, "steps": 6}
-    (tmp_path / results.SETTINGS).write_text(json.dumps({"param": "mup", "steps": 6}))
+    settings = sweep_settings(param="mup", steps=6)
+    before = {k: v for k, v in settings.items() if k != "decay_vectors"}
+    (tmp_path / results.SETTINGS).write_text(json.dumps(before))
     results.append(tmp_path, [{"width": 16, "depth": 2, "lr": 0.5, "seed": 0}])
     results.check_settings(tmp_path, settings)
+    assert results.read_settings(tmp_path) == settings  # as zoo.fit reads it
     with pytest.raises(ValueError, match="other settings \\(decay_vectors false there, true here\\)"):
         results.check_settings(tmp_path, {**settings, "decay_vectors": True})

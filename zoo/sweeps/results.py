@@ -19,6 +19,8 @@ from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
 
 SETTINGS, RESULTS = "sweep.json", "results.jsonl"
+# the identity settings a member sets for itself; sweep.json holds the others (runner.SweepSpec.settings)
+PER_MEMBER = ("width", "depth", "base_width", "base_depth", "lr", "init_from", "fork_from")
 
 
 def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], None] = print, *,
@@ -34,8 +36,6 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
                          f"that trained them are unknown; use another --out, or move {RESULTS} away to start over")
     if path.exists():
         old = read_settings(out)
-        defaults = json.loads(json.dumps(RunConfig().identity()))  # a setting added since: its default, the behaviour
-        old = {**{k: defaults[k] for k in settings if k in defaults and k not in old}, **old}  # zoo had before it
         differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if not differ:
             return
@@ -51,11 +51,15 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
 
 
 def read_settings(out: Path, advice: str = "use another --out") -> dict[str, Any]:
-    """DIR/sweep.json; `advice` ends the line that refuses a damaged one."""
+    """DIR/sweep.json; `advice` ends the line that refuses a damaged one. A setting added to zoo since it was written
+    is there as its default, the behaviour zoo had before it (as a run dir's config.json reads it): a sweep from
+    before decay_vectors was refused as 'other settings', and could not be fitted with a newer one."""
     path = out / SETTINGS
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
-    return read_mapping(path, "a sweep's settings", advice)
+    stored = read_mapping(path, "a sweep's settings", advice)
+    defaults = json.loads(json.dumps(RunConfig().identity()))
+    return {**{k: v for k, v in defaults.items() if k not in PER_MEMBER and k not in stored}, **stored}
 
 
 def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "sweep") -> RunLock:

@@ -29,7 +29,6 @@ from zoo.train.compiled import abstract_batch
 from zoo.train.setup import setup
 
 # Settings set per shape and member (the rest that shapes results, the run's identity, is the sweep's own).
-PER_MEMBER = ("width", "depth", "base_width", "base_depth", "lr", "init_from", "fork_from")
 TAIL = 0.1  # the reported train loss averages the last 10% of steps
 RISE, BLOWUP = 1.2, 10.0  # divergence bounds (see summarize)
 
@@ -75,7 +74,7 @@ class SweepSpec:
 
     def settings(self, steps: int) -> dict[str, Any]:
         """What every shape shares (stored in DIR/sweep.json); the grid itself may grow between runs."""
-        run = {k: v for k, v in json.loads(json.dumps(self.run.identity())).items() if k not in PER_MEMBER}
+        run = {k: v for k, v in json.loads(json.dumps(self.run.identity())).items() if k not in results.PER_MEMBER}
         base_width, base_depth = self.bases()
         return {**run, "steps": steps, "base_width": base_width, "base_depth": base_depth}
 
