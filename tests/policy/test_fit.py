@@ -15,7 +15,7 @@ import zoo.policy
 from zoo.config import resolve
 from zoo.fit import optimum, read, result
 from zoo.fit.lawfile import read_law
-from zoo.sweeps.runner import PER_MEMBER
+from zoo.sweeps.results import PER_MEMBER
 
 BASE = resolve({"model": "mlp_resnet", "data": "synthetic:teacher", "optimizer": "adam", "batch_size": 64,
                 "steps": 100})
