@@ -83,18 +83,21 @@ def test_one_seed_gives_no_standard_error_and_the_report_says_so():
     assert two["chi_stderr"] > 0 and "one initialization" not in two.get("note", ""), two
 
 
-@pytest.mark.parametrize("activation, mean_subtract, factor", [("relu", True, 1 - 1 / math.pi), ("abs", True, None),
-                                                               ("relu", False, 1.0), ("tanh", True, 1.0)])
-def test_a_stream_the_critical_point_lets_fade_gets_a_note(activation, mean_subtract, factor):
+@pytest.mark.parametrize("activation, mean_subtract, factor, sigma_w", [
+    ("relu", True, 1 - 1 / math.pi, None), ("abs", True, None, None), ("relu", False, 1.0, None),
+    ("tanh", True, 1.0, None), ("relu", True, 1.0, 1.3), ("relu", False, 1.0, 1.0)])
+def test_a_stream_the_critical_point_lets_fade_gets_a_note(activation, mean_subtract, factor, sigma_w):
     """On the default MLP-ResNet (mean subtraction, no LayerNorm) `critical` puts ReLU at sigma_w^2 = 2, chi_J = 1, but
     the block's kernel map is sigma_w^2 Var[phi] = 2 K (1/2 - 1/(2 pi)): the stream's second moment falls by 1 - 1/pi
     = 0.682 a block (abs: 1 - 2/pi = 0.363), so the forward signal vanishes, which the report did not say. Without
     mean subtraction the map is critical (chi_K* = 1, no note), and tanh's marginal map at Q* = 0 lets Q fall only as
-    a power law (the slow-approach note's, not this one)."""
+    a power law (the slow-approach note's, not this one). A sigma_w given off the critical line (chi_J* = 0.845 at
+    1.3, 0.5 at 1 without mean subtraction) gets none: its premise, chi_J = 1, does not hold there."""
     from zoo.diagnostics.report import fading_stream
 
     depth = 7
-    note = fading_stream(P.get("critical"), "mlp_resnet", mlp(activation=activation, mean_subtract=mean_subtract,
+    plugin = P.get("critical", **({} if sigma_w is None else {"sigma_w": sigma_w}))
+    note = fading_stream(plugin, "mlp_resnet", mlp(activation=activation, mean_subtract=mean_subtract,
                                                               width=16, depth=depth))
     if factor == 1.0:
         assert note is None, note

@@ -17,6 +17,7 @@ OFF_ONE = 0.01  # |chi^L - 1| beyond which a critical point's finite depth is wo
 APPROACH = 0.99  # |chi - 1| at DEEP times the depth over at the depth, below which chi still tends to 1
 SETTLED = 1e-10  # chi's relative change per block (20 in a row) at which it has converged (mean_field_theory.chi_star)
 RESOLVED = 1e-50  # the smallest Q whose per-block factor the recursion resolves (its tables of phi start at 1e-30)
+ON_LINE = 0.05  # |chi^L - 1| within which the point is on the critical line chi_J* = 1 (the fading note's premise)
 FADES = 10.0  # the factor by which the stream's second moment falls or grows over the model's blocks worth a note
 
 
@@ -80,7 +81,8 @@ def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: 
     if abs(deep - 1) >= APPROACH * abs(at_depth - 1):  # an ordered or chaotic point settles at its chi* != 1
         return None
     return (f"chi tends to 1 only as a power law in depth (a marginal fixed point, chi_K* = 1): at infinite width "
-            f"{at_depth:.3f} at block {depth} and {deep:.3f} at block {DEEP * depth}; measured {chi:.3f} +- {err:.3f}")
+            f"{at_depth:.3f} at block {depth} and {deep:.3f} at block {DEEP * depth}; measured {chi:.3f}"
+            + (" (one seed)" if np.isnan(err) else f" +- {err:.3f}"))
 
 
 def fading_stream(plugin: Critical, model_name: str, cfg: Any) -> str | None:
@@ -91,10 +93,12 @@ def fading_stream(plugin: Critical, model_name: str, cfg: Any) -> str | None:
     FADES either way at a per-block factor that does not tend to 1 deeper (a marginal map, erf's or tanh's at Q* = 0,
     lets Q fall only as a power law: `slow_approach`'s), and mean_subtract=false where that keeps Q."""
     change = _stream_change(plugin, model_name, cfg)
-    if change is None or 1 / FADES < change[0] < FADES or abs(change[2] - 1) < APPROACH * abs(change[1] - 1):
+    if (change is None or abs(change[3] - 1) > ON_LINE or 1 / FADES < change[0] < FADES
+            or abs(change[2] - 1) < APPROACH * abs(change[1] - 1)):
         return None
     ratio = change[0]
-    note = (f"at infinite width the stream's second moment goes from 1 to {ratio:.3g} over the {cfg.depth} blocks "
+    went = f"to {ratio:.3g}" if ratio >= RESOLVED else f"to below {RESOLVED:g}"
+    note = (f"at infinite width the stream's second moment goes from 1 {went} over the {cfg.depth} blocks "
             f"({change[1]:.3g} a block): chi_J = 1 keeps the Jacobians near 1, not the forward signal (this block's "
             "kernel map is not critical there, chi_K* != 1)")
     if getattr(cfg, "mean_subtract", False):
@@ -102,15 +106,15 @@ def fading_stream(plugin: Critical, model_name: str, cfg: Any) -> str | None:
             plain = _stream_change(plugin, model_name, dataclasses.replace(cfg, mean_subtract=False))
         except ValueError:  # that block has no critical point for this model (GELU without biases)
             plain = None
-        if plain is not None and 1 / FADES < plain[0] < FADES:
+        if plain is not None and abs(plain[3] - 1) <= ON_LINE and 1 / FADES < plain[0] < FADES:
             note += "; without mean subtraction it is (--model-opt mean_subtract=false)"
     return note
 
 
-def _stream_change(plugin: Critical, model_name: str, cfg: Any) -> tuple[float, float, float] | None:
-    """At infinite width from the model's critical point: Q^L / Q^0, the per-block factor Q^L / Q^(L-1), and that
-    factor at DEEP L (each at the last block where Q is still above RESOLVED); None without the theory or where Q
-    overflows."""
+def _stream_change(plugin: Critical, model_name: str, cfg: Any) -> tuple[float, float, float, float] | None:
+    """At infinite width from the plugin's point for the model: Q^L / Q^0, the per-block factor Q^L / Q^(L-1), that
+    factor at DEEP L (each at the last block where Q is still above RESOLVED), and chi^L; None without the theory or
+    where Q overflows."""
     found = plugin.infinite_width(model_name, cfg, DEEP * cfg.depth)
     if found is None or len(found[1]) <= DEEP * cfg.depth:
         return None
@@ -119,7 +123,7 @@ def _stream_change(plugin: Critical, model_name: str, cfg: Any) -> tuple[float, 
     at = min(cfg.depth, last)
     if at < 1:
         return None
-    return float(q[cfg.depth] / q[0]), float(q[at] / q[at - 1]), float(q[last] / q[last - 1])
+    return float(q[cfg.depth] / q[0]), float(q[at] / q[at - 1]), float(q[last] / q[last - 1]), float(found[0][at - 1])
 
 
 def describe(report: Mapping[str, float | str]) -> str:
