@@ -212,3 +212,23 @@ def test_a_setting_an_older_run_lacks_is_its_default_not_todays_recipe():
     assert identity_changes(old, now) == ["decay_vectors false -> true"]
     assert identity_changes(old, now.replace(decay_vectors=False)) == []
     assert identity_changes(now.to_json(), now) == []
+
+
+def test_decay_vectors_without_weight_decay_is_refused_but_a_recipes_is_not():
+    """--decay-vectors where nothing decays (Adam's weight decay 0) changed nothing, silently, and as an identity
+    setting then made a resume without it refuse. Given, it is refused in one line; set by a recipe (the Mixer's)
+    under --weight-decay 0, it stays, unread."""
+    with pytest.raises(ValueError, match="--decay-vectors widens the weight decay, and the run has none"):
+        resolve({"model": "mlp_resnet", "decay_vectors": True})
+    assert resolve({"model": "mlp_resnet", "decay_vectors": True, "weight_decay": 0.1}).optim.decay_vectors
+    assert resolve({"model": "mixer", "weight_decay": 0.0}).optim.decay_vectors
+
+
+def test_a_config_file_repeating_the_recipe_is_not_a_setting_given():
+    """A ViT run under --schedule constant stores the recipe's min_lr_ratio 0.001 in its config.json (and a transfer
+    its target.json); `train.py --config` of that file was refused ('--min-lr-ratio is where the decaying schedules
+    end'). A file's value equal to the recipe's is not given; another value still is."""
+    flags = {"model": "vit", "schedule": "constant"}
+    assert resolve(flags, {"min_lr_ratio": 1e-3}).optim.min_lr_ratio == 1e-3
+    with pytest.raises(ValueError, match="--min-lr-ratio is where the decaying schedules end"):
+        resolve(flags, {"min_lr_ratio": 0.01})

@@ -290,7 +290,8 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     if file_eps_is_a_default(file_values, flags, recipe):
         values.pop("eps")  # the new optimizer's own
     cfg = RunConfig.from_flat(values)
-    given = {k for source in (file_values, flags) for k, v in source.items() if v is not None}
+    given = {k for k, v in flags.items() if v is not None} | {  # a file's setting that repeats the recipe's is not
+        k for k, v in file_values.items() if v is not None and recipe.get(k, ...) != v}  # given (a run's config.json)
     check_used(given, cfg)
     check_warmup(cfg, flags, file_values, recipe)
     recorded = zoo.param.get(cfg.param.name, **cfg.param.options).recorded_options(cfg.param.options)
@@ -302,8 +303,7 @@ def check_model_facts(cfg: RunConfig, given: set[str]) -> None:
     """Refuse a model option that a loop setting sets (LoopConfig.model_facts) where the two differ: `--model-opt
     dtype=bfloat16 --precision f32` computed in bf16 without a word (the option won, while the run recorded f32). An
     identity setting (--precision: it changes every number) is checked always; --remat (the same losses, less
-    memory) where it was given (`given`: the settings given by flags or the file), as the commands without it (the
-    sweeps, the audit) take the option for it. An option that agrees is taken."""
+    memory) where given (by a flag or the file), as the commands without it take the option for it."""
     import zoo.models
 
     options = zoo.models.options(cfg.model.name, cfg.model.options)  # typed; an unknown option is refused here
@@ -331,6 +331,8 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
     `--optimizer sgd --b1 0.5` trained as if --b1 were not there."""
     for name in cfg.optim.unused(given):
         flag = "--" + name.replace("_", "-")
+        if name == "decay_vectors":
+            raise ValueError(f"{flag} widens the weight decay, and the run has none: leave it out, or give one")
         if name in SCHEDULE_READS:
             reads = SCHEDULE_READS[name]
             what = "is where the decaying schedules end" if name == "min_lr_ratio" else "is read by --schedule wsd"
@@ -343,12 +345,10 @@ def check_used(given: set[str], cfg: RunConfig) -> None:
 def check_warmup(cfg: RunConfig, flags: dict[str, Any], file_values: dict[str, Any], recipe: dict[str, Any]) -> None:
     """Refuse a warmup longer than the run, where it was set with the run's length in view: by a flag, or by the
     config file when no flag shortened the file's steps (the factor (t + 1) / D, D = zoo.schedule.warmup_span, would
-    end below 1, the peak --lr never reached; D = steps reaches it on the last step). A warmup set for a longer run
-    is left as it is under a shorter --steps: the recipe's (gpt's 100, vit's 500) and a file's
-    (configs/gpt2_124m.yaml's 2000 under --steps 2), as is a file's that equals the recipe's (a run's config.json
-    read back holds it). A horizon given in --epochs is known only once the data is loaded. --warmup-peak given
-    without a warmup is refused: it shapes nothing (a file's, where it is not the recipe's, as a run's config.json
-    holds it)."""
+    end below 1, the peak --lr never reached). A warmup set for a longer run is left as it is under a shorter
+    --steps: the recipe's, a file's (configs/gpt2_124m.yaml's 2000 under --steps 2), and a file's that equals the
+    recipe's (a run's config.json holds it). A horizon in --epochs is known only once the data is loaded.
+    --warmup-peak given without a warmup is refused: it shapes nothing (a file's too, where not the recipe's)."""
     steps, warmup, span = cfg.loop.steps, cfg.optim.warmup, warmup_span(cfg.optim)
     peak_by_file = file_values.get("warmup_peak") not in (None, recipe.get("warmup_peak", "last"))
     if warmup == 0 and (flags.get("warmup_peak") is not None or peak_by_file):

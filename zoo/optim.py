@@ -91,11 +91,13 @@ class OptimConfig:
 
     def unused(self, given: set[str]) -> list[str]:
         """The settings among `given` that this optimizer and schedule do not read (USED_BY), where they differ from
-        their defaults (a run's config.json, read back as a config file, gives every setting)."""
+        their defaults (a run's config.json, read back as a config file, gives every setting); decay_vectors where
+        nothing decays."""
         default = OptimConfig(self.name)
         return [k for k in sorted(given) if k in USED_BY and self.name not in USED_BY[k]
                 and self.schedule not in SCHEDULE_READS.get(k, ())
-                and getattr(self, k) != getattr(default, k)]
+                and getattr(self, k) != getattr(default, k)
+                or k == "decay_vectors" and self.decay_vectors and not self.decay]
 
     @property
     def cooldown_fraction(self) -> float:

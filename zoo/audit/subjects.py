@@ -101,7 +101,8 @@ class ZooRun:
     def describe(self) -> dict[str, Any]:
         return {"model": self.model, "param": self.plugin.spec(), "optimizer": self.optim.name,
                 "muon_io": self.optim.muon_io, "lr": self.optim.lr, "weight_decay": self.optim.decay,
-                "eps": self.optim.eps, "mesh": self.mesh or "", "grad_accum": self.grad_accum,
+                "decay_vectors": self.optim.decay_vectors, "eps": self.optim.eps, "mesh": self.mesh or "",
+                "grad_accum": self.grad_accum,
                 "precision": self.precision, "batch_size": self.batch_size, "model_opt": self.model_opt}
 
 
@@ -190,6 +191,6 @@ class AnyRun:
     def describe(self) -> dict[str, Any]:
         return {"model": getattr(self.init, "__module__", "any"), "param": self.plugin.spec(),
                 "optimizer": self.optim.name, "muon_io": self.optim.muon_io, "lr": self.optim.lr,
-                "weight_decay": self.optim.decay, "eps": self.optim.eps, "mesh": self.mesh or "",
-                "grad_accum": self.grad_accum, "precision": self.precision,
+                "weight_decay": self.optim.decay, "decay_vectors": self.optim.decay_vectors, "eps": self.optim.eps,
+                "mesh": self.mesh or "", "grad_accum": self.grad_accum, "precision": self.precision,
                 "batch_size": int(self.batch_data["x"].shape[0])}
