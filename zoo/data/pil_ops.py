@@ -53,14 +53,16 @@ def autocontrast(x: jax.Array) -> jax.Array:
     """ImageOps.autocontrast (no cutoff): each channel's [lo, hi] stretched to [0, 255] by PIL's table
     lut(i) = int(i * scale + offset), scale = 255 / (hi - lo), offset = -lo * scale, evaluated in double: the integer
     floor((i - lo) 255 / (hi - lo)), less 1 at the points where that double lands just below it (`_autocontrast_low`);
-    a channel of one value is kept."""
-    v = x.astype(jnp.int32)
-    lo, hi = v.min(axis=(1, 2), keepdims=True), v.max(axis=(1, 2), keepdims=True)
-    stretched = (v - lo) * 255 // jnp.maximum(hi - lo, 1)
+    a channel of one value is kept. Each channel's table of 256 is built, then looked up."""
+    v = _channels(x)  # (B, C, N)
+    lo, hi = v.min(-1, keepdims=True), v.max(-1, keepdims=True)
+    i = jnp.arange(256, dtype=jnp.int32)
+    stretched = (i - lo) * 255 // jnp.maximum(hi - lo, 1)
     low = jnp.asarray(_autocontrast_low())
-    key = (lo * 256 + hi) * 256 + v
+    key = (lo * 256 + hi) * 256 + i
     below = low[jnp.minimum(jnp.searchsorted(low, key), low.size - 1)] == key
-    return jnp.where(hi > lo, stretched - below, v).astype(jnp.uint8)
+    lut = jnp.where(hi > lo, stretched - below, i)
+    return _from_channels(jnp.take_along_axis(lut, v, axis=-1), x.shape)
 
 
 @functools.cache
@@ -83,16 +85,25 @@ def equalize(x: jax.Array) -> jax.Array:
     """ImageOps.equalize per channel: with the histogram h, N pixels and h_max the count of the largest value,
     step = (N - h_max) // 255 and lut(i) = (step // 2 + sum_{j < i} h_j) // step, clipped to 255 (Image.point's
     8-bit table); a channel of one value, or step 0, is kept."""
-    b, hgt, wid, c = x.shape
-    v = x.astype(jnp.int32).reshape(b, hgt * wid, c).transpose(0, 2, 1)  # (B, C, N)
+    v = _channels(x)  # (B, C, N)
     hist = jax.vmap(jax.vmap(lambda a: jnp.bincount(a, length=256)))(v)  # (B, C, 256)
     last = jnp.take_along_axis(hist, v.max(-1, keepdims=True), axis=-1)  # count of the largest value
-    step = (hgt * wid - last) // 255
+    step = (v.shape[-1] - last) // 255
     below = jnp.cumsum(hist, axis=-1) - hist
     lut = jnp.minimum((step // 2 + below) // jnp.maximum(step, 1), 255)
     keep = ((hist > 0).sum(-1, keepdims=True) <= 1) | (step == 0)
-    out = jnp.where(keep, v, jnp.take_along_axis(lut, v, axis=-1))
-    return out.transpose(0, 2, 1).reshape(x.shape).astype(jnp.uint8)
+    return _from_channels(jnp.where(keep, v, jnp.take_along_axis(lut, v, axis=-1)), x.shape)
+
+
+def _channels(x: jax.Array) -> jax.Array:
+    """Images (B, H, W, C) as each channel's pixels (B, C, H W), int32."""
+    b, hgt, wid, c = x.shape
+    return x.astype(jnp.int32).reshape(b, hgt * wid, c).transpose(0, 2, 1)
+
+
+def _from_channels(v: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """The inverse of `_channels`, as uint8 images of `shape`."""
+    return v.transpose(0, 2, 1).reshape(shape).astype(jnp.uint8)
 
 
 def products(factor: np.ndarray | float) -> np.ndarray:
