@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
+from zoo import files
 from zoo.files import write_atomic
 
 WRITER = """
@@ -32,10 +32,25 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     os.kill(writer.pid, signal.SIGKILL)
     writer.wait()
     (left,) = tmp_path.glob(".data.npz.*.tmp")
-    live = tmp_path / f".data.npz.{socket.gethostname()}-{os.getppid()}.abc.tmp"
-    other_host = tmp_path / f".data.npz.{socket.gethostname()}x-{writer.pid}.abc.tmp"
+    mine = files._temporaries(path)  # .data.npz.HOST-
+    live = tmp_path / f"{mine}{os.getppid()}.abc.tmp"
+    other_host = tmp_path / f"{mine[:-9]}{'0' if mine[-9] != '0' else '1'}{mine[-8:]}{writer.pid}.abc.tmp"
     for kept in (live, other_host):
         kept.write_bytes(b"")
     write_atomic(path, b"done", "wb")
     assert path.read_bytes() == b"done" and not left.exists()
     assert sorted(tmp_path.iterdir()) == sorted([path, live, other_host])
+
+
+def test_every_name_the_file_system_takes_is_written(tmp_path):
+    """The host's name in a temporary's (up to 63 characters) made names of 175 characters and more fail ('File name
+    too long', naming the temporary); before, names of 242 and more did. A long name's temporaries are named by its
+    hash now, so every name up to the file system's 255 bytes is written, and a killed writer's still removed."""
+    for length in (200, 201, 230, 255):
+        path = tmp_path / ("x" * length)
+        write_atomic(path, "done")
+        assert path.read_text() == "done"
+    stale = tmp_path / f"{files._temporaries(path)}999999999.abc.tmp"  # a pid no process has
+    stale.write_text("")
+    write_atomic(path, "again")
+    assert not stale.exists() and path.read_text() == "again"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import hashlib
 import json
 import math
 import os
@@ -18,6 +19,8 @@ from typing import IO, Any
 import numpy as np
 
 from zoo.errors import naming_full_disk
+
+LONG_NAME = 200  # bytes of a file name beyond which its temporaries are named by its hash
 
 
 def umask() -> int:
@@ -128,16 +131,15 @@ def check_replaceable(path: Path) -> None:
 @contextlib.contextmanager
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
-    readers see the old or the new file, never a partial one. The temporary file is `.NAME.HOST-PID.RANDOM.tmp`, and
-    those of `path` whose process is gone (a SIGKILL before the rename) are removed first. The file gets mode 0666
-    less the umask, as `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error
-    naming `path` (not the temporary file, which the rename would name), and so is a link or a special file there
-    (`check_replaceable`).
-    A full disk is one DiskFull line naming `path`."""
+    readers see the old or the new file, never a partial one. The temporary file is `.NAME.HOST-PID.RANDOM.tmp`
+    (`_temporaries`), and those of `path` whose process is gone (a SIGKILL before the rename) are removed
+    first. The file gets mode 0666 less the umask, as `open(path, "w")` would give it (mkstemp alone gives 0600). A
+    folder at `path` is an error naming `path` (not the temporary file, which the rename would name), and so is a
+    link or a special file there (`check_replaceable`). A full disk is one DiskFull line naming `path`."""
     check_replaceable(path)
     remove_stale_temporaries(path)
     with naming_full_disk(path):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_owner()}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{_temporaries(path)}{os.getpid()}.", suffix=".tmp")
         try:
             os.fchmod(fd, 0o666 & ~umask())
             with os.fdopen(fd, mode) as f:
@@ -150,15 +152,23 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
             raise
 
 
-def _owner() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _temporaries(path: Path) -> str:
+    """The start of the names of `path`'s temporary files on this host, `.NAME.HOST-` (then PID.RANDOM.tmp): HOST a
+    hash of the host's name (which can be 63 characters long), NAME a hash of `path`'s where that is longer than
+    LONG_NAME, so that every name a file system takes (255 bytes) can be written."""
+    name = path.name if len(path.name.encode()) <= LONG_NAME else _short(path.name)
+    return f".{name}.{_short(socket.gethostname())[:8]}-"
 
 
 def remove_stale_temporaries(path: Path) -> None:
     """Remove the temporary files `atomic` left beside `path` in processes of this host that are gone: a SIGKILL
     between their creation and the rename left them (a decoded dataset's, hundreds of MB), and nothing else would.
     Another host's (a shared file system) and a live process's are kept."""
-    prefix = f".{path.name}.{socket.gethostname()}-"
+    prefix = _temporaries(path)
     for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
         pid = tmp.name[len(prefix):].partition(".")[0]
         if pid.isascii() and pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
