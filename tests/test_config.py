@@ -11,7 +11,8 @@ from cli_utils import one_line_error
 
 from zoo.cli import sweep as sweep_cli
 from zoo.cli import train as train_cli
-from zoo.config import FLAT, PARTS, RunConfig, identity_changes, read_file, resolve
+from zoo.config import FLAT, PARTS, RunConfig, identity_changes, resolve
+from zoo.config_file import read_file
 
 
 def test_config_parts_flat_names_and_nested_files_agree(tmp_path):
@@ -94,7 +95,7 @@ def test_config_file_numbers_read_as_typed_on_the_command_line(text, want, tmp_p
     0x40` as 64 and `1_000` as 1000: numbers in a file now read as the same text on the command line does, and the
     other forms are refused in one line."""
     monkeypatch.chdir(tmp_path)
-    from zoo.config import read_file
+    from zoo.config_file import read_file
 
     (tmp_path / "run.yaml").write_text(text)
     if isinstance(want, str):

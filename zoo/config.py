@@ -219,29 +219,6 @@ def key_name(key: str) -> str:
     return f"(a key of {len(key)} characters that is no setting's name, not shown: is it a config file?)"
 
 
-def read_file(path: str) -> dict[str, Any]:
-    """A YAML or JSON file of settings (flat or nested by part) as flat settings, type-checked against the
-    schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them). A top-level
-    `provenance` mapping (zoo.transfer's record of which scaling policy produced each number) is no setting: it is
-    left out."""
-    data = settings_file.load(path, "config file")
-    if not isinstance(data, dict):
-        raise ValueError(f"config file {path} must hold a mapping of option: value")
-    if isinstance(data.get("provenance"), dict):
-        data = {k: v for k, v in data.items() if k != "provenance"}
-    flat = flatten(data, f"config file {path}")
-    out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
-    names_no_code(out, f"config file {path}")
-    for name in ("model_opt", "param_opt", "augment_opt"):
-        for k, v in out.get(name, {}).items():
-            if not isinstance(k, str):
-                raise ValueError(f"config file {path}: {name} has the key {k!r}; option names are strings")
-            if not _plain(v):
-                raise ValueError(f"config file {path}: {name}.{k} must be a number, a string, true/false or a list "
-                                 f"of them, got {v!r}")
-    return out
-
-
 def names_no_code(flat: dict[str, Any], where: str) -> None:
     """The model and plugin a file (`where`) names are registered or installed, or allowed by the user
     (zoo.registry.Registry.refuse_code): a file never names code to import."""
@@ -251,10 +228,6 @@ def names_no_code(flat: dict[str, Any], where: str) -> None:
     for key, registry in (("model", zoo.models.MODELS), ("param", zoo.param.PLUGINS)):
         if isinstance(flat.get(key), str):
             registry.refuse_code(flat[key], where)
-
-
-def _plain(v: Any) -> bool:
-    return isinstance(v, (int, float, str, bool)) or (isinstance(v, list) and all(map(_plain, v)))
 
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:

@@ -10,7 +10,8 @@ import math
 import pytest
 
 import zoo.policy
-from zoo.config import read_file, resolve
+from zoo.config import resolve
+from zoo.config_file import read_file
 from zoo.sweeps import results, transfer_report
 from zoo.sweeps.grid import parse_lrs
 from zoo.sweeps.transfer import TransferSpec, run_transfer

@@ -19,7 +19,8 @@ from cli_utils import ROOT, child_env, clean_error, metrics, run_main_many
 
 import zoo.models
 import zoo.param
-from zoo.config import RunConfig, read_file, resolve
+from zoo.config import RunConfig, resolve
+from zoo.config_file import read_file
 from zoo.optim import OptimConfig
 from zoo.train.setup import setup
 from zoo.train.step import RUN_ONCE, build_program

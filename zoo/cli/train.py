@@ -21,7 +21,8 @@ from zoo.cli.flags import (
     path_arg,
     settings,
 )
-from zoo.config import FLAT, RunConfig, read_file, resolve
+from zoo.config import FLAT, RunConfig, resolve
+from zoo.config_file import read_file
 from zoo.train import distributed
 
 MULTI_HOST = ("coordinator", "num_processes", "process_id", "timeout_s")
