@@ -31,7 +31,8 @@ import numpy as np
 
 import zoo.models
 import zoo.param
-from zoo.config import read_file, resolve
+from zoo.config import resolve
+from zoo.config_file import read_file
 from zoo.train import compile_cache
 from zoo.train.step import build_program, flops_of
 
