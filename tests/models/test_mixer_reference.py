@@ -20,21 +20,12 @@ steps, is `python bench/reference_parity.py --mixer-cifar DIR` (docs/reference_p
 
 from __future__ import annotations
 
-import dataclasses
-import sys
-from pathlib import Path
-
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
+import reference_helpers as helpers
+from reference_helpers import CLASSES, IMAGE, logit_gap, parity_bench
 
-import zoo.models
-import zoo.param
-from zoo.train.step import RUN_ONCE, loss_and_metrics
-
-WIDTH, DEPTH, TOKEN_DIM, RATIO, IMAGE, PATCH, CLASSES, BATCH = 32, 2, 16, 4, 16, 4, 10, 8
+WIDTH, DEPTH, TOKEN_DIM, RATIO, PATCH = 32, 2, 16, 4, 4
 TOKENS = (IMAGE // PATCH) ** 2
 GELU, EPS = "none", 1e-5  # the reference's: F.gelu (exact), nn.LayerNorm's default eps
 VANISHING = "mlp1.fc2.bias"
@@ -42,12 +33,7 @@ VANISHING = "mlp1.fc2.bias"
 
 @pytest.fixture(scope="module")
 def parity():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    try:
-        import reference_parity
-    finally:
-        sys.path.pop(0)
-    return reference_parity
+    return parity_bench()
 
 
 @pytest.fixture(scope="module")
@@ -83,42 +69,13 @@ def mixer_cifar_logits(sd, x):
     return linear(ln(t, "ln").mean(1), "clf")
 
 
-def batch():
-    rng = np.random.default_rng(1)
-    return (rng.uniform(-1, 1, (BATCH, IMAGE, IMAGE, 3)).astype(np.float32),
-            rng.integers(0, CLASSES, BATCH).astype(np.int64))
-
-
 @pytest.fixture(scope="module")
 def zoo_side(parity, model):
-    """zoo's logits, loss and gradients (in the reference's names) on the batch."""
-    x, y = batch()
-    data = {"x": jnp.asarray(x), "y": jnp.asarray(y, jnp.int32)}
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-
-    def loss(p):
-        m = nnx.merge(graphdef, p, rest)
-        return loss_and_metrics(m, data, None, False)[0], m(data["x"])[0]
-
-    (value, logits), grads = jax.jit(jax.value_and_grad(loss, has_aux=True)).lower(params).compile(
-        compiler_options=RUN_ONCE)(params)  # runs once: XLA's backend optimisation off
-    return np.asarray(logits), float(value), parity.to_mixer_cifar(nnx.merge(graphdef, grads, rest))
+    return helpers.zoo_side(model, parity.to_mixer_cifar)
 
 
 def reference_side(sd):
-    import torch
-    import torch.nn.functional as F
-
-    x, y = batch()
-    sd = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in sd.items()}
-    logits = mixer_cifar_logits(sd, torch.from_numpy(x.transpose(0, 3, 1, 2)))
-    loss = F.cross_entropy(logits, torch.from_numpy(y))
-    loss.backward()
-    return logits.detach().numpy(), loss.item(), {k: v.grad.numpy() for k, v in sd.items()}
-
-
-def logit_gap(logits, ref_logits) -> float:
-    return float(np.abs(logits - ref_logits).max() / np.abs(ref_logits).max())
+    return helpers.reference_side(sd, mixer_cifar_logits)
 
 
 def test_weights_map_onto_the_references_state_dict(parity, model):
@@ -161,15 +118,8 @@ def test_zoo_at_its_other_gelu_or_eps_is_not_the_reference(parity, model, option
     logits move by at least `least` of their largest (measured: 3.1e-4 for the GELU; 8.2e-6 for the epsilon, under
     the 1e-5 tolerance but 40 times the 2.0e-7 with the recipe's options)."""
     pytest.importorskip("torch", reason="the bench extra: pip install -e '.[bench]'")
-    other = zoo.models.create("mixer", dataclasses.replace(model.cfg, **dict([option])), zoo.param.get("sp"),
-                              nnx.Rngs(0))
-    sd = parity.to_mixer_cifar(model)
-    assert all(np.array_equal(v, sd[k]) for k, v in parity.to_mixer_cifar(other).items())  # the same weights
-    x = jnp.asarray(batch()[0])
-    graphdef, state = nnx.split(other)
-    logits = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x)[0]).lower(state, x).compile(
-        compiler_options=RUN_ONCE)(state, x)
-    assert logit_gap(np.asarray(logits), reference_side(sd)[0]) >= least
+    logits = helpers.logits_at(model, option, parity.to_mixer_cifar)
+    assert logit_gap(logits, reference_side(parity.to_mixer_cifar(model))[0]) >= least
 
 
 def test_a_swapped_transplant_is_not_the_reference(parity, model, zoo_side):
