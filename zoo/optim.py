@@ -94,10 +94,10 @@ class OptimConfig:
         their defaults (a run's config.json, read back as a config file, gives every setting); decay_vectors where
         nothing decays."""
         default = OptimConfig(self.name)
-        return [k for k in sorted(given) if k in USED_BY and self.name not in USED_BY[k]
-                and self.schedule not in SCHEDULE_READS.get(k, ())
-                and getattr(self, k) != getattr(default, k)
-                or k == "decay_vectors" and self.decay_vectors and not self.decay]
+        return [k for k in sorted(given) if (k in USED_BY and self.name not in USED_BY[k]
+                                              and self.schedule not in SCHEDULE_READS.get(k, ())
+                                              and getattr(self, k) != getattr(default, k))
+                or (k == "decay_vectors" and self.decay_vectors and not self.decay)]
 
     @property
     def cooldown_fraction(self) -> float:
