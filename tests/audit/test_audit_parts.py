@@ -282,3 +282,11 @@ def test_a_context_length_for_a_model_without_one_is_refused(tmp_path, capsys):
     assert "--seq-len is the context length of a language model, but mlp_resnet has none" in clean_error(
         e.value.code, capsys.readouterr().err)
     assert not (tmp_path / "a.json").exists()
+
+
+def test_the_audits_record_names_the_decay_of_vectors():
+    """The audit's record of the run (its JSON's "run") names every optimizer setting a rule depends on: it named
+    the weight decay but not --decay-vectors, which decides whether the biases and norm gains shrink."""
+    for every in (False, True):
+        run = ZooRun("mlp_resnet", P.get("mup"), OptimConfig(name="adamw", decay_vectors=every))
+        assert run.describe()["decay_vectors"] is every and run.describe()["weight_decay"] == 0.1
