@@ -32,9 +32,10 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     os.kill(writer.pid, signal.SIGKILL)
     writer.wait()
     (left,) = tmp_path.glob(".data.npz.*.tmp")
-    mine = files._temporaries(path)  # .data.npz.HOST-
-    live = tmp_path / f"{mine}{os.getppid()}.abc.tmp"
-    other_host = tmp_path / f"{mine[:-9]}{'0' if mine[-9] != '0' else '1'}{mine[-8:]}{writer.pid}.abc.tmp"
+    live = files.temporary(path, os.getppid()).with_suffix(".abc.tmp")
+    mine = files.temporary(path, writer.pid).name  # .data.npz.HOST-PID.tmp
+    host = mine[len(".data.npz."):].partition("-")[0]
+    other_host = tmp_path / mine.replace(host, "0" * 8 if host != "0" * 8 else "1" * 8)
     for kept in (live, other_host):
         kept.write_bytes(b"")
     write_atomic(path, b"done", "wb")
@@ -50,7 +51,7 @@ def test_every_name_the_file_system_takes_is_written(tmp_path):
         path = tmp_path / ("x" * length)
         write_atomic(path, "done")
         assert path.read_text() == "done"
-    stale = tmp_path / f"{files._temporaries(path)}999999999.abc.tmp"  # a pid no process has
+    stale = files.temporary(path, 999999999)  # a pid no process has
     stale.write_text("")
     write_atomic(path, "again")
     assert not stale.exists() and path.read_text() == "again"

@@ -131,15 +131,16 @@ def check_replaceable(path: Path) -> None:
 @contextlib.contextmanager
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
-    readers see the old or the new file, never a partial one. The temporary file is `.NAME.HOST-PID.RANDOM.tmp`
-    (`_temporaries`), and those of `path` whose process is gone (a SIGKILL before the rename) are removed
+    readers see the old or the new file, never a partial one. The temporary file is `temporary(path)` with a random
+    part before its .tmp, and those of `path` whose process is gone (a SIGKILL before the rename) are removed
     first. The file gets mode 0666 less the umask, as `open(path, "w")` would give it (mkstemp alone gives 0600). A
     folder at `path` is an error naming `path` (not the temporary file, which the rename would name), and so is a
     link or a special file there (`check_replaceable`). A full disk is one DiskFull line naming `path`."""
     check_replaceable(path)
-    remove_stale_temporaries(path)
+    for stale in stale_temporaries(path):
+        stale.unlink(missing_ok=True)
     with naming_full_disk(path):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{_temporaries(path)}{os.getpid()}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary(path).name[:-len("tmp")], suffix=".tmp")
         try:
             os.fchmod(fd, 0o666 & ~umask())
             with os.fdopen(fd, mode) as f:
@@ -156,23 +157,27 @@ def _short(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _temporaries(path: Path) -> str:
-    """The start of the names of `path`'s temporary files on this host, `.NAME.HOST-` (then PID.RANDOM.tmp): HOST a
-    hash of the host's name (which can be 63 characters long), NAME a hash of `path`'s where that is longer than
-    LONG_NAME, so that every name a file system takes (255 bytes) can be written."""
+def temporary(path: Path, pid: int | None = None) -> Path:
+    """The temporary beside `path` of process `pid` (this one by default) on this host, `.NAME.HOST-PID.tmp` (a file
+    `atomic` writes adds a random part before .tmp; zoo.export's folder has none): HOST a hash of the host's name
+    (which can be 63 characters long), NAME a hash of `path`'s where that is longer than LONG_NAME, so that every
+    name a file system takes (255 bytes) can be written."""
     name = path.name if len(path.name.encode()) <= LONG_NAME else _short(path.name)
-    return f".{name}.{_short(socket.gethostname())[:8]}-"
+    return path.parent / f".{name}.{_short(socket.gethostname())[:8]}-{os.getpid() if pid is None else pid}.tmp"
 
 
-def remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporary files `atomic` left beside `path` in processes of this host that are gone: a SIGKILL
-    between their creation and the rename left them (a decoded dataset's, hundreds of MB), and nothing else would.
-    Another host's (a shared file system) and a live process's are kept."""
-    prefix = _temporaries(path)
+def stale_temporaries(path: Path, *, mine: bool = False) -> list[Path]:
+    """The temporaries beside `path` of this host's processes that are gone (and, with `mine`, this process's: a
+    pid reused after a kill): a SIGKILL before their rename left them (a decoded dataset's, hundreds of MB; an
+    export's folder), and nothing else would remove them. Another host's (a shared file system) and another live
+    process's are not among them."""
+    prefix = temporary(path, 0).name[:-len("0.tmp")]
+    found = []
     for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
         pid = tmp.name[len(prefix):].partition(".")[0]
-        if pid.isascii() and pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
-            tmp.unlink(missing_ok=True)
+        if pid.isascii() and pid.isdigit() and (not alive(int(pid)) or (mine and int(pid) == os.getpid())):
+            found.append(tmp)
+    return found
 
 
 def alive(pid: int) -> bool:

@@ -144,12 +144,13 @@ def test_an_export_to_a_link_to_an_empty_folder_lands_in_that_folder(mlp_run, tm
 
 @pytest.mark.slow
 def test_an_export_removes_the_temporary_folder_a_killed_export_left(mlp_run, tmp_path):
-    """A SIGKILLed export left its half-written `.OUT.tmp-PID` beside --out, and no later export removed it (each
-    cleans only its own pid's). Now an export to OUT removes those of processes that are gone, and keeps a live
+    """A SIGKILLed export left its half-written temporary folder beside --out, and no later export removed it (each
+    cleaned only its own pid's). Now an export to OUT removes those of processes that are gone, and keeps a live
     one's (pid 1)."""
     from zoo.export import export
+    from zoo.files import temporary
 
-    stale, live = tmp_path / ".out.tmp-999999999", tmp_path / ".out.tmp-1"
+    stale, live = temporary(tmp_path / "out", 999999999), temporary(tmp_path / "out", 1)
     for folder in (stale, live):
         (folder / "checkpoints").mkdir(parents=True)
     export(mlp_run, tmp_path / "out", echo=lambda _: None)

@@ -34,7 +34,14 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.errors import forget_stops, sigterm_stops
 from zoo.export.fold import folded_params
-from zoo.files import alive, check_can_write_in, check_outside, undo_folders_made_on_failure, write_atomic
+from zoo.files import (
+    check_can_write_in,
+    check_outside,
+    stale_temporaries,
+    temporary,
+    undo_folders_made_on_failure,
+    write_atomic,
+)
 from zoo.models.transformer import attention_heads
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
@@ -91,8 +98,9 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
     if not err <= CHECK_RTOL:
         raise ValueError(f"the folded network's logits differ from the run's by {err:.2g} (relative): not exported")
 
-    remove_stale_temporaries(out)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    for stale in stale_temporaries(out, mine=True):  # a SIGKILLed export's half-written folder
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = temporary(out)
     try:
         meta = {"step": step, "config": sp_cfg.to_json(), "plugin": zoo.param.get("sp").spec(),
                 "exported_from": {"run_dir": str(run_dir.absolute()), "step": step, "param": cfg.param.name,
@@ -120,17 +128,6 @@ def relative_error(want: jax.Array, got: jax.Array) -> float:
     output frozen) has logits 0, which the fold keeps exactly (0 / 0 read as nan, and the export was refused)."""
     diff, scale = (float(np.linalg.norm(np.asarray(a, np.float64))) for a in (got - want, want))
     return diff / scale if scale > 0 else 0.0 if diff == 0 else math.inf
-
-
-def remove_stale_temporaries(out: Path) -> None:
-    """Remove the temporary folders (`.NAME.tmp-PID` beside `out`) of exports to `out` whose process is gone: a
-    SIGKILLed export left its half-written one behind, which no later export removed. This process's own is
-    removed too (a pid reused after such a kill)."""
-    for tmp in out.parent.glob(f".{out.name}.tmp-*"):
-        pid = tmp.name.rpartition("-")[2]
-        if pid.isascii() and pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
-            shutil.rmtree(tmp, ignore_errors=True)
-    return True
 
 
 def sp_form(cfg: RunConfig, model_cfg: Any) -> RunConfig:
