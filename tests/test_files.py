@@ -47,11 +47,24 @@ def test_every_name_the_file_system_takes_is_written(tmp_path):
     """The host's name in a temporary's (up to 63 characters) made names of 175 characters and more fail ('File name
     too long', naming the temporary); before, names of 242 and more did. A long name's temporaries are named by its
     hash now, so every name up to the file system's 255 bytes is written, and a killed writer's still removed."""
-    for length in (200, 201, 230, 255):
+    for length in (200, 201, 230, 254):
         path = tmp_path / ("x" * length)
         write_atomic(path, "done")
         assert path.read_text() == "done"
+    path = tmp_path / ("y" * 255)
     stale = files.temporary(path, 999999999)  # a pid no process has
     stale.write_text("")
-    write_atomic(path, "again")
-    assert not stale.exists() and path.read_text() == "again"
+    write_atomic(path, "done")
+    assert not stale.exists() and path.read_text() == "done"
+
+
+def test_a_folder_is_listed_once_per_file_and_process(tmp_path, monkeypatch):
+    """Removing dead processes' temporaries lists the folder (65 ms for 100,000 files, on every write before): it is
+    done at a process's first write of a path, and later writes of the same path skip it."""
+    listed = []
+    sweep = files.stale_temporaries
+    monkeypatch.setattr(files, "stale_temporaries", lambda path, **kw: listed.append(path) or sweep(path, **kw))
+    for _ in range(3):
+        write_atomic(tmp_path / "metrics.json", "{}")
+        write_atomic(tmp_path / "other.json", "{}")
+    assert listed == [tmp_path / "metrics.json", tmp_path / "other.json"]
