@@ -4,6 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -69,6 +70,47 @@ def test_recovers_a_known_exponent_within_its_interval(tmp_path):
     (check,) = fit.checks
     assert check.within_one_step and abs(check.error_steps) < 0.3
     assert check.predicted[1] <= check.predicted[0] <= check.predicted[2]
+
+
+def test_a_held_out_size_whose_best_is_on_the_grid_edge_gets_no_verdict(tmp_path):
+    """Width 640's best LR set 4 grid steps below the law, past the grid's lowest LR: its measured best is that edge,
+    a bound, and scoring it said 'within one grid step' (+0.6) of a law 4 steps off. It now has no verdict, and says
+    why; the law itself is fitted from the other widths as before."""
+    law = lambda s: WIDTH_LAW(s) - (4.0 if s["width"] == 640 else 0.0)  # noqa: E731
+    d = sweep_dir(tmp_path / "s", [32, 64, 128, 256, 640], law, lrs=np.arange(-12.0, -3.0))
+    fit = result.fit(read.load([d]), {"width": 640}, boot=100)
+    (check,) = fit.checks
+    assert check.measured.at_edge and check.within_one_step is None and check.record()["within_one_grid_step"] is None
+    from zoo.fit import report
+
+    text = report.check_text(check)
+    assert "on the grid's edge" in text and "no verdict" in text and "within one" not in text
+    assert fit.laws["lr"].exponents["width"] == pytest.approx(-0.5, abs=0.02)
+
+
+def test_the_same_members_in_two_dirs_are_refused(tmp_path):
+    """A sweep copied (or rerun into another folder) and given beside the first: the later dir's members replaced the
+    earlier's, so the law depended on the order of the dirs (an exponent -1 one way, -1/3 the other)."""
+    a = sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)
+    b = sweep_dir(tmp_path / "b", [32, 128, 256], lambda s: -8.0 - 1.0 * math.log2(s["width"] / 32), rng_seed=1)
+    for dirs in ([a, b], [b, a]):
+        with pytest.raises(ValueError, match="both hold the member at width 32, depth 2, batch_size 64, steps 100, "
+                                             "lr .*, seed 0: the same sizes and seeds twice"):
+            read.load(dirs)
+    other = sweep_dir(tmp_path / "c", [32, 256], WIDTH_LAW)  # sizes of its own merged; a shared one refused
+    with pytest.raises(ValueError, match="both hold the member at width 32"):
+        read.load([a, other])
+    (other / "results.jsonl").write_text("".join(line + "\n" for line in (other / "results.jsonl").read_text()
+                                                 .splitlines() if '"width": 256' in line))
+    assert [g.size["width"] for g in read.load([a, other]).grids] == [32, 64, 128, 256]
+
+
+def test_a_bad_value_in_a_sweep_json_names_the_file(tmp_path):
+    d = sweep_dir(tmp_path / "s", [32, 64, 128], WIDTH_LAW)
+    settings = json.loads((d / "sweep.json").read_text())
+    (d / "sweep.json").write_text(json.dumps({**settings, "batch_size": -3}))
+    with pytest.raises(ValueError, match=f"^{d / 'sweep.json'}: .*batch.size must be positive, got -3"):
+        read.load([d])
 
 
 def test_sizes_that_scatter_about_the_law_widen_its_interval(tmp_path):
@@ -147,6 +189,14 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     cfg = zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).apply(BASE.optim, change)[0]
     assert cfg.lr == pytest.approx(BASE.optim.lr * 16**e) and e == pytest.approx(-0.5, abs=0.05)
     assert "within one grid step" in (tmp_path / "fit" / "table.md").read_text()
+    # widths 32..256 fitted (512 held out): a target of 1024 lies beyond them, and its rule says so; 128 does not
+    assert law.laws["lr"].span == {"width": (32.0, 256.0)}
+    rules = {r.setting: r.law for r in zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).rules(
+        BASE.optim, change)}
+    assert "(width 1024/64)^-0.4" in rules["lr"] and "[extrapolated: the sweeps' width 32-256]" in rules["lr"]
+    inside = dataclasses.replace(change, width=128)
+    assert "extrapolated" not in zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).rules(
+        BASE.optim, inside)[0].law
 
 
 @pytest.mark.parametrize("case,message", [
@@ -155,7 +205,8 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("models", "the sweep dirs differ in model, "),  # then each recipe field the two models' defaults set apart
     ("holdout", "no size has width 999 to hold out"),
     ("axes", "--axes steps: steps does not vary across the sweeps (what varies: width)"),
-    ("law of another model", "the fitted law is of model mixer, this run's is mlp_resnet"),
+    # its law.json could never be used: a law read under a fitted law cannot be a fitted policy's base
+    ("law as the policy", "--policy fitted: a law read under a fitted law cannot be a fitted policy's base"),
     ("edited record", "a: a record in results.jsonl has no valid width (written by another program?)"),
     ("dir twice", "is given twice: each member would count twice in the fit"),
     ("axis twice", "--axes width,width names width twice"),
@@ -184,7 +235,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
         lines[5] = lines[5].replace('"width": 32', '"width": "32"')
         (dirs[0] / "results.jsonl").write_text("".join(lines))
     policy = []
-    if case == "law of another model":  # zoo.sweep refused it; zoo.fit compared the law with itself
+    if case == "law as the policy":
         mixer = sweep_dir(tmp_path / "m", [32, 64, 128], WIDTH_LAW, run=resolve({"model": "mixer", "batch_size": 64,
                                                                                   "steps": 100}))
         from zoo.cli.fit import main

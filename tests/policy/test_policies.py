@@ -176,6 +176,22 @@ def test_fitted_maps_by_the_law_ratio(tmp_path):
         mapped("fitted", "adam", law=wd_law)
 
 
+@pytest.mark.parametrize("base", ["sde", "timescale"])
+def test_fitted_decays_as_its_base_whatever_its_lr_law(tmp_path, base):
+    """A law of the LR alone over a base whose decay rule reads the LR (wd' = wd (B/B0) lr / lr' under sde): the
+    sweeps ran at the base's (lr, wd) map, so the target's wd is the base's, not divided again by the law's LR factor
+    (0.3 x 9^-0.3 where sde gives 0.3); a wd law multiplies that."""
+    on_base = write_law(tmp_path / "lr.json", {"batch_size": 0.3}, {"name": base, "options": {}}, optimizer="adamw")
+    alone = zoo.policy.get(base).apply(proxy("adamw"), CHANGE)[0]
+    cfg, out = mapped("fitted", "adamw", law=on_base)
+    assert out.weight_decay == pytest.approx(alone.weight_decay, rel=1e-12)
+    assert out.lr == pytest.approx(alone.lr * K**0.3, rel=1e-12)
+    both = write_law(tmp_path / "both.json", {"batch_size": -0.5}, {"name": base, "options": {}}, optimizer="adamw",
+                     hyper="weight_decay")
+    assert mapped("fitted", "adamw", law=both)[1].weight_decay == pytest.approx(alone.weight_decay * K**-0.5,
+                                                                               rel=1e-12)
+
+
 def test_a_policy_moves_no_per_parameter_rule():
     """The contract (zoo/policy/base.py): the chain's per-parameter trees (gradient pre-scale, LR multiplier, decay
     multiplier) under muP at width 4x the base are the same for the proxy's settings and the policy's, so each

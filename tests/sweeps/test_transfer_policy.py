@@ -52,6 +52,31 @@ def test_a_policy_option_the_optimizer_does_not_read(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_fitted_law_of_one_plugin_is_refused_for_the_comparison_arm(tmp_path, capsys):
+    """A law fitted on muP sweeps moved the default SP arm's target LR too (muP's exponent, where SP's own was -1),
+    and the verdict compared muP with an SP under muP's law. The comparison arm is refused in one line, naming
+    --compare none; with it the transfer is set up."""
+    law = tmp_path / "law.json"
+    law.write_text(json.dumps({"kind": "zoo.fit law", "model": "mlp_resnet", "param": "mup", "optimizer": "adam",
+                               "data": "synthetic:teacher", "metric": "train_loss",
+                               "policy": {"name": "none", "options": {}},
+                               "laws": {"lr": {"intercept_log2": -8.0, "reference": {"width": 48.0},
+                                               "exponents": {"width": -0.2}, "intervals": {"width": [-0.3, -0.1]}}}}))
+    from zoo.cli.transfer import build_spec, main, parser
+
+    out = tmp_path / "t"
+    argv = ["--out", str(out), "--param", "mup", "--optimizer", "adam", "--data", "synthetic:teacher", "--depth",
+            "1", "--proxy-width", "48", "--width", "96", "--lrs", "2^-8,2^-6", "--policy", "fitted", "--policy-opt",
+            f"law={law}"]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert "the comparison arm (--compare sp): the fitted law is of parametrization mup, this run's is sp" in err
+    assert "--compare none" in err
+    assert build_spec(parser().parse_args([*argv, "--compare", "none"])).compare is None
+
+
 def test_a_sweep_under_a_policy_trains_the_proxy_s_grid_mapped(tmp_path):
     """zoo.sweep --policy: the --lrs are the proxy's, each trained times the policy's factor, under its b2 and eps;
     --proxy-tokens is the proxy's horizon in tokens (batch x context per step for a language model)."""

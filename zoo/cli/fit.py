@@ -88,8 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     run = RunConfig.from_json(results.read_settings(dirs[0], read.INPUT_ADVICE), str(dirs[0] / results.SETTINGS))
     policy = policy_of(args, run.optim.name)
     check_proxy_needs_policy(args, policy)
-    if policy is not None:
-        policy.check_run(run)  # a fitted law of another model, plugin or optimizer is refused, as zoo.sweep does
+    if policy is not None and policy.name == "fitted":  # its law.json could never be used: the base of a law
+        raise ValueError("--policy fitted: a law read under a fitted law cannot be a fitted policy's base; read the "
+                         "sweeps under the law's own base policy (its law.json's policy: none, sde or timescale)")
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     axes = None if args.axes is None else comma_items(args.axes, "--axes")
     if axes and len(set(axes)) < len(axes):

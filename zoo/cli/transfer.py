@@ -61,8 +61,6 @@ def build_spec(args: argparse.Namespace):
     proxy = (args.proxy_width or target[0], args.proxy_depth or target[1])
     check = None if args.check_target is None else parse_lrs(args.check_target) if args.check_target else []
     policy = policy_of(args, run.optim.name)
-    if policy is not None:
-        policy.check_run(run)
     return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
                         compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
                         metric=args.metric, chunk=args.chunk, processes=args.processes, policy=policy,

@@ -1,7 +1,8 @@
 """The law file `python -m zoo.fit` writes (law.json) and the `fitted` policy reads: per fitted hyperparameter (lr,
 and weight_decay where swept) log2 x* = intercept + sum_k e_k log2(s_k / s0_k) over the size axes s_k, with each
-exponent's interval; and what it was fitted on (model, plugin, optimizer, data, metric, the policy the sweeps were
-read under), which a run must match."""
+exponent's interval and the span of sizes it was fitted on (a target beyond it is named as extrapolated); and what
+it was fitted on (model, plugin, optimizer, data, metric, the policy the sweeps were read under), which a run must
+match."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class Power:
     reference: dict[str, float]
     exponents: dict[str, float]
     intervals: dict[str, tuple[float, float]]
+    span: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # axis -> sizes fitted (min, max)
 
     def predict(self, size: dict[str, float]) -> float:
         return self.intercept + sum(e * math.log2(size[a] / self.reference[a]) for a, e in self.exponents.items())
@@ -39,12 +41,18 @@ class Power:
             if pair is None or pair[0] == pair[1]:
                 continue
             factor *= power(pair[1] / pair[0], e, f"the law's {a} factor")
-            terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}")
+            terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}{self.beyond(a, pair[1])}")
         return factor, terms
+
+    def beyond(self, axis: str, size: float) -> str:
+        """` [extrapolated: the sweeps' widths 48-640]` where `size` lies outside the sizes the law was fitted on."""
+        lo, hi = self.span.get(axis, (size, size))
+        return "" if lo <= size <= hi else f" [extrapolated: the sweeps' {axis} {lo:g}-{hi:g}]"
 
     def record(self) -> dict[str, Any]:
         return {"intercept_log2": self.intercept, "reference": self.reference, "exponents": self.exponents,
-                "intervals": {a: list(v) for a, v in self.intervals.items()}}
+                "intervals": {a: list(v) for a, v in self.intervals.items()},
+                "span": {a: list(v) for a, v in self.span.items()}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +94,8 @@ def read_law(path: str | Path) -> Law:
                 raise ValueError
             exps = {a: float(e) for a, e in v["exponents"].items()}
             laws[k] = Power(float(v["intercept_log2"]), {a: float(x) for a, x in v["reference"].items()}, exps,
-                            {a: (float(lo), float(hi)) for a, (lo, hi) in v["intervals"].items()})
+                            {a: (float(lo), float(hi)) for a, (lo, hi) in v["intervals"].items()},
+                            {a: (float(lo), float(hi)) for a, (lo, hi) in v.get("span", {}).items()})
             if not all(math.isfinite(e) for e in exps.values()) or not all(x > 0 for x in laws[k].reference.values()):
                 raise ValueError
         return Law(str(data["model"]), str(data["param"]), str(data["optimizer"]), str(data["data"]),

@@ -72,14 +72,20 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
     if not dirs:
         raise ValueError("give one or more sweep dirs")
     found = [(d, results.read_settings(d, INPUT_ADVICE), results.read(d)) for d in dirs]
-    for d, _, rec in found:
+    for d, s, rec in found:
         if not rec:
             why = "is missing" if not (Path(d) / results.RESULTS).exists() else "holds no readable record"
             raise ValueError(f"{d} holds no results ({results.RESULTS} {why}): run the sweep first")
+        where = str(Path(d) / results.SETTINGS)
+        try:  # a value no run takes (a batch size of -3 edited in) named by its file, not by a flag never given
+            RunConfig.from_json(s, where)
+        except ValueError as e:
+            raise ValueError(str(e) if where in str(e) else f"{where}: {e}") from None
     check_same(found)
     proxy = (proxy[0] or min(s["batch_size"] for _, s, _ in found), proxy[1] or min(s["steps"] for _, s, _ in found))
     check_mapped(found, policy, proxy)
     points: dict[tuple, dict[tuple, list]] = {}
+    origin: dict[tuple, Path] = {}  # (size, lr, wd, seed) -> the dir that holds it
     for d, s, rec in found:
         lr_factor, wd_factor = factors(s, policy, proxy)
         wd = float(f"{decay(s) / wd_factor:.10g}")  # one key for a wd the factors reach by two roundings
@@ -91,6 +97,11 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
             size = (r["width"], r["depth"], s["batch_size"], s["steps"])
             loss = None if r["diverged"] or r[metric] is None else float(r[metric])
             key = (lr_key(r["lr"] / lr_factor), wd)
+            first = origin.setdefault((size, *key, r["seed"]), d)
+            if first != d:
+                raise ValueError(f"{first} and {d} both hold the member at {member_label(size, r)}: the same sizes "
+                                 "and seeds twice (a copied or rerun sweep), and one would replace the other; give "
+                                 "one of them")
             points.setdefault(size, {}).setdefault(key, []).append((r["seed"], loss))
     grids = [grid(dict(zip(AXES, size, strict=True)), by_point) for size, by_point in sorted(points.items())]
     axes = tuple(a for a in AXES if len({g.size[a] for g in grids}) > 1)
@@ -104,6 +115,11 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
     run = RunConfig.from_json(found[0][1], str(dirs[0] / results.SETTINGS))
     return Sweeps(grids, axes, wd_swept, run, [str(d) for d in dirs], metric,
                   {str(d): results.unreadable(d) for d in dirs})
+
+
+def member_label(size: tuple, record: dict[str, Any]) -> str:
+    return ", ".join(f"{a} {v}" for a, v in zip(AXES, size, strict=True)) + f", lr {record['lr']:g}, seed " \
+        f"{record['seed']}"
 
 
 def grid(size: dict[str, int], by_point: dict[tuple, list]) -> Grid:

@@ -21,7 +21,7 @@ FILES = ("law.json", "fit.json", "table.md", "fit.png")
 def law(result: Result) -> Law:
     run = result.sweeps.run
     return Law(run.model.name, run.param.name, run.optim.name, run.data.name, result.sweeps.metric, result.policy,
-               {h: Power(f.intercept, f.reference, f.exponents, f.intervals) for h, f in result.laws.items()})
+               {h: Power(f.intercept, f.reference, f.exponents, f.intervals, f.span) for h, f in result.laws.items()})
 
 
 def law_text(result: Result, hyper: str) -> str:
@@ -30,7 +30,7 @@ def law_text(result: Result, hyper: str) -> str:
     terms = "".join(f" {'-' if e < 0 else '+'} {abs(e):.3f} log2({a}/{f.reference[a]:g}) "
                     f"[{f.intervals[a][0]:+.3f}, {f.intervals[a][1]:+.3f}]" for a, e in f.exponents.items())
     name = "lr" if hyper == "lr" else "wd"
-    spread = f", the sizes' own scatter {f.scatter:.3f} in the intervals" if f.scatter else ""
+    spread = f", the sizes' own scatter {f.scatter:.3f} in the intervals" if round(f.scatter, 3) else ""
     return f"log2 {name}* = {f.intercept:.3f}{terms}  (RMS residual {f.residual:.3f}{spread})"
 
 
@@ -45,7 +45,8 @@ def rows(result: Result) -> list[list[str]]:
                 out.append([size, HYPER[h], "-", "< 3 trained", "-", "-", "held out" if s.held_out else "left out"])
                 continue
             pred = f"{result.laws[h].predict(s.grid.size)[0]:.3f}" if h in result.laws else "no law"
-            role = "held out" if s.held_out else "left out (grid edge)" if opt.at_edge else "fitted"
+            edge = " (grid edge)" if opt.at_edge else ""
+            role = f"held out{edge}" if s.held_out else f"left out{edge}" if opt.at_edge else "fitted"
             out.append([size, HYPER[h], f"{opt.grid:g}", f"{opt.x:.3f}", f"[{opt.lo:.3f}, {opt.hi:.3f}]", pred,
                         role])
     return out
@@ -65,10 +66,13 @@ def markdown(result: Result) -> str:
 def check_text(c: Any) -> str:
     name = "lr" if c.hyper == "lr" else "wd"
     size = ", ".join(f"{a} {v}" for a, v in c.size.items())
-    return (f"held out ({size}): predicted log2 {name}* {c.predicted[0]:.3f} [{c.predicted[1]:.3f}, "
-            f"{c.predicted[2]:.3f}], measured {c.measured.x:.3f} [{c.measured.lo:.3f}, {c.measured.hi:.3f}]: "
-            f"{c.error_steps:+.2f} grid steps ({'within' if c.within_one_step else 'NOT within'} one grid step of "
-            f"{c.grid_step:g})")
+    head = f"held out ({size}): predicted log2 {name}* {c.predicted[0]:.3f} [{c.predicted[1]:.3f}, " \
+        f"{c.predicted[2]:.3f}], "
+    if c.within_one_step is None:
+        return head + (f"measured best {c.measured.grid:g} on the grid's edge: this size's optimum is not located "
+                       "(at or past the edge), so no verdict; widen its grid")
+    return head + (f"measured {c.measured.x:.3f} [{c.measured.lo:.3f}, {c.measured.hi:.3f}]: {c.error_steps:+.2f} "
+                   f"grid steps ({'within' if c.within_one_step else 'NOT within'} one grid step of {c.grid_step:g})")
 
 
 def table(result: Result) -> Any:
@@ -160,7 +164,9 @@ def optima(ax: Any, result: Result, h: str) -> None:
         if c.hyper == h:
             interval_bar(ax, (c.size[axis], c.predicted[0]), c.predicted[1:3], "y", fmt="D", color="tab:red",
                          mfc="none", capsize=4, ms=7,
-                         label=f"held out: predicted (open) vs measured, {c.error_steps:+.2f} grid steps")
+                         label="held out: predicted (open) vs measured, " + (
+                             "measured best on the grid's edge" if c.within_one_step is None else
+                             f"{c.error_steps:+.2f} grid steps"))
     ax.set_xscale("log", base=2)
     ax.set_xlabel(axis + (f" (other axes at {others})" if others else ""))
     ax.set_ylabel(f"best log2 {'LR' if h == 'lr' else 'wd'}")

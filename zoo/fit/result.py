@@ -44,8 +44,10 @@ class Check:
         return (self.predicted[0] - self.measured.x) / self.grid_step
 
     @property
-    def within_one_step(self) -> bool:
-        return abs(self.error_steps) <= 1.0
+    def within_one_step(self) -> bool | None:
+        """Whether the prediction is within one grid step of the measured optimum; None where the measured best is on
+        the grid's edge: that bounds the optimum (at or past the edge), it does not locate it."""
+        return None if self.measured.at_edge else abs(self.error_steps) <= 1.0
 
     def record(self) -> dict[str, Any]:
         return {"size": self.size, "hyperparameter": self.hyper, "predicted": list(self.predicted),

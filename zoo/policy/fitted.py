@@ -48,9 +48,12 @@ class Fitted(ScalingPolicy):
         self.read().check_run(run.model.name, run.param.name, run.optim.name)
 
     def rule(self, setting: str, cfg: OptimConfig, change: Change, mapped: dict[str, Any]) -> tuple[Any, str]:
+        del mapped  # the law's targets: the base's rules read the base's
         law = self.read()
         law.check_run(law.model, law.param, cfg.name)
-        value, text = self.base(law).rule(setting, cfg, change, mapped)
+        base = self.base(law)  # the base maps each setting from its own targets: the sweeps ran at base(wd), not at a
+        own = {r.setting: r.target for r in base.rules(cfg, change)}  # wd the law's LR would give under sde's rule
+        value, text = base.rule(setting, cfg, change, own)
         power = law.laws.get(setting)
         if power is None:
             return value, text

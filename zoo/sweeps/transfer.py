@@ -86,6 +86,15 @@ class TransferSpec:
         if self.compare == self.run.param.name:
             raise ValueError(f"--compare {self.compare} is the parametrization under test (--param {self.compare}): "
                              "compare with another one, or give --compare none")
+        if self.policy is not None:  # a fitted law is of one plugin: the comparison arm's LRs would move by it too
+            for run in self.arms():
+                try:
+                    self.policy.check_run(run)
+                except ValueError as e:
+                    if run.param.name != self.compare:
+                        raise
+                    raise ValueError(f"the comparison arm (--compare {self.compare}): {e}; or give --compare "
+                                     "none") from None
         self.lrs = valid_lrs(self.lrs)
         if self.check:
             self.check = valid_lrs(self.check)

@@ -47,7 +47,7 @@ def checks(n: Numbers) -> list[Check]:
     overlap = c is not None and c["predicted"][1] <= c["measured"]["hi"] and c["measured"]["lo"] <= c["predicted"][2]
     return [Check(f"zoo.fit on widths {', '.join(map(str, n['setting']['widths'][:-1]))} predicts width {w}'s best LR",
                   f"|predicted - measured best log2 LR| <= 1 grid step ({step:g})", text,
-                  c is not None and c["within_one_grid_step"],
+                  c is not None and c["within_one_grid_step"] is True,  # None: the measured best on the grid's edge
                   "the law fitted below the held-out width does not extrapolate to it within a grid step: the best "
                   "LR's drift with width is not a power law over this range"),
             Check("... and its interval is honest", "the prediction's 95% interval overlaps the measured optimum's",
