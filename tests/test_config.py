@@ -76,6 +76,30 @@ def test_a_model_option_is_compared_by_value_not_by_text():
         run("64")
 
 
+def test_a_model_option_given_as_text_is_the_recipes_typed_value(tmp_path):
+    """`--model-opt head_dim=16` (text) beside the ViT recipe's head_dim 16 (an int) is one setting: config.json
+    stored "16", and a rerun without the flag was refused as 'other settings'. Options are typed by the model's config
+    where the run's settings are made, a stored config's as it is read (a run dir or sweep written before, with
+    "16"), and a sweep.json's."""
+    typed = resolve({"model": "vit"})
+    given = resolve({"model": "vit", "model_opt": {"head_dim": "16", "qkv_bias": "false", "norm_eps": "1e-5",
+                                                   "patch": "4"}})
+    assert given.model.options == {**typed.model.options, "patch": 4}
+    assert identity_changes(typed.to_json(), given) == ["model_opt " + json.dumps(typed.model.options) + " -> "
+                                                        + json.dumps(given.model.options)]
+    stored = typed.to_json()
+    stored["model"]["options"] = {k: str(v).lower() if isinstance(v, bool) else str(v)
+                                  for k, v in typed.model.options.items()}  # as a command line stored them before
+    assert identity_changes(stored, typed) == []
+    from zoo.sweeps.results import read_settings
+
+    flat = {k: v for k, v in json.loads(json.dumps(typed.identity())).items() if k not in ("lr", "seed")}
+    (tmp_path / "sweep.json").write_text(json.dumps({**flat, "model_opt": stored["model"]["options"]}))
+    assert read_settings(tmp_path)["model_opt"] == typed.model.options
+    odd = resolve({"model": "mlp_resnet", "model_opt": {"activation": "tanh"}})  # text options stay text
+    assert odd.model.options == {"activation": "tanh"}
+
+
 @pytest.mark.parametrize("flag, option", [("--width", "width=64"), ("--base-depth", "base_depth=3")])
 def test_print_config_refuses_a_size_given_twice_as_training_does(flag, option, capsys):
     """--print-config printed `--width 32 --model-opt width=64` with exit 0, a config training then refused."""
@@ -155,7 +179,7 @@ def test_a_remat_option_without_remat_given_is_taken():
     from zoo.cli.sweep import run_config
 
     cfg = run_config(sweep_cli.parser().parse_args(["--out", "x", "--lrs", "1e-3", "--model-opt", "remat=true"]))
-    assert cfg.model.options == {"remat": "true"} and cfg.loop.remat == "none"
+    assert cfg.model.options == {"remat": True} and cfg.loop.remat == "none"
 
 
 def test_the_program_computes_in_the_precision_the_run_records():

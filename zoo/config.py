@@ -40,6 +40,10 @@ class ModelPart:
 
     def __post_init__(self):
         check_settings(self)
+        if self.options:  # typed by the model's config: `--model-opt head_dim=16` is the recipe's head_dim 16
+            import zoo.models
+
+            object.__setattr__(self, "options", zoo.models.stored_options(self.name, self.options))
 
 
 @dataclasses.dataclass(frozen=True)

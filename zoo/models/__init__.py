@@ -8,6 +8,7 @@ file and one `MODELS.register` line here (or an entry point `zoo.models` of an i
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from typing import Any
@@ -75,6 +76,18 @@ def options(name: str, pairs: list[tuple[str, str]] | dict[str, Any]) -> dict[st
     given = dict(pairs)
     cfg = config(name, **given)
     return {k: getattr(cfg, k) for k in given}
+
+
+def stored_options(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """`given` typed as `options` types them, in JSON's form (tuples as lists), so that a command line's "16", a
+    file's 16 and a recipe's 16 are one setting in a run's identity; as given where the model or an option is unknown
+    (refused in one line where the run resolves its settings)."""
+    if not given:
+        return given
+    try:
+        return json.loads(json.dumps(options(name, given)))
+    except (ValueError, TypeError):
+        return given
 
 
 def check_data(name: str, data_kind: str, in_shape: tuple[int, ...], spec: str) -> None:

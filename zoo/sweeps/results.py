@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import zoo.models
 from zoo.config import RunConfig
 from zoo.files import open_regular, read_mapping, read_regular, write_atomic
 from zoo.sweeps.grid import lr_key
@@ -53,11 +54,14 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
 def read_settings(out: Path, advice: str = "use another --out") -> dict[str, Any]:
     """DIR/sweep.json; `advice` ends the line that refuses a damaged one. A setting added to zoo since it was written
     is there as its default, the behaviour zoo had before it (as a run dir's config.json reads it): a sweep from
-    before decay_vectors was refused as 'other settings', and could not be fitted with a newer one."""
+    before decay_vectors was refused as 'other settings', and could not be fitted with a newer one. Its model options
+    are typed as the model's config types them (a sweep of `--model-opt head_dim=16` stored "16")."""
     path = out / SETTINGS
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
     stored = read_mapping(path, "a sweep's settings", advice)
+    if isinstance(stored.get("model_opt"), dict) and isinstance(stored.get("model"), str):  # typed, as a run's are
+        stored["model_opt"] = zoo.models.stored_options(stored["model"], stored["model_opt"])  # (zoo.config)
     defaults = json.loads(json.dumps(RunConfig().identity()))
     return {**{k: v for k, v in defaults.items() if k not in PER_MEMBER and k not in stored}, **stored}
 
