@@ -65,6 +65,23 @@ def test_weights_under_other_multipliers_are_refused(refused):
     assert not (root / "r0").exists() and not (root / "r1").exists()  # a refused run leaves no run dir
 
 
+def test_a_gpts_tied_readout_multiplier_is_compared(tmp_path):
+    """The GPT's tied readout multiplier (`readout_mult`, at the model's top level, acting on the token table) was
+    skipped: it is in no module, so no loaded parameter was 'under' it, and an sp run's weights loaded under mup
+    (readout 1 -> 1/m, nothing else differing with a fixed head dim) computed another network: eval loss 3.4 -> 6.8."""
+    gpt = ["--model", "gpt", "--width", "32", "--depth", "1", "--model-opt", "head_dim=16", "--seq-len", "16",
+           "--batch-size", "4", "--data", "shakespeare", "--eval-every", "1000", "--log-every", "1000"]
+    src = tmp_path / "sp"
+    under_mup = [*gpt, "--steps", "3", "--param", "mup"]
+    (made, err), init, fork = run_main_many([[*gpt, "--steps", "2", "--run-dir", str(src)],
+                                             [*under_mup, "--init-from", str(src), "--run-dir", str(tmp_path / "a")],
+                                             [*under_mup, "--fork-from", str(src), "--run-dir", str(tmp_path / "b")]])
+    assert made == 0, err
+    for flag, (code, err) in (("--init-from", init), ("--fork-from", fork)):
+        line = clean_error(code, err)
+        assert f"{flag} {src}: its multiplier readout_mult is 1 there and 12 under this run's settings" in line, line
+
+
 @pytest.mark.slow
 def test_an_export_finetuned_under_other_multipliers_is_refused(refused):
     """zoo.export's SP form saves no multipliers (they are folded into the weights), so --init-from it under a

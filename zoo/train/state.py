@@ -172,11 +172,12 @@ def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: st
                      export: bool = False) -> None:
     """Refuse weights whose multipliers differ here (another --param, --param-opt or base size): loaded under this
     run's multipliers they compute another network, silently (an sp run's weights under mup: eval loss 2.3 -> 7.2).
-    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them (its module);
+    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them (its module's),
+    and one at the model's top level (the GPT's tied readout_mult, on the loaded token table) wherever any was loaded;
     `export`: the source is zoo.export's SP form."""
     theirs = by_name(there)
     for name, value in by_name(here).items():
-        module = name.rsplit("/", 1)[0] + "/"
+        module = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
         old = theirs.get(name)
         acts = any(p.startswith(module) for p in loaded)
         if acts and old is not None and old.shape == value.shape and not np.allclose(old, value, rtol=1e-6, atol=0):
