@@ -100,6 +100,23 @@ def test_a_model_option_given_as_text_is_the_recipes_typed_value(tmp_path):
     assert odd.model.options == {"activation": "tanh"}
 
 
+def test_print_config_shows_the_model_the_settings_build(capsys, tmp_path):
+    """--print-config printed `width: null` and `options: {}` for the GPT: nanoGPT's n_embd, n_layer, heads and
+    dropout were nowhere. The model config the settings build follows as YAML comments (the data's facts left out),
+    and the file still reads back as the same settings."""
+    import yaml
+
+    train_cli.main(["--print-config", "--model", "gpt", "--depth", "3", "--precision", "bf16"])
+    out = capsys.readouterr().out
+    built = yaml.safe_load("\n".join(line[1:] for line in out.splitlines() if line.startswith("#   ")))["gpt"]
+    assert (built["width"], built["depth"], built["head_dim"], built["dropout"], built["dtype"]) == (
+        384, 3, 64, 0.2, "bfloat16")
+    assert not {"vocab_size", "seq_len", "in_shape"} & set(built)
+    (tmp_path / "c.yaml").write_text(out)
+    train_cli.main(["--print-config", "--config", str(tmp_path / "c.yaml")])
+    assert capsys.readouterr().out == out
+
+
 @pytest.mark.parametrize("flag, option", [("--width", "width=64"), ("--base-depth", "base_depth=3")])
 def test_print_config_refuses_a_size_given_twice_as_training_does(flag, option, capsys):
     """--print-config printed `--width 32 --model-opt width=64` with exit 0, a config training then refused."""

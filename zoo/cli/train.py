@@ -75,6 +75,19 @@ def check_mesh_fits(cfg: RunConfig, args: argparse.Namespace) -> None:
     mesh.parse(cfg.loop.mesh, jax.device_count())
 
 
+def built_model(cfg: RunConfig) -> str:
+    """The model config the settings build, as YAML comments (the file stays one --config reads): the sizes and
+    options left to the model's defaults (width: null) are there as numbers; the data's facts are left out."""
+    import dataclasses
+
+    from zoo.train.setup import DATA_FACTS, model_config
+
+    fields = {k: v for k, v in dataclasses.asdict(model_config(cfg)).items() if k not in DATA_FACTS}
+    text = yaml.safe_dump({cfg.model.name: fields}, sort_keys=False)
+    return (f"# the model these settings build ({', '.join(DATA_FACTS)}: the data's):\n"
+            + "".join(f"#   {line}\n" for line in text.splitlines()))
+
+
 @boundary(joins=True, interrupted="interrupted (Ctrl-C) before training started; nothing was saved")
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
@@ -84,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
 
         check_size_options(cfg)  # as training would refuse it (the checks that need the data are left out)
         check_mesh_fits(cfg, args)
-        sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False))
+        sys.stdout.write(yaml.safe_dump(cfg.to_json(), sort_keys=False) + built_model(cfg))
         return
     from zoo.diagnostics.hooks import diagnostics_hooks
     from zoo.train import compile_cache

@@ -44,7 +44,7 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     if data is None:
         data = zoo.data.load(cfg.data)
     zoo.models.check_data(cfg.model.name, data.kind, tuple(data.in_shape), cfg.data.name)
-    model_cfg = zoo.models.config(cfg.model.name, **_model_overrides(cfg, data))
+    model_cfg = model_config(cfg, data)
     steps = cfg.loop.steps or epoch_steps(cfg, data)
     cfg = cfg.replace(width=model_cfg.width, depth=model_cfg.depth, base_width=model_cfg.base_width,
                       base_depth=model_cfg.base_depth, steps=steps, epochs=None)  # the horizon in steps only
@@ -86,6 +86,15 @@ def epoch_steps(cfg: RunConfig, data: Any) -> int:
     return steps
 
 
+DATA_FACTS = ("in_shape", "num_classes", "vocab_size", "seq_len")  # the model config's fields the data sets
+
+
+def model_config(cfg: RunConfig, data: Any = None) -> Any:
+    """The model config the run builds; without `data` (--print-config) the fields it sets (DATA_FACTS) are the
+    model's defaults."""
+    return zoo.models.config(cfg.model.name, **_model_overrides(cfg, data))
+
+
 def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
     """Flags and data facts mapped onto the model config's fields. The base width and depth default to the model's
     default size, where the plugins equal SP: `--width 1024` alone under muP is muP scaled from there."""
@@ -95,8 +104,9 @@ def _model_overrides(cfg: RunConfig, data: Any) -> dict[str, Any]:
     given = {"width": m.width, "depth": m.depth, "base_width": m.base_width or default.width,
              "base_depth": m.base_depth or default.depth}
     out = {k: v for k, v in given.items() if v is not None}
-    facts = {"in_shape": tuple(data.in_shape), "num_classes": data.num_classes, "vocab_size": data.num_classes,
-             "seq_len": data.seq_len, **{k: v for k, (_, v) in cfg.loop.model_facts().items()}}
+    known = {} if data is None else dict(zip(DATA_FACTS, (tuple(data.in_shape), data.num_classes, data.num_classes,
+                                                          data.seq_len), strict=True))
+    facts = {**known, **{k: v for k, (_, v) in cfg.loop.model_facts().items()}}
     out.update({k: v for k, v in facts.items() if k in fields and v is not None})
     options = check_size_options(cfg)
     for k, v in options.items():
