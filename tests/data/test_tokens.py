@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -158,6 +159,8 @@ def test_token_directory_errors(tmp_path, corpus):
     tok = tmp_path / "tok"
     with pytest.raises(FileNotFoundError, match="token directory not found"):
         zoo.data.load(f"tokens:{tmp_path / 'none'}")
+    with pytest.raises(ValueError, match=re.escape(f"tokens:{corpus} is a file; tokens: takes the directory")):
+        zoo.data.load(f"tokens:{corpus}")  # it said 'token directory not found', naming the file that was there
     with pytest.raises(ValueError, match="fewer than seq_len"):
         zoo.data.load(f"tokens:{tok}", seq_len=5000, stream=True)
     # a token outside the vocabulary: named with its position, on the streamed and the in-memory path

@@ -96,6 +96,9 @@ def write_meta(directory: Path, tokenizer: Tokenizer, counts: dict[str, int], so
 def load(path: str, seq_len: int, stream: bool | None = None, limit: int = IN_MEMORY_LIMIT) -> DataView:
     """The token directory at `path`: in memory (int32 on the device) when it fits, else streamed."""
     directory = Path(path).expanduser()
+    if directory.is_file():
+        raise ValueError(f"--data tokens:{path} is a file; tokens: takes the directory `python -m zoo.data.prepare` "
+                         f"writes (a text file is --data text:{path})")
     if not directory.is_dir():
         raise FileNotFoundError(f"token directory not found: {directory}")
     meta = read_meta(directory)

@@ -224,8 +224,8 @@ def same_data(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, 
                              "did, or train a new run on it")
         count = "as many as the run's" if was == now["vocab_size"] else f"the run's had {was}"
         raise ValueError(f"--data {name} does not tokenize as when {run_dir} trained on it: its {now['kind']} "
-                         f"vocabulary of {now['vocab_size']} tokens ({count}) gives other ids; the text changed "
-                         "since the run: restore it, or train a new run on it")
+                         f"vocabulary of {now['vocab_size']} tokens ({count}) gives other ids (the text changed "
+                         "since the run, or is another text): restore it, or train a new run on it")
 
     return check
 
