@@ -117,6 +117,34 @@ def test_print_config_shows_the_model_the_settings_build(capsys, tmp_path):
     assert capsys.readouterr().out == out
 
 
+def test_options_typed_to_none_and_plugin_options_read_back(tmp_path):
+    """Typing options stored `--model-opt init_std=none` as null, which --config refuses: a run's config.json (and a
+    fork's, an export's) could not be read back. None is stored as the text "none". A plugin's options are typed too:
+    `--param-opt alpha=1` and a file's 1.0 are one setting."""
+    cfg = resolve({"model": "gpt", "model_opt": {"init_std": "none", "num_heads": "none"}, "param": "depth_mup",
+                   "param_opt": {"alpha": "1"}})
+    assert cfg.model.options == {"init_std": "none", "num_heads": "none"} and cfg.param.options == {"alpha": 1.0}
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_json()))
+    again = resolve({}, read_file(str(tmp_path / "config.json")))
+    assert again == cfg and identity_changes(cfg.to_json(), again) == []
+    assert identity_changes(cfg.to_json(), cfg.replace(param_opt={"alpha": 1})) == []
+
+
+def test_reading_a_sweep_never_imports_the_code_it_names(tmp_path, monkeypatch):
+    """Typing a sweep.json's model options resolved its model, and a `module:Object` there was imported (its code
+    ran) by zoo.fit or a sweep's --report-only, before the refusal that says a file never makes zoo import code."""
+    from zoo.sweeps.results import read_settings
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "payload_mod.py").write_text("import pathlib\npathlib.Path('ran').write_text('1')\nclass Net: pass\n")
+    flat = json.loads(json.dumps(resolve({}).identity()))
+    (tmp_path / "sweep.json").write_text(json.dumps({**flat, "model": "payload_mod:Net", "model_opt": {"a": "1"},
+                                                     "param": "payload_mod:P", "param_opt": {"b": "2"}}))
+    settings = read_settings(tmp_path)
+    assert settings["model_opt"] == {"a": "1"} and settings["param_opt"] == {"b": "2"}
+    assert not (tmp_path / "ran").exists()
+
+
 @pytest.mark.parametrize("flag, option", [("--width", "width=64"), ("--base-depth", "base_depth=3")])
 def test_print_config_refuses_a_size_given_twice_as_training_does(flag, option, capsys):
     """--print-config printed `--width 32 --model-opt width=64` with exit 0, a config training then refused."""

@@ -54,6 +54,10 @@ class ParamPart:
 
     def __post_init__(self):
         check_settings(self)
+        if self.options:  # typed by the plugin: `--param-opt alpha=1` is a file's alpha: 1.0
+            import zoo.param
+
+            object.__setattr__(self, "options", zoo.param.stored_options(self.name, self.options))
 
     def __str__(self) -> str:
         """The plugin as a user names it: `depth_mup` or `depth_mup(alpha=1)`."""

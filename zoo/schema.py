@@ -11,6 +11,7 @@ jitted step).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
 import types
@@ -107,6 +108,12 @@ def from_text(where: str, text: str, hint: Any) -> Any:
         what = "integers a,b,c" if base is tuple else TYPE_NAMES.get(base, base.__name__)
         raise ValueError(f"{where} must be {what}, got {text!r}") from None
     return check_type(where, value, hint)
+
+
+def stored_form(values: dict[str, Any]) -> dict[str, Any]:
+    """Typed options as a settings file holds them: JSON's forms (tuples as lists), None as the text "none" (which
+    `from_text` reads back as None; a file's null is refused)."""
+    return {k: "none" if v is None else v for k, v in json.loads(json.dumps(values)).items()}
 
 
 def compute_dtype(precision: str) -> str:

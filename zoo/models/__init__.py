@@ -8,7 +8,6 @@ file and one `MODELS.register` line here (or an entry point `zoo.models` of an i
 
 from __future__ import annotations
 
-import json
 import math
 import typing
 from typing import Any
@@ -18,7 +17,7 @@ from flax import nnx
 
 from zoo.param.base import Parametrization
 from zoo.registry import Registry
-from zoo.schema import check_type, from_text, option_fields
+from zoo.schema import check_type, from_text, option_fields, stored_form
 
 
 def _model(name: str, cls: Any) -> type[nnx.Module]:
@@ -79,13 +78,14 @@ def options(name: str, pairs: list[tuple[str, str]] | dict[str, Any]) -> dict[st
 
 
 def stored_options(name: str, given: dict[str, Any]) -> dict[str, Any]:
-    """`given` typed as `options` types them, in JSON's form (tuples as lists), so that a command line's "16", a
-    file's 16 and a recipe's 16 are one setting in a run's identity; as given where the model or an option is unknown
-    (refused in one line where the run resolves its settings)."""
-    if not given:
+    """`given` typed as `options` types them, in a settings file's form (`stored_form`), so that a command line's
+    "16", a file's 16 and a recipe's 16 are one setting in a run's identity; as given where the model or an option is
+    unknown (refused in one line where the run resolves its settings), or where typing them would import code a file
+    named (a module:Object neither registered nor allowed: reading a file never runs code)."""
+    if not given or not MODELS.importable(name):
         return given
     try:
-        return json.loads(json.dumps(options(name, given)))
+        return stored_form(options(name, given))
     except (ValueError, TypeError):
         return given
 

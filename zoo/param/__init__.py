@@ -30,7 +30,7 @@ from zoo.param.ntk_mup import NTKMuP
 from zoo.param.sp import SP
 from zoo.param.tags import KINDS, Tag
 from zoo.registry import Registry, named_subclass
-from zoo.schema import check_float32, check_type, from_text, option_fields
+from zoo.schema import check_float32, check_type, from_text, option_fields, stored_form
 
 PLUGINS = Registry("parametrization", "zoo.params", named_subclass(Parametrization, "plugin"))
 
@@ -72,6 +72,20 @@ def get(name: str, **opts: Any) -> Parametrization:
                              "reaches the weights, and nothing trains)")
     return plugin
 
+
+
+def stored_options(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """`given` typed as `get` types them, in a settings file's form (`stored_form`): a command line's alpha=1 and a
+    file's 1.0 are one setting in a run's identity. As given where the plugin or an option is unknown (refused where
+    the run resolves its settings), where typing them would import code a file named, or where a value is no setting
+    (a sweep's arrays)."""
+    if not given or not PLUGINS.importable(name):
+        return given
+    try:
+        plugin = get(name, **given)
+        return stored_form({k: getattr(plugin, k) for k in given})
+    except (ValueError, TypeError):
+        return given
 
 
 def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import zoo.models
+import zoo.param
 from zoo.config import RunConfig
 from zoo.files import open_regular, read_mapping, read_regular, write_atomic
 from zoo.sweeps.grid import lr_key
@@ -54,14 +55,15 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
 def read_settings(out: Path, advice: str = "use another --out") -> dict[str, Any]:
     """DIR/sweep.json; `advice` ends the line that refuses a damaged one. A setting added to zoo since it was written
     is there as its default, the behaviour zoo had before it (as a run dir's config.json reads it): a sweep from
-    before decay_vectors was refused as 'other settings', and could not be fitted with a newer one. Its model options
-    are typed as the model's config types them (a sweep of `--model-opt head_dim=16` stored "16")."""
+    before decay_vectors was refused as 'other settings', and could not be fitted with a newer one. Its model and
+    plugin options are typed as the model and plugin type them (a sweep of `--model-opt head_dim=16` stored "16")."""
     path = out / SETTINGS
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
     stored = read_mapping(path, "a sweep's settings", advice)
-    if isinstance(stored.get("model_opt"), dict) and isinstance(stored.get("model"), str):  # typed, as a run's are
-        stored["model_opt"] = zoo.models.stored_options(stored["model"], stored["model_opt"])  # (zoo.config)
+    for key, registry in (("model", zoo.models), ("param", zoo.param)):  # options typed, as a run's are (zoo.config)
+        if isinstance(stored.get(f"{key}_opt"), dict) and isinstance(stored.get(key), str):
+            stored[f"{key}_opt"] = registry.stored_options(stored[key], stored[f"{key}_opt"])
     defaults = json.loads(json.dumps(RunConfig().identity()))
     return {**{k: v for k, v in defaults.items() if k not in PER_MEMBER and k not in stored}, **stored}
 
