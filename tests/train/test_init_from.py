@@ -73,10 +73,14 @@ def test_a_gpts_tied_readout_multiplier_is_compared(tmp_path):
            "--batch-size", "4", "--data", "shakespeare", "--eval-every", "1000", "--log-every", "1000"]
     src = tmp_path / "sp"
     under_mup = [*gpt, "--steps", "3", "--param", "mup"]
-    (made, err), init, fork = run_main_many([[*gpt, "--steps", "2", "--run-dir", str(src)],
-                                             [*under_mup, "--init-from", str(src), "--run-dir", str(tmp_path / "a")],
-                                             [*under_mup, "--fork-from", str(src), "--run-dir", str(tmp_path / "b")]])
-    assert made == 0, err
+    (made, err), init, fork, (other_vocab, err_vocab) = run_main_many([
+        [*gpt, "--steps", "2", "--run-dir", str(src)],
+        [*under_mup, "--init-from", str(src), "--run-dir", str(tmp_path / "a")],
+        [*under_mup, "--fork-from", str(src), "--run-dir", str(tmp_path / "b")],
+        # bytes, not characters: the token table is re-initialised, so its readout multiplier meets no loaded weight
+        [*under_mup, "--byte-level", "--init-from", str(src), "--run-dir", str(tmp_path / "c")]])
+    assert made == 0 and other_vocab == 0, err + err_vocab
+    assert "re-initialised by the plugin: wte/table" in err_vocab, err_vocab
     for flag, (code, err) in (("--init-from", init), ("--fork-from", fork)):
         line = clean_error(code, err)
         assert f"{flag} {src}: its multiplier readout_mult is 1 there and 12 under this run's settings" in line, line

@@ -67,6 +67,7 @@ class GPT(nnx.Module):
     recipe = dict(data="shakespeare", optimizer="adamw", lr=1e-3, schedule="cosine", warmup=100,
                   warmup_peak="after", min_lr_ratio=0.1, b2=0.99, batch_size=64, steps=5001, eval_every=250,
                   seq_len=256, weight_decay=0.1, clip_norm=1.0)
+    multiplier_acts_on = {"readout_mult": "wte/"}  # the tied readout's multiplier, on the token table
 
     def __init__(self, cfg: GPTConfig, plugin: Parametrization, rngs: nnx.Rngs):
         self.cfg = cfg

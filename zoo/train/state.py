@@ -119,7 +119,7 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     if not same_settings:  # the source's own data was checked as it was read; this run's must fit its checkpoint
         same_data(s.data, s.cfg.data.name, src_dir)(src.meta)
     _same_params(fresh["params"], old["params"], src_dir)
-    same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir)
+    same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir, s.cfg.model.name)
     opt, started_fresh = _transplant_opt(fresh["opt"], old["opt"])
     for name in started_fresh:
         report(f"fork: {name} started fresh (the new optimizer keeps state the old one did not)")
@@ -168,16 +168,16 @@ def _transplant_opt(fresh: Any, old: Any) -> tuple[Any, list[str]]:
     return jax.tree.unflatten(jax.tree.structure(fresh), leaves), sorted(fresh_names)
 
 
-def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: str | Path,
+def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: str | Path, model: str,
                      export: bool = False) -> None:
     """Refuse weights whose multipliers differ here (another --param, --param-opt or base size): loaded under this
     run's multipliers they compute another network, silently (an sp run's weights under mup: eval loss 2.3 -> 7.2).
-    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them (its module's),
-    and one at the model's top level (the GPT's tied readout_mult, on the loaded token table) wherever any was loaded;
-    `export`: the source is zoo.export's SP form."""
-    theirs = by_name(there)
+    `loaded`: the parameters taken from the source; a multiplier counts where it acts on one of them: its module's,
+    or those the model names (`multiplier_acts_on`: the GPT's tied readout_mult, at its top level, acts on the token
+    table, and was never compared); `export`: the source is zoo.export's SP form."""
+    theirs, acts_on = by_name(there), getattr(zoo.models.MODELS.get(model), "multiplier_acts_on", {})
     for name, value in by_name(here).items():
-        module = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
+        module = acts_on.get(name, name.rsplit("/", 1)[0] + "/")
         old = theirs.get(name)
         acts = any(p.startswith(module) for p in loaded)
         if acts and old is not None and old.shape == value.shape and not np.allclose(old, value, rtol=1e-6, atol=0):
@@ -222,8 +222,13 @@ def init_from(state: State, s: Setup, report: Report) -> State:
     sizes = [int(np.prod(v.shape)) for v in jax.tree.leaves(params)]
     kept = {name.split(" (")[0] for name in fresh}
     export = "rest" not in saved  # an export's SP form saves no multipliers: they are sp's at base sizes = sizes
+    if "head/kernel" in source and getattr(s.model_cfg, "tie_embeddings", False):
+        how = ", as zoo.export writes a GPT" if export else ""
+        raise ValueError(f"--init-from {run_dir}: its readout is a matrix of its own (head/kernel{how}), which this "
+                         "tied model has no place for: dropped, the readout would be the token table, another "
+                         "network; give --model-opt tie_embeddings=false")
     same_multipliers(state["rest"], sp_form_rest(s) if export else saved["rest"], _names(params) - kept,
-                     "--init-from", run_dir, export)
+                     "--init-from", run_dir, s.cfg.model.name, export)
     values = sum(size for (p, _), size in zip(jax.tree_util.tree_flatten_with_path(params)[0], sizes, strict=True)
                  if key_path(p) not in kept)
     report(f"init-from: loaded {matched} of {total_arrays} parameter arrays ({values:,} of {sum(sizes):,} values) "
@@ -231,7 +236,7 @@ def init_from(state: State, s: Setup, report: Report) -> State:
            (f"; re-initialised by the plugin: {', '.join(f.replace('missing', 'new') for f in fresh)}" if fresh
             else ""))
     unused = sorted(set(source) - _names(params))  # (one of another shape is among the re-initialised above)
-    if unused:  # an untied export's readout into a tied GPT: the trained head dropped without a word
+    if unused:
         report(f"init-from: not used, no parameter here by that name: {', '.join(unused)}")
     if (note := other_tokens_note(meta, s.data, run_dir)) is not None:
         report(note)
