@@ -58,13 +58,20 @@ def test_every_name_the_file_system_takes_is_written(tmp_path):
     assert not stale.exists() and path.read_text() == "done"
 
 
-def test_a_folder_is_listed_once_per_file_and_process(tmp_path, monkeypatch):
+def test_a_folder_is_listed_once_a_minute_per_file_and_process(tmp_path, monkeypatch):
     """Removing dead processes' temporaries lists the folder (65 ms for 100,000 files, on every write before): it is
-    done at a process's first write of a path, and later writes of the same path skip it."""
-    listed = []
+    done at a process's first write of a path and then at most once a minute, so that a long-lived writer (a sweep)
+    still removes the temporary of another writer of the path killed since."""
+    listed, clock = [], [1000.0]
     sweep = files.stale_temporaries
     monkeypatch.setattr(files, "stale_temporaries", lambda path, **kw: listed.append(path) or sweep(path, **kw))
+    monkeypatch.setattr(files.time, "monotonic", lambda: clock[0])
     for _ in range(3):
         write_atomic(tmp_path / "metrics.json", "{}")
         write_atomic(tmp_path / "other.json", "{}")
     assert listed == [tmp_path / "metrics.json", tmp_path / "other.json"]
+    killed = files.temporary(tmp_path / "metrics.json", 999999999)  # another writer's, SIGKILLed since
+    killed.write_text("")
+    clock[0] += files.SWEEP_EVERY
+    write_atomic(tmp_path / "metrics.json", "{}")
+    assert listed[2:] == [tmp_path / "metrics.json"] and not killed.exists()

@@ -12,6 +12,7 @@ import os
 import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -21,7 +22,8 @@ import numpy as np
 from zoo.errors import naming_full_disk
 
 LONG_NAME = 200  # bytes of a file name beyond which its temporaries are named by its hash
-_SWEPT: set[Path] = set()  # the paths whose dead processes' temporaries this process has removed
+SWEEP_EVERY = 60.0  # seconds between two removals of a path's dead temporaries by one process
+_SWEPT: dict[Path, float] = {}  # path -> when this process last removed its dead processes' temporaries
 
 
 def umask() -> int:
@@ -133,16 +135,17 @@ def check_replaceable(path: Path) -> None:
 def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
     """A file object for a temporary file beside `path`, renamed over it when the block ends (removed if it fails):
     readers see the old or the new file, never a partial one. The temporary file is `temporary(path)` with a random
-    part before its .tmp, and those of `path` whose process is gone (a SIGKILL before the rename) are removed before
-    the process's first write of `path` (listing a folder of 100,000 files takes 65 ms). The file gets mode 0666
+    part before its .tmp, and those of `path` whose process is gone (a SIGKILL before the rename) are removed at the
+    process's first write of `path` and then at most every SWEEP_EVERY seconds (listing a folder of 100,000 files
+    takes 65 ms; a long-lived writer still removes another writer's, killed since). The file gets mode 0666
     less the umask, as `open(path, "w")` would give it (mkstemp alone gives 0600). A folder at `path` is an error
     naming `path` (not the temporary file, which the rename would name), and so is a link or a special file there
     (`check_replaceable`). A full disk is one DiskFull line naming `path`."""
     check_replaceable(path)
-    if path.absolute() not in _SWEPT:
+    if time.monotonic() - _SWEPT.get(path.absolute(), -math.inf) >= SWEEP_EVERY:
         for stale in stale_temporaries(path):
             stale.unlink(missing_ok=True)
-        _SWEPT.add(path.absolute())
+        _SWEPT[path.absolute()] = time.monotonic()
     with naming_full_disk(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary(path).name[:-len("tmp")], suffix=".tmp")
         try:
