@@ -227,6 +227,20 @@ def test_a_remat_option_without_remat_given_is_taken():
     assert cfg.model.options == {"remat": True} and cfg.loop.remat == "none"
 
 
+def test_a_runs_config_with_a_remat_option_reads_back(tmp_path, capsys):
+    """A run (or --print-config) with `--model-opt remat=true` and no --remat wrote `remat: none` beside it, and
+    --config of that file was refused ('contradicts --remat none'): a file's setting that repeats the default is no
+    setting given, as one that repeats the recipe's is not."""
+    train_cli.main(["--print-config", "--model-opt", "remat=true"])
+    out = capsys.readouterr().out
+    (tmp_path / "c.yaml").write_text(out)
+    train_cli.main(["--print-config", "--config", str(tmp_path / "c.yaml")])
+    assert capsys.readouterr().out == out
+    line = one_line_error(train_cli.main, ["--print-config", "--config", str(tmp_path / "c.yaml"), "--remat", "none"],
+                          capsys)  # given on the command line, it is still refused
+    assert "--model-opt remat=true contradicts --remat none" in line, line
+
+
 def test_the_program_computes_in_the_precision_the_run_records():
     """What setup gives the model: --precision bf16's dtype, as config.json records it."""
     from zoo.config import resolve

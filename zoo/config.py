@@ -271,13 +271,19 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
     if file_eps_is_a_default(file_values, flags, recipe):
         values.pop("eps")  # the new optimizer's own
     cfg = RunConfig.from_flat(values)
-    given = {k for k, v in flags.items() if v is not None} | {  # a file's setting that repeats the recipe's is not
-        k for k, v in file_values.items() if v is not None and recipe.get(k, ...) != v}  # given (a run's config.json)
+    given = {k for k, v in flags.items() if v is not None} | {  # a file's setting that repeats the recipe's (or the
+        k for k, v in file_values.items() if v is not None and recipe.get(k, _default(k)) != v}  # default) is not
+    # given: a run's config.json holds them all, and its `remat: none` refused its own `--model-opt remat=true`
     check_used(given, cfg)
     check_warmup(cfg, flags, file_values, recipe)
     recorded = zoo.param.get(cfg.param.name, **cfg.param.options).recorded_options(cfg.param.options)
     check_model_facts(cfg, given)
     return cfg if recorded == cfg.param.options else cfg.replace(param_opt=recorded)
+
+
+def _default(name: str) -> Any:
+    f = FLAT[name][1]
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 def check_model_facts(cfg: RunConfig, given: set[str]) -> None:
