@@ -194,9 +194,15 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     rules = {r.setting: r.law for r in zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).rules(
         BASE.optim, change)}
     assert "(width 1024/64)^-0.4" in rules["lr"] and "[extrapolated: the sweeps' width 32-256]" in rules["lr"]
-    inside = dataclasses.replace(change, width=128)
-    assert "extrapolated" not in zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).rules(
-        BASE.optim, inside)[0].law
+    def lr_rule(change):
+        return zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).rules(BASE.optim, change)[0].law
+
+    assert "extrapolated" not in lr_rule(dataclasses.replace(change, width=128))
+    assert "extrapolated" in lr_rule(dataclasses.replace(change, proxy_width=16, width=128))  # the proxy beyond it
+    stored = json.loads((tmp_path / "fit" / "law.json").read_text())
+    del stored["laws"]["lr"]["span"]  # a law.json written before the span was
+    (tmp_path / "fit" / "law.json").write_text(json.dumps(stored))
+    assert "[the sweeps' span not recorded]" in lr_rule(change)
 
 
 @pytest.mark.parametrize("case,message", [

@@ -41,13 +41,16 @@ class Power:
             if pair is None or pair[0] == pair[1]:
                 continue
             factor *= power(pair[1] / pair[0], e, f"the law's {a} factor")
-            terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}{self.beyond(a, pair[1])}")
+            terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}{self.beyond(a, pair)}")
         return factor, terms
 
-    def beyond(self, axis: str, size: float) -> str:
-        """` [extrapolated: the sweeps' widths 48-640]` where `size` lies outside the sizes the law was fitted on."""
-        lo, hi = self.span.get(axis, (size, size))
-        return "" if lo <= size <= hi else f" [extrapolated: the sweeps' {axis} {lo:g}-{hi:g}]"
+    def beyond(self, axis: str, pair: tuple[float, float]) -> str:
+        """` [extrapolated: the sweeps' width 48-640]` where the proxy's or the target's size lies outside the sizes
+        the law was fitted on; ` [the sweeps' span not recorded]` for a law.json written before it was."""
+        if axis not in self.span:
+            return " [the sweeps' span not recorded]"
+        lo, hi = self.span[axis]
+        return "" if all(lo <= s <= hi for s in pair) else f" [extrapolated: the sweeps' {axis} {lo:g}-{hi:g}]"
 
     def record(self) -> dict[str, Any]:
         return {"intercept_log2": self.intercept, "reference": self.reference, "exponents": self.exponents,
