@@ -70,6 +70,31 @@ def test_weight_decay_growing_with_width_fails():
     assert set(bad) == {"embed/kernel", "stack/blocks/w1/kernel", "head/kernel"}
 
 
+def _decays_biases_with_width(cfg, plugin, params, horizon):
+    """zoo's chain, but every bias decayed m^2 times as fast (under --decay-vectors)."""
+    grad_scale, lr, _ = optim.rules(plugin, params, cfg)
+
+    def decay(tag):
+        if tag.kind in ("vector", "scalar"):
+            return tag.width_mult**2 if tag.role.endswith("bias") else 1.0
+        return plugin.wd_mult(tag)
+
+    return optim.chain(cfg, grad_scale, lr, optim.per_param(params, decay), route=optim.routes(cfg, params, plugin),
+                       horizon=horizon)
+
+
+def test_weight_decay_on_a_zero_init_bias_is_measured():
+    """The shrink was read at the initial weights, -<u, w0>/<w0, w0>: every bias starts at 0, so a bias decayed
+    m^2 times as fast read 'no decay' and passed (under --decay-vectors the biases decay). It is read at ones where a
+    parameter starts at 0: the biases fail, alone."""
+    cfg = OptimConfig("adamw", lr=1e-2, weight_decay=0.1, decay_vectors=True)
+    assert audit(ZooRun("mlp_resnet", P.get("mup"), cfg, MODEL, batch_size=8), WIDTHS).passed
+    bad = failing(audit(ZooRun("mlp_resnet", P.get("mup"), cfg, MODEL, batch_size=8,
+                               chain=_decays_biases_with_width), WIDTHS))
+    assert set(bad) == {"embed/bias", "stack/blocks/norm/bias", "stack/blocks/w1/bias", "head/bias"}, bad
+    assert all(rules == {"wd_shrink"} for rules in bad.values()), bad
+
+
 class UnscaledEpsilon(MuP):
     def grad_scale(self, tag):
         return tag.depth_ratio ** self.alpha  # the width part m^d of the pre-scale forgotten

@@ -116,6 +116,10 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                                                     prog.dtype)[0])(st["params"])
         fresh = prog.tx.init(st["params"])
         decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
+        # a parameter that starts at 0 (every bias) shows no decay there, and read 'no decay' whatever the chain did:
+        # the shrink is read at ones in its place (the decay is linear in w)
+        at = jax.tree.map(lambda w: jnp.where(jnp.any(w != 0), w, jnp.ones_like(w)), st["params"])
+        decay_at, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, at)
         # at w = 0: the chain reads the parameters only in its decay, lr wd w (zoo.optim.chain), whose ~1e-5 beside
         # a step of TINY times the gradient (~1e-15) would leave the float32 difference little but rounding
         zeros = jax.tree.map(jnp.zeros_like, st["params"])
@@ -123,12 +127,14 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
         _, decayed_opt = prog.tx.update(zeros, small_opt, zeros)  # v -> b2 v
         v, v_small, v_decayed = (second_moments(o) for o in (new["opt"], small_opt, decayed_opt))
         w0, w1, g, u, du = (paths(t) for t in (st["params"], new["params"], grads, decay, small))
+        shrink_at, u_at = paths(at), paths(decay_at)
         keys = jax.random.split(jax.random.fold_in(key, 1), len(tags))
         out = {}
         for (path, tag), k in zip(tags.items(), keys, strict=True):
             a, dw = w0[path][...], w1[path][...] - w0[path][...] - u[path][...]  # without the decay part
             out[path] = {"init_rms": measure.rms(a), "update_rms": measure.rms(dw),
-                         "wd_shrink": measure.shrink(u[path][...], a), "grad_rms": measure.rms(g[path][...]),
+                         "wd_shrink": measure.shrink(u_at[path][...], shrink_at[path][...]),
+                         "grad_rms": measure.rms(g[path][...]),
                          "small_step_rms": measure.rms(du[path][...]) / TINY}
             if tag.kind in MATRIX_KINDS and a.ndim >= 2:
                 route = Route("spectral", tag.fan_in, tag.layout, out_axes=tag.out_axes)
