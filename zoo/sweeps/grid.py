@@ -66,8 +66,8 @@ def check_exponents(text: str, bounds: list[str], start: float, stop: float) -> 
     bare = [b.strip() for b in bounds if not b.strip().startswith("2^")]
     if any("e" in b.lower() for b in bare) or (len(bare) == 2 and all(0 < float(b) < 1 for b in bare)):
         raise ValueError(f"the range {text!r} reads as log2 exponents {start:g} .. {stop:g} (LRs {2.0**start:.4g} .. "
-                         f"{2.0**stop:.4g}); a range is log2 start:stop:step (2^-12:2^-4:1 or -12:-4:1): give LRs as "
-                         "a comma list")
+                         f"{2.0**stop:.4g}); a range is log2 start:stop:step (2^-12:2^-4:1, or --lrs=-12:-4:1 with "
+                         "the =): give LRs as a comma list")
 
 
 def valid_lrs(lrs: list[float], what: str | None = None) -> list[float]:

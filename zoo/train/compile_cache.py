@@ -7,14 +7,17 @@ folder (JAX's `jax_persistent_cache_enable_xla_caches` default). The folder: --c
 $JAX_COMPILATION_CACHE_DIR where set, else $ZOO_CACHE/jax, else ~/.cache/zoo/jax; `off` turns the cache off.
 
 A cache entry is the compiled program itself: results are the same with or without it. A damaged entry is a miss
-(JAX warns and compiles again: `jax_raise_persistent_cache_errors` stays off), and so is an entry this process
-cannot read; a folder that cannot be written is refused in one line when the user named it, and skipped with a
-one-line warning when it is the default (the run compiles as it would without a cache)."""
+(JAX compiles again: `jax_raise_persistent_cache_errors` stays off), and so is an entry this process cannot read;
+JAX never replaces an entry, so a damaged one is compiled at every run until removed, which one line says (JAX's
+warning is kept off the terminal with the other libraries', zoo.cli.boundary); a folder that cannot be written is
+refused in one line when the user named it, and skipped with a one-line warning when it is the default (the run
+compiles as it would without a cache)."""
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import jax
@@ -24,6 +27,9 @@ from zoo.files import check_can_write_in
 
 OFF = "off"
 FLAG = "--compile-cache"
+DAMAGED = "Error reading persistent compilation cache entry for '"  # JAX's warning, then the program's name
+_in_use: list[tuple[Path, bool]] = []  # the folder in use, and whether its damaged entry was said (`use`)
+_previous: list = []  # the warnings hook `_show` passes the other warnings to
 
 
 def default_folder() -> str:
@@ -51,9 +57,32 @@ def use(folder: str | None) -> Path | None:
         _switch(None)
         return None
     _switch(path)
+    _say_damaged_entries(path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # on a GPU every program costs seconds
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
+
+
+def _say_damaged_entries(path: Path) -> None:
+    """One line on stderr, at the first entry JAX could not read in the folder: a hook over the warnings hook in
+    place (the commands' own logs library warnings out of sight), installed again where something replaced it."""
+    _in_use[:] = [(path, False)]
+    if warnings.showwarning is not _show:
+        _previous[:] = [warnings.showwarning]
+        warnings.showwarning = _show
+
+
+def _show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+    text = str(message)
+    if not text.startswith(DAMAGED) or not _in_use:
+        return _previous[0](message, category, filename, lineno, file, line)
+    folder, said = _in_use[0]
+    if not said:
+        name = text[len(DAMAGED):].partition("'")[0]
+        print(f"warning: the compile cache {folder} holds a damaged entry ({name}'s): it was compiled again, as it "
+              "will be at every run until it is removed (JAX never replaces an entry; removing the folder is safe)",
+              file=sys.stderr)
+        _in_use[0] = (folder, True)
 
 
 def _switch(path: Path | None) -> None:
