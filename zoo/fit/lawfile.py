@@ -1,6 +1,6 @@
 """The law file `python -m zoo.fit` writes (law.json) and the `fitted` policy reads: per fitted hyperparameter (lr,
 and weight_decay where swept) log2 x* = intercept + sum_k e_k log2(s_k / s0_k) over the size axes s_k, with each
-exponent's interval and the span of sizes it was fitted on (a target beyond it is named as extrapolated); and what
+exponent's interval and the span of sizes it was fitted on (a proxy or target beyond it is named extrapolated); and what
 it was fitted on (model, plugin, optimizer, data, metric, the policy the sweeps were read under), which a run must
 match."""
 
