@@ -128,6 +128,10 @@ def test_options_typed_to_none_and_plugin_options_read_back(tmp_path):
     again = resolve({}, read_file(str(tmp_path / "config.json")))
     assert again == cfg and identity_changes(cfg.to_json(), again) == []
     assert identity_changes(cfg.to_json(), cfg.replace(param_opt={"alpha": 1})) == []
+    # the plugin named as --param-opt takes it, not in Python's forms (hidden=[0.0, 0.5, 1.0, 1.0], zero_init=True)
+    assert str(cfg.param) == "depth_mup(alpha=1)"
+    assert str(resolve({"param": "abcd", "param_opt": {"hidden": "0,0.5,1,1"}}).param) == "abcd(hidden=0,0.5,1,1)"
+    assert str(resolve({"param": "mup", "param_opt": {"zero_init": "true"}}).param) == "mup(zero_init=true)"
 
 
 def test_reading_a_sweep_never_imports_the_code_it_names(tmp_path, monkeypatch):

@@ -60,16 +60,15 @@ class ParamPart:
             object.__setattr__(self, "options", zoo.param.stored_options(self.name, self.options))
 
     def __str__(self) -> str:
-        """The plugin as a user names it: `depth_mup` or `depth_mup(alpha=1)`."""
-        options = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        """The plugin as a user names it: `depth_mup` or `depth_mup(alpha=1)`, each value as --param-opt takes it."""
+        options = ", ".join(f"{k}={_word(v)}" for k, v in sorted(self.options.items()))
         return f"{self.name}({options})" if options else self.name
 
 
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
-    steps: int | None = setting(None, "training steps (the run's horizon)", shown="the model's, or --epochs",
-                                check=POSITIVE)
-    epochs: float | None = setting(None, "training epochs, when --steps is not given", identity=False,
+    steps: int | None = setting(None, "training steps (the run's horizon)", shown="the model's", check=POSITIVE)
+    epochs: float | None = setting(None, "training epochs in place of --steps (the model's steps)", identity=False,
                                    check=POSITIVE)
     batch_size: int = setting(128, "global batch size (split over the devices)", check=POSITIVE)
     eval_batch_size: int = setting(500, "eval batch size", identity=False, check=POSITIVE)
@@ -290,7 +289,8 @@ def check_model_facts(cfg: RunConfig, given: set[str]) -> None:
     """Refuse a model option that a loop setting sets (LoopConfig.model_facts) where the two differ: `--model-opt
     dtype=bfloat16 --precision f32` computed in bf16 without a word (the option won, while the run recorded f32). An
     identity setting (--precision: it changes every number) is checked always; --remat (the same losses, less
-    memory) where given (by a flag or the file), as the commands without it take the option for it."""
+    memory) where given (by a flag, or a file with another value than the default: a run's config.json holds
+    `remat: none` beside its own option), as the commands without it take the option for it."""
     import zoo.models
 
     options = zoo.models.options(cfg.model.name, cfg.model.options)  # typed; an unknown option is refused here
@@ -359,7 +359,11 @@ def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
 
 
 def _word(v: Any) -> str:
-    """A model option's value as a command line gives it (false, not False)."""
+    """An option's value as a command line gives it (false, not False; 1 for 1.0; a list comma-separated)."""
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(_word, v))
+    if isinstance(v, float):
+        return f"{v:g}"
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 

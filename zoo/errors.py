@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import re
 import shutil
 import signal
@@ -174,6 +175,18 @@ def _stopping(signum: int, stop: Callable[[], KeyboardInterrupt], over: Any = No
 
 
 LONG_WORD, LONG_LINE = 160, 1200  # characters: a word (a path) and a line of zoo's longer are shortened in the middle
+QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures",
+         "py.warnings")  # Python warnings (matplotlib's layout notes, ...), through logging.captureWarnings
+
+
+def quiet_libraries() -> None:
+    """Library loggers' noise and Python warnings off the terminal: a command's own process, and the worker processes
+    it starts (a sweep's)."""
+    logging.captureWarnings(True)
+    for name in QUIET:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 LIBRARY_LINE = 400  # characters of a library's line kept (its start says what failed; its end is often a repr)
 
 

@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> None:
                            "batch_size": 64, "optimizer": "adam", "data": data})
             run_sweep(SweepSpec(run=run, lrs=parse_lrs(args.lrs), out=out, widths=widths, depths=depths),
                       data=dataset)
+        if not results.read(out):
+            raise SystemExit(f"error: no sweep results in {out}: run `python docs/sweeps/transfer.py {args.which}` "
+                             "first (without --plot-only)")
         summary, settings = report.summarize(results.read(out)), results.read_settings(out)
         panels.append((summary, f"{label}: {settings['optimizer']}, {settings['steps']} steps, {data}"))
     png = Path(args.png or HERE / f"{args.which}_transfer.png")

@@ -6,7 +6,6 @@ never a traceback on the terminal. Library loggers' noise (absl, orbax) and Pyth
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import signal
 import sys
@@ -28,6 +27,7 @@ from zoo.errors import (
     is_disk_full,
     one_line,
     out_of_memory,
+    quiet_libraries,
     reraise_stop,
     sigterm_stops,
     stop_received,
@@ -36,8 +36,6 @@ from zoo.files import open_regular
 
 EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
             PermissionError)
-QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures",
-         "py.warnings")  # Python warnings (matplotlib's layout notes, ...), through logging.captureWarnings
 
 
 def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False,
@@ -52,9 +50,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
-        logging.captureWarnings(True)
-        for name in QUIET:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        quiet_libraries()
         threading.excepthook = lambda hook_args: _background_failed(hook_args.exc_value)
         sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
         sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)

@@ -23,12 +23,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from zoo.errors import ZooError
+from zoo.errors import ZooError, quiet_libraries
+from zoo.train import compile_cache
 
 Options = dict[str, np.ndarray]  # a program family's member options: name -> one value per member
 
@@ -158,6 +160,9 @@ def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) ->
     jax.config.update("jax_num_cpu_devices", 1)
     for name, value in settings.items():
         jax.config.update(name, value)
+    quiet_libraries()  # as the parent's command keeps them, and its damaged cache entries said in one line
+    if settings.get("jax_enable_compilation_cache") and settings.get("jax_compilation_cache_dir"):
+        compile_cache.say_damaged_entries(Path(settings["jax_compilation_cache_dir"]))
     trainers: dict[bytes, Any] = {}  # the last recipe's (a sweep's shapes come one after another)
     while True:
         try:

@@ -57,13 +57,13 @@ def use(folder: str | None) -> Path | None:
         _switch(None)
         return None
     _switch(path)
-    _say_damaged_entries(path)
+    say_damaged_entries(path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # on a GPU every program costs seconds
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
 
 
-def _say_damaged_entries(path: Path) -> None:
+def say_damaged_entries(path: Path) -> None:
     """One line on stderr, at the first entry JAX could not read in the folder: a hook over the warnings hook in
     place (the commands' own logs library warnings out of sight), installed again where something replaced it."""
     _in_use[:] = [(path, False)]
