@@ -132,6 +132,8 @@ def test_options_typed_to_none_and_plugin_options_read_back(tmp_path):
     assert str(cfg.param) == "depth_mup(alpha=1)"
     assert str(resolve({"param": "abcd", "param_opt": {"hidden": "0,0.5,1,1"}}).param) == "abcd(hidden=0,0.5,1,1)"
     assert str(resolve({"param": "mup", "param_opt": {"zero_init": "true"}}).param) == "mup(zero_init=true)"
+    exact = resolve({"param": "abcd", "param_opt": {"hidden": "0,0.123456789,1,1"}}).param  # not rounded to 6 digits
+    assert str(exact) == "abcd(hidden=0,0.123456789,1,1)"
 
 
 def test_reading_a_sweep_never_imports_the_code_it_names(tmp_path, monkeypatch):

@@ -61,7 +61,7 @@ class ParamPart:
 
     def __str__(self) -> str:
         """The plugin as a user names it: `depth_mup` or `depth_mup(alpha=1)`, each value as --param-opt takes it."""
-        options = ", ".join(f"{k}={_word(v)}" for k, v in sorted(self.options.items()))
+        options = ", ".join(f"{k}={word(v)}" for k, v in sorted(self.options.items()))
         return f"{self.name}({options})" if options else self.name
 
 
@@ -298,8 +298,8 @@ def check_model_facts(cfg: RunConfig, given: set[str]) -> None:
         checked = FLAT[loop_setting][1].metadata["identity"] or loop_setting in given
         if checked and name in options and options[name] != value:
             flag = f"--{loop_setting}"
-            raise ValueError(f"--model-opt {name}={_word(options[name])} contradicts {flag} "
-                             f"{getattr(cfg.loop, loop_setting)} (which sets {name}={_word(value)}): leave out "
+            raise ValueError(f"--model-opt {name}={word(options[name])} contradicts {flag} "
+                             f"{getattr(cfg.loop, loop_setting)} (which sets {name}={word(value)}): leave out "
                              f"--model-opt {name}, {flag} sets it")
 
 
@@ -358,12 +358,12 @@ def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
     return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if before[k] != v]
 
 
-def _word(v: Any) -> str:
+def word(v: Any) -> str:
     """An option's value as a command line gives it (false, not False; 1 for 1.0; a list comma-separated)."""
     if isinstance(v, (list, tuple)):
-        return ",".join(map(_word, v))
+        return ",".join(map(word, v))
     if isinstance(v, float):
-        return f"{v:g}"
+        return f"{v:g}" if float(f"{v:g}") == v else repr(v)  # 1 for 1.0; 0.123456789 kept whole
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 

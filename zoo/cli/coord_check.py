@@ -63,8 +63,7 @@ def parser() -> argparse.ArgumentParser:
     a("--seeds", type=seed_count, default=3, help="initializations (geometric mean)")
     a("--batch", type=positive, default=16, help="examples in the one training batch")
     a("--tol", type=finite, default=0.15, help="allowed |slope - expected|")
-    a("--out", type=path_arg, help="output directory (default: runs/coord_check/MODEL_PARAM, so that two checks keep "
-      "both)")
+    a("--out", type=path_arg, help="output directory (default: runs/coord_check/MODEL_PARAM_OPTIMIZER)")
     add_compile_cache(p)
     return p
 
@@ -149,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     compile_cache.use(args.compile_cache)
     spec = spec_of(args)
-    name = "_".join(n.replace(":", "_").replace("/", "_") for n in (spec.model, spec.param))  # a module:Object too
+    name = "_".join(n.replace(":", "_").replace("/", "_") for n in (spec.model, spec.param, spec.optimizer))
     out = Path(args.out or f"runs/coord_check/{name}")
     check_out_folder(out, "--out")
     planned = sweeps(args)

@@ -30,6 +30,7 @@ import numpy as np
 
 import zoo.models
 import zoo.param
+from zoo.config import ParamPart
 from zoo.diagnostics import coord, coord_plot, verdict
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT, choose_lr, linear_change
 from zoo.diagnostics.inputs import random_batch
@@ -143,7 +144,8 @@ def title(spec: CoordSpec, result: dict[str, Any]) -> str:
     lr = f"lr={result['lr']:.3g}" + ("" if spec.lr is not None else " (chosen)")
     verdict_text = "PASS" if passed(result) else "FAIL (" + ", ".join(failed_groups(result) or
                                                                       ["unstable by theory"]) + ")"
-    return f"{spec.model} / {spec.param} {spec.param_opt or ''} / {spec.optimizer} {lr}: {verdict_text}"
+    plugin = ParamPart(spec.param, spec.param_opt)  # named as --param-opt takes its options
+    return f"{spec.model} / {plugin} / {spec.optimizer} {lr}: {verdict_text}"
 
 
 def write(spec: CoordSpec, result: dict[str, Any], out: Path) -> Path:

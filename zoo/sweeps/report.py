@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.config import word
 from zoo.files import save_figure
 from zoo.sweeps.results import RESULTS, check_record
 
@@ -236,7 +237,7 @@ def panel(ax: Any, summary: Summary, title: str) -> None:
 
 def title(settings: dict[str, Any]) -> str:
     """`model param (opts), optimizer, N steps, data` from DIR/sweep.json."""
-    opts = ", ".join(f"{k}={v}" for k, v in sorted(settings.get("param_opt", {}).items()))
+    opts = ", ".join(f"{k}={word(v)}" for k, v in sorted(settings.get("param_opt", {}).items()))
     param = f"{settings.get('param')}" + (f" ({opts})" if opts else "")
     return (f"{settings.get('model')} {param}, {settings.get('optimizer')}, {settings.get('steps')} steps, "
             f"{settings.get('data')}")

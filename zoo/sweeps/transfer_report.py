@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.config import word
 from zoo.files import save_figure
 from zoo.sweeps import report
 from zoo.sweeps.transfer import Arm, TransferSpec
@@ -19,7 +20,7 @@ def _size(size: tuple[int, int]) -> str:
 
 
 def _name(arm: Arm) -> str:
-    opts = ", ".join(f"{k}={v}" for k, v in sorted(arm.param_opt.items()))
+    opts = ", ".join(f"{k}={word(v)}" for k, v in sorted(arm.param_opt.items()))
     return arm.param + (f" ({opts})" if opts else "")
 
 
