@@ -222,7 +222,7 @@ def init_from(state: State, s: Setup, report: Report) -> State:
     sizes = [int(np.prod(v.shape)) for v in jax.tree.leaves(params)]
     kept = {name.split(" (")[0] for name in fresh}
     export = "rest" not in saved  # an export's SP form saves no multipliers: they are sp's at base sizes = sizes
-    if "head/kernel" in source and getattr(s.model_cfg, "tie_embeddings", False):
+    if "head/kernel" in source and "head/kernel" not in _names(params):  # a readout of its own; here, a tied one
         how = ", as zoo.export writes a GPT" if export else ""
         raise ValueError(f"--init-from {run_dir}: its readout is a matrix of its own (head/kernel{how}), which this "
                          "tied model has no place for: dropped, the readout would be the token table, another "
