@@ -127,6 +127,16 @@ def test_freeze_keeps_the_listed_kinds_at_their_init():
         program(P.get("sp", freeze="input,hidden,output,vector,scalar"))
 
 
+def test_freeze_is_one_setting_in_any_order_and_only_as_text():
+    """`output, input` and `input,output` freeze the same kinds, so they are one run's identity (a resume with the
+    other order is the same run); a settings file's YAML list is refused by name, not read as its Python text."""
+    assert P.get("completep", freeze="output, input").freeze == "input,output"
+    assert P.stored_options("mup", {"freeze": "vector,input"}) == {"freeze": "input,vector"}
+    assert P.get("sp").freeze == ""
+    with pytest.raises(ValueError, match="option freeze of 'ntk' must be a string, got \\['input'\\]"):
+        P.get("ntk", freeze=["input"])
+
+
 @pytest.mark.parametrize("name", ["mup", "depth_mup", "ntk"])
 def test_init_mult_scales_every_init_std_and_nothing_else(name):
     """init_mult c (TP-V's tunable init scale) draws every parameter as c times the same draw: the random ones are

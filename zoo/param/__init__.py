@@ -60,7 +60,8 @@ def get(name: str, **opts: Any) -> Parametrization:
     cls = PLUGINS.get(name)
     fields = option_fields(f"plugin {name!r}", cls, opts)
     plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
-    plugin.frozen_kinds()  # an unknown kind in freeze= is refused here, not when the optimizer is built
+    if "freeze" in opts:  # an unknown kind is refused here; `output,input` is `input,output`, one run's identity
+        plugin = dataclasses.replace(plugin, freeze=",".join(plugin.frozen_kinds()))
     for key in opts:  # a number float32 makes 0 or inf (init_mult=1e-50: nothing trains, with rc 0)
         value = getattr(plugin, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -93,6 +94,8 @@ def _convert(plugin: str, key: str, value: Any, default: Any) -> Any:
     without a default, None, keeps what it is given, a number checked to be finite). Arrays (a sweep's traced
     values) pass as they are."""
     where = f"option {key} of {plugin!r}"
+    if isinstance(default, str):  # a file's list (freeze: [input, output]) is no comma list
+        return check_type(where, value, str)
     if isinstance(default, bool):
         return from_text(where, value, bool) if isinstance(value, str) else check_type(where, value, bool)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and (default is None or
