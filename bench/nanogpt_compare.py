@@ -54,7 +54,8 @@ def run(cmd: list[str], log: Path) -> None:
     print("$ " + " ".join(cmd), flush=True)
     with log.open("w") as f:
         code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}).returncode
     if code:
         raise SystemExit(f"failed ({code}): see {log}")
 
@@ -113,8 +114,14 @@ def main(argv: list[str] | None = None) -> None:
     a.nanogpt = str(checkout(a.nanogpt))
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    seeds = [int(s) for s in a.seeds.split(",")]
+    missing = [p for p in (Path(a.nanogpt_runs or out).resolve() / f"nanogpt_s{s}.json" for s in seeds)
+               if a.only == "zoo" and not p.exists()]
+    if missing:  # refused before zoo's runs: without nanoGPT's, they would end in no table
+        raise SystemExit(f"no nanoGPT run at {missing[0]}: run the comparison without --only, or name its folder "
+                         "with --nanogpt-runs")
     runs = []
-    for seed in (int(s) for s in a.seeds.split(",")):
+    for seed in seeds:
         zoo_dir, nano_json = out / f"zoo_s{seed}", Path(a.nanogpt_runs or out).resolve() / f"nanogpt_s{seed}.json"
         if a.only != "nanogpt":
             run(zoo_command(a, seed, zoo_dir), out / f"zoo_s{seed}.log")

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import os
 import platform
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -188,10 +189,11 @@ def main(argv: list[str] | None = None) -> None:
             f"{one.compile_s:.1f} s; {parts}; {jax.devices()[0].platform}")
     print(line)
     if args.write:
-        write(Path(args.write), args, name, rows, one, seq_steady, line, vm.group_size)
+        command = shlex.join(["python", "bench/sweep.py", *(sys.argv[1:] if argv is None else argv)])
+        write(Path(args.write), args, command, name, rows, one, seq_steady, line, vm.group_size)
 
 
-def write(path: Path, args: argparse.Namespace, name: str, rows: list[dict[str, Any]], one: MemberTrainer,
+def write(path: Path, args: argparse.Namespace, command: str, name: str, rows: list[dict[str, Any]], one: MemberTrainer,
           seq_steady: float, line: str, group: int) -> None:
     n = args.lrs * args.steps
     labels = {"one program": f"one program ({args.lrs} members over {jax.device_count()} devices, groups of {group})",
@@ -209,8 +211,7 @@ def write(path: Path, args: argparse.Namespace, name: str, rows: list[dict[str, 
             "leaves the device mostly idle." if platform == "cpu" else "Target on a GPU: >= 6x.")
     path.write_text(f"""# Sweep benchmark ({platform.upper()})
 
-`python bench/sweep.py --width {args.width} --depth {args.depth} --batch-size {args.batch_size} --steps {args.steps}
---rounds {args.rounds} --chunk {args.chunk} --data {name} --write {path}`
+`{command}`
 
 {args.lrs} learning rates of an MLP-ResNet (width {args.width}, depth {args.depth}, {args.param} with base depth
 {args.base_depth}, Adam) on {name}, batch {args.batch_size}, {args.steps} steps per member. Every path runs the

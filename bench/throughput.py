@@ -10,7 +10,8 @@ The model, plugin and optimizer are the run's (the preset or the model's default
 on random tokens or images of the data's shape, through the same jitted train step as train.py (state donated,
 no grad accumulation). FLOPs per step are XLA's count of the lowered step, before the backend's passes
 (`Lowered.cost_analysis`: on a GPU the compiled step's count leaves out the cuBLAS and cuDNN calls, about 10x too few
-for GPT-2 on an H200; a fused cuDNN attention is not counted either way), so MFU =
+for GPT-2 on an H200; a fused cuDNN attention is not counted either way; where the GPU's lowered step counts
+nothing, as behind CUDA's PJRT plugin, the same step is lowered in a CPU-only process), so MFU =
 FLOPs/s / the chip's dense bf16 peak. The step's compile (lowering and XLA) is timed cold, into a fresh persistent
 compile cache, and warm, from that cache with JAX's in-memory caches cleared (a rerun of train.py). Reference
 numbers (measured by their authors on one H100): nanoGPT GPT-2 124M 437k tokens/s at batch 12 x 1024 and 475k at
@@ -21,7 +22,10 @@ numbers (measured by their authors on one H100): nanoGPT GPT-2 124M 437k tokens/
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -43,6 +47,15 @@ def peak(device_kind: str) -> float | None:
     return next((v for k, v in PEAK_BF16.items() if k in device_kind), None)
 
 
+def flops_on_cpu() -> float | None:
+    """XLA's count of this command's train step lowered in a CPU-only process (its attention XLA's, as the count
+    of the lowered step on CPU and GPU alike; nothing is compiled): for a GPU behind the PJRT C API (CUDA's plugin),
+    whose lowered programs count nothing."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run([sys.executable, *sys.argv, "--count-flops"], env=env, capture_output=True, text=True)
+    return float(run.stdout.split()[-1]) if run.returncode == 0 and run.stdout.split() else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="a preset (configs/*.yaml)")
@@ -57,6 +70,7 @@ def main() -> None:
     ap.add_argument("--classes", type=int, default=10, help="classes of the random labels (image models)")
     ap.add_argument("--precision", choices=("f32", "bf16"))
     ap.add_argument("--steps", type=int, default=30, help="timed steps (after 3 warm-up steps)")
+    ap.add_argument("--count-flops", action="store_true", help="print XLA's FLOPs of the lowered step and stop")
     args = ap.parse_args()
     flags = {"model": args.model, "width": args.width, "depth": args.depth, "precision": args.precision,
              "model_opt": dict(kv.split("=", 1) for kv in args.model_opt) or None}
@@ -83,6 +97,9 @@ def main() -> None:
         x = rng.integers(0, 256, (args.batch, *args.image)).astype(np.uint8)
         y = rng.integers(0, args.classes, args.batch).astype(np.int32)
         batch, per_step, unit = {"x": x, "y": y}, args.batch, "images"
+    if args.count_flops:
+        print(flops_of(jax.jit(prog.train_step).lower(jax.eval_shape(prog.init, jax.random.PRNGKey(0)), batch)))
+        return
     batch = jax.device_put(batch)
     state = jax.jit(prog.init)(jax.random.PRNGKey(0))
     cache = tempfile.mkdtemp(prefix="zoo-bench-cache-")
@@ -96,7 +113,9 @@ def main() -> None:
         seconds.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     shutil.rmtree(cache, ignore_errors=True)
-    flops = flops_of(lowered)
+    flops, counted = flops_of(lowered), "XLA"
+    if flops is None:
+        flops, counted = flops_on_cpu(), "XLA, lowered on the CPU"
     for _ in range(3):
         state, metrics = compiled(state, batch)
     jax.block_until_ready(metrics)
@@ -114,7 +133,7 @@ def main() -> None:
     if flops:
         chip = peak(kind)
         mfu = f", MFU {flops / dt / chip:.1%} of {chip / 1e12:.0f} TFLOP/s" if chip else ""
-        print(f"{flops / 1e9:,.1f} GFLOP/step (XLA), {flops / dt / 1e12:,.1f} TFLOP/s{mfu}")
+        print(f"{flops / 1e9:,.1f} GFLOP/step ({counted}), {flops / dt / 1e12:,.1f} TFLOP/s{mfu}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Each model and size runs in a process of its own, started as zoo's train command
 `inline` column). The heap setting is process-wide, so torch's side runs under it too. In that process the runs are
 interleaved (zoo, torch[, plain JAX], then the reverse order, ...; each run times `--steps` steps after warm-up), so
 machine load hits both sides alike; reported are the medians of the runs and the median of the per-pair ratios.
-FLOPs per step are XLA's count of the compiled zoo step; compile time is zoo's first step.
+FLOPs per step are XLA's count of the lowered zoo step; compile time is zoo's first step.
 """
 
 from __future__ import annotations

@@ -40,3 +40,16 @@ def test_best_of_each_estimate_and_the_seeds_spread(compare, tmp_path):
 def test_a_folder_without_model_py_is_one_line(compare, tmp_path):
     with pytest.raises(SystemExit, match="has no model.py"):
         compare.checkout(str(tmp_path))
+
+
+def test_zoo_alone_without_nanogpts_run_stops_before_training(compare, tmp_path, monkeypatch):
+    """An ablation (--only zoo) reads nanoGPT's run from --nanogpt-runs: where seed 7's is not there, the command
+    stops at once naming the file, and runs nothing (on a lent GPU, a whole call spent for no table)."""
+    (tmp_path / "nanoGPT").mkdir()
+    (tmp_path / "nanoGPT" / "model.py").write_text("")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "nanogpt_s1.json").write_text("{}")
+    monkeypatch.setattr(compare, "run", lambda *a: pytest.fail("a run started"))
+    with pytest.raises(SystemExit, match=r"no nanoGPT run at .*runs/nanogpt_s7\.json"):
+        compare.main(["--nanogpt", str(tmp_path / "nanoGPT"), "--seeds", "1,7", "--only", "zoo",
+                      "--nanogpt-runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")])

@@ -76,9 +76,9 @@ def test_a_worker_failure_is_raised_and_leaves_no_process():
 
 @pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
 def test_bench_times_the_processes_path(tmp_path, capsys, monkeypatch):
-    """bench/sweep.py's three paths at a tiny size: the report has the processes row, and its losses agree with the
-    sequential members'. (Imported by name from bench/ on the path, which the spawned workers inherit, so they can
-    unpickle the bench's recipe.)"""
+    """bench/sweep.py's three paths at a tiny size: the report has the processes row, its losses agree with the
+    sequential members', and it records the command that reruns it (every flag given). (Imported by name from
+    bench/ on the path, which the spawned workers inherit, so they can unpickle the bench's recipe.)"""
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     bench = importlib.import_module("sweep")
     report = tmp_path / "bench.md"
@@ -89,6 +89,7 @@ def test_bench_times_the_processes_path(tmp_path, capsys, monkeypatch):
     rows = [r for r in report.read_text().splitlines() if r.startswith("| 2 worker processes")]
     assert len(rows) == 1
     assert float(rows[0].split("|")[-2]) < 1e-3  # max rel. loss diff against the sequential members
+    assert "`python bench/sweep.py --lrs 4 --width 8 --depth 1 " in report.read_text()  # the command that reruns it
 
 
 PARENT = """
