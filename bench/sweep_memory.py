@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--data", default="shakespeare")
+    p.add_argument("--model-opt", action="append", default=[], metavar="K=V",
+                   help="a GPT option, repeatable (head_dim=16 for widths that are no multiple of 64)")
     p.add_argument("--write", help="also write the table as markdown to this file")
     args = p.parse_args(argv)
     try:
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1) from None
     shape = ["--model", "gpt", "--param", "mup", "--depth", str(args.depth), "--base-width", str(min(widths)),
              "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len), "--steps", str(args.steps),
-             "--data", args.data]
+             "--data", args.data, *(f"--model-opt={kv}" for kv in args.model_opt)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         single = max_rss_gb([sys.executable, "train.py", *shape, "--width", str(max(widths)),
@@ -71,16 +74,15 @@ def main(argv: list[str] | None = None) -> None:
             rows.append((k, gb))
             print(f"sweep, widths {args.widths}, {k} members: {gb:.2f} GB ({gb / single:.2f}x the train.py run)")
     if args.write:
-        write(Path(args.write), args, single, rows)
+        command = shlex.join(["python", "bench/sweep_memory.py", *(sys.argv[1:] if argv is None else argv)])
+        write(Path(args.write), args, command, single, rows)
 
 
-def write(path: Path, args: argparse.Namespace, single: float, rows: list[tuple[int, float]]) -> None:
+def write(path: Path, args: argparse.Namespace, cmd: str, single: float, rows: list[tuple[int, float]]) -> None:
     from sweep import machine  # bench/sweep.py, beside this script
 
     widths = args.widths
     table = "\n".join(f"| {k} | {gb:.2f} | {gb / single:.2f}x |" for k, gb in rows)
-    cmd = " ".join(["python bench/sweep_memory.py", *(["--widths", widths] if widths != "256" else []),
-                    "--write", str(path)])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"""# Sweep memory (CPU)
 
