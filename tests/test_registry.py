@@ -104,3 +104,44 @@ def test_a_broken_model_of_another_package_breaks_nothing_else(tmp_path, monkeyp
     assert "importing the model 'boom_models:Net' failed in its own code: RuntimeError: boom at import" in line
     line = one_line_error(train_cli.main, [*TINY, "--model", "notamodel", "--run-dir", str(tmp_path / "n")], capsys)
     assert "'notamodel' is not a zoo model" in line
+
+
+def test_a_class_cannot_take_a_name_another_class_holds():
+    """`zoo.param.register` of a class named "mup" replaced zoo's muP for every model and tool in the process, while
+    its runs recorded "mup", which every other process reads as zoo's. Refused now, naming the holder; the same class
+    again is no clash, and the registry is unchanged."""
+    import zoo.param
+    from zoo.param.sp import SP
+
+    held = zoo.param.PLUGINS.get("mup")
+    impostor = type("Impostor", (SP,), {"name": "mup"})
+    with pytest.raises(TypeError, match=r"the parametrization name 'mup' is taken \(by zoo\.param\.mup:MuP\): give "
+                                        r".*:Impostor a name of its own"):
+        zoo.param.register(impostor)
+    assert zoo.param.register(held) is held and zoo.param.PLUGINS.get("mup") is held
+
+
+@pytest.mark.parametrize("row, shown", [(None, "None"), ((0, 0.5, 0), r"\(0, 0.5, 0\)"),
+                                        ((0, "0.5", 0, 0), r"\(0, '0.5', 0, 0\)")])
+def test_a_plugin_table_is_checked_when_registered(row, shown):
+    """A table without a kind, with three exponents or with a text one was registered, and failed where a model or an
+    optimizer first read it (KeyError 'hidden', IndexError, "bad operand type for unary -"): refused at once now."""
+    import zoo.param
+    from zoo.param.base import SP_TABLE
+    from zoo.param.sp import SP
+
+    table = {k: v for k, v in SP_TABLE.items() if k != "hidden"} | ({} if row is None else {"hidden": row})
+    with pytest.raises(TypeError, match=f"plugin 'odd_table': its table must give every kind .* hidden: {shown}$"):
+        zoo.param.register(type("OddTable", (SP,), {"name": "odd_table", "table": table}))
+    assert "odd_table" not in zoo.param.names()
+
+
+def test_the_flags_a_printed_command_needs_to_read_its_file():
+    """zoo.transfer printed `train.py --config OUT/my_params:MyParam/target.json` for a model and plugin of the user's
+    own, which train.py refuses without --allow-import for each (a file never names code to import): the printed
+    command now carries them, once each, quoted; registered names need none."""
+    from zoo.registry import import_flags
+
+    assert import_flags("mycnn:MLP2", "my params:MyParam", "mycnn:MLP2") == \
+        " --allow-import mycnn:MLP2 --allow-import 'my params:MyParam'"
+    assert import_flags("gpt", "mup") == ""

@@ -37,7 +37,7 @@ from flax import nnx
 
 from zoo.muon import Route, base_side, clip_by_natural_rms
 from zoo.param import families
-from zoo.param.base import Parametrization
+from zoo.param.base import Parametrization, check_plugin
 from zoo.param.tags import Tag
 from zoo.schedule import COOLDOWN, SCHEDULES, WARMUP_PEAKS, last_step, schedule_shape
 from zoo.schema import BETA, FRACTION, NON_NEGATIVE, POSITIVE, check_settings, setting
@@ -307,6 +307,7 @@ def build(cfg: OptimConfig, plugin: Parametrization, params: Any, horizon: int |
           ) -> optax.GradientTransformation:
     """The optax chain for `params` under `plugin`: a state of tagged nnx.Params (possibly abstract) or a pytree of
     Tags (zoo.param.infer_tags, for a model zoo did not build); `horizon`: the run's length (decaying schedules)."""
+    check_plugin("zoo.optim.build", plugin)
     return chain(cfg, *rules(plugin, params, cfg), route=routes(cfg, params, plugin), horizon=horizon)
 
 

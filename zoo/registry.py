@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ALLOWED: set[str] = set()  # the module:Object names the user gave (command-line flags), which files may name too
+
+
+def import_flags(*names: str) -> str:
+    """The --allow-import flags a command needs to read a file naming these models and plugins (one per module:Object
+    name), each with a leading space: for the commands zoo prints."""
+    return "".join(f" --allow-import {shlex.quote(n)}" for n in dict.fromkeys(names) if ":" in n)
 
 
 def allow_import(name: str) -> None:
@@ -50,11 +57,19 @@ class Registry:
         return obj
 
     def register_class(self, cls: Any) -> Any:
-        """Add a class under its own `name` (checked); usable as a decorator. TypeError if `check` refuses it."""
+        """Add a class under its own `name` (checked); usable as a decorator. TypeError if `check` refuses it, or
+        if another class holds the name (a second "mup" would replace zoo's for every model and tool in the process,
+        while the runs it writes name "mup", which any other process reads as zoo's)."""
         try:
-            return self.register(getattr(cls, "name", ""), self.check(repr(cls), cls))
+            cls = self.check(repr(cls), cls)
         except ValueError as e:
             raise TypeError(str(e)) from None
+        held = self.entries.get(cls.name, self._lazy.get(cls.name))
+        if held is not None and held is not cls:
+            where = held if isinstance(held, str) else f"{held.__module__}:{held.__qualname__}"
+            raise TypeError(f"the {self.what} name {cls.name!r} is taken (by {where}): give "
+                            f"{cls.__module__}:{cls.__qualname__} a name of its own")
+        return self.register(cls.name, cls)
 
     def names(self) -> list[str]:
         """Every name zoo and the installed packages register."""

@@ -83,6 +83,25 @@ def test_the_readout_hint_only_where_only_the_output_shrinks(unstable, expected_
     assert (hint is not None) == hinted
 
 
+@pytest.mark.parametrize("part_slope, hidden_slope, hinted", [
+    (-0.18, 0.02, True),   # mlp_resnet / mup at widths 48, 96, 160: the readout part alone at -0.18
+    (-0.18, -0.60, False),  # a hidden layer more than 1/2 below: more than an n^-1/2 term tilts
+    (0.20, 0.02, False),   # growing faster than predicted: no lower-order term does that
+    (-0.70, 0.02, False),  # more than 1/2 below
+])
+def test_the_small_width_hint_only_where_every_failing_row_falls_short_by_less_than_a_half(part_slope, hidden_slope,
+                                                                                          hinted):
+    """`coord_check --model mlp_resnet --param mup --widths 48,96,160 --depth 2` failed a correct muP (the readout's
+    part alone at -0.18 against 0: Adam's readout update dV . h sums a batch's incoherent terms, ~ n^1/2, beside the
+    coherent ~ n) with nothing said. A stable plugin whose every failing row falls short by less than 1/2 now gets
+    the hint naming 4x the widths; a row past that, or above its prediction, gets none."""
+    base = _result([], 0.0, {"output": 0.01, "pre/0": hidden_slope})
+    part = [verdict.LayerVerdict("output", "output", [part_slope] * 3, 0.0, abs(part_slope) <= 0.15, False)]
+    result = {**base, "sizes": [48, 96, 160], "part_verdicts": {"output": part}, "config": {"base_width": 48}}
+    hint = coord_sweep.small_width_hint(coord_sweep.CoordSpec(param="mup"), result)
+    assert (hint is not None and "--widths 192,384,640" in hint) == hinted, hint
+
+
 def mixer_result(slopes: dict[str, float], unstable: tuple[str, ...] = ()) -> dict:
     """A width check's result whose layers measured `slopes` (each layer failing or passing against 0)."""
     verdicts = [verdict.LayerVerdict(k, verdict.group_of(k), [s] * 3, 0.0, abs(s) <= 0.15, abs(s) <= 0.15)
@@ -143,6 +162,23 @@ def test_a_first_step_at_float32_rounding_counts_as_still():
     assert v.passed and np.isnan(v.slopes[0]) and abs(v.slopes[1]) < 0.15
     moving = {"pre/0": np.array([[0.0, 0.0194], [0.0, 0.0185], [1e-3, 0.0172]])}
     (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, moving), moving, {"hidden": 0.0})
+    assert not v.passed
+
+
+def test_rounding_is_read_against_the_activation_not_only_the_later_steps():
+    """`--param mup --param-opt zero_init=true --widths 48,96,160 --depth 2`: the hidden layers alone moved 0, 6.4e-7
+    and 6.4e-7 at t = 1 (float32's rounding of O(1) activations), 1.3e-3 of their later change of 5e-4, so the step
+    counted as moved, its slope NaN, and the row FAILED. Against the layer's RMS at init (1.0) it is still (at most
+    64 float32 epsilons); a change of 1e-4 of that RMS still moves."""
+    sizes = [48, 96, 160]
+    init = {"pre/0": np.array([1.0, 1.0, 1.0])}
+    rounding = {"pre/0": np.array([[0.0, 5.8e-4], [6.4e-7, 5.5e-4], [6.4e-7, 5.2e-4]])}
+    (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, rounding), rounding, {"hidden": 0.0})
+    assert not v.passed  # without the activations' scale: the old FAIL
+    (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, rounding), rounding, {"hidden": 0.0}, init=init)
+    assert v.passed and np.isnan(v.slopes[0])
+    moving = {"pre/0": np.array([[0.0, 5.8e-4], [1e-4, 5.5e-4], [1e-4, 5.2e-4]])}
+    (v,) = verdict.judge(coord_sweep.coord.slopes(sizes, moving), moving, {"hidden": 0.0}, init=init)
     assert not v.passed
 
 

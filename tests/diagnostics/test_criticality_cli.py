@@ -3,15 +3,22 @@ JSON, and one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 import zoo.models as M
+import zoo.param as P
 from zoo.cli.criticality import main
 from zoo.diagnostics import jacobian
+from zoo.diagnostics.report import run_report
+from zoo.models.layers import Dense, ModelConfig, scales
 
 ERF_MLP = ["--width", "64", "--depth", "6", "--seeds", "2", "--batch", "4", "--probes", "1", "--model-opt",
            "activation=erf", "--model-opt", "mean_subtract=false", "--model-opt", "bias=true"]
@@ -194,3 +201,42 @@ def test_find_prints_the_options_it_held(tmp_path, capsys, monkeypatch):
     main(["--find", "sigma_b=0:1", "--param-opt", "sigma_b=0.5", "--param-opt", "mu=0", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert "critical sigma_b = 0.3241  (chi_hat = 1 at sigma_w = 1, mu = 0)" in out, out
+
+
+@dataclasses.dataclass
+class PlainConfig(ModelConfig):
+    width: int = 24
+    depth: int = 1
+    in_shape: tuple[int, ...] = (6,)
+    num_classes: int = 3
+
+
+class PlainMLP(nnx.Module):
+    """A model of its own that states nothing about its blocks: x -> relu(U x) -> V h, no `stack`, no `pre_ln`."""
+    task, config_class = "classify", PlainConfig
+
+    def __init__(self, cfg: PlainConfig, plugin, rngs: nnx.Rngs):
+        top, _, _ = scales(cfg, plugin)
+        self.embed = Dense(cfg.in_shape[0], cfg.width, kind="input", scale=top, rngs=rngs)
+        self.head = Dense(cfg.width, cfg.num_classes, kind="output", scale=top, rngs=rngs, role="readout")
+
+    def __call__(self, x, key=None, train=False):
+        h = self.embed(x.reshape(x.shape[0], -1).astype(jnp.float32))
+        return self.head(jax.nn.relu(h)), {"embed": h}
+
+
+def test_a_model_that_states_nothing_about_its_blocks(tmp_path, capsys):
+    """`--param critical` on a model of one's own read a missing pre_ln as pre-LN (mu = 1, sigma_w = 1: a ReLU MLP's
+    critical sigma_w^2 is 2), and its run report and zoo.criticality crashed on `model.stack` (AttributeError, after
+    training). Now the point is asked for where the model does not say; given, the model trains under it, its report
+    says why chi_hat is not measured, and zoo.criticality stops in one line."""
+    name = f"{__name__}:PlainMLP"
+    cfg = M.config(name, width=24)
+    with pytest.raises(ValueError, match="the critical point of .*PlainMLP' is unknown: .* give sigma_w and mu"):
+        P.get("critical").for_model(name, cfg)
+    point = P.get("critical", sigma_w=2**0.5, mu=0.0)
+    assert point.for_model(name, cfg) == dataclasses.replace(point, sigma_b=0.0)
+    report = run_report(name, cfg, point)
+    assert report["sigma_w"] == pytest.approx(2**0.5) and "chi_hat not measured" in report["note"]
+    code, _, err = criticality(["--model", name, "--param-opt", "sigma_w=1.4", "--param-opt", "mu=0"], tmp_path, capsys)
+    assert code == 1 and "Traceback" not in err and "has none, so its APJN cannot be measured" in err, err

@@ -191,3 +191,19 @@ def test_a_depth_factor_beyond_float32_is_refused_naming_the_option(plugin, alph
         with pytest.raises(ValueError, match=f"option alpha of '{plugin}': the branch multiplier's .* outside "
                                              "float32's range"):
             p.branch_multiplier(depth, base_depth)
+
+
+def test_a_name_where_a_plugin_belongs_is_one_clear_error():
+    """zoo.models.create(..., "mup", ...) failed as "'str' object has no attribute 'for_model'", zoo.optim.build as
+    "'str' object has no attribute 'frozen'", zoo.param.get(123) as "argument of type 'int' is not iterable"."""
+    from flax import nnx
+
+    import zoo.models
+    import zoo.optim
+
+    with pytest.raises(TypeError, match=r"zoo.models.create takes a plugin \(zoo.param.get\(name\)\), not str"):
+        zoo.models.create("mlp_resnet", zoo.models.config("mlp_resnet", width=8, depth=1), "mup", nnx.Rngs(0))
+    with pytest.raises(TypeError, match=r"zoo.optim.build takes a plugin \(zoo.param.get\(name\)\), not type"):
+        zoo.optim.build(zoo.optim.OptimConfig(), P.PLUGINS.get("mup"), {})
+    with pytest.raises(TypeError, match=r"zoo.param.get takes a plugin's name \(one of abcd, .*\), not int"):
+        P.get(123)

@@ -146,7 +146,8 @@ class AnyRun:
     chain: Chain = optim.build
 
     def default_size(self) -> tuple[int, int]:
-        raise ValueError("a model zoo does not know has no default size: give the widths (and the depth)")
+        raise ValueError("a model zoo does not know has no default size: give the depth it is measured at across "
+                         "widths (audit(..., widths=[...], depth=L)), and the width across depths (width=n)")
 
     def heads(self, width: int, base_width: int) -> dict[str, int]:
         if self.head_dim is None:

@@ -103,7 +103,7 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from zoo.diagnostics.coord_sweep import diverged_hint, mixed_parts_hint, passed, readout_hint, stream_start_hint
+    from zoo.diagnostics.coord_sweep import HINTS, passed
 
     axis, sizes, exp = result["axis"], result["sizes"], result["expected"]
     lr = f"lr={result['lr']:.3g}" + ("" if spec.lr is not None else " (chosen)")
@@ -135,8 +135,7 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
                       + (f"; measured: {measured}" if measured else "") + f"; {png}")
     else:
         console.print(f"{'[green]PASS[/]' if passed(result) else '[red]FAIL[/]'} ({axis}): {png}")
-    for hint in (diverged_hint(spec, result), readout_hint(spec, result), stream_start_hint(spec, result),
-                 mixed_parts_hint(spec, result)):
+    for hint in (hint_of(spec, result) for hint_of in HINTS):
         if hint:
             console.print(hint)
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from shlex import quote
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import Parser, add_policy_flags, numbers_text, path_arg, policy_of, positive, proxy_steps
 from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config
+from zoo.registry import import_flags
 from zoo.sweeps.grid import parse_lrs
 from zoo.train import compile_cache
 
@@ -90,4 +92,5 @@ def main(argv: list[str] | None = None) -> None:
     png, numbers, *targets = transfer_report.write(arms, spec)
     print(f"plot: {png}\nnumbers: {numbers}")
     for path in targets:
-        print(f"{path.parent.name}'s target with checkpoints: python train.py --config {path}")
+        flags = import_flags(spec.run.model.name, path.parent.name)  # the arm's folder is its plugin's name
+        print(f"{path.parent.name}'s target with checkpoints: python train.py --config {quote(str(path))}{flags}")

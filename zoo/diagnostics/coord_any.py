@@ -119,9 +119,10 @@ def coord_check(init: Init, apply: Apply, plugin: Parametrization, batch: Mappin
         np.log(heads(sizes[-1]) / heads(sizes[0])) / np.log(sizes[-1] / sizes[0]))
     exp = verdict.expectation(plugin, optimizer, axis, tuple(sorted(kinds)), head_dim_slope,
                               sorted({verdict.group_of(k) for k in data}))
-    verdicts = verdict.judge(slopes, data, exp.total, tol, not exp.unstable)
+    init = coord.geometric_mean([r.init for r in runs]) if axis == "width" else None  # layer -> [size] RMS(h_0)
+    verdicts = verdict.judge(slopes, data, exp.total, tol, not exp.unstable, init=init)
     parts = coord.part_means(runs, reached()) if axis == "width" else {}
-    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, tol, not exp.unstable, exp.first_parts)
+    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, tol, not exp.unstable, exp.first_parts, init)
     return {"axis": axis, "sizes": sizes, "data": data, "slopes": slopes, "expected": exp,
             "verdicts": verdicts, "parts": parts, "part_verdicts": part_verdicts,
             "passed": all(v.passed for v in verdicts + [v for vs in part_verdicts.values() for v in vs]),

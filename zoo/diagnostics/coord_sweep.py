@@ -111,10 +111,11 @@ def coord_sweep(spec: CoordSpec, axis: str, sizes: list[int], fixed: dict[str, A
     groups = {verdict.group_of(k) for k in data}
     exp = verdict.expected(spec.model, cfg, plugin, spec.optimizer, axis, sorted(groups), spec.muon_io)
     stable = not exp.unstable
-    verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable)
+    init = coord.geometric_mean([r.init for r in runs]) if axis == "width" else None  # layer -> [size] RMS(h_0)
+    verdicts = verdict.judge(coord.slopes(sizes, data), data, exp.total, spec.tol, stable, init=init)
     branch_verdicts = verdict.judge(coord.slopes(sizes, branch), branch, exp.branch, spec.tol, stable)
     parts = coord.part_means(runs, first.reach()) if axis == "width" else {}
-    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, spec.tol, stable, exp.first_parts)
+    part_verdicts = verdict.judge_parts(sizes, parts, exp.parts, spec.tol, stable, exp.first_parts, init)
     growth = verdict.measured_growth(sizes, [r.total for r in runs], exp.total) + verdict.measured_growth(
         sizes, [{k: r.branch[k] for k in branch} for r in runs], exp.branch, branch=True)
     return {"axis": axis, "sizes": sizes, "data": data, "branch": branch, "parts": parts, "expected": exp,
@@ -211,6 +212,29 @@ def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
     return None
 
 
+def small_width_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
+    """Why a stable plugin's rows fail in width when each failing row shrinks faster than predicted, by less than
+    1/2: a change whose coherent sum ~ n beside an incoherent (CLT) one ~ n^1/2, as c n (1 + k n^-1/2), has the local
+    slope of its prediction minus about (k/2) n^-1/2, which at the widths a CPU runs can pass the tolerance (a
+    random readout's V0 . dh / n, Adam's readout update dV . h over a batch); the same rows at 4x the widths show
+    whether the gap closes. Left to `readout_hint` or `mixed_parts_hint` where one applies."""
+    rows = [v for vs in (result["verdicts"], result["branch_verdicts"], *result.get("part_verdicts", {}).values())
+            for v in vs if not v.matches]
+    if result["axis"] != "width" or result["expected"].unstable or not rows or readout_hint(spec, result) or \
+            mixed_parts_hint(spec, result):
+        return None
+    for v in rows:
+        low = min(v.expected, v.expected if v.first is None else v.first)
+        finite = [s for s in v.slopes if s == s]
+        if not finite or not all(low - 0.5 < s <= low for s in finite):
+            return None
+    larger = ",".join(str(4 * n) for n in result["sizes"])
+    return (f"hint: every failing row shrinks faster than predicted, by less than 1/2 in slope, as a term of a lower "
+            f"order does at small widths (a sum over the width's coordinates that cancels, ~ n^1/2, beside one that "
+            f"adds up, ~ n): it tilts slopes fitted at widths {', '.join(map(str, result['sizes']))}; check whether "
+            f"the gap closes at --widths {larger} (docs/diagnostics.md: corrections of a lower order).")
+
+
 def stream_start_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
     """Why a pre-LN transformer's changes grow with depth when its residual stream starts far below the branches.
 
@@ -259,3 +283,6 @@ def mixed_parts_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
             f"or faster, still the larger at these widths, so the slopes ({min(failing):+.2f}..{max(failing):+.2f}) "
             f"lie between; check the others alone with --param-opt freeze={freeze} (predicted {-rest:+.2f}), or "
             "at larger widths.")
+
+
+HINTS = (diverged_hint, readout_hint, stream_start_hint, mixed_parts_hint, small_width_hint)  # printed under a result

@@ -95,6 +95,7 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
                          "leave out one")
     if "sigma_b" in varied and getattr(cfg, "bias", True) is False:
         raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")
+    jacobian.check_blocks(spec.model, cfg)
     jacobian.check_fits(spec.model, cfg, spec.batch)
     above = next((p for p in (out, *out.parents) if p.exists()), None)
     if above is not None and not above.is_dir():

@@ -27,6 +27,7 @@ from flax import nnx
 
 from zoo import models
 from zoo.diagnostics.inputs import random_inputs
+from zoo.models.layers import Stack
 from zoo.param.base import Parametrization
 from zoo.param.critical import Critical, check_option
 from zoo.train import memory
@@ -53,6 +54,21 @@ def apjn_from(model: nnx.Module, x: jax.Array, l0: int, key: jax.Array, probes: 
 
     tail = jax.lax.map(one, jax.random.split(key, probes)).mean(0)
     return jnp.concatenate([jnp.ones([1], tail.dtype), tail])
+
+
+def has_blocks(model_name: str, cfg: Any) -> bool:
+    """Whether the model runs its blocks through a `Stack` at `model.stack` (zoo.models.layers), which the partial
+    Jacobians slice (blocks l0..L). Built abstractly: nothing is allocated."""
+    plugin = Critical(sigma_w=1.0, sigma_b=0.0, mu=1.0)  # any bound point: only the structure counts
+    abstract = nnx.eval_shape(lambda: models.create(model_name, cfg, plugin, nnx.Rngs(0)))
+    return isinstance(getattr(abstract, "stack", None), Stack)
+
+
+def check_blocks(model_name: str, cfg: Any) -> None:
+    """Refuse a model the partial Jacobians cannot slice into blocks (`has_blocks`)."""
+    if not has_blocks(model_name, cfg):
+        raise ValueError(f"the partial Jacobians run a model's residual blocks l0..L one slice at a time through its "
+                         f"`stack` (a zoo.models.layers.Stack); {model_name} has none, so its APJN cannot be measured")
 
 
 def check_fits(model_name: str, cfg: Any, batch: int) -> None:

@@ -26,9 +26,12 @@ def run_report(model_name: str, model_cfg: Any, plugin: Parametrization, *, seed
     """plugin.report (the `critical` plugin: its sigma_w, sigma_b, mu and infinite-width chi) and, under `critical`,
     the measured one-block APJN at the last block chi_hat ~ chi_J* (Prop. 2.6) over `seeds` initializations, its
     standard error, the correlation length xi = 1 / |ln chi_hat| (eq. 17), the trainable depth ~ 28 xi (App. L), and
-    a "note" where the point reaches chi = 1 only far deeper than the model (`slow_approach`)."""
+    a "note" where the point reaches chi = 1 only far deeper than the model (`slow_approach`), or where a model has
+    no block stack to measure."""
     out: dict[str, float | str] = dict(plugin.report(model_name, model_cfg))
-    if isinstance(plugin, Critical):
+    if isinstance(plugin, Critical) and not jacobian.has_blocks(model_name, model_cfg):
+        out["note"] = f"chi_hat not measured: {model_name} runs no block stack (zoo.models.layers.Stack) to slice"
+    elif isinstance(plugin, Critical):
         chi, err = jacobian.chi_hat(model_name, model_cfg, plugin, seeds=seeds, batch=batch, probes=probes)
         out.update(chi=chi, chi_stderr=err, xi=jacobian.correlation_length(chi),
                    trainable_depth=jacobian.trainable_depth(chi))

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 from flax import nnx
 
-from zoo.param.base import Parametrization
+from zoo.param.base import Parametrization, check_plugin
 from zoo.registry import Registry
 from zoo.schema import check_type, from_text, option_fields, stored_form
 
@@ -105,6 +105,7 @@ def check_data(name: str, data_kind: str, in_shape: tuple[int, ...], spec: str) 
 
 
 def create(name: str, cfg: Any, plugin: Parametrization, rngs: nnx.Rngs) -> nnx.Module:
+    check_plugin("zoo.models.create", plugin)
     return MODELS.get(name)(cfg, plugin.for_model(name, cfg), rngs)
 
 

@@ -32,6 +32,7 @@ from zoo.param.base import Parametrization
 class GPTConfig(ModelConfig):
     sizes = (*ModelConfig.sizes, "vocab_size", "vocab_multiple", "seq_len", "head_dim", "num_heads", "mlp_ratio")
     rates, scales = ("dropout",), ("embed_std", "init_std", "norm_eps")
+    pre_ln = True  # its residual blocks are pre-LayerNorm (critical init: every point with mu = 1 is critical)
     width: int = 384
     depth: int = 6
     vocab_size: int = 65

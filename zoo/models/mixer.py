@@ -24,6 +24,7 @@ from zoo.param.base import Parametrization
 class MixerConfig(ModelConfig):
     sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "patch", "token_dim", "mlp_ratio")
     rates, scales = ("drop_path",), ("norm_eps",)
+    pre_ln = True  # its residual blocks are pre-LayerNorm (critical init: every point with mu = 1 is critical)
     width: int = 256
     depth: int = 8
     in_shape: tuple[int, ...] = (32, 32, 3)

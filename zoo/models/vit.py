@@ -23,6 +23,7 @@ from zoo.param.base import Parametrization
 class ViTConfig(ModelConfig):
     sizes = (*ModelConfig.sizes, "in_shape", "num_classes", "patch", "head_dim", "num_heads", "mlp_ratio")
     rates, scales = ("dropout", "drop_path"), ("embed_std", "norm_eps")
+    pre_ln = True  # its residual blocks are pre-LayerNorm (critical init: every point with mu = 1 is critical)
     width: int = 192
     depth: int = 6
     in_shape: tuple[int, ...] = (32, 32, 3)

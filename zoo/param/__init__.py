@@ -32,7 +32,22 @@ from zoo.param.tags import KINDS, Tag
 from zoo.registry import Registry, named_subclass
 from zoo.schema import check_float32, check_type, from_text, option_fields, stored_form
 
-PLUGINS = Registry("parametrization", "zoo.params", named_subclass(Parametrization, "plugin"))
+
+def _plugin(name: str, cls: Any) -> type[Parametrization]:
+    """A Parametrization subclass with a `name`, and a `table` holding every kind's (a, b, c, d) as four real numbers
+    (a kind left out, three exponents or a text one failed only where a model or optimizer first read it)."""
+    cls = named_subclass(Parametrization, "plugin")(name, cls)
+    table = cls.table
+    for kind in KINDS:
+        row = table.get(kind) if isinstance(table, dict) else None
+        if not (isinstance(row, (tuple, list)) and len(row) == 4 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in row)):
+            raise ValueError(f"plugin {cls.name!r}: its table must give every kind ({', '.join(KINDS)}) four "
+                             f"exponents (a, b, c, d) as numbers; {kind}: {row!r}")
+    return cls
+
+
+PLUGINS = Registry("parametrization", "zoo.params", _plugin)
 
 
 def register(cls: type[Parametrization]) -> type[Parametrization]:
@@ -57,6 +72,9 @@ SCALES = {"init_mult": "multiplies every init std", "readout_mult": "multiplies 
 def get(name: str, **opts: Any) -> Parametrization:
     """An instance of plugin `name` (a registered name or module:Class). String option values (from a command line)
     are converted to the option's type; numbers must be finite; freeze= names known kinds."""
+    if not isinstance(name, str):
+        raise TypeError(f"zoo.param.get takes a plugin's name (one of {', '.join(names())} or module:Class), not "
+                        f"{type(name).__name__}")
     cls = PLUGINS.get(name)
     fields = option_fields(f"plugin {name!r}", cls, opts)
     plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})

@@ -287,3 +287,12 @@ def _jsonable(x: Any) -> Any:
         return float(x)
     except (TypeError, ValueError):
         return str(x)
+
+
+def check_plugin(where: str, plugin: Any) -> None:
+    """TypeError naming `where` unless `plugin` is a plugin instance, or stands for one (answers `for_model`, as
+    zoo.param.scalars' recorder): a name or a class passed by mistake otherwise fails deep inside, as "'str' object
+    has no attribute 'for_model'"."""
+    if isinstance(plugin, type) or not hasattr(plugin, "for_model"):
+        raise TypeError(f"{where} takes a plugin (zoo.param.get(name)), not {type(plugin).__name__}")
+

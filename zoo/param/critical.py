@@ -69,7 +69,11 @@ class Critical(Parametrization):
     def for_model(self, model_name: str, cfg: Any) -> Critical:
         if all(v is not None for v in (self.sigma_w, self.sigma_b, self.mu)):
             return self
-        residual_ln = getattr(cfg, "pre_ln", True)  # the transformers and the Mixer are pre-LN
+        residual_ln = getattr(cfg, "pre_ln", None)  # the model's config says whether its blocks are pre-LN
+        if residual_ln is None and (self.sigma_w is None or self.mu is None):
+            raise ValueError(f"the critical point of {model_name!r} is unknown: its config does not say whether its "
+                             "residual blocks are pre-LayerNorm (a pre_ln attribute); give sigma_w and mu (mu = 0: no "
+                             "skip path), and sigma_b where it has biases")
         mu = self.mu if self.mu is not None else (1.0 if residual_ln else 0.0)
         sigma_w, sigma_b = self.sigma_w, self.sigma_b
         if sigma_w is None and residual_ln and float(mu) ** 2 == 1.0:  # every init is critical (Thm 1.3)

@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from zoo.param.base import Parametrization
+from zoo.param.base import Parametrization, check_plugin
 from zoo.param.mup import shift
 from zoo.param.sp import SP
 from zoo.param.tags import Tag
@@ -51,8 +51,7 @@ class MultiplierFree(Parametrization):
     base_head_dim: int | None = None
 
     def __post_init__(self):
-        if not isinstance(self.plugin, Parametrization) or isinstance(self.plugin, MultiplierFree):
-            raise TypeError("multiplier_free takes a plugin (zoo.param.get(name)), not " + type(self.plugin).__name__)
+        check_plugin("multiplier_free", None if isinstance(self.plugin, MultiplierFree) else self.plugin)
         try:
             mu = float(self.plugin.skip_multiplier())
         except ValueError:
