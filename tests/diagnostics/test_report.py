@@ -108,3 +108,17 @@ def test_a_stream_the_critical_point_lets_fade_gets_a_note(activation, mean_subt
                               r"block's kernel map is not critical there, chi_K\* != 1\); without mean subtraction it "
                               r"is \(--model-opt mean_subtract=false\)", note).groups()
     assert float(total) == pytest.approx(factor ** depth, rel=2e-3) and float(per) == pytest.approx(factor, rel=2e-3)
+
+
+@pytest.mark.parametrize("model, options, mu, noted", [("mixer", {"token_dim": 16, "patch": 8}, 1.0, True),
+                                                       ("vit", {"head_dim": 16, "patch": 8}, -1.0, True),
+                                                       ("mixer", {"token_dim": 16, "patch": 8}, 0.5, False)])
+def test_pre_ln_blocks_at_mu_one_say_their_chi_depends_on_depth(model, options, mu, noted):
+    """On the Mixer, ViT and GPT at mu = 1 zoo.criticality gave a finite xi and a trainable depth read off chi at the
+    last block (Mixer width 48: chi 1.502, 1.093, 1.032 at depths 4, 16, 48), numbers that only grow with --depth:
+    pre-LN with mu^2 = 1 is critical everywhere (Thm 1.3), chi -> 1 as 1 + O(1/l). The note says so; at mu = 1/2 the
+    stream forgets geometrically, and it is left out."""
+    cfg = M.config(model, width=48, depth=4, **options)
+    point = P.get("critical", sigma_w=2.0, sigma_b=0.0, mu=mu)
+    note = slow_approach(point, model, cfg, 1.45, 0.01)
+    assert (note is not None and "chi tends to 1 only as 1 + O(1/l)" in note and "(1.450)" in note) == noted, note

@@ -70,11 +70,15 @@ def slow_approach(plugin: Critical, model_name: str, cfg: Any, chi: float, err: 
     (chi_K* = 1, eq. 12: erf and tanh at Q* = 0, GELU's half-stable point, pre-LN with mu = 1) chi^l tends to 1 only as
     a power law in l, so at the model's depth L the infinite-width chi^L may still sit visibly off 1. The note says so,
     with chi^L, chi^(DEEP L) and the measured chi_hat +- its standard error, where |chi^L - 1| > OFF_ONE and
-    chi^(DEEP L) is closer to 1 without chi having converged by then (None otherwise, and for models without the
-    infinite-width recursion): a point off the critical one settles geometrically at its chi* != 1, a marginal one
-    keeps moving."""
+    chi^(DEEP L) is closer to 1 without chi having converged by then (None otherwise): a point off the critical one
+    settles geometrically at its chi* != 1, a marginal one keeps moving. A model without the infinite-width recursion
+    (the transformers, the Mixer) gets the note where its blocks are pre-LN with mu = 1 (marginal at every point)."""
     depth = cfg.depth
     chis = plugin.infinite_width_chis(model_name, cfg, depth)
+    if chis is None and getattr(cfg, "pre_ln", False) and float(plugin.for_model(model_name, cfg).mu) ** 2 == 1.0:
+        return (f"pre-LN blocks with mu = 1 are critical at every (sigma_w, sigma_b) (Thm 1.3): the stream's variance "
+                f"grows linearly in depth, so chi tends to 1 only as 1 + O(1/l), and chi_hat at block {depth} "
+                f"({chi:.3f}), xi and the trainable depth read off it grow with the depth (infinite in the limit)")
     if chis is None or len(chis) < depth or abs(chis[-1] - 1) <= OFF_ONE:  # the DEEP L blocks only where needed
         return None
     chis = plugin.infinite_width_chis(model_name, cfg, DEEP * depth, rtol=SETTLED)
