@@ -161,3 +161,51 @@ def test_a_command_whose_stop_was_swallowed_still_stops_with_its_status():
                           timeout=120)
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", (proc.returncode, proc.stderr)
     assert "exited 0" not in proc.stdout
+
+
+STOP_DURING_COMPUTE = """
+import sys, time
+import jax, jax.numpy as jnp
+from zoo.cli.boundary import boundary, interruptible
+
+@jax.jit
+def endless(x):  # XLA work that never returns (sin keeps v below 10), as a coordinate check of a million steps
+    return jax.lax.while_loop(lambda v: v < 10.0, jnp.sin, x)
+
+@boundary
+def main(argv=None):
+    print("computing", flush=True)
+    interruptible(lambda: float(endless(jnp.ones(()))))
+
+main()
+"""
+
+
+def test_a_stop_during_a_long_computation_is_heard_at_once(tmp_path):
+    """zoo.criticality and zoo.coord_check heard SIGTERM only once XLA returned (191 s late at an APJN over 50000
+    inputs; a million-step check never), since Python runs handlers in the main thread, which waited on the
+    computation. They compute in a worker now (`interruptible`) while the main thread waits in short joins: a
+    computation that never ends stops with 143 within seconds of the signal."""
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_DURING_COMPUTE)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "computing"
+        time.sleep(1.0)  # inside the XLA call
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143 and "stopped by SIGTERM" in err, err
+        assert time.monotonic() - sent < 30  # the loop alone never ends
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_interruptible_returns_its_value_and_raises_its_error():
+    from zoo.cli.boundary import interruptible
+
+    assert interruptible(lambda a, b=0: a + b, 2, b=3) == 5
+    with pytest.raises(ValueError, match="in the worker"):
+        interruptible(lambda: (_ for _ in ()).throw(ValueError("in the worker")))

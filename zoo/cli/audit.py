@@ -22,7 +22,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from zoo.cli.boundary import boundary
+from zoo.cli.boundary import boundary, interruptible
 from zoo.cli.flags import (
     Parser,
     add_allow_import,
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     policy, run = policy_of(args, subject.run.optim.name), subject.run
     if policy is not None:
         run = at_largest(run, policy, args)
-    result = audit(run, widths, depths, depth=args.depth or subject.depth, tol=args.tol, seed=args.seed)
+    result = interruptible(audit, run, widths, depths, depth=args.depth or subject.depth, tol=args.tol, seed=args.seed)
     if policy is not None:
         from zoo.audit.policy import audit_policy
 

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from zoo.cli.boundary import boundary
+from zoo.cli.boundary import boundary, interruptible
 from zoo.cli.flags import (
     KeyValues,
     Parser,
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         check_sweep(spec, axis, sizes)
     verdicts = []
     for axis, sizes, fixed in planned:
-        result = coord_sweep(spec, axis, sizes, fixed)
+        result = interruptible(coord_sweep, spec, axis, sizes, fixed)
         show(spec, result, write(spec, result, out))
         verdicts.append(passed(result))
     raise SystemExit(0 if all(verdicts) else 1)

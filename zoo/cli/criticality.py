@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.cli.boundary import boundary
+from zoo.cli.boundary import boundary, interruptible
 from zoo.cli.flags import KeyValues, Parser, ShownDefaults, add_compile_cache, kv, path_arg, positive, seed_count
 from zoo.diagnostics.jacobian import AXES
 from zoo.schema import to_float, to_int
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
                            dict(args.param_opt), args.seeds, args.batch, args.probes, tuple(args.grid), args.find,
                            args.profile)
     out = Path(args.out)
-    record = criticality(spec, out)
+    record = interruptible(criticality, spec, out)
     console = Console()
     if args.find:
         name, value = next(iter(record["critical"].items()))
