@@ -47,22 +47,3 @@ def test_a_zero_readout_predicts_sgds_slower_features(name, options, sgd_like):
     for optimizer in ("adam", "muon"):
         assert plugin.expected_slopes(optimizer)["hidden"] == pytest.approx(plain["hidden"])
 
-
-@pytest.mark.parametrize("name, scale_heads, hidden", [("ntk", False, 0.0), ("ntk", True, -0.5), ("mup", False, 0.0),
-                                                        ("ntk_mup", False, 0.0)])
-def test_attention_passes_its_logits_change_to_the_stream(name, scale_heads, hidden):
-    """With fixed heads (d_head ~ n) NTK's logits q.k / sqrt(d_head) move Theta(1) (the expected attention slope 0), and
-    softmax carries that into the attention branch, the stream and every pre-activation above: the ViT's hidden and
-    stream rows were predicted -0.50 and failed while behaving as seed_tp4b_adam.md section 5 says (the 1/d control,
-    abcd attn_exp=1, passed at -0.47..-0.49). They are predicted n^max(-r, min(attention, 0)) now; with heads of a
-    fixed size the logits move like the features (-1/2) and nothing changes; an MLP has no attention to pass on."""
-    import zoo.models as M
-
-    groups = ["input", "hidden", "stream", "output", "attention"]
-    heads = {"scale_heads": False, "num_heads": 2} if not scale_heads else {"head_dim": 32}
-    cfg = M.config("vit", width=64, depth=1, patch=8, **heads)
-    exp = verdict.expected("vit", cfg, P.get(name), "adam", groups=groups)
-    assert (exp.total["hidden"], exp.total["stream"]) == (hidden, hidden)
-    assert exp.parts["hidden"]["stream"] == hidden and exp.total["input"] == (-0.5 if name == "ntk" else 0.0)
-    mlp = verdict.expected("mlp_resnet", M.config("mlp_resnet", width=64, depth=1), P.get("ntk"), "adam")
-    assert mlp.total["hidden"] == -0.5

@@ -30,7 +30,7 @@ from flax import nnx
 from zoo import models
 from zoo.diagnostics.coord import slopes
 from zoo.param.base import Parametrization
-from zoo.param.predict import READOUT_BIAS, through_attention
+from zoo.param.predict import READOUT_BIAS
 
 ONE_SIDED = ("attention",)
 P_SIGNIFICANT = 0.01
@@ -98,9 +98,6 @@ def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple
     first = {p: plugin.expected_slopes(optimizer, axis, kinds, head_dim_slope, part=p, at_init=True, **own)
              for p in parts}
     present = set(total) if groups is None else set(groups)
-    if axis == "width" and "attention" in present:  # the model's attention passes its logits' change on
-        total, parts, first = (through_attention(total), {p: through_attention(v) for p, v in parts.items()},
-                               {p: through_attention(v) for p, v in first.items()})
     growing = {g: s for part in (total, branch) for g, s in part.items() if g in present and s > 0}
     unstable = plugin.instabilities(axis, kinds) + [
         f"the {g} change grows like {axis}^{s:+.2f}" for g, s in sorted(growing.items())]

@@ -181,20 +181,6 @@ def part_slopes(abcd: Callable[[str], tuple], part: str, optimizer: str = "adam"
                    "attention": head_dim_slope * (1.0 - float(attn_exponent)) - r[part]})
 
 
-def through_attention(slopes: dict[str, float]) -> dict[str, float]:
-    """A model's slopes once its attention branches pass their logits' change on (`slopes`: width_slopes' or
-    part_slopes'). softmax moves the probabilities by the logits' change, at most Theta(1) (where the logits grow it
-    saturates), and the branch carries that to the residual stream and every pre-activation above through init
-    weights, so hidden and stream move like n^max(-r, min(attention, 0)): the same -r where the logits' change is
-    the features' (d_head fixed, or logits q.k / d_head with d_head ~ n), n^0 under NTK's q.k / sqrt(d_head) with
-    d_head ~ n (seed_tp4b_adam.md sections 5, 6.5)."""
-    att = slopes.get("attention", NAN)
-    if not math.isfinite(att):
-        return slopes
-    lift = {g: max(slopes[g], min(att, 0.0)) for g in ("hidden", "stream") if math.isfinite(slopes.get(g, NAN))}
-    return {**slopes, **_clean(lift)}
-
-
 def depth_slopes(alpha: float, gamma: float, branch_only: bool = False, outside_trained: bool = True,
                  input_trained: bool = True) -> dict[str, float]:
     """Group -> raw predicted log-log slope of the change against depth (TP VI section 7): of the change caused
