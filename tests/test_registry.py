@@ -145,3 +145,27 @@ def test_the_flags_a_printed_command_needs_to_read_its_file():
     assert import_flags("mycnn:MLP2", "my params:MyParam", "mycnn:MLP2") == \
         " --allow-import mycnn:MLP2 --allow-import 'my params:MyParam'"
     assert import_flags("gpt", "mup") == ""
+
+
+def test_a_module_an_entry_point_names_may_register_its_own_class(monkeypatch):
+    """A package whose entry point `myep = mymod:MyParam` names a class its module also registers (@register): the
+    entry point was still pending as the module ran, and the class was refused as taking a name 'held' by itself. A
+    numpy-typed or read-only table (np.float32 exponents, a MappingProxyType) is a table too."""
+    import types
+
+    import numpy as np
+
+    import zoo.param
+    from zoo.param.base import MUP_TABLE
+    from zoo.param.sp import SP
+
+    cls = type("SelfRegistered", (SP,), {"name": "self_registered", "__module__": "mymod",
+                                         "table": types.MappingProxyType({k: tuple(np.float32(x) for x in v)
+                                                                          for k, v in MUP_TABLE.items()})})
+    monkeypatch.setattr(zoo.param.PLUGINS, "entries", dict(zoo.param.PLUGINS.entries))  # left as it was after
+    monkeypatch.setattr(zoo.param.PLUGINS, "_lazy", {**zoo.param.PLUGINS._lazy,
+                                                     "self_registered": "mymod:SelfRegistered"})
+    assert zoo.param.register(cls) is cls and zoo.param.PLUGINS.get("self_registered") is cls
+    other = type("Other", (SP,), {"name": "self_registered"})
+    with pytest.raises(TypeError, match="is taken \\(by mymod:SelfRegistered\\)"):
+        zoo.param.register(other)

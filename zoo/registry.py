@@ -65,10 +65,11 @@ class Registry:
         except ValueError as e:
             raise TypeError(str(e)) from None
         held = self.entries.get(cls.name, self._lazy.get(cls.name))
-        if held is not None and held is not cls:
+        if held is not None and held is not cls and held != f"{cls.__module__}:{cls.__qualname__}":
             where = held if isinstance(held, str) else f"{held.__module__}:{held.__qualname__}"
             raise TypeError(f"the {self.what} name {cls.name!r} is taken (by {where}): give "
                             f"{cls.__module__}:{cls.__qualname__} a name of its own")
+        self._lazy.pop(cls.name, None)  # an entry point to this very class, whose module is registering it
         return self.register(cls.name, cls)
 
     def names(self) -> list[str]:

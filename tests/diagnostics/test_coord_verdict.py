@@ -83,21 +83,28 @@ def test_the_readout_hint_only_where_only_the_output_shrinks(unstable, expected_
     assert (hint is not None) == hinted
 
 
-@pytest.mark.parametrize("part_slope, hidden_slope, hinted", [
-    (-0.18, 0.02, True),   # mlp_resnet / mup at widths 48, 96, 160: the readout part alone at -0.18
-    (-0.18, -0.60, False),  # a hidden layer more than 1/2 below: more than an n^-1/2 term tilts
-    (0.20, 0.02, False),   # growing faster than predicted: no lower-order term does that
-    (-0.70, 0.02, False),  # more than 1/2 below
+@pytest.mark.parametrize("local, hidden, hinted", [
+    ((-0.24, -0.09), 0.02, True),   # mlp_resnet / mup at widths 48, 96, 160: the readout part alone, its gap closing
+    ((-0.30, -0.30), 0.02, False),  # a rule off by n^-0.3 keeps its gap: nothing of a lower order
+    ((-0.24, -0.09), -0.70, False),  # a hidden layer more than 1/2 below
+    ((0.24, 0.09), 0.02, False),    # above the prediction: no lower-order term does that
 ])
-def test_the_small_width_hint_only_where_every_failing_row_falls_short_by_less_than_a_half(part_slope, hidden_slope,
-                                                                                          hinted):
+def test_the_small_width_hint_only_where_every_failing_row_closes_in_by_less_than_a_half(local, hidden, hinted):
     """`coord_check --model mlp_resnet --param mup --widths 48,96,160 --depth 2` failed a correct muP (the readout's
-    part alone at -0.18 against 0: Adam's readout update dV . h sums a batch's incoherent terms, ~ n^1/2, beside the
-    coherent ~ n) with nothing said. A stable plugin whose every failing row falls short by less than 1/2 now gets
-    the hint naming 4x the widths; a row past that, or above its prediction, gets none."""
-    base = _result([], 0.0, {"output": 0.01, "pre/0": hidden_slope})
-    part = [verdict.LayerVerdict("output", "output", [part_slope] * 3, 0.0, abs(part_slope) <= 0.15, False)]
-    result = {**base, "sizes": [48, 96, 160], "part_verdicts": {"output": part}, "config": {"base_width": 48}}
+    part alone at -0.18 against 0, local slopes -0.24 then -0.09: Adam's readout update dV . h sums a batch's
+    incoherent terms, ~ n^1/2, beside the coherent ~ n) with nothing said. A stable plugin whose every failing row
+    falls short by less than 1/2, less between the larger widths, gets the hint naming 4x the widths; a steady gap
+    (a hidden LR off by m^-0.3), a row past 1/2 or above its prediction gets none."""
+    sizes = [48, 96, 160]
+    logs = np.log(sizes)
+    path = np.exp(np.r_[0.0, np.cumsum(np.asarray(local) * np.diff(logs))])  # [size] with those local slopes
+    fitted = float(np.polyfit(logs, np.log(path), 1)[0])
+    changes = np.repeat(1e-3 * path[:, None], 3, axis=1)
+    base = _result([], 0.0, {"output": 0.01, "pre/0": hidden})
+    part = [verdict.LayerVerdict("output", "output", [fitted] * 3, 0.0, abs(fitted) <= 0.15, False)]
+    data = {"output": np.full((3, 3), 1e-2), "pre/0": np.exp(hidden * logs)[:, None].repeat(3, 1)}
+    result = {**base, "sizes": sizes, "data": data, "parts": {"output": {"output": changes}},
+              "part_verdicts": {"output": part}, "config": {"base_width": 48}}
     hint = coord_sweep.small_width_hint(coord_sweep.CoordSpec(param="mup"), result)
     assert (hint is not None and "--widths 192,384,640" in hint) == hinted, hint
 

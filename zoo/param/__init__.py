@@ -14,6 +14,8 @@ Any JAX model (Haiku, Flax Linen, Equinox, a plain pytree) under a plugin, throu
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zoo.param.abcd import ABCD
@@ -39,9 +41,9 @@ def _plugin(name: str, cls: Any) -> type[Parametrization]:
     cls = named_subclass(Parametrization, "plugin")(name, cls)
     table = cls.table
     for kind in KINDS:
-        row = table.get(kind) if isinstance(table, dict) else None
-        if not (isinstance(row, (tuple, list)) and len(row) == 4 and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in row)):
+        row = table.get(kind) if isinstance(table, Mapping) else None
+        if not (isinstance(row, Sequence) and not isinstance(row, str) and len(row) == 4 and all(
+                isinstance(x, numbers.Real) and not isinstance(x, bool) for x in row)):
             raise ValueError(f"plugin {cls.name!r}: its table must give every kind ({', '.join(KINDS)}) four "
                              f"exponents (a, b, c, d) as numbers; {kind}: {row!r}")
     return cls

@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from zoo.param.base import Parametrization, check_plugin
+from zoo.param.base import Parametrization
 from zoo.param.mup import shift
 from zoo.param.sp import SP
 from zoo.param.tags import Tag
@@ -51,7 +51,10 @@ class MultiplierFree(Parametrization):
     base_head_dim: int | None = None
 
     def __post_init__(self):
-        check_plugin("multiplier_free", None if isinstance(self.plugin, MultiplierFree) else self.plugin)
+        if isinstance(self.plugin, MultiplierFree) or not isinstance(self.plugin, Parametrization):
+            what = "its own form (it is multiplier-free already)" if isinstance(self.plugin, MultiplierFree) else \
+                type(self.plugin).__name__
+            raise TypeError(f"multiplier_free takes a plugin (zoo.param.get(name)), not {what}")
         try:
             mu = float(self.plugin.skip_multiplier())
         except ValueError:
