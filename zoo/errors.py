@@ -11,6 +11,7 @@ import contextlib
 import errno
 import logging
 import re
+import resource
 import shutil
 import signal
 import threading
@@ -43,9 +44,15 @@ class DiskFull(ZooError):
     """A file could not be written for lack of space; what was written before is intact."""
 
     @classmethod
-    def writing(cls, path: str | Path, needed: int | None = None) -> DiskFull:
-        """The one line: which file, how much it needed (when known) and how much is free."""
+    def writing(cls, path: str | Path, needed: int | None = None, too_large: bool = False) -> DiskFull:
+        """The one line: which file, how much it needed (when known) and how much is free; `too_large`: the file
+        size limit (ulimit -f, EFBIG) stopped it, with space to spare."""
         where = Path(path)
+        if too_large:
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            size = "" if limit == resource.RLIM_INFINITY else f" ({_mb(limit)})"
+            return cls(f"the file size limit{size} (ulimit -f) stopped writing {where}; older files are intact: raise "
+                       "it and rerun the same command to resume")
         probe = next((p for p in (where, *where.parents) if p.exists()), Path("."))
         free = shutil.disk_usage(probe).free
         need = f" (it needs about {_mb(needed)}, {_mb(free)} are free)" if needed else f" ({_mb(free)} free)"
@@ -65,8 +72,9 @@ def naming_full_disk(path: str | Path, needed: int | None = None) -> Iterator[No
     except Exception as e:
         reraise_stop(e)  # an async write interrupted by a stop
         chain = [e, e.__cause__, e.__context__]
-        if any(c is not None and is_disk_full(c) for c in chain) or "No space left on device" in str(e):
-            raise DiskFull.writing(path, needed) from None
+        too_large = any(too_large_file(c) for c in chain if c is not None) or "File too large" in str(e)
+        if too_large or any(c is not None and is_disk_full(c) for c in chain) or "No space left on device" in str(e):
+            raise DiskFull.writing(path, needed, too_large) from None
         raise
 
 
@@ -75,7 +83,12 @@ def _mb(n: int) -> str:
 
 
 def is_disk_full(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+    """A write refused for space: the disk's (ENOSPC), a quota's (EDQUOT) or the file size limit's (EFBIG)."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def too_large_file(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno == errno.EFBIG
 
 
 def out_of_memory(e: BaseException) -> str | None:

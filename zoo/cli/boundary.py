@@ -31,6 +31,7 @@ from zoo.errors import (
     reraise_stop,
     sigterm_stops,
     stop_received,
+    too_large_file,
 )
 from zoo.files import open_regular
 
@@ -81,7 +82,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             except KeyboardInterrupt:
                 _interrupted(interrupted)
             if is_disk_full(e):
-                e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".")
+                e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".", too_large=too_large_file(e))
             if isinstance(e, EXPECTED) or (isinstance(e, OSError) and e.filename is not None):  # a path's error
                 print(f"error: {one_line(e, whole=True)}", file=sys.stderr)
             elif (size := out_of_memory(e)) is not None:
