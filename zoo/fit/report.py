@@ -4,6 +4,7 @@ the grid per size with its fitted optimum and interval; the optima against size 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -191,16 +192,18 @@ def interval_bar(ax: Any, at: tuple[float, float], interval: tuple[float, float]
 
 
 def write(result: Result, out: Path) -> list[Path]:
-    """law.json, fit.json, table.md and fit.png in `out`, each written whole; everything is computed before the
-    first is written."""
-    from zoo.files import atomic, jsonable, write_atomic
+    """law.json, fit.json, table.md and fit.png in `out`, each written whole, as one set: everything is computed
+    and written to temporary files first, then the four are renamed into place together, law.json (what the
+    `fitted` policy reads) last, so a kill while they are written leaves the previous fit whole (a fit killed as it
+    wrote left its new law beside the previous fit's table and figure)."""
+    from zoo.files import atomic, jsonable
 
     texts = {"law.json": json.dumps(jsonable(law(result).record()), indent=1) + "\n",
              "fit.json": json.dumps(jsonable(to_json(result)), indent=1) + "\n", "table.md": markdown(result)}
     png = plot(result)
     out.mkdir(parents=True, exist_ok=True)
-    for name, text in texts.items():
-        write_atomic(out / name, text)
-    with atomic(out / "fit.png", "wb") as f:
-        f.write(png)
+    with contextlib.ExitStack() as renames:  # renamed as the stack unwinds: the last entered first
+        for name, text in texts.items():
+            renames.enter_context(atomic(out / name)).write(text)
+        renames.enter_context(atomic(out / "fit.png", "wb")).write(png)
     return [out / name for name in FILES]
