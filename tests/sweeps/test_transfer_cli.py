@@ -74,7 +74,15 @@ def test_default_check_grid_brackets_the_transferred_lr():
     assert check_lrs(-9.0, 0.5, []) == [2.0**-10, 2.0**-9.5, 2.0**-9, 2.0**-8.5, 2.0**-8]
     assert check_lrs(-9.0, 1.0, [1e-3]) == [1e-3]
     args = transfer.parser().parse_args(["--out", "x", "--check-target", "--seeds", "2"])
-    assert args.check_target == "" and args.seeds == 2
+    assert args.check_target is transfer.AROUND and args.seeds == 2
+
+
+def test_an_empty_check_target_is_refused(capsys):
+    """--check-target "" (an unset shell variable) ran as the bare flag, the transferred LR +- 2 steps, where every
+    other empty value is refused."""
+    with pytest.raises(SystemExit) as e:
+        transfer.parser().parse_args(["--out", "x", "--check-target", ""])
+    assert e.value.code == 2 and "give LRs (a comma list or a range), or leave the flag bare" in capsys.readouterr().err
 
 
 def test_arms_scale_from_the_proxy_and_compare_without_options(tmp_path):

@@ -23,6 +23,16 @@ from zoo.registry import import_flags
 from zoo.sweeps.grid import parse_lrs
 from zoo.train import compile_cache
 
+AROUND = object()  # --check-target without LRs: the transferred LR +- 2 proxy grid steps
+
+
+def lr_list(text: str) -> str:
+    """--check-target's LRs: numbers as a user types them, and some (an empty value is no list)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give LRs (a comma list or a range), or leave the flag bare for the "
+                                         "transferred LR +- 2 proxy grid steps")
+    return numbers_text(text)
+
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(
@@ -39,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
     a("--compare", help="parametrization tuned the same way for comparison ('none': no comparison; default: sp, "
       "none when --param is sp)")
     a("--target-seeds", type=positive, default=1, help="seeds of the target run (its loss: mean +- std)")
-    a("--check-target", nargs="?", const="", type=numbers_text, metavar="LRS",
+    a("--check-target", nargs="?", const=AROUND, type=lr_list, metavar="LRS",
       help="also sweep LRs at the target: the transferred LR +- 2 proxy grid steps, or the LRs given")
     add_lr_flags(p)
     add_policy_flags(p, "maps the proxy's tuned settings to the target's batch size and horizon")
@@ -61,7 +71,7 @@ def build_spec(args: argparse.Namespace):
     default = zoo.models.config(run.model.name, **run.model.options)
     target = (args.width or default.width, args.depth or default.depth)
     proxy = (args.proxy_width or target[0], args.proxy_depth or target[1])
-    check = None if args.check_target is None else parse_lrs(args.check_target) if args.check_target else []
+    check = None if args.check_target is None else [] if args.check_target is AROUND else parse_lrs(args.check_target)
     policy = policy_of(args, run.optim.name)
     return TransferSpec(run=run, lrs=parse_lrs(args.lrs), proxy=proxy, target=target, out=Path(args.out),
                         compare=compare, seeds=args.seeds, target_seeds=args.target_seeds, check=check,
