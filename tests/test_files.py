@@ -75,3 +75,30 @@ def test_a_folder_is_listed_once_a_minute_per_file_and_process(tmp_path, monkeyp
     clock[0] += files.SWEEP_EVERY
     write_atomic(tmp_path / "metrics.json", "{}")
     assert listed[2:] == [tmp_path / "metrics.json"] and not killed.exists()
+
+
+def test_a_stop_removes_the_temporary_a_worker_thread_is_writing(tmp_path):
+    """zoo.criticality writes its figure in a worker thread (zoo.cli.boundary.interruptible); a SIGTERM as it wrote
+    left the process by os._exit with an empty .apjn_profile.png.*.tmp beside the folder's files. The exit now removes
+    every temporary `atomic` is writing; the file itself is not made."""
+    import contextlib
+    import threading
+
+    from zoo.files import abandon_writes, atomic
+
+    started, release = threading.Event(), threading.Event()
+
+    def write():
+        with contextlib.suppress(FileNotFoundError), atomic(tmp_path / "f.png", "wb") as f:
+            f.write(b"x")
+            started.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=write)
+    worker.start()
+    assert started.wait(10) and len(list(tmp_path.glob(".f.png.*.tmp"))) == 1
+    abandon_writes()
+    assert not list(tmp_path.iterdir())
+    release.set()
+    worker.join(10)
+    assert not list(tmp_path.iterdir())

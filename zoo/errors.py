@@ -50,7 +50,7 @@ class DiskFull(ZooError):
         where = Path(path)
         if too_large:
             limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-            size = "" if limit == resource.RLIM_INFINITY else f" ({_mb(limit)})"
+            size = "" if limit == resource.RLIM_INFINITY else f" ({limit // 1024:,} KB)"
             return cls(f"the file size limit{size} (ulimit -f) stopped writing {where}; older files are intact: raise "
                        "it and rerun the same command to resume")
         probe = next((p for p in (where, *where.parents) if p.exists()), Path("."))

@@ -24,6 +24,7 @@ from zoo.errors import naming_full_disk
 LONG_NAME = 200  # bytes of a file name beyond which its temporaries are named by its hash
 SWEEP_EVERY = 60.0  # seconds between two removals of a path's dead temporaries by one process
 _SWEPT: dict[Path, float] = {}  # path -> when this process last removed its dead processes' temporaries
+_WRITING: set[str] = set()  # the temporaries `atomic` is writing now, in any thread (`abandon_writes`)
 
 
 def umask() -> int:
@@ -148,6 +149,7 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
         _SWEPT[path.absolute()] = time.monotonic()
     with naming_full_disk(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary(path).name[:-len("tmp")], suffix=".tmp")
+        _WRITING.add(tmp)
         try:
             os.fchmod(fd, 0o666 & ~umask())
             with os.fdopen(fd, mode) as f:
@@ -158,6 +160,16 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        finally:
+            _WRITING.discard(tmp)
+
+
+def abandon_writes() -> None:
+    """Remove the temporaries `atomic` is writing in any thread: a command that leaves at once on a signal
+    (os._exit) while a worker thread writes (zoo.cli.boundary.interruptible) left an empty .NAME.*.tmp beside its
+    file, which only a later write there would have swept."""
+    for tmp in list(_WRITING):
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _short(text: str) -> str:

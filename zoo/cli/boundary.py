@@ -33,7 +33,7 @@ from zoo.errors import (
     stop_received,
     too_large_file,
 )
-from zoo.files import open_regular
+from zoo.files import abandon_writes, open_regular
 
 EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
             PermissionError)
@@ -159,6 +159,7 @@ def _stop_again(e: BaseException | None) -> bool:
 def _exit(status: int) -> None:
     """Leave at once after a signal: everything worth keeping is saved, and interpreter teardown with JAX's and
     orbax's threads still running can crash (a segfault at exit after Ctrl-C during a compile)."""
+    abandon_writes()  # a worker thread's file half-written: the old one stays, the temporary goes
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

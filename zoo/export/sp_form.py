@@ -32,7 +32,7 @@ import zoo.models
 import zoo.param
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
-from zoo.errors import forget_stops, sigterm_stops
+from zoo.errors import DiskFull, forget_stops, sigterm_stops
 from zoo.export.fold import folded_params
 from zoo.files import (
     check_can_write_in,
@@ -115,6 +115,8 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
             out.rmdir()  # empty (checked above)
         os.replace(tmp, out)
         forget_stops()  # the export is whole: a stop a library swallowed on the way (raised at the end) stops nothing
+    except DiskFull as e:  # named as the export's folder, not the temporary one it is built in
+        raise DiskFull(str(e).replace(str(tmp), str(out))) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "

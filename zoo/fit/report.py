@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -192,18 +193,21 @@ def interval_bar(ax: Any, at: tuple[float, float], interval: tuple[float, float]
 
 
 def write(result: Result, out: Path) -> list[Path]:
-    """law.json, fit.json, table.md and fit.png in `out`, each written whole, as one set: everything is computed
-    and written to temporary files first, then the four are renamed into place together, law.json (what the
-    `fitted` policy reads) last, so a kill while they are written leaves the previous fit whole (a fit killed as it
-    wrote left its new law beside the previous fit's table and figure)."""
+    """law.json, fit.json, table.md and fit.png in `out`, each written whole, nearly as one set: everything is
+    computed, written to temporary files and synced to disk first, then the four are renamed into place one after
+    another, law.json (what the `fitted` policy reads) last, so only a kill within those four renames (microseconds)
+    leaves a new file beside the previous fit's (a fit killed as it wrote its files in turn left its new law beside
+    the previous fit's table and figure)."""
     from zoo.files import atomic, jsonable
 
-    texts = {"law.json": json.dumps(jsonable(law(result).record()), indent=1) + "\n",
-             "fit.json": json.dumps(jsonable(to_json(result)), indent=1) + "\n", "table.md": markdown(result)}
-    png = plot(result)
+    texts = {"law.json": json.dumps(jsonable(law(result).record()), indent=1).encode() + b"\n",
+             "fit.json": json.dumps(jsonable(to_json(result)), indent=1).encode() + b"\n",
+             "table.md": markdown(result).encode(), "fit.png": plot(result)}
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as renames:  # renamed as the stack unwinds: the last entered first
-        for name, text in texts.items():
-            renames.enter_context(atomic(out / name)).write(text)
-        renames.enter_context(atomic(out / "fit.png", "wb")).write(png)
+        for name, data in texts.items():
+            f = renames.enter_context(atomic(out / name, "wb"))
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before any rename: the renames follow one another at once
     return [out / name for name in FILES]

@@ -16,6 +16,7 @@ from typing import Any
 import zoo.models
 import zoo.param
 from zoo.config import RunConfig
+from zoo.errors import naming_full_disk
 from zoo.files import open_regular, read_mapping, read_regular, write_atomic
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
@@ -135,7 +136,7 @@ def unreadable(out: Path) -> int:
 def append(out: Path, records: list[dict[str, Any]]) -> None:
     """Append member records (NaN and inf written as null) in one write."""
     text = "".join(json.dumps({k: _finite(v) for k, v in r.items()}) + "\n" for r in records)
-    with open_regular(out / RESULTS, "a") as f:
+    with naming_full_disk(out / RESULTS), open_regular(out / RESULTS, "a") as f:  # a short write names the file
         f.write(text)
         f.flush()
 

@@ -124,6 +124,7 @@ class Checkpoints:
         self.run_dir = Path(run_dir).absolute()
         self.dir = self.run_dir / "checkpoints"
         self.read_only = read_only
+        self._writing: int | None = None  # the step of the async save started last, until it is waited for
         if read_only:
             options = ocp.CheckpointManagerOptions(read_only=True, save_interval_steps=0, create=False,
                                                    enable_async_checkpointing=False)
@@ -172,13 +173,14 @@ class Checkpoints:
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         """Start an async save of `state` at `step` (DiskFull when the disk cannot hold it)."""
         needed = int(HEADROOM * sum(np.dtype(x.dtype).itemsize * int(np.prod(x.shape)) for x in jax.tree.leaves(state)))
+        self.wait()  # the previous save's own failure names its own step (orbax raised it here, as this step's)
         if shutil.disk_usage(self.dir).free < needed:
-            self.wait()
             raise DiskFull.writing(self.dir / str(step), needed)
         meta = {**meta, "format": FORMAT, "kernels": KERNELS, "checksums": checksums(state)}
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
         with _released_on_failure(), naming_full_disk(self.dir / str(step), needed):
             self.manager.save(step, args=args, force=True)
+        self._writing = step
 
     def restore(self, step: int, abstract_state: Any | None = None, check: Check | None = None
                 ) -> tuple[Any, dict[str, Any]]:
@@ -323,8 +325,11 @@ class Checkpoints:
             shutil.rmtree(self.dir / TRASH, ignore_errors=True)
 
     def wait(self) -> None:
-        with _released_on_failure(), naming_full_disk(self.dir):
+        """Until the async save started last is written; a failure names its step's folder."""
+        where = self.dir if self._writing is None else self.dir / str(self._writing)
+        with _released_on_failure(), naming_full_disk(where):
             self.manager.wait_until_finished()
+        self._writing = None
         self._empty_trash()
 
     def close(self) -> None:
