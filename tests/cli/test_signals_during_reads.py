@@ -163,6 +163,19 @@ def test_a_command_whose_stop_was_swallowed_still_stops_with_its_status():
     assert "exited 0" not in proc.stdout
 
 
+def test_a_swallowed_stop_outranks_the_commands_own_exit_status():
+    """zoo.coord_check ends with SystemExit(0 or 1, its verdict), which the boundary let through as it was: a Ctrl-C
+    that a library swallowed in the last second left the command exiting 1 with no line. A stop received is the
+    status, SystemExit or not."""
+    script = ("import os, signal, time\nfrom zoo.cli.boundary import boundary\n"
+              "@boundary(interrupted='interrupted (Ctrl-C)')\ndef main():\n    try:\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(2)\n    except BaseException:\n"
+              "        pass\n    raise SystemExit(1)\nmain()\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", (proc.returncode, proc.stderr)
+
+
 STOP_DURING_COMPUTE = """
 import sys, time
 import jax, jax.numpy as jnp

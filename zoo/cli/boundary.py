@@ -68,7 +68,11 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             if (lost := stop_received()) is not None:  # a stop some library swallowed where it landed
                 raise lost
             return result
-        except SystemExit:
+        except SystemExit:  # the command's own status, unless a stop landed where a library swallowed it
+            if isinstance(lost := stop_received(), Stopped):
+                _stopped(lost)
+            elif lost is not None:
+                _interrupted(interrupted)
             raise
         except Stopped as e:
             _stopped(e)
