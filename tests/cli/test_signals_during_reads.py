@@ -152,13 +152,18 @@ def test_a_stop_a_library_swallowed_stops_the_training_loop():
     assert signals.requested and signals.signum == signal.SIGTERM
 
 
-def test_a_command_whose_stop_was_swallowed_still_stops_with_its_status():
+def swallowed_ctrl_c(then: str = "") -> subprocess.CompletedProcess:
+    """A command whose Ctrl-C a library swallows (`except BaseException: pass`), which then runs `then` (its end)."""
     script = ("import os, signal, time\nfrom zoo.cli.boundary import boundary\n"
               "@boundary(interrupted='interrupted (Ctrl-C)')\ndef main():\n    try:\n"
               "        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(2)\n    except BaseException:\n"
-              "        pass\nmain()\nprint('exited 0')\n")
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+              f"        pass\n{then}main()\nprint('exited 0')\n")
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=child_env(), capture_output=True, text=True,
                           timeout=120)
+
+
+def test_a_command_whose_stop_was_swallowed_still_stops_with_its_status():
+    proc = swallowed_ctrl_c()
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", (proc.returncode, proc.stderr)
     assert "exited 0" not in proc.stdout
 
@@ -167,12 +172,7 @@ def test_a_swallowed_stop_outranks_the_commands_own_exit_status():
     """zoo.coord_check ends with SystemExit(0 or 1, its verdict), which the boundary let through as it was: a Ctrl-C
     that a library swallowed in the last second left the command exiting 1 with no line. A stop received is the
     status, SystemExit or not."""
-    script = ("import os, signal, time\nfrom zoo.cli.boundary import boundary\n"
-              "@boundary(interrupted='interrupted (Ctrl-C)')\ndef main():\n    try:\n"
-              "        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(2)\n    except BaseException:\n"
-              "        pass\n    raise SystemExit(1)\nmain()\n")
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=child_env(), capture_output=True, text=True,
-                          timeout=120)
+    proc = swallowed_ctrl_c("    raise SystemExit(1)\n")
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted (Ctrl-C)", (proc.returncode, proc.stderr)
 
 
