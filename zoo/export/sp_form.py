@@ -43,6 +43,7 @@ from zoo.files import (
     write_atomic,
 )
 from zoo.models.transformer import attention_heads
+from zoo.registry import import_flags
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
 from zoo.train.setup import setup
@@ -121,7 +122,7 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
         shutil.rmtree(tmp, ignore_errors=True)
     echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
          f"(relative, f32); finetune with: python train.py --config {quote(str(out / 'config.json'))} "
-         f"--init-from {quote(str(out))}")
+         f"--init-from {quote(str(out))}{import_flags(cfg.model.name)}")
     return sp_cfg.to_json()
 
 
