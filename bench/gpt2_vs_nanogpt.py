@@ -54,7 +54,7 @@ import zoo.param  # noqa: E402
 from zoo.optim import OptimConfig  # noqa: E402
 from zoo.train import step as train_step  # noqa: E402
 from zoo.train.loss import cross_entropy  # noqa: E402
-from zoo.train.step import RUN_ONCE, build_program, on_leaves  # noqa: E402
+from zoo.train.step import build_program, on_leaves, run_once_options  # noqa: E402
 
 # width, layers, context, batch, vocabulary, dtype: bench.py's GPT-2, and a CPU smoke size
 SIZES = {"gpt2": (768, 12, 1024, 12, 50304, "bfloat16"), "small": (32, 1, 32, 2, 128, "bfloat16")}
@@ -120,7 +120,7 @@ def zoo_variants(size: str, specs: list[str]) -> dict[str, dict[str, Any]]:
     optim = OptimConfig(name="adamw", lr=LR, b1=BETAS[0], b2=BETAS[1], weight_decay=WD)
     prog = build_program(lambda r: zoo.models.create("gpt", cfg, plugin, r), plugin, optim, jnp.dtype(dtype))
     key = jax.random.PRNGKey(0)
-    init = jax.jit(prog.init).lower(key).compile(RUN_ONCE)  # runs once per variant: its speed does not matter
+    init = jax.jit(prog.init).lower(key).compile(run_once_options())  # runs once per variant: its speed does not matter
     rng = np.random.default_rng(0)
     x, y = (jax.device_put(rng.integers(0, v, (bsz, t), dtype=np.int32)) for _ in range(2))  # as bench.py's
     out = {}

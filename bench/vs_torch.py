@@ -44,7 +44,7 @@ import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
 from zoo.train import backend, memory
-from zoo.train.step import RUN_ONCE, build_program, on_leaves
+from zoo.train.step import build_program, on_leaves, run_once_options
 
 if TYPE_CHECKING:  # torch is imported where it runs: the flags (--help) need no torch
     import torch
@@ -89,14 +89,14 @@ class Case:
         else:
             self.x = rng.standard_normal((batch, *IMAGE)).astype(np.float32)
             self.y = rng.integers(0, CLASSES, batch).astype(np.int32)
-        self.options = RUN_ONCE if fast_compile else None
+        self.options = run_once_options() if fast_compile else None
         plugin = zoo.param.get("sp")
         opt = OptimConfig(name="adamw", lr=LR, b2=B2, weight_decay=WD)
         prog = build_program(lambda r: zoo.models.create(name, cfg, plugin, r), plugin, opt)
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), {"x": self.x, "y": self.y})
         self.inline = backend.start(memory.forward_bytes(prog, shapes))  # as train.py: before the backend starts
         key = jax.random.PRNGKey(0)
-        state = jax.jit(prog.init).lower(key).compile(RUN_ONCE)(key)
+        state = jax.jit(prog.init).lower(key).compile(run_once_options())(key)
         torch_model = self._torch_model()
         torch_model.load_zoo(jax.tree.map(np.asarray, nnx.to_pure_dict(state["params"])))
         batch_j = {"x": jnp.asarray(self.x), "y": jnp.asarray(self.y)}
@@ -160,7 +160,7 @@ class Case:
             return (optax.apply_updates(params, upd), opt_state), loss
 
         init = jax.jit(baseline_params, static_argnums=(1, 2, 3, 4)).lower(jax.random.key(0), VOCAB, c.seq_len,
-                                                                          c.width, c.depth).compile(RUN_ONCE)
+                                                                          c.width, c.depth).compile(run_once_options())
         params = init(jax.random.key(0))
         holder = {"state": (params, tx.init(params))}
         compiled = (jax.jit(step, donate_argnums=0).lower(holder["state"], batch["x"], batch["y"])

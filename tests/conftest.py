@@ -9,10 +9,10 @@
   nothing lands in the user's ~/.cache/zoo (the decoded copy, 185 MB, is keyed by the checkout's path, so every
   fresh clone added one there).
 - XLA's backend (LLVM) optimisation level 1 instead of its default 2, for every program the tests compile, here and in
-  the subprocesses they start (`FAST_COMPILE`; a program zoo compiles with its own options, RUN_ONCE's level 0,
-  keeps them). XLA:CPU compiles without fast-math at every level, so the programs compute the same numbers: measured
-  (2026-11-29, the 2-core CPU), 40 steps of train.py on a GPT, an MLP-ResNet and a ViT gave the same losses bit for
-  bit at both levels and the same step times, while the GPT's and ViT's train steps compiled in 6.9 and 10.9 s
+  the subprocesses they start (`FAST_COMPILE`; a program zoo compiles with its own options, run_once_options()'s
+  level 0, keeps them). XLA:CPU compiles without fast-math at every level, so the programs compute the same numbers:
+  measured (2026-11-29, the 2-core CPU), 40 steps of train.py on a GPT, an MLP-ResNet and a ViT gave the same losses
+  bit for bit at both levels and the same step times, while the GPT's and ViT's train steps compiled in 6.9 and 10.9 s
   instead of 12.8 and 13.6; the compile-heavy test files (tests/diagnostics/test_jacobian.py and test_coord_check.py,
   two audit and model tests: 110 tests) took 302 s instead of 334 (CPU seconds 401 against 467). CI's 30 minutes on
   2 cores is the suite's constraint, and most of its time is XLA compiling.

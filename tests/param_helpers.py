@@ -21,7 +21,7 @@ import zoo.models as M
 import zoo.param as P
 from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
-from zoo.train.step import RUN_ONCE, Program, build_program
+from zoo.train.step import Program, build_program, run_once_options
 from zoo.tree import key_path
 
 WIDTH, DEPTH, IN_DIM, CLASSES, BATCH = 64, 4, 8, 4, 8
@@ -48,12 +48,13 @@ def trajectory(prog: Program, data: dict[str, jax.Array], steps: int = 3, seed: 
     """Init and `steps` train steps: per step (the init first) the params, logits and (after a step) loss. Op by op
     (each eager op compiled on its own, once per shape: the MLP-ResNet's are shared by every plugin, LR and test of a
     session, where a program per plugin compiles anew: the gauge tests took 3 -> 30 CPU-s each jitted), or with `jit`
-    as programs compiled to run a few times (RUN_ONCE: the tied GPT compiled 385 eager ops, now 3 programs)."""
+    as programs compiled to run a few times (run_once_options(): the tied GPT compiled 385 eager ops, now 3
+    programs)."""
     def logits(st, x):
         return prog.model(st)(x)[0]
 
     def compiled(fn, *args):
-        return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE) if jit else fn
+        return jax.jit(fn).lower(*args).compile(compiler_options=run_once_options()) if jit else fn
 
     key = jax.random.key(seed)
     state = compiled(prog.init, key)(key)

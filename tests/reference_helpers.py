@@ -17,7 +17,7 @@ from flax import nnx
 
 import zoo.models
 import zoo.param
-from zoo.train.step import RUN_ONCE, loss_and_metrics
+from zoo.train.step import loss_and_metrics, run_once_options
 
 BATCH, IMAGE, CLASSES = 8, 16, 10
 
@@ -49,7 +49,7 @@ def zoo_side(model: Any, to_reference: Callable[[Any], dict]) -> tuple[np.ndarra
         return loss_and_metrics(m, data, None, False)[0], m(data["x"])[0]
 
     (value, logits), grads = jax.jit(jax.value_and_grad(loss, has_aux=True)).lower(params).compile(
-        compiler_options=RUN_ONCE)(params)  # runs once: XLA's backend optimisation off
+        compiler_options=run_once_options())(params)  # runs once: XLA's backend optimisation off
     return np.asarray(logits), float(value), to_reference(nnx.merge(graphdef, grads, rest))
 
 
@@ -80,4 +80,4 @@ def logits_at(model: Any, option: tuple[str, Any], to_reference: Callable[[Any],
     x = jnp.asarray(batch()[0])
     graphdef, state = nnx.split(other)
     return np.asarray(jax.jit(lambda s, x: nnx.merge(graphdef, s)(x)[0]).lower(state, x).compile(
-        compiler_options=RUN_ONCE)(state, x))
+        compiler_options=run_once_options())(state, x))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from zoo.data import augment, erasing, mix
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 
 def constant_images(n: int, size: int = 16) -> tuple[jax.Array, jax.Array]:
@@ -35,7 +35,8 @@ def sampled() -> dict:
     """64 images mixed in each mode (MixUp and CutMix both on) and 4096 in mode elem for the draws; 4096 images of
     ones erased (const) and 512 of fives (pixel, rand); in a second program (XLA compiles one program of both
     several times slower than the two), the pipelines crop_flip and all ops on a batch, and pad_crop_flip on it; each
-    program runs once, so it is compiled with XLA's backend optimisation off (RUN_ONCE: the module 41 -> 17 CPU-s)."""
+    program runs once, so it is compiled with XLA's backend optimisation off
+    (run_once_options(): the module 41 -> 17 CPU-s)."""
     modes = {mode: mix.Mixing(mixup_alpha=1.0, cutmix_alpha=1.0, prob=0.8, switch_prob=0.5, mode=mode)
              for mode in mix.MODES}
     x, y = constant_images(MIX_N, MIX_SIZE)
@@ -59,7 +60,7 @@ def sampled() -> dict:
                 "all": full(key, batch)}
 
     key = jax.random.key(3)
-    once = lambda f, *args: f.lower(*args).compile(RUN_ONCE)(*args)  # noqa: E731  (each program runs once)
+    once = lambda f, *args: f.lower(*args).compile(run_once_options())(*args)  # noqa: E731  (each program runs once)
     out = jax.tree.map(np.asarray, {**once(sample, key, x, xd, ones, fives), "pipelines": once(pipelines, key, BATCH)})
     out["mixed"] = {k: (v[0][..., 0], v[1]) for k, v in out["mixed"].items()}
     return out

@@ -18,7 +18,7 @@ from zoo.export import export
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import read_params
 from zoo.train.setup import setup
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 MODELS = {
     "mlp_resnet": dict(data="synthetic", model_opt={"bias": True, "pre_ln": True}),
@@ -37,7 +37,7 @@ def make_run(run_dir: Path, model: str, param: str = "depth_mup", **overrides):
                                    batch_size=8, steps=1, run_dir=str(run_dir), **{**MODELS[model], **overrides}))
     run = setup(cfg)
     key = jax.random.PRNGKey(cfg.loop.seed)
-    state = jax.jit(run.program.init).lower(key).compile(compiler_options=RUN_ONCE)(key)  # as train.py inits
+    state = jax.jit(run.program.init).lower(key).compile(compiler_options=run_once_options())(key)  # as train.py inits
     rng = np.random.default_rng(1)
     state["params"] = jax.tree.map(lambda w: np.asarray(w) + 0.05 * rng.standard_normal(w.shape, np.float32),
                                    state["params"])
@@ -73,7 +73,8 @@ def test_exported_sp_network_has_the_runs_logits(tmp_path, model):
     assert meta["exported_from"]["param"] == "depth_mup" and meta["step"] == 1
     x = random_inputs(run.model_cfg, 4, jax.random.key(3))
     both = jax.jit(lambda state, params, x: (run.program.model(state)(x)[0], sp_logits(params, x)))
-    want, got = map(np.asarray, both.lower(state, params, x).compile(compiler_options=RUN_ONCE)(state, params, x))
+    compiled = both.lower(state, params, x).compile(compiler_options=run_once_options())
+    want, got = map(np.asarray, compiled(state, params, x))
     assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), np.linalg.norm(got - want)
     from safetensors.numpy import load_file
 

@@ -21,7 +21,7 @@ import zoo.models
 import zoo.param
 from zoo.export.fold import folded_params
 from zoo.models.transformer import dot_product_attention
-from zoo.train.step import RUN_ONCE, loss_and_metrics
+from zoo.train.step import loss_and_metrics, run_once_options
 
 WIDTH, DEPTH, HEADS, T, VOCAB = 32, 2, 2, 16, 11
 
@@ -106,7 +106,7 @@ def test_loss_and_gradients_are_gpt2s_in_torch(weights, models, bias):
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     loss, grads = jax.jit(jax.value_and_grad(  # runs once: compiled without XLA's backend optimisation (~2x faster)
         lambda p: loss_and_metrics(nnx.merge(graphdef, p, rest), batch, None, False)[0])).lower(params).compile(
-        compiler_options=RUN_ONCE)(params)
+        compiler_options=run_once_options())(params)
     ours = weights.to_nanogpt(nnx.merge(graphdef, grads, rest))
     sd = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in weights.to_nanogpt(model).items()
           if k != "lm_head.weight"}
@@ -127,7 +127,7 @@ def test_dropout_reaches_the_attention_probabilities(models):
     plain = attend(0.0, None)
     assert np.array_equal(attend(0.5, None), plain) and np.array_equal(attend(0.0, jax.random.key(1)), plain)
     keys = jax.random.split(jax.random.key(1), 1000)  # one program, run once: XLA's backend optimisation off
-    dropped = jax.jit(jax.vmap(lambda key: attend(0.5, key))).lower(keys).compile(compiler_options=RUN_ONCE)(keys)
+    dropped = jax.jit(jax.vmap(lambda key: attend(0.5, key))).lower(keys).compile(run_once_options())(keys)
     assert not np.allclose(dropped[0], plain, atol=1e-3) and not np.allclose(dropped[0], dropped[1], atol=1e-3)
     spread = np.asarray(dropped.std(0)) / np.sqrt(1000)
     assert np.all(np.abs(np.asarray(dropped.mean(0)) - np.asarray(plain)) <= 5 * spread + 1e-6)

@@ -13,13 +13,13 @@ from flax import nnx
 
 import zoo.models as M
 import zoo.param as P
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 
 def run_once(fn, *args):
     """fn(*args), the model built inside, as one program compiled to run once (a model built eagerly compiled each
     init op on its own)."""
-    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    return jax.jit(fn).lower(*args).compile(compiler_options=run_once_options())(*args)
 
 @pytest.mark.parametrize("name", ["mixer", "vit"])
 @pytest.mark.parametrize("in_shape,patch", [((2, 2, 3), 4), ((7, 7, 1), 3), ((6, 8, 3), 3)])

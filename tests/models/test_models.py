@@ -16,7 +16,7 @@ import zoo.param
 from zoo import optim
 from zoo.models.transformer import attention_implementation
 from zoo.optim import OptimConfig
-from zoo.train.step import RUN_ONCE, build_program, loss_and_metrics
+from zoo.train.step import build_program, loss_and_metrics, run_once_options
 
 TINY = {
     "vit": dict(width=32, depth=2, head_dim=16, in_shape=(8, 8, 3), patch=4, num_classes=4),
@@ -47,9 +47,9 @@ def batch(name, seed, n=4):
 
 
 def run_once(fn, *args):
-    """fn compiled for args' shapes with XLA's backend optimisation off (RUN_ONCE: these tiny programs run once or a
-    few times, and compile ~3x faster so; a GPT's grads with dropout 19 -> 6 CPU-s)."""
-    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)
+    """fn compiled for args' shapes with XLA's backend optimisation off (run_once_options(): these tiny programs run
+    once or a few times, and compile ~3x faster so; a GPT's grads with dropout 19 -> 6 CPU-s)."""
+    return jax.jit(fn).lower(*args).compile(compiler_options=run_once_options())
 
 
 def applier(model, train=False):

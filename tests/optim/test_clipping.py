@@ -13,7 +13,7 @@ from zoo import optim
 from zoo.muon import as_matrices, singular_scale
 from zoo.optim import OptimConfig
 from zoo.param.tags import Tag
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 RANKS = ("3", "24", "full")  # the gradient's rank: a batch of 3, of 24, full
 
@@ -40,7 +40,7 @@ def muon_steps(n: int, clip: float | None, base: int = 32) -> dict[str, jax.Arra
 
 def run_once(fn, *args):
     """fn(*args) as one program compiled to run once (XLA backend optimisation off)."""
-    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    return jax.jit(fn).lower(*args).compile(compiler_options=run_once_options())(*args)
 
 
 def test_muon_clip_rms_caps_the_same_singular_scale_at_every_width_and_rank():

@@ -21,7 +21,7 @@ import zoo.param as P
 from zoo import optim
 from zoo.optim import OptimConfig, Route, routes
 from zoo.param.tags import Tag
-from zoo.train.step import RUN_ONCE, build_program, loss_and_metrics
+from zoo.train.step import build_program, loss_and_metrics, run_once_options
 
 NS = jnp.asarray((3.4445, -4.7750, 2.0315))  # optax's default Newton-Schulz coefficients
 
@@ -147,7 +147,7 @@ def test_accumulation_and_remat_change_nothing_under_muon():
         prog = build_program(lambda r, c=c: M.create("gpt", c, plugin, r), plugin, OptimConfig("muon", lr=1e-2),
                              grad_accum=accum)
         state, losses = prog.init(jax.random.key(0)), []
-        step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)  # 3 steps: compiling
+        step = jax.jit(prog.train_step).lower(state, data).compile(run_once_options())  # 3 steps: compiling
         for _ in range(3):  # is the cost, ~2x faster without XLA's backend optimisation
             state, metrics = step(state, data)
             losses.append(float(metrics["loss"]))
@@ -166,8 +166,8 @@ def test_vmapped_learning_rates_equal_separate_runs():
     def run(lr):  # init and 2 steps, one program compiled to run once (XLA's backend optimisation off)
         return prog.train_step(prog.train_step(prog.init(jax.random.key(0), lr), data)[0], data)[1]["loss"]
 
-    vmapped = jax.jit(jax.vmap(run)).lower(lrs).compile(compiler_options=RUN_ONCE)(lrs)
-    alone_run = jax.jit(run).lower(lrs[0]).compile(compiler_options=RUN_ONCE)
+    vmapped = jax.jit(jax.vmap(run)).lower(lrs).compile(compiler_options=run_once_options())(lrs)
+    alone_run = jax.jit(run).lower(lrs[0]).compile(compiler_options=run_once_options())
     alone = [alone_run(lr) for lr in lrs]
     np.testing.assert_allclose(vmapped, alone, rtol=1e-5)
     assert abs(float(alone[0]) - float(alone[1])) > 1e-4
@@ -198,7 +198,7 @@ def test_bf16_compute_trains_under_muon():
                          dtype=jnp.bfloat16)
     x = jax.random.randint(jax.random.key(1), (4, 8), 0, 17)
     state, data, losses = prog.init(jax.random.key(0)), {"x": x, "y": x}, []
-    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)  # 10 tiny steps
+    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=run_once_options())  # 10 tiny steps
     for _ in range(10):
         state, metrics = step(state, data)
         losses.append(float(metrics["loss"]))
@@ -231,7 +231,7 @@ def test_clipped_muon_step_keeps_the_spectral_condition(shape):
             return jnp.linalg.norm(u["w"], 2)
 
         key = jax.random.key(0)
-        return float(jax.jit(norm).lower(key).compile(compiler_options=RUN_ONCE)(key))
+        return float(jax.jit(norm).lower(key).compile(compiler_options=run_once_options())(key))
 
     widths = np.array([64, 128, 256])
     slope = np.polyfit(np.log(widths), np.log([step_norm(int(n)) for n in widths]), 1)[0]

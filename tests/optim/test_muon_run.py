@@ -13,7 +13,7 @@ from zoo.diagnostics.inputs import random_inputs
 from zoo.export import export
 from zoo.train.load import read_config
 from zoo.train.setup import setup
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 from zoo.tree import key_path
 
 MUON = [*SMALL, "--param", "mup", "--base-width", "16", "--optimizer", "muon", "--lr", "1e-2", "--weight-decay",
@@ -45,13 +45,13 @@ def test_a_muon_run_forks_and_exports_with_its_logits(tmp_path):
     export(fork, out, echo=lambda _: None)
     run, loaded = setup(read_config(fork)), final_params(fork)
     key = jax.random.key(0)
-    state = jax.jit(run.program.init).lower(key).compile(compiler_options=RUN_ONCE)(key)
+    state = jax.jit(run.program.init).lower(key).compile(compiler_options=run_once_options())(key)
     flat, treedef = jax.tree_util.tree_flatten_with_path(state["params"])
     state["params"] = jax.tree_util.tree_unflatten(treedef, [loaded[key_path(p)] for p, _ in flat])
     _, sp_logits, sp_params, _, meta = exported_model(out)
     assert meta["step"] == 20
     x = random_inputs(run.model_cfg, 8, jax.random.key(3))
     both = jax.jit(lambda state, params, x: (run.program.model(state)(x)[0], sp_logits(params, x)))
-    want, got = map(np.asarray, both.lower(state, sp_params, x).compile(compiler_options=RUN_ONCE)(
+    want, got = map(np.asarray, both.lower(state, sp_params, x).compile(compiler_options=run_once_options())(
         state, sp_params, x))
     assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)

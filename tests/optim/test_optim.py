@@ -16,13 +16,13 @@ import zoo.optim
 import zoo.param as P
 from zoo.optim import OPTIMIZERS, OptimConfig, build
 from zoo.schedule import schedule_shape
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 
 def run_once(fn, *args):
     """fn(*args) as one program compiled to run once (XLA backend optimisation off); op by op, each eager op of the
     optimizer chain or the model compiled on its own."""
-    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    return jax.jit(fn).lower(*args).compile(compiler_options=run_once_options())(*args)
 
 
 @pytest.mark.parametrize("schedule, mid", [("cosine", 0.55), ("linear", 0.55), ("constant", 1.0)])
@@ -42,7 +42,7 @@ def test_every_optimizer_trains(name):
     prog = program(P.get("mup"), name, lr=lr, width=128, base_width=64)
     state, data = prog.init(jax.random.key(0)), batch()
     # 20 steps of a tiny model: compiling is the cost, and compiles ~2x faster without XLA's backend optimisation
-    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=RUN_ONCE)
+    step = jax.jit(prog.train_step).lower(state, data).compile(compiler_options=run_once_options())
     losses = []
     for _ in range(20):
         state, metrics = step(state, data)

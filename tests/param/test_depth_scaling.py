@@ -15,7 +15,7 @@ import zoo.models as M
 import zoo.param as P
 from zoo.diagnostics.coord import CoordRun
 from zoo.optim import OptimConfig
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 N, ALPHAS = 64, (0.5, 0.25)
 V_PHI = {"identity": 1.0, "relu": 0.5 - 0.5 / np.pi, "abs": 1.0 - 2.0 / np.pi}  # Var phi(z), z ~ N(0, 1)
@@ -41,7 +41,7 @@ def init_ratios(depth: int) -> dict[str, np.ndarray]:
     args = keys, jnp.asarray(ALPHAS)
     # a program run once: compiled without XLA's backend optimisation (about half the compile time)
     every = jax.jit(jax.vmap(jax.vmap(ratios, (0, None)), (None, 0)))
-    out = every.lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    out = every.lower(*args).compile(compiler_options=run_once_options())(*args)
     return {phi: np.asarray(r, np.float64) for phi, r in out.items()}
 
 

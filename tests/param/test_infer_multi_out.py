@@ -19,7 +19,7 @@ import zoo.param as P
 from zoo import optim
 from zoo.models.layers import tagged_param
 from zoo.optim import OptimConfig, Route
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 N0, HEADS0, HEAD_DIM = 64, 4, 16  # base width n0 = heads0 * head_dim; the head count grows with width
 QKV = {r"^q/": "out_axes=2"}
@@ -56,7 +56,7 @@ def init_rms(width: int, rules: dict, bias: bool = True) -> float:
 
 def run_once(fn, *args):
     """fn(*args) as one program compiled to run once (XLA backend optimisation off), not op by op."""
-    return jax.jit(fn).lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    return jax.jit(fn).lower(*args).compile(compiler_options=run_once_options())(*args)
 
 
 def test_the_rule_gives_the_true_fans_and_the_m_minus_half_init():

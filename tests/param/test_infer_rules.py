@@ -12,7 +12,7 @@ from param_helpers import s, tagged
 
 import zoo.param as P
 from zoo import optim
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 
 def shapes(**leaves):
@@ -38,7 +38,7 @@ def test_a_readout_rule_matching_the_bias_leaves_it_scalar():
     tx = optim.build(optim.OptimConfig(name="adam", lr=0.1), free, tags)
     # one program compiled to run once (op by op, each eager op of the chain compiled on its own)
     step = jax.jit(lambda p: tx.update(jax.tree.map(lambda q: 0.5 * q, p), tx.init(p), p)[0])
-    updates = step.lower(params).compile(compiler_options=RUN_ONCE)(params)
+    updates = step.lower(params).compile(compiler_options=run_once_options())(params)
     np.testing.assert_allclose(updates["readout"]["b"], -0.1, rtol=1e-5)
     np.testing.assert_allclose(updates["readout"]["w"], -0.1 / 8, rtol=1e-5)  # muP's readout: m^-1 after the shift
 

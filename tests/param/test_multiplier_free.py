@@ -23,7 +23,7 @@ import zoo.models as M
 import zoo.param as P
 from zoo import optim
 from zoo.param.tags import Tag
-from zoo.train.step import RUN_ONCE, loss_and_metrics
+from zoo.train.step import loss_and_metrics, run_once_options
 from zoo.tree import key_path
 
 WIDTH, BASE_WIDTHS, DEPTH, BASE_DEPTH, STEPS = 64, (32, 16), 4, 1, 5
@@ -92,7 +92,7 @@ def batch(model: str) -> dict[str, jax.Array]:
 
 def run_once(fn, *args):
     """The jitted `fn` on `args`, compiled without XLA's backend optimisation (each program here runs once)."""
-    return fn.lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    return fn.lower(*args).compile(compiler_options=run_once_options())(*args)
 
 
 def trainer(model: str, width: int):

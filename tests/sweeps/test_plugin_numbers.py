@@ -16,7 +16,7 @@ import zoo.data
 from zoo.config import resolve
 from zoo.sweeps.engine import MemberTrainer
 from zoo.train.setup import setup
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 DATA = zoo.data.load("synthetic")
 STEPS, BATCH = 3, 8
@@ -71,8 +71,8 @@ def test_numbers_as_data_train_as_numbers_as_constants(lowerings):
     prog, init, step = lowerings["mup_decayed"]
     constant = dataclasses.replace(prog, numbers=None)
     values, b = prog.numbers.values, batch()
-    reference = jax.jit(constant.init).lower(KEY, LR).compile(RUN_ONCE)(KEY, LR)  # inits compile as train.py's
-    state = init.compile(RUN_ONCE)(KEY, LR, values)
+    reference = jax.jit(constant.init).lower(KEY, LR).compile(run_once_options())(KEY, LR)  # as train.py's init
+    state = init.compile(run_once_options())(KEY, LR, values)
     assert all(np.array_equal(a, c) for a, c in zip(jax.tree.leaves(reference), jax.tree.leaves(state), strict=True))
     train, const_train = step.compile(), jax.jit(constant.train_step)
     for _ in range(STEPS):

@@ -23,7 +23,7 @@ from zoo.config import RunConfig, resolve
 from zoo.config_file import read_file
 from zoo.optim import OptimConfig
 from zoo.train.setup import setup
-from zoo.train.step import RUN_ONCE, build_program
+from zoo.train.step import build_program, run_once_options
 
 GPT = ["--model", "gpt", "--width", "64", "--depth", "1", "--batch-size", "16", "--seq-len", "32", "--data",
        "shakespeare", "--log-every", "1", "--eval-every", "1000", "--eval-batch-size", "64", "--warmup", "2",
@@ -157,7 +157,7 @@ def test_grad_accumulation_equals_the_whole_batch(model, cfg):
 
         # 3 steps of tiny shapes: compiling is the cost, and XLA's backend optimisation off halves it (both arms
         # alike; the accumulation is the same arithmetic)
-        step = jax.jit(both).lower(state, batch).compile(RUN_ONCE)
+        step = jax.jit(both).lower(state, batch).compile(run_once_options())
         out = []
         for t in range(3):
             g, state, m = step(state, batch)
@@ -182,7 +182,7 @@ def test_remat_keeps_losses_and_lowers_peak_memory():
         state = prog.init(jax.random.PRNGKey(0))
         # 2 steps: compiling is the cost; XLA's backend optimisation off halves it and leaves the buffer assignment
         # (temp bytes: 73.8 vs 29.5 MB either way) and the losses as they were
-        compiled = jax.jit(prog.train_step).lower(state, batch).compile(RUN_ONCE)
+        compiled = jax.jit(prog.train_step).lower(state, batch).compile(run_once_options())
         temp.append(compiled.memory_analysis().temp_size_in_bytes)
         out = []
         for _ in range(2):
@@ -221,8 +221,8 @@ def test_every_preset_builds_and_trains_two_steps(name):
     shrink = {"width": 64, "depth": 1, "batch_size": 8, "grad_accum": 2, "steps": 2,
               **({"data": "synthetic:text", "seq_len": 32} if text else {"data": "synthetic", "image_size": 32})}
     s = setup(resolve(shrink, values))
-    state = jax.jit(s.program.init, compiler_options=RUN_ONCE)(jax.random.PRNGKey(0))
-    step = jax.jit(s.program.train_step, compiler_options=RUN_ONCE)  # 2 steps: compiling is the cost
+    state = jax.jit(s.program.init, compiler_options=run_once_options())(jax.random.PRNGKey(0))
+    step = jax.jit(s.program.train_step, compiler_options=run_once_options())  # 2 steps: compiling is the cost
     for t in range(2):
         batch = s.data.read("train", s.data.indices("train", t, 8, 0))
         state, metrics = step(state, batch)

@@ -51,7 +51,7 @@ from zoo.param.families import MATRIX_KINDS
 from zoo.param.tags import Tag
 from zoo.train import memory
 from zoo.train.mesh import MeshPlan
-from zoo.train.step import RUN_ONCE, Program, loss_and_metrics, prepare_inputs
+from zoo.train.step import Program, loss_and_metrics, prepare_inputs, run_once_options
 from zoo.tree import key_path
 
 Numbers = dict[str, dict[str, float]]
@@ -155,7 +155,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
                                          if tags[p].kind in MATRIX_KINDS] or [jnp.bool_(False)]))
 
     state, zero_matrix = jax.jit(init, out_shardings=(shardings, plan.replicated)).lower(key).compile(
-        compiler_options=RUN_ONCE)(key)
+        compiler_options=run_once_options())(key)
     redraw = bool(zero_matrix)
 
     def run(st, b):
@@ -173,7 +173,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
         return out
 
     program = jax.jit(run, in_shardings=(shardings, plan.batch), out_shardings=plan.replicated)
-    program = program.lower(placed, batch).compile(compiler_options=RUN_ONCE)
+    program = program.lower(placed, batch).compile(compiler_options=run_once_options())
     memory.check_compiled(program, "audit probe", "audit smaller --widths or --depths, or a smaller --batch-size",
                           room)
     numbers = program(state, batch)  # runs once

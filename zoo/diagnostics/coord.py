@@ -42,7 +42,7 @@ from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.param.predict import READOUT_BIAS
 from zoo.param.tags import KINDS, Tag
-from zoo.train.step import RUN_ONCE, Batch, Program, build_program, prepare_inputs
+from zoo.train.step import Batch, Program, build_program, prepare_inputs, run_once_options
 
 Layers = dict[str, np.ndarray]
 
@@ -200,7 +200,7 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
     def change(h, h0, s):
         return rms(h - h0, s)
 
-    @functools.partial(jax.jit, compiler_options=RUN_ONCE)  # runs once per shape and plugin: compiled fast
+    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per shape and plugin: compiled fast
     def run(state, rules, batch):
         stepper = dataclasses.replace(prog, tx=optim.chain(optim_cfg, *rules, route=route))
         h0 = features(state, batch["x"])
@@ -220,7 +220,7 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
 
         return jax.tree.map(rms, h0, stacked), jax.lax.scan(one, state, length=steps)[1]
 
-    @functools.partial(jax.jit, compiler_options=RUN_ONCE)  # runs once per shape and plugin: compiled fast
+    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per shape and plugin: compiled fast
     def moves(state, x):
         return reach(lambda params: features({**state, "params": params}, x), state["params"], masks, stacked)
 

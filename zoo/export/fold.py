@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 from zoo.tree import key_path
 
 
@@ -42,7 +42,7 @@ def folded_params(model: nnx.Module) -> dict[str, jax.Array]:
     return {**out, **getattr(model, "untied", dict)()}
 
 
-@functools.partial(jax.jit, compiler_options=RUN_ONCE)  # runs once per export: elementwise products
+@functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per export: elementwise products
 def _apply(params: dict[str, jax.Array], factors: dict[str, list[jax.Array]]) -> dict[str, jax.Array]:
     out = {}
     for key, w in params.items():

@@ -47,7 +47,7 @@ from zoo.registry import import_flags
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
 from zoo.train.setup import setup
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 from zoo.tree import fill_by_name, key_path
 
 CHECK_RTOL = 1e-4  # the exported logits agree with the run's to ~1e-6 in f32; a failed fold is off by far more
@@ -90,7 +90,7 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
 
     native_graphdef, native_state = nnx.split(native)
 
-    @functools.partial(jax.jit, compiler_options=RUN_ONCE)  # runs once
+    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once
     def both_logits(native_state, sp_params, x):  # the SP model's own init is dead code here: only its multipliers
         graphdef, _, rest = nnx.split(target(), nnx.Param, ...)
         return nnx.merge(native_graphdef, native_state)(x)[0], nnx.merge(graphdef, sp_params, rest)(x)[0]

@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from zoo.sweeps.programs import Programs, key_of
-from zoo.train.step import RUN_ONCE, Batch, Program, State, flops_of
+from zoo.train.step import Batch, Program, State, flops_of, run_once_options
 
 Options = dict[str, Any]
 
@@ -94,8 +94,8 @@ class MemberTrainer:
     members in all, padded to a multiple of devices x group: `member`, `held`) and losses are [steps, K];
     vmapped=False: one member per call (lrs and seeds of length 1; states a list of its one state) and losses are
     [steps]. group: members vmapped together on a device (default: `default_group`). fast_compile: every program
-    compiles with RUN_ONCE (XLA's backend optimisation off: a fraction of the compile time, slower steps), as a
-    Program of a short run's train and eval programs do (`Program.compile_options`): for runs of a few steps.
+    compiles with run_once_options() (XLA's backend optimisation off: a fraction of the compile time, slower steps),
+    as a Program of a short run's train and eval programs do (`Program.compile_options`): for runs of a few steps.
     """
 
     def __init__(self, prog: Program | Callable[[Options], Program], data: Any, batch_size: int, *,
@@ -190,10 +190,10 @@ class MemberTrainer:
 
     def _job(self, name: str, fn: Any, args: tuple, fast_compile: bool = False) -> tuple:
         """A compile job for Programs: its key (the name, the mesh and the arguments' shapes), the function, the
-        arguments, the compiler options (fast_compile: RUN_ONCE, for init; the train program's set by its run's
-        length and cost, `_short_run`, and the eval's follow them)."""
+        arguments, the compiler options (fast_compile: run_once_options(), for init; the train program's set by its
+        run's length and cost, `_short_run`, and the eval's follow them)."""
         if fast_compile or self.fast_compile:
-            options = RUN_ONCE
+            options = run_once_options()
         else:
             options = self._short_run if name == self._train_name() else lambda _: self._options
         return (*key_of(name, args), self._mesh.size), fn, args, options

@@ -50,7 +50,7 @@ from zoo.errors import (
 from zoo.train import ckpt_format
 from zoo.train.ckpt_format import FORMAT
 from zoo.train.orbax_threads import release_waiting
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 from zoo.tree import key_path
 
 TRASH = "trash"
@@ -92,7 +92,8 @@ def _sums(u: Any, xp: Any) -> Any:
     return xp.stack([s1, s2])
 
 
-@functools.partial(jax.jit, compiler_options=RUN_ONCE)  # a pass over the state per save: compiled fast, not tuned
+# a pass over the state per save: compiled fast, not tuned
+@functools.partial(jax.jit, compiler_options=run_once_options())
 def _checksums(leaves: list[jax.Array]) -> jax.Array:
     """(len(leaves), 2) uint32: (s1, s2) per array (module docstring)."""
     out = [_sums(_bits(x), jnp) for x in leaves]

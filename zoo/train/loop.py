@@ -44,7 +44,7 @@ from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run, say_on
 from zoo.train.setup import Setup, setup
 from zoo.train.state import abstract_state, check_sources, restore_or_init
-from zoo.train.step import RUN_ONCE
+from zoo.train.step import run_once_options
 
 # SIGTERM outside the steps (restoring, compiling, writing the summary): no step ran since the last checkpoint
 BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the same command to go on"
@@ -198,7 +198,7 @@ class Loop:
                 **self.evals.extra}
 
 
-@functools.partial(jax.jit, compiler_options=RUN_ONCE)  # once per save: compiled fast, not tuned
+@functools.partial(jax.jit, compiler_options=run_once_options())  # once per save: compiled fast, not tuned
 def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
 

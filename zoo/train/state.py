@@ -31,7 +31,7 @@ from zoo.train.load import (
 )
 from zoo.train.mesh import MeshPlan
 from zoo.train.setup import Setup
-from zoo.train.step import RUN_ONCE, Program
+from zoo.train.step import Program, run_once_options
 from zoo.tree import fill_by_name, key_path
 
 State = dict[str, Any]
@@ -99,10 +99,10 @@ def fresh_state(prog: Program, key: jax.Array, lr: float, shardings: Any) -> Sta
     arguments where the program has numbers (Program.with_numbers), so every plugin and LR of a shape shares one
     init program, as a sweep's members do (the same state, bit for bit)."""
     if prog.numbers is None:
-        return jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=RUN_ONCE)(key)
+        return jax.jit(prog.init, out_shardings=shardings).lower(key).compile(compiler_options=run_once_options())(key)
     init = jax.jit(lambda k, r, v: prog.with_numbers(v).init(k, r), out_shardings=shardings)
     args = (key, jnp.float32(lr), prog.numbers.values)
-    return init.lower(*args).compile(compiler_options=RUN_ONCE)(*args)
+    return init.lower(*args).compile(compiler_options=run_once_options())(*args)
 
 
 def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State, int, dict]:

@@ -30,17 +30,27 @@ from zoo.train.loss import cross_entropy, soft_cross_entropy
 
 State = dict[str, Any]
 Batch = dict[str, jax.Array]
-# Compiler options for programs that run once (init, a checkpoint's checksums, the audit's probe): XLA's backend
-# optimisation off compiles them about twice as fast, and their run time does not matter; on CPU, XLA's elemental
-# fusion emitters in place of its MLIR ones halve that again (a tiny GPT's train step 3.5 -> 1.3 CPU-s; the numbers
-# agree to float32 rounding). The option is XLA's debug option, read by the CPU compiler only.
-RUN_ONCE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+
+def run_once_options() -> dict[str, Any]:
+    """Compiler options for programs that run once (init, a checkpoint's checksums, the audit's probe).
+
+    XLA's backend optimisation off compiles them about twice as fast, and their run time does not matter. On CPU,
+    XLA's elemental fusion emitters in place of its MLIR ones halve that again (a tiny GPT's train step 3.5 -> 1.3
+    CPU-s; the numbers agree to float32 rounding); that option is the CPU compiler's alone, and a GPU's refuses it
+    ("No such compile option"), so it is asked for only where the default backend is the CPU."""
+    options: dict[str, Any] = {"xla_backend_optimization_level": 0}
+    if jax.default_backend() == "cpu":
+        options["xla_cpu_use_fusion_emitters"] = False
+    return options
+
+
 # A short run of a small model (at most SHORT_RUN steps of at most SMALL_STEP_FLOPS each, as XLA counts the lowered
-# step) compiles its train and eval programs with RUN_ONCE too: it would spend more time compiling than stepping.
-# Measured on the 2-core CPU: a tiny GPT's step (2e9 by that count) compiles in 1.3 instead of 10 CPU-s, then takes
-# 46 instead of 14 ms (RUN_ONCE pays up to about 250 steps); a width-64 MLP-ResNet's (6e7) in 0.3 instead of 1.5 s,
-# then 7.7 instead of 2.9 ms (about 150 steps); the ViT default's at batch 64 (7e10) in 6 instead of 12 s, then 3.2
-# instead of 1.8 s (4 steps). XLA counts a loop's body once (scanned blocks, microbatches), so the count is a size's
+# step) compiles its train and eval programs with run_once_options() too: it would spend more time compiling than
+# stepping. Measured on the 2-core CPU: a tiny GPT's step (2e9 by that count) compiles in 1.3 instead of 10 CPU-s, then
+# takes 46 instead of 14 ms (these options pay up to about 250 steps); a width-64 MLP-ResNet's (6e7) in 0.3 instead of
+# 1.5 s, then 7.7 instead of 2.9 ms (about 150 steps); the ViT default's at batch 64 (7e10) in 6 instead of 12 s, then
+# 3.2 instead of 1.8 s (4 steps). XLA counts a loop's body once (scanned blocks, microbatches), so the count is a size's
 # floor, and the step limit stays well below every break-even measured.
 SHORT_RUN, SMALL_STEP_FLOPS = 20, 1e10
 
@@ -119,12 +129,12 @@ class Program:
     def compile_options(self, step_flops: Callable[[], float | None]) -> dict[str, Any] | None:
         """The compiler options of the run's train and eval programs, given one train step's floating-point operations
         as XLA counts them (`step_flops()`, asked only for a short run: `flops_of`; the microbatches' loop counts one
-        of `grad_accum`): RUN_ONCE for a short run of a small model (SHORT_RUN, SMALL_STEP_FLOPS), train.py and a
-        sweep's members by the same rule, so a member's losses are its train.py run's."""
+        of `grad_accum`): run_once_options() for a short run of a small model (SHORT_RUN, SMALL_STEP_FLOPS), train.py
+        and a sweep's members by the same rule, so a member's losses are its train.py run's."""
         if self.horizon is None or self.horizon > SHORT_RUN:
             return None
         flops = step_flops()
-        return RUN_ONCE if flops is not None and flops * self.grad_accum <= SMALL_STEP_FLOPS else None
+        return run_once_options() if flops is not None and flops * self.grad_accum <= SMALL_STEP_FLOPS else None
 
     def with_numbers(self, values: dict[str, Any]) -> Program:
         """This program with the plugin numbers `values` (shaped as `numbers.values`; traced arrays inside a jit): its
