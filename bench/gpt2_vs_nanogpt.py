@@ -102,12 +102,17 @@ def nanogpt(folder: Path, timeout: float) -> dict[str, Any] | None:
 
 
 def commit_of(folder: Path) -> str | None:
-    """The checkout's short commit, where git is there to say it."""
+    """The checkout's short commit, where it is a git checkout of its own: a copy of nanoGPT's files inside another
+    repository (zoo's ignored .gpu/nanoGPT) would otherwise be labelled with that repository's commit."""
     try:
-        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel", "--short", "HEAD"],
+                             capture_output=True, text=True)
     except OSError:
         return None
-    return out.stdout.strip() or None
+    lines = out.stdout.split()
+    if out.returncode or len(lines) != 2 or Path(lines[0]).resolve() != folder.resolve():
+        return None
+    return lines[1]
 
 
 def zoo_variants(size: str, specs: list[str]) -> dict[str, dict[str, Any]]:

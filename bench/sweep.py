@@ -87,9 +87,13 @@ def cold_compiles(vm: MemberTrainer, one: MemberTrainer, prog: Any, data: Any, a
     """Compile both paths' programs, each from cleared JAX caches in a process that has compiled once before (a
     throwaway member, discarded): the first compile in a process also pays the process's one-off start (JAX's and
     MLIR's first traces and lowerings, 0.2-0.3 s on a 2-core CPU), which belongs to neither path; whichever path
-    compiled first was charged it. The persistent compile cache is off here, so every compile is XLA's own."""
-    MemberTrainer(prog, data, args.batch_size, chunk=args.chunk, vmapped=False).prepare(lrs[:1], seeds[:1],
-                                                                                         args.steps, evaluate=False)
+    compiled first was charged it. The persistent compile cache is off here, so every compile is XLA's own. The
+    throwaway member trains at another batch size: every product of the step has the batch in its shape, so the GPU
+    compiler's in-process autotuning of the products (which jax.clear_caches keeps) is no head start for either path;
+    at the paths' own batch size it handed the sequential path its products tuned (on an H200 it compiled in 0.8 s,
+    where the leases before the throwaway measured 3.5 and 4.9 s)."""
+    MemberTrainer(prog, data, args.batch_size + 1, chunk=args.chunk, vmapped=False).prepare(lrs[:1], seeds[:1],
+                                                                                             args.steps, evaluate=False)
     for trainer, n in ((vm, len(lrs)), (one, 1)):
         jax.clear_caches()
         trainer.prepare(lrs[:n], seeds[:n], args.steps, evaluate=False)
