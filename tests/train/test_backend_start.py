@@ -80,3 +80,22 @@ def test_inline_steps_train_to_the_same_losses(tmp_path):
     assert strip[0] == strip[1] and len(strip[0]) >= 4
     rates = [float(r.replace(",", "")) for r in re.findall(r"([\d,]+) img/s", runs["inline"])]
     assert len(rates) >= 3 and max(rates) < 10 * min(rates), rates  # each step timed when it ends, not the next
+
+
+def test_importing_zoo_starts_no_backend():
+    """No module of zoo starts a backend when imported (a jit made at import with options that ask for the backend,
+    say): jax.distributed.initialize, the CPU's inline steps and the device count must come before any backend
+    starts, and train.py imports the training loop before it sets them."""
+    code = """
+import importlib, pkgutil, zoo
+from jax._src import xla_bridge
+names = [m.name for m in pkgutil.walk_packages(zoo.__path__, "zoo.") if not m.name.endswith("__main__")]
+for name in names:
+    importlib.import_module(name)
+    assert not xla_bridge.backends_are_initialized(), name
+print(len(names))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) > 50  # every module was walked

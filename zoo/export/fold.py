@@ -17,13 +17,11 @@ A skip multiplier mu != 1 (the `critical` plugin) scales the residual stream its
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from zoo.train.step import run_once_options
+from zoo.train.step import jit_run_once
 from zoo.tree import key_path
 
 
@@ -42,7 +40,7 @@ def folded_params(model: nnx.Module) -> dict[str, jax.Array]:
     return {**out, **getattr(model, "untied", dict)()}
 
 
-@functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per export: elementwise products
+@jit_run_once  # runs once per export: elementwise products
 def _apply(params: dict[str, jax.Array], factors: dict[str, list[jax.Array]]) -> dict[str, jax.Array]:
     out = {}
     for key, w in params.items():

@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -50,7 +49,7 @@ from zoo.errors import (
 from zoo.train import ckpt_format
 from zoo.train.ckpt_format import FORMAT
 from zoo.train.orbax_threads import release_waiting
-from zoo.train.step import run_once_options
+from zoo.train.step import jit_run_once
 from zoo.tree import key_path
 
 TRASH = "trash"
@@ -92,8 +91,7 @@ def _sums(u: Any, xp: Any) -> Any:
     return xp.stack([s1, s2])
 
 
-# a pass over the state per save: compiled fast, not tuned
-@functools.partial(jax.jit, compiler_options=run_once_options())
+@jit_run_once  # a pass over the state per save: compiled fast, not tuned
 def _checksums(leaves: list[jax.Array]) -> jax.Array:
     """(len(leaves), 2) uint32: (s1, s2) per array (module docstring)."""
     out = [_sums(_bits(x), jnp) for x in leaves]

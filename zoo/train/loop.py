@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import signal
 import time
@@ -44,7 +43,7 @@ from zoo.train.mesh import MeshPlan, per_device_bytes
 from zoo.train.run import Run, say_on
 from zoo.train.setup import Setup, setup
 from zoo.train.state import abstract_state, check_sources, restore_or_init
-from zoo.train.step import run_once_options
+from zoo.train.step import jit_run_once
 
 # SIGTERM outside the steps (restoring, compiling, writing the summary): no step ran since the last checkpoint
 BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the same command to go on"
@@ -198,7 +197,7 @@ class Loop:
                 **self.evals.extra}
 
 
-@functools.partial(jax.jit, compiler_options=run_once_options())  # once per save: compiled fast, not tuned
+@jit_run_once  # once per save: compiled fast, not tuned
 def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
 

@@ -45,6 +45,20 @@ def run_once_options() -> dict[str, Any]:
     return options
 
 
+def jit_run_once(fn: Callable) -> Callable:
+    """`fn` jitted with run_once_options(), made at its first call: asking for the backend starts it, which a module's
+    import must not do (jax.distributed.initialize and the CPU's inline steps come before any backend starts)."""
+    jitted: list[Callable] = []
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not jitted:
+            jitted.append(jax.jit(fn, compiler_options=run_once_options()))
+        return jitted[0](*args, **kwargs)
+
+    return call
+
+
 # A short run of a small model (at most SHORT_RUN steps of at most SMALL_STEP_FLOPS each, as XLA counts the lowered
 # step) compiles its train and eval programs with run_once_options() too: it would spend more time compiling than
 # stepping. Measured on the 2-core CPU: a tiny GPT's step (2e9 by that count) compiles in 1.3 instead of 10 CPU-s, then
