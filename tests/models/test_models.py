@@ -14,7 +14,8 @@ from flax import nnx
 import zoo.models
 import zoo.param
 from zoo import optim
-from zoo.models.transformer import attention_implementation
+from zoo.diagnostics.jacobian import apjn
+from zoo.models.transformer import attention_implementation, jvp
 from zoo.optim import OptimConfig
 from zoo.train.step import build_program, loss_and_metrics, run_once_options
 
@@ -271,6 +272,34 @@ def test_cudnn_attention_only_where_it_trains(monkeypatch):
     assert attention_implementation(jnp.float32, 64, 256) is None
     assert attention_implementation(jnp.bfloat16, 12, 256) is None
     assert attention_implementation(jnp.bfloat16, 64, 65) is None
+
+
+def test_forward_mode_traces_xla_attention(monkeypatch):
+    """cuDNN's attention is a custom_vjp, with no forward mode: inside zoo's jvp (the audit, the partial Jacobians,
+    the coordinate check's parts) a half-precision model on a GPU traces XLA's attention. Emulated: a "GPU" whose
+    cuDNN attention is XLA's behind a custom_vjp, as cuDNN's is, and a bf16 GPT's partial Jacobians through it."""
+    xla = jax.nn.dot_product_attention
+
+    def cudnn_like(q, k, v, *, scale, is_causal, implementation):
+        assert implementation == "cudnn"
+
+        @jax.custom_vjp
+        def attend(q, k, v):
+            return xla(q, k, v, scale=scale, is_causal=is_causal)
+
+        attend.defvjp(lambda *a: (attend(*a), a),
+                      lambda a, g: jax.vjp(lambda *b: xla(*b, scale=scale, is_causal=is_causal), *a)[1](g))
+        return attend(q, k, v)
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(jax.nn, "dot_product_attention", cudnn_like)
+    seen = []
+    jvp(lambda x: seen.append(attention_implementation(jnp.bfloat16, 64, 256)) or x, (1.0,), (1.0,))
+    assert seen == [None] and attention_implementation(jnp.bfloat16, 64, 256) == "cudnn"
+    cfg = zoo.models.config("gpt", width=32, depth=2, seq_len=16, vocab_size=32, head_dim=16, dropout=0.0,
+                            dtype="bfloat16")
+    chi, _ = apjn("gpt", cfg, zoo.param.get("sp"), seeds=1, batch=2, probes=1)
+    assert chi.shape == (3,) and np.all(np.isfinite(chi)) and chi[0] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("name", ["vit", "mixer", "gpt", "mlp_resnet"])

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from optax.contrib._muon import orthogonalize_via_newton_schulz  # not re-exported by optax.contrib
 
+from zoo.models.transformer import jvp
 from zoo.muon import Route, as_matrices
 
 POWER_ITERATIONS = 100
@@ -58,8 +59,8 @@ def multiplier_power(f: Callable[[Any, Any], jax.Array], w: Any, c: Any, w_tange
     along c itself satisfy d_c f . c = p d_w f . w (Euler), so p = <J_c c, J_w w> / |J_w w|^2 (1 when the
     multiplier is applied once). `w_tangent`/`c_tangent` are the tangent trees: w (or c) at the leaf, zeros
     elsewhere."""
-    _, along_w = jax.jvp(lambda p: f(p, c), (w,), (w_tangent,))
-    _, along_c = jax.jvp(lambda m: f(w, m), (c,), (c_tangent,))
+    _, along_w = jvp(lambda p: f(p, c), (w,), (w_tangent,))
+    _, along_c = jvp(lambda m: f(w, m), (c,), (c_tangent,))
     along_w, along_c = along_w.astype(jnp.float32), along_c.astype(jnp.float32)
     return jnp.sum(along_c * along_w) / jnp.maximum(jnp.sum(along_w * along_w), 1e-30)
 
@@ -67,6 +68,6 @@ def multiplier_power(f: Callable[[Any, Any], jax.Array], w: Any, c: Any, w_tange
 def output_power(f: Callable[[Any], jax.Array], c: Any, c_tangent: Any) -> jax.Array:
     """p with f = c^p g, a multiplier c applied at the output (a tied readout's): the directional derivative along c
     itself is p f (Euler), so p = <J_c c, f> / |f|^2."""
-    out, along_c = jax.jvp(f, (c,), (c_tangent,))
+    out, along_c = jvp(f, (c,), (c_tangent,))
     out, along_c = out.astype(jnp.float32), along_c.astype(jnp.float32)
     return jnp.sum(along_c * out) / jnp.maximum(jnp.sum(out * out), 1e-30)

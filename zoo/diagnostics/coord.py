@@ -38,6 +38,7 @@ import numpy as np
 from flax import nnx
 
 from zoo import models, optim
+from zoo.models.transformer import jvp
 from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.param.predict import READOUT_BIAS
@@ -111,7 +112,7 @@ def reach(features: Any, params: Any, masks: Any, stacked: Any) -> Any:
     def along(mask):
         tangent = treedef.unflatten([jnp.where(m, direction(i, a), jnp.zeros_like(a))
                                      for i, (m, a) in enumerate(zip(jax.tree.leaves(mask), flat, strict=True))])
-        moved = jax.jvp(features, (params,), (tangent,))[1]
+        moved = jvp(features, (params,), (tangent,))[1]
         return jax.tree.map(lambda v, s: jnp.any(v != 0, axis=tuple(range(int(s), v.ndim))), moved, stacked)
 
     return each_part(along, masks)

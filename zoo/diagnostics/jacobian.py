@@ -28,6 +28,7 @@ from flax import nnx
 from zoo import models
 from zoo.diagnostics.inputs import random_inputs
 from zoo.models.layers import Stack
+from zoo.models.transformer import jvp
 from zoo.param.base import Parametrization
 from zoo.param.critical import Critical, check_option
 from zoo.train import memory
@@ -47,7 +48,7 @@ def apjn_from(model: nnx.Module, x: jax.Array, l0: int, key: jax.Array, probes: 
 
     def one(k):
         u = jax.random.rademacher(k, h.shape, h.dtype)
-        y, t = jax.jvp(lambda h: stack(h, start=l0)[1]["blocks"], (h,), (u,))
+        y, t = jvp(lambda h: stack(h, start=l0)[1]["blocks"], (h,), (u,))
         j = jnp.mean(jnp.square(t.astype(jnp.float32)), axis=tuple(range(2, t.ndim))).mean(1)
         finite = jnp.cumprod(jnp.all(jnp.isfinite(y), axis=tuple(range(1, y.ndim)))) & jnp.all(jnp.isfinite(h))
         return jnp.where(finite.astype(bool), j, jnp.nan)

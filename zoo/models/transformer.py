@@ -11,8 +11,11 @@ Every matrix here is hidden-kind (or scalar-kind for Mixer token mixing); nothin
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -91,12 +94,28 @@ def fold(key: jax.Array | None, i: int) -> jax.Array | None:
     return None if key is None else jax.random.fold_in(key, i)
 
 
+_FORWARD_MODE = contextvars.ContextVar("zoo_forward_mode", default=False)
+
+
 def attention_implementation(dtype: jnp.dtype, head_dim: int, seq_len: int) -> str | None:
     """cuDNN flash attention on GPU for half precision where it trains (head dims a multiple of 8 up to 128, an even
-    sequence length: jax 0.11 refuses to differentiate T = 65, a ViT's 64 patches and class token), else XLA."""
+    sequence length: jax 0.11 refuses to differentiate T = 65, a ViT's 64 patches and class token), else XLA; XLA's
+    inside `jvp` too (cuDNN's has a reverse-mode rule only)."""
     half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
     supported = head_dim % 8 == 0 and head_dim <= 128 and seq_len % 2 == 0
-    return "cudnn" if half and supported and jax.default_backend() == "gpu" else None
+    gpu = not _FORWARD_MODE.get() and jax.default_backend() == "gpu"
+    return "cudnn" if half and supported and gpu else None
+
+
+def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """jax.jvp(f, primals, tangents), the attention traced inside it XLA's: cuDNN's fused attention is a custom_vjp,
+    and forward mode through it raises ("can't apply forward-mode autodiff (jvp) to a custom_vjp function"), which
+    the audit, the partial Jacobians and the coordinate check's parts would meet in a half-precision GPT on a GPU."""
+    token = _FORWARD_MODE.set(True)
+    try:
+        return jax.jvp(f, primals, tangents)
+    finally:
+        _FORWARD_MODE.reset(token)
 
 
 def causal_chunk(seq_len: int) -> int:
