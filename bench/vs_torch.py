@@ -44,7 +44,7 @@ import zoo.models
 import zoo.param
 from zoo.optim import OptimConfig
 from zoo.train import backend, memory
-from zoo.train.step import build_program, on_leaves, run_once_options
+from zoo.train.step import build_program, flops_of, on_leaves, run_once_options
 
 if TYPE_CHECKING:  # torch is imported where it runs: the flags (--help) need no torch
     import torch
@@ -174,10 +174,12 @@ class Case:
 
 
 def step_gflop(name: str, cfg: Any, plugin: Any, opt: OptimConfig, state: Any, batch: Any) -> float:
-    """XLA's FLOP count of the train step, from the unrolled program (a scanned loop's body counts once)."""
+    """XLA's FLOP count of the train step, from the unrolled program (a scanned loop's body counts once); nan where
+    the backend counts none (a GPU behind JAX's CUDA plugin)."""
     flat = dataclasses.replace(cfg, scan=False)
     prog = build_program(lambda r: zoo.models.create(name, flat, plugin, r), plugin, opt)
-    return jax.jit(prog.train_step).lower(state, batch).cost_analysis()["flops"] / 1e9
+    flops = flops_of(jax.jit(prog.train_step).lower(state, batch))
+    return float("nan") if flops is None else flops / 1e9
 
 
 def timed(step: Callable[[], Any], steps: int) -> float:
