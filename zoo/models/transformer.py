@@ -227,6 +227,11 @@ class Attention(nnx.Module):
             y = y + jnp.stack([d.bias[...].astype(x.dtype) for d in denses])
         return tuple(y[:, i].reshape(*x.shape[:-1], -1) for i in range(3))
 
+    def trains_flash(self, dtype: jnp.dtype, seq_len: int) -> bool:
+        """Whether its training step runs cuDNN's fused attention, which never materialises the logits (XLA's runs
+        where the probabilities have dropout, or the shapes or the backend take no cuDNN)."""
+        return self.rate == 0 and attention_implementation(dtype, self.heads.dim, seq_len) == "cudnn"
+
     def __call__(self, x: jax.Array, key: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """The attention output (B, T, n) and the logits s q.k (B, heads, T, T), before the causal mask; with `key`,
         dropout on the probabilities (cuDNN's fused attention has none: XLA's then)."""

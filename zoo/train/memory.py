@@ -46,16 +46,27 @@ def free_memory() -> int | None:
 def activation_bytes(program: Any, abstract_state: Any, batch: dict[str, jax.ShapeDtypeStruct],
                      flash_attention: bool) -> int:
     """Bytes of the forward pass's intermediates and logits on `batch` (a lower bound of what backprop keeps);
-    attention logits are left out when a flash kernel never materialises them."""
+    with `flash_attention` (a GPU in half precision), attention logits are left out where every attention layer
+    trains with a flash kernel, which never materialises them (`Attention.trains_flash`)."""
+    from flax import nnx
+
+    from zoo.models.transformer import Attention
     from zoo.train.step import prepare_inputs
 
+    layers: list[Attention] = []
+
     def forward(state, x):
-        logits, inter = program.model(state)(prepare_inputs(x, program.dtype))
-        return logits, inter
+        model = program.model(state)
+        layers.extend(m for _, m in nnx.iter_graph(model) if isinstance(m, Attention))
+        return model(prepare_inputs(x, program.dtype))
 
     logits, inter = jax.eval_shape(forward, abstract_state, batch["x"])
-    flat = jax.tree_util.tree_flatten_with_path(inter)[0]
-    kept = [v for p, v in flat if not (flash_attention and "attn_logits" in jax.tree_util.keystr(p))]
+
+    def flash(path: Any, v: jax.ShapeDtypeStruct) -> bool:
+        return (flash_attention and "attn_logits" in jax.tree_util.keystr(path)
+                and all(a.trains_flash(program.dtype, v.shape[-1]) for a in layers))
+
+    kept = [v for p, v in jax.tree_util.tree_flatten_with_path(inter)[0] if not flash(p, v)]
     return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in [logits, *kept])
 
 
