@@ -50,7 +50,9 @@ class ViT(nnx.Module):
     # 2021 (aanna0701/SPT_LSA_ViT's "ViT": 93.58% on CIFAR-10) as its main.py and create_model.py set it. 9 blocks of
     # width 192, 12 heads of 16 with no biases on q, k, v, MLP ratio 2 with the exact GELU, LayerNorm eps 1e-5, patch 4,
     # cls token; AdamW (0.9, 0.999), weight decay 0.05 on every parameter (biases and norm gains too), 300 epochs (its
-    # 100 epochs of a sampler three times the set long), 30 of them warmup, then cosine to 1e-3 of the peak; random crop
+    # 100 epochs of a sampler three times the set long), 30 of them warmup, then cosine to 1e-3 of the peak (its
+    # utils/scheduler.py: CosineAnnealingWarmupRestarts, one cycle, min_lr 1e-6 at lr 1e-3, the cosine over the steps
+    # after the warmup); random crop
     # (pad 4 with zeros) and flip, AutoAugment's CIFAR-10 policy, random erasing (p 0.25, area 0.02-0.4, aspect
     # 0.3-3.3), MixUp and CutMix (alpha 1, p 0.5, either half the time, per batch), label smoothing 0.1, stochastic
     # depth 0.1. Where zoo differs (docs/augment.md): batch 512 at lr 2e-3 where it takes 128 at 1e-3 (the square-root
