@@ -58,6 +58,31 @@ def test_parabola_vertex_and_edge():
     assert o.x == pytest.approx(-2.3, abs=1e-9) and not o.at_edge and o.lo <= -2.3 <= o.hi
     edge = optimum.optimum(x, (x + 9.0)[:, None, None] ** 2, np.zeros((6, 1), bool), np.random.default_rng(0), 10)
     assert edge.at_edge and edge.x == -6.0
+    # still falling where the next LR diverged: bounded by the divergence, not located (its interval was [x, x])
+    cliff = np.array([[False]] * 4 + [[True]] * 2)
+    o = optimum.optimum(x, (x + 1.0)[:, None, None] ** 2, cliff, np.random.default_rng(0), 10)
+    assert o.at_edge and o.x == -3.0
+
+
+def test_a_law_whose_replicates_locate_no_size_together_is_refused():
+    """Where no two bootstrap replicates locate every size (their seeds train at disjoint LRs), the law would have no
+    interval ([nan, nan], written as null, which the fitted policy could not read): refused in one line."""
+    reps = np.full((4, 20), np.nan)
+    reps[np.arange(4), np.arange(4)] = -8.0
+    with pytest.raises(ValueError, match="0 of 20 bootstrap replicates located the best at every size"):
+        result.laws.fit([{"width": w} for w in (32, 64, 128, 256)], [-8.0, -8.5, -9.0, -9.5], reps, ["width"],
+                        np.random.default_rng(0))
+
+
+def test_a_held_out_size_is_judged_in_its_own_grids_steps(tmp_path):
+    """The held-out size's grid has steps of 1 where the fitted sizes' have 1/2: its error is counted in its own
+    grid's steps (the smallest gap over every grid made a 0.3 miss read as 0.6 steps, or 2 under a policy)."""
+    fitted = sweep_dir(tmp_path / "a", [32, 64, 128, 256], WIDTH_LAW, lrs=np.arange(-13.0, -3.0, 0.5))
+    held = sweep_dir(tmp_path / "b", [512], WIDTH_LAW)
+    settings = json.loads((held / "sweep.json").read_text())
+    (held / "sweep.json").write_text(json.dumps({**settings, "base_width": 32}))  # one sweep's, run in two parts
+    (check,) = result.fit(read.load([fitted, held]), {"width": 512}, boot=50).checks
+    assert check.grid_step == 1.0
 
 
 def test_recovers_a_known_exponent_within_its_interval(tmp_path):
@@ -218,6 +243,9 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("axis twice", "--axes width,width names width twice"),
     ("proxy without a policy", "--proxy-steps is the proxy a --policy maps from, and there is no --policy"),
     ("boot", "--boot 100001 is more than 100000 replicates"),
+    # three sizes fit a law in two axes exactly (no residual): its intervals were the bootstrap's alone, and missed
+    ("exact law", "a law over width, steps has 3 terms and needs 4 or more sizes"),
+    ("axes leave one out", "--axes width: two sizes at width 32 differ in steps, which the law would not see"),
     # the lone LR that trained at each width was each one's "fitted optimum", and the law's interval [nan, nan]
     ("one survivor", "0 sizes with a located best LR (width 32; width 64; width 128: fewer than 3 points trained"),
 ])
@@ -230,6 +258,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
         dirs = [sweep_dir(tmp_path / "a", [32, 64], WIDTH_LAW),
                 sweep_dir(tmp_path / "b", [128], WIDTH_LAW, run=resolve({"model": "mixer", "batch_size": 64,
                                                                         "steps": 100}))]
+    elif case in ("exact law", "axes leave one out"):
+        dirs = [sweep_dir(tmp_path / "a", [32, 64], WIDTH_LAW),
+                sweep_dir(tmp_path / "b", [32] if case == "exact law" else [32, 64, 128], WIDTH_LAW,
+                          run=BASE.replace(steps=400))]
     else:
         dirs = [sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)]
     if case == "one survivor":
@@ -250,7 +282,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
         policy = ["--policy", "fitted", "--policy-opt", f"law={tmp_path / 'mixer-law' / 'law.json'}"]
     extra = {"holdout": ["--holdout", "width=999"], "axes": ["--axes", "steps"],
              "axis twice": ["--axes", "width,width"], "proxy without a policy": ["--proxy-steps", "50"],
-             "boot": ["--boot", "100001"]}.get(case, [])
+             "boot": ["--boot", "100001"], "axes leave one out": ["--axes", "width"]}.get(case, [])
     if case == "dir twice":
         dirs = [*dirs, dirs[0].parent / "x" / ".." / dirs[0].name]
         (dirs[0].parent / "x").mkdir()

@@ -65,11 +65,15 @@ def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, 
     y = np.asarray(optima, float)
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     ok = np.all(np.isfinite(replicates), axis=0)
+    if np.count_nonzero(ok) < 2:
+        raise ValueError(f"{np.count_nonzero(ok)} of {replicates.shape[1]} bootstrap replicates located the best at "
+                         "every size (a size's seeds disagree on where it trains at all): the law would have no "
+                         "interval; sweep more seeds, or LRs where every seed trains")
     dof = len(y) - np.linalg.matrix_rank(x)  # the residuals' degrees of freedom, n - p
     tau = scatter(y - x @ coef, dof, replicates[:, ok])
     widen = scipy.stats.t.ppf(0.975, dof) / scipy.stats.norm.ppf(0.975) if tau else 1.0
     moved = replicates[:, ok] + widen * tau * rng.standard_normal(replicates[:, ok].shape)
-    reps = np.linalg.lstsq(x, moved, rcond=None)[0].T if ok.any() else np.full((0, len(coef)), np.nan)
+    reps = np.linalg.lstsq(x, moved, rcond=None)[0].T
     intervals = {a: interval(reps[:, i + 1]) for i, a in enumerate(axes)}
     return Fit(tuple(axes), reference, float(coef[0]), {a: float(coef[i + 1]) for i, a in enumerate(axes)},
                intervals, reps, float(np.sqrt(np.mean((x @ coef - y) ** 2))), tau,

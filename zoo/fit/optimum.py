@@ -4,7 +4,9 @@ The loss is measured on a grid x_i (log2 LR or log2 wd) for seeds s, possibly ov
 when fitting the LR, and the other way round), where the profile min_o is taken. The optimum is the vertex of the
 least-squares parabola through the grid minimum and its HALF neighbours on each side (loss against log2 x is about
 quadratic near its minimum: the curves every muP paper plots), kept within them; a concave fit, or fewer than 3
-points, gives the grid minimum itself. A minimum on the grid's first or last point is not bracketed (`at_edge`).
+points, gives the grid minimum itself. A minimum on the grid's first or last point is not bracketed (`at_edge`), nor
+one beside a point where every seed diverged (or none trained): the loss may fall further towards it, and the
+parabola, clipped to the window, would put the optimum on the grid point with an interval of width 0.
 
 The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
 grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with
@@ -77,7 +79,8 @@ def optimum(x: np.ndarray, loss: np.ndarray, diverged: np.ndarray, rng: np.rando
         return None
     w = window(x, y)
     best = vertex(x[w], y[w])
-    edge = int(np.nanargmin(y)) in (0, len(x) - 1)
+    i = int(np.nanargmin(y))
+    edge = i in (0, len(x) - 1) or not (np.isfinite(y[i - 1]) and np.isfinite(y[i + 1]))
     reps = np.full(boot, np.nan)
     n_seeds = loss.shape[2]
     for b in range(boot):

@@ -71,8 +71,8 @@ def check_text(c: Any) -> str:
     head = f"held out ({size}): predicted log2 {name}* {c.predicted[0]:.3f} [{c.predicted[1]:.3f}, " \
         f"{c.predicted[2]:.3f}], "
     if c.within_one_step is None:
-        return head + (f"measured best {c.measured.grid:g} on the grid's edge: this size's optimum is not located "
-                       "(at or past the edge), so no verdict; widen its grid")
+        return head + (f"measured best {c.measured.grid:g} on the grid's edge or beside a diverged LR: this size's "
+                       "optimum is not located (at or past it), so no verdict; widen or refine its grid")
     return head + (f"measured {c.measured.x:.3f} [{c.measured.lo:.3f}, {c.measured.hi:.3f}]: {c.error_steps:+.2f} "
                    f"grid steps ({'within' if c.within_one_step else 'NOT within'} one grid step of {c.grid_step:g})")
 

@@ -2,9 +2,10 @@
 swept) with its interval, the power law across sizes, and the held-out sizes' prediction against measurement.
 
 Refused, in one line: a size with fewer than 3 grid points (a single LR locates no optimum), fewer than 3 sizes to
-fit (or no more sizes than the law has terms), a size on the grid's edge counted out of them, a hold-out no size
-matches. Where the weight decay is swept too, a hyperparameter whose optima are too few for a law (a short LR grid
-whose best is on its edge) is left without one, said in `unfitted`, as long as the other has its law."""
+fit (or no more sizes than the law has terms), a size on the grid's edge or beside a diverged LR counted out of them,
+--axes that leave out an axis two sizes alike in the named ones differ in, a hold-out no size matches. Where the
+weight decay is swept too, a hyperparameter whose optima are too few for a law (a short LR grid whose best is on its
+edge) is left without one, said in `unfitted`, as long as the other has its law."""
 
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000,
             raise ValueError(f"--axes {','.join(axes)}: {', '.join(still)} does not vary across the sweeps (what "
                              f"varies: {', '.join(sweeps.axes) or 'nothing'})")
         sweeps = dataclasses.replace(sweeps, axes=tuple(axes))
+        check_axes_tell_sizes_apart(sweeps)
     hypers = ["lr", "weight_decay"] if sweeps.wd_swept else ["lr"]
     for g in sweeps.grids:
         for h in hypers:
@@ -111,9 +113,23 @@ def fit(sweeps: Sweeps, holdout: dict[str, int] | None = None, boot: int = 1000,
             unfitted[h] = str(e)
     if not fits:
         raise ValueError("; ".join(unfitted.values()))
-    checks = [Check(s.grid.size, h, fits[h].predict(s.grid.size), s.optima[h], steps[h])
+    checks = [Check(s.grid.size, h, fits[h].predict(s.grid.size), s.optima[h],
+                    grid_step([s.grid.lr if h == "lr" else s.grid.wd]))  # its own grid's step (a policy moves grids)
               for s in sizes if s.held_out for h in fits if s.optima[h] is not None]
     return Result(sweeps, sizes, fits, steps, checks, policy or {"name": "none", "options": {}}, unfitted)
+
+
+def check_axes_tell_sizes_apart(sweeps: Sweeps) -> None:
+    """Refuses --axes that leave out an axis on which two sizes alike in the named axes differ: the law would not see
+    it, and the table would label different sizes alike (an axis that moves with a named one may be left out)."""
+    seen: dict[tuple[int, ...], Grid] = {}
+    for g in sweeps.grids:
+        first = seen.setdefault(tuple(g.size[a] for a in sweeps.axes), g)
+        apart = [a for a in g.size if g.size[a] != first.size[a]]
+        if apart:
+            raise ValueError(f"--axes {','.join(sweeps.axes)}: two sizes at {g.label(sweeps.axes)} differ in "
+                             f"{', '.join(apart)}, which the law would not see; name {' and '.join(apart)} in --axes "
+                             "too, or fit the sweeps where it is fixed")
 
 
 def holds(g: Grid, holdout: dict[str, int] | None) -> bool:
@@ -131,11 +147,13 @@ def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str, rng: np.random.Gene
     used = [s for s in sizes if not s.held_out and s.optima[hyper] is not None and not s.optima[hyper].at_edge]
     lost = [s.grid.label(sweeps.axes) for s in sizes if not s.held_out and s not in used]
     axes = sweeps.axes
-    if len(used) < max(MIN_SIZES, len(axes) + 1):
+    needed = max(MIN_SIZES, len(axes) + 2)  # more sizes than the law's terms (a constant and an exponent per axis)
+    if len(used) < needed:
         why = f" ({'; '.join(lost)}: fewer than {MIN_POINTS} points trained without diverging, or the best is on the " \
-            "grid's edge: widen the grid)" if lost else ""
+            "grid's edge or beside a diverged LR: widen or refine the grid)" if lost else ""
         raise ValueError(f"{len(used)} size{'' if len(used) == 1 else 's'} with a located best {HYPER[hyper]}{why}: "
-                         f"a law over {', '.join(axes)} needs {max(MIN_SIZES, len(axes) + 1)} or more")
+                         f"a law over {', '.join(axes)} has {len(axes) + 1} terms and needs {needed} or more sizes "
+                         "(as many fit it exactly, and say nothing of its error)")
     x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})
     if np.linalg.matrix_rank(x) < x.shape[1]:
         raise ValueError(f"the sizes fitted do not tell the {', '.join(axes)} exponents apart (each axis needs two "
