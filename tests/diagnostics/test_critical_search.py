@@ -212,3 +212,18 @@ def test_the_profile_exponent_is_compared_with_the_infinite_width_one(tmp_path, 
     assert prof["exponent_infinite_width"] == pytest.approx(theory) and 0.3 < theory < 0.6, prof
     out = " ".join(capsys.readouterr().out.split())
     assert f"over l in [1, 5]: {prof['exponent']:+.3f} (infinite width: {theory:+.3f})" in out, out
+
+
+@pytest.mark.parametrize("activation, ratio", [("erf", 0.324), ("tanh", 0.265), ("gelu", 0.175), ("relu", 0.0)])
+def test_a_given_sigma_w_takes_the_sigma_b_on_its_critical_line(activation, ratio):
+    """Pre-LN without a residual: LayerNorm fixes the scale, and the critical line is sigma_b / sigma_w = sqrt(a - b)
+    (erf 0.324, tanh 0.265, GELU 0.175; ReLU, scale invariant, 0). With sigma_w given, the left-out sigma_b is the one
+    on that line, at every sigma_w (it was 0: a chaotic init, chi 1.23 for erf at sigma_w = 1.5, reported as
+    critical); the same ratio as the plugin's own point at sigma_w = 1, and chi* = 1 at infinite width."""
+    cfg = pre_ln_mlp(activation, bias=True)
+    own = P.get("critical", mu=0.0).for_model("mlp_resnet", cfg)
+    for sigma_w in (0.6, 1.5):
+        bound = P.get("critical", mu=0.0, sigma_w=sigma_w).for_model("mlp_resnet", cfg)
+        assert bound.sigma_b / sigma_w == pytest.approx(ratio, abs=2e-3)
+        assert bound.sigma_b / sigma_w == pytest.approx(own.sigma_b / own.sigma_w, abs=1e-4)
+        assert bound.report("mlp_resnet", cfg)["chi_infinite_width"] == pytest.approx(1.0, abs=1e-4)

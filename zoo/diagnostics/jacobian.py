@@ -184,8 +184,10 @@ def held_fixed(model_name: str, cfg: Any, base: Critical, varied: dict[str, floa
     otherwise the varied options are set first (the others need no critical point: sigma_b 0, mu the model's)."""
     if base.sigma_w is None and "sigma_w" not in varied:
         return base.for_model(model_name, cfg)
-    return dataclasses.replace(base, **{k: v for k, v in varied.items() if getattr(base, k) is None}
-                               ).for_model(model_name, cfg)
+    fill = {k: v for k, v in varied.items() if getattr(base, k) is None}
+    if base.sigma_b is None and "sigma_b" not in varied:  # not the sigma_b on the line at the first point's sigma_w
+        fill["sigma_b"] = 0.0
+    return dataclasses.replace(base, **fill).for_model(model_name, cfg)
 
 
 _PROGRAMS: dict[tuple, Callable[[Values, jax.Array], jax.Array]] = {}

@@ -86,6 +86,8 @@ class Critical(Parametrization):
         elif sigma_w is None:
             raise ValueError(f"the critical point of {model_name!r} with mu={mu} has no closed form; give "
                              "sigma_w, or find it with `python -m zoo.criticality --find sigma_w`")
+        elif sigma_b is None and theory.describes(cfg) and not (residual_ln and float(mu) ** 2 == 1.0):
+            sigma_b = theory.sigma_b_on_line(self._block(cfg), float(sigma_w), float(mu), bias=cfg.bias)
         return dataclasses.replace(self, sigma_w=sigma_w, sigma_b=0.0 if sigma_b is None else sigma_b, mu=mu)
 
     def report(self, model_name: str, cfg: Any, **_: Any) -> dict[str, float]:

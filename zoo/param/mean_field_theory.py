@@ -195,6 +195,16 @@ def critical_sigma_b(block: Block, sigma_w: float, mu: float, hi: float = 20.0, 
     return _bisect(lambda s: chi_star(block, sigma_w, s, mu), 0.0, hi, tol, "sigma_b", where, rising=False)
 
 
+def sigma_b_on_line(block: Block, sigma_w: float, mu: float, bias: bool = True) -> float:
+    """The sigma_b that puts a given (sigma_w, mu) on the critical line where one does (`critical_sigma_b`: a pre-LN
+    block without a residual at sigma_b / sigma_w = sqrt(a - b)); 0 where chi* <= 1 at sigma_b = 0 (on the line
+    already, as ReLU at sigma_w^2 = 2, or below it, where no sigma_b helps: chi* falls as sigma_b grows, and the point
+    stays where it was given) and for a model without biases."""
+    if not bias or chi_star(block, sigma_w, 0.0, mu) <= 1 + ONE_TOL:
+        return 0.0
+    return critical_sigma_b(block, sigma_w, mu)
+
+
 def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, name: str, where: str,
             rising: bool = True, why: str = "") -> float:
     """Where chi(x) = 1 on [lo, hi], chi monotonic; a ValueError where it does not reach 1 or jumps over it (saying
