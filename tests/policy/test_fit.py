@@ -228,6 +228,16 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     del stored["laws"]["lr"]["span"]  # a law.json written before the span was
     (tmp_path / "fit" / "law.json").write_text(json.dumps(stored))
     assert "[the sweeps' span not recorded]" in lr_rule(change)
+    # a sweep maps batch size and steps only: the law's width term is not applied there, and it says so
+    from zoo.cli.sweep import build_spec, parser
+
+    capsys.readouterr()
+    spec = build_spec(parser().parse_args(
+        ["--model", "mlp_resnet", "--data", "synthetic:teacher", "--optimizer", "adam", "--batch-size", "64",
+         "--steps", "100", "--widths", "64,128", "--lrs", "2^-9:2^-7:1", "--out", str(tmp_path / "sw"),
+         "--policy", "fitted", "--policy-opt", f"law={tmp_path / 'fit' / 'law.json'}"]))
+    assert spec.lrs == pytest.approx([2.0**-9, 2.0**-8, 2.0**-7])
+    assert "the law's width terms are not applied here" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("case,message", [

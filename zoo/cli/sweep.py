@@ -5,6 +5,7 @@ Rerunning skips finished shapes; --report-only re-renders from DIR."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from zoo.cli.boundary import boundary
@@ -140,6 +141,12 @@ def under_policy(args: argparse.Namespace, run: RunConfig, lrs: list[float]) -> 
     if run.loop.steps is None:
         raise ValueError("--policy maps the proxy's settings to this sweep's horizon: give it in --steps")
     policy.check_run(run)
+    if policy.name == "fitted":
+        unapplied = sorted({a for law in policy.read().laws.values() for a in law.exponents} & {"width", "depth"})
+        if unapplied:
+            print(f"note: the law's {' and '.join(unapplied)} terms are not applied here: a sweep maps the proxy's "
+                  "batch size and steps to its own, and its widths and depths share one LR grid (zoo.transfer "
+                  "applies them to a target)", file=sys.stderr)
     change = zoo.policy.Change(args.proxy_batch_size or run.loop.batch_size, run.loop.batch_size,
                                proxy_steps(args, run) or run.loop.steps, run.loop.steps)
     mapped, factor = zoo.policy.mapped_run(run, policy, change)
