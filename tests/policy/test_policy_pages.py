@@ -38,6 +38,16 @@ def test_sde_batch_verdict_follows_the_numbers(tmp_path, exponent, passes):
     assert [c.passed for c in sde_batch.checks(numbers)] == passes
 
 
+def test_an_arm_without_a_law_says_so():
+    """Where zoo.fit located too few batch sizes for a law, the exponent checks fail saying no law was fitted, not
+    explaining an exponent there is none of (a --quick run's grids)."""
+    refused = {"error": "2 sizes with a located best LR: a law over batch_size has 2 terms and needs 3 or more sizes",
+               "sizes": [{"size": {"batch_size": b}, "lr": {"optimum": None}} for b in (16, 64, 256)]}
+    numbers = {"setting": sde_batch.FULL, "none": refused, "sde": refused}
+    for check in sde_batch.checks(numbers)[1:]:
+        assert not check.passed and check.why_not.startswith("no law was fitted") and "2 terms" in check.why_not
+
+
 def timescale_arms(tmp_path):
     """timescale-wd's numbers where the best wd is 2^-3 T0 / T (the rule's), the best LR 2^-9 at every horizon."""
     run = BASE.replace(optimizer="adamw")

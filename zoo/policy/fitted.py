@@ -62,5 +62,8 @@ class Fitted(ScalingPolicy):
             factor, terms = power.ratio(change.axis)
         except ValueError as e:
             raise ValueError(f"{self.law}: {e}; refit the law, or keep the target nearer the sweeps") from None
-        return start * factor, (f"{text if value is not None else setting} x {' '.join(terms) or '1 (no axis changed)'}"
-                                f" = {fmt(start)} x {fmt(factor)} (law {self.law})")
+        if not terms:
+            return start, f"{text if value is not None else setting}; the law changes nothing (no axis changed)"
+        base_text = f"{base.name}'s rule ({text})" if value is not None else f"the proxy's {setting}"
+        return start * factor, (f"{base_text}, then the law's x {' '.join(terms)} = {fmt(start)} x {fmt(factor)} "
+                                f"(law {self.law})")

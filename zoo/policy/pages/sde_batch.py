@@ -65,12 +65,17 @@ def checks(n: Numbers) -> list[Check]:
               "the raw best log2 LR's batch exponent: its 95% interval holds 1/2",
               f"none: {best['none']}; exponent {common.interval_text(raw)}",
               raw is not None and raw[1] <= SQRT <= raw[2],
-              "the raw optimum's exponent is not 1/2 at this scale (below it past the critical batch, where "
-              "the larger batch stops adding signal)"),
+              unfitted(n["none"]) if raw is None else "the raw optimum's exponent is not 1/2 at this scale (below it "
+              "past the critical batch, where the larger batch stops adding signal)"),
         Check("... and sde leaves no batch exponent", "the sde arm's batch exponent: its 95% interval holds 0",
               f"sde: exponent {common.interval_text(left)}", left is not None and left[1] <= 0 <= left[2],
-              "a batch dependence remains after the square-root rule"),
+              unfitted(n["sde"]) if left is None else "a batch dependence remains after the square-root rule"),
     ]
+
+
+def unfitted(fitted: dict) -> str:
+    """Why an arm has no law: zoo.fit's refusal (too few batch sizes with a located optimum)."""
+    return f"no law was fitted, so there is no exponent to read: {fitted.get('error', 'no LR law')}"
 
 
 def plot(n: Numbers, path: Path) -> None:
