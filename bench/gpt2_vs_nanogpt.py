@@ -109,7 +109,7 @@ def commit_of(folder: Path) -> str | None:
                              capture_output=True, text=True)
     except OSError:
         return None
-    lines = out.stdout.split()
+    lines = out.stdout.splitlines()  # a path may hold spaces
     if out.returncode or len(lines) != 2 or Path(lines[0]).resolve() != folder.resolve():
         return None
     return lines[1]

@@ -35,7 +35,7 @@ def test_the_nanogpt_commit_is_its_own_checkouts(tmp_path, monkeypatch):
     on a lent GPU) is named with none, not with the enclosing repository's commit."""
     bench = load_bench(monkeypatch)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    outer, inner, own = tmp_path / "outer", tmp_path / "outer" / "nanoGPT", tmp_path / "nanoGPT"
+    outer, inner, own = tmp_path / "outer", tmp_path / "outer" / "nanoGPT", tmp_path / "nano GPT"  # a space too
     for repo in (outer, own):
         repo.mkdir()
         (repo / "bench.py").write_text("")

@@ -5,6 +5,7 @@ blocks' critical points, and the profile's exponent against the infinite-width o
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -227,3 +228,24 @@ def test_a_given_sigma_w_takes_the_sigma_b_on_its_critical_line(activation, rati
         assert bound.sigma_b / sigma_w == pytest.approx(ratio, abs=2e-3)
         assert bound.sigma_b / sigma_w == pytest.approx(own.sigma_b / own.sigma_w, abs=1e-4)
         assert bound.report("mlp_resnet", cfg)["chi_infinite_width"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_given_sigma_w_no_sigma_b_can_bring_to_the_line_keeps_sigma_b_zero():
+    """ReLU without LayerNorm: chi* = sigma_w^2 / 2 whatever sigma_b, so sigma_w = 1.6 (chi* 1.28) is chaotic at
+    every sigma_b; the point is kept as given, sigma_b 0, as before the line was sought (it was refused: 'no critical
+    sigma_b ... chi* goes from 1.28 to 1.28')."""
+    bound = P.get("critical", sigma_w=1.6, mu=0.0).for_model("mlp_resnet", mlp(activation="relu", bias=True))
+    assert bound.sigma_b == 0.0 and bound.sigma_w == 1.6
+
+
+def test_the_phase_diagrams_theory_line_holds_sigma_b_at_zero():
+    """The dashed line of a (mu, sigma_w) phase diagram is the critical sigma_w at the grid's own sigma_b, 0 unless
+    fixed: for erf without LayerNorm the closed form mu^2 + beta^2 (sigma_w^2 erf'(0)^2)^k = 1 (0.886, 0.845, 0.709 at
+    mu 0, 0.3, 0.6 for one layer a block), not the line at the sigma_b a placeholder sigma_w = 1 would take."""
+    from zoo.diagnostics.phase import theory_line
+
+    cfg = mlp(activation="erf", bias=True)
+    block = theory.Block.of(cfg)
+    mus = np.array([0.0, 0.3, 0.6])
+    want = ((1 - mus**2) / block.branch**2) ** (1 / (2 * block.block_depth)) / (2 / math.sqrt(math.pi))
+    assert np.allclose(theory_line(cfg, ("mu", mus)), want, rtol=1e-4)

@@ -253,6 +253,7 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("axis twice", "--axes width,width names width twice"),
     ("proxy without a policy", "--proxy-steps is the proxy a --policy maps from, and there is no --policy"),
     ("boot", "--boot 100001 is more than 100000 replicates"),
+    ("boot one", "--boot 1: an interval needs 2 or more bootstrap replicates"),
     # three sizes fit a law in two axes exactly (no residual): its intervals were the bootstrap's alone, and missed
     ("exact law", "a law over width, steps has 3 terms and needs 4 or more sizes"),
     ("axes leave one out", "--axes width: two sizes at width 32 differ in steps, which the law would not see"),
@@ -292,7 +293,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
         policy = ["--policy", "fitted", "--policy-opt", f"law={tmp_path / 'mixer-law' / 'law.json'}"]
     extra = {"holdout": ["--holdout", "width=999"], "axes": ["--axes", "steps"],
              "axis twice": ["--axes", "width,width"], "proxy without a policy": ["--proxy-steps", "50"],
-             "boot": ["--boot", "100001"], "axes leave one out": ["--axes", "width"]}.get(case, [])
+             "boot": ["--boot", "100001"], "axes leave one out": ["--axes", "width"],
+             "boot one": ["--boot", "1"]}.get(case, [])
     if case == "dir twice":
         dirs = [*dirs, dirs[0].parent / "x" / ".." / dirs[0].name]
         (dirs[0].parent / "x").mkdir()

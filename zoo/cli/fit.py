@@ -48,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def check_boot(boot: int) -> None:
+    if boot < 2:
+        raise ValueError(f"--boot {boot}: an interval needs 2 or more bootstrap replicates (the default is "
+                         f"{DEFAULT_BOOT})")
     if boot > MAX_BOOT:
         raise ValueError(f"--boot {boot} is more than {MAX_BOOT} replicates (each refits every size's optimum; "
                          f"the default {DEFAULT_BOOT} gives the intervals' ends)")

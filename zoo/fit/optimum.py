@@ -5,8 +5,9 @@ when fitting the LR, and the other way round), where the profile min_o is taken.
 least-squares parabola through the grid minimum and its HALF neighbours on each side (loss against log2 x is about
 quadratic near its minimum: the curves every muP paper plots), kept within them; a concave fit, or fewer than 3
 points, gives the grid minimum itself. A minimum on the grid's first or last point is not bracketed (`at_edge`), nor
-one beside a point where every seed diverged (or none trained): the loss may fall further towards it, and the
-parabola, clipped to the window, would put the optimum on the grid point with an interval of width 0.
+one beside a point that diverged (a seed diverged there: `curve` counts the point out) or where none trained: the
+loss may fall further towards it, and the parabola, clipped to the window, would put the optimum on the grid point
+with an interval of width 0.
 
 The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
 grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with

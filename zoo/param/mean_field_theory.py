@@ -199,10 +199,14 @@ def sigma_b_on_line(block: Block, sigma_w: float, mu: float, bias: bool = True) 
     """The sigma_b that puts a given (sigma_w, mu) on the critical line where one does (`critical_sigma_b`: a pre-LN
     block without a residual at sigma_b / sigma_w = sqrt(a - b)); 0 where chi* <= 1 at sigma_b = 0 (on the line
     already, as ReLU at sigma_w^2 = 2, or below it, where no sigma_b helps: chi* falls as sigma_b grows, and the point
-    stays where it was given) and for a model without biases."""
+    stays where it was given), where no sigma_b brings chi* down to 1 (ReLU's chi* does not depend on it) and for a
+    model without biases."""
     if not bias or chi_star(block, sigma_w, 0.0, mu) <= 1 + ONE_TOL:
         return 0.0
-    return critical_sigma_b(block, sigma_w, mu)
+    try:
+        return critical_sigma_b(block, sigma_w, mu)
+    except ValueError:  # no sigma_b in reach: the point is off the line as given, a chaotic init
+        return 0.0
 
 
 def _bisect(chi: Callable[[float], float], lo: float, hi: float, tol: float, name: str, where: str,
