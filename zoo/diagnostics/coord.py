@@ -28,7 +28,6 @@ readout (their V0 . Delta h is the total's to judge: `reached_layers`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +42,7 @@ from zoo.optim import OptimConfig
 from zoo.param.base import Parametrization
 from zoo.param.predict import READOUT_BIAS
 from zoo.param.tags import KINDS, Tag
-from zoo.train.step import Batch, Program, build_program, prepare_inputs, run_once_options
+from zoo.train.step import Batch, Program, build_program, jit_run_once, prepare_inputs
 
 Layers = dict[str, np.ndarray]
 
@@ -201,7 +200,7 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
     def change(h, h0, s):
         return rms(h - h0, s)
 
-    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per shape and plugin: compiled fast
+    @jit_run_once  # runs once per shape and plugin: compiled fast
     def run(state, rules, batch):
         stepper = dataclasses.replace(prog, tx=optim.chain(optim_cfg, *rules, route=route))
         h0 = features(state, batch["x"])
@@ -221,7 +220,7 @@ def _program(prog: Program, optim_cfg: OptimConfig, abstract: Any, steps: int, b
 
         return jax.tree.map(rms, h0, stacked), jax.lax.scan(one, state, length=steps)[1]
 
-    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per shape and plugin: compiled fast
+    @jit_run_once  # runs once per shape and plugin: compiled fast
     def moves(state, x):
         return reach(lambda params: features({**state, "params": params}, x), state["params"], masks, stacked)
 

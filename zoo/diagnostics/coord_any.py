@@ -35,7 +35,7 @@ from zoo.param.base import Parametrization
 from zoo.param.gauge import multiplier_free, scale_leaves, tag_leaves
 from zoo.param.infer import infer_tags_from, is_array
 from zoo.param.tags import Tag
-from zoo.train.step import run_once_options
+from zoo.train.step import jit_run_once
 from zoo.tree import key_path
 
 Init = Callable[[jax.Array, int, int], Any]
@@ -319,7 +319,7 @@ def _reach_program(init: Init, apply: Apply, width: int, depth: int):
     """jit((key, init factors, x, part masks) -> coord.reach at that init) for one size."""
     features = features_of(apply, width, depth)
 
-    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per size and plugin: compiled fast
+    @jit_run_once  # runs once per size and plugin: compiled fast
     def run(key, factors, x, masks):
         params0 = scale_leaves(init(key, width, depth), factors)
         stacked = coord.stacked_entries(features, params0, x)
@@ -337,7 +337,7 @@ def _program(init: Init, apply: Apply, width: int, depth: int, steps: int, optim
     optim_cfg = optim.OptimConfig(name=optimizer)
     features = features_of(apply, width, depth)
 
-    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once per size and plugin: compiled fast
+    @jit_run_once  # runs once per size and plugin: compiled fast
     def run(key, factors, rules, route, lr, x, y, masks):
         params0 = scale_leaves(init(key, width, depth), factors)
         tx = optim.chain(optim_cfg, *rules, route=route)

@@ -31,9 +31,7 @@ def phase_diagram(model_name: str, cfg: Any, x: tuple[str, Sequence[float]], y: 
 def theory_line(cfg: Any, x: tuple[str, Sequence[float]], fixed: dict[str, float] | None = None) -> np.ndarray:
     """The infinite-width critical sigma_w at each x value (sigma_b or mu) of an MLP-ResNet; NaN where none."""
     xn, xs = x
-    # sigma_b held at 0 unless fixed, as the measured grid holds it (zoo.diagnostics.jacobian.held_fixed), not the
-    # sigma_b on the line at the placeholder sigma_w
-    base = Critical(**{"sigma_w": 1.0, "sigma_b": 0.0, **(fixed or {})}).for_model("mlp_resnet", cfg)
+    base = jacobian.held_fixed("mlp_resnet", cfg, Critical(**(fixed or {})), {"sigma_w": 1.0})  # as the grid holds it
     block = theory.Block.of(cfg, float(base.branch_multiplier(cfg.depth, cfg.base_depth or cfg.depth)))
     out = []
     for v in xs:

@@ -14,7 +14,6 @@ anything is written the exported network's logits are checked against the run's 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -47,7 +46,7 @@ from zoo.registry import import_flags
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run
 from zoo.train.setup import setup
-from zoo.train.step import run_once_options
+from zoo.train.step import jit_run_once
 from zoo.tree import fill_by_name, key_path
 
 CHECK_RTOL = 1e-4  # the exported logits agree with the run's to ~1e-6 in f32; a failed fold is off by far more
@@ -90,7 +89,7 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
 
     native_graphdef, native_state = nnx.split(native)
 
-    @functools.partial(jax.jit, compiler_options=run_once_options())  # runs once
+    @jit_run_once  # runs once
     def both_logits(native_state, sp_params, x):  # the SP model's own init is dead code here: only its multipliers
         graphdef, _, rest = nnx.split(target(), nnx.Param, ...)
         return nnx.merge(native_graphdef, native_state)(x)[0], nnx.merge(graphdef, sp_params, rest)(x)[0]
