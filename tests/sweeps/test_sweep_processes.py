@@ -92,6 +92,23 @@ def test_bench_times_the_processes_path(tmp_path, capsys, monkeypatch):
     assert "`python bench/sweep.py --lrs 4 --width 8 --depth 1 " in report.read_text()  # the command that reruns it
 
 
+@pytest.mark.skipif(len(usable_core_ids()) < 2, reason="needs two cores")
+def test_a_damaged_cache_entry_is_said_once_for_all_workers(tmp_path, capfd):
+    """Every entry of the cache the workers filled overwritten with garbage: the rerun trains (each worker compiles
+    again) and the command says so in one line, not one per worker."""
+    cache = ["--compile-cache", str(tmp_path / "cc"), "--processes", "2", "--widths", "8"]
+    sweep.main([*BASE, *cache, "--out", str(tmp_path / "a")])
+    entries = [f for f in (tmp_path / "cc").rglob("*-cache") if f.is_file()]
+    assert entries
+    for f in entries:
+        f.write_bytes(b"not a compiled program")
+    capfd.readouterr()
+    sweep.main([*BASE, *cache, "--out", str(tmp_path / "b")])
+    lines = [line for line in capfd.readouterr().err.splitlines() if "damaged entry" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: the compile cache {tmp_path / 'cc'} holds"), lines
+    assert records(tmp_path / "b").keys() == records(tmp_path / "a").keys()
+
+
 PARENT = """
 import functools, time
 import numpy as np

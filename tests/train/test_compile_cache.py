@@ -1,9 +1,10 @@
 """JAX's persistent compile cache for every command (zoo.train.compile_cache): off is off, a damaged entry is compiled
-again, a folder that cannot be written is one line. (train.py's rerun from the cache, in the same processes as the
-sweep member it equals: tests/sweeps/test_plugin_numbers.py.)"""
+again, a folder that cannot be written or holds a FIFO is one line. (train.py's rerun from the cache, in the same
+processes as the sweep member it equals: tests/sweeps/test_plugin_numbers.py.)"""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import jax
@@ -90,3 +91,23 @@ def test_a_cache_folder_that_cannot_be_written(tmp_path, own_cache, capsys, monk
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("warning: ") and "compiling without a cache" in err[0], err
     assert not jax.config.jax_enable_compilation_cache
+
+
+def test_a_fifo_among_the_entries(tmp_path, own_cache, capsys, monkeypatch):
+    """A FIFO where JAX reads an entry would block the command for ever: named, one line, before anything runs; in
+    the default folder a one-line warning, and the command runs without a cache."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "jit_init-0123-cache").write_bytes(b"an entry")
+    (folder / "autotune").mkdir()  # folders are JAX's and XLA's own
+    os.mkfifo(folder / "jit_train-4567-cache")
+    line = one_line_error(train_cli.main, [*TINY, "--run-dir", str(tmp_path / "r"), "--compile-cache", str(folder)],
+                          capsys)
+    assert f"--compile-cache {folder} holds jit_train-4567-cache, which is neither a file nor a folder" in line
+    assert not (tmp_path / "r").exists()
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(folder))
+    assert compile_cache.use(None) is None
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "jit_train-4567-cache" in err[0] and "compiling without a cache" in err[0], err
+    (folder / "jit_train-4567-cache").unlink()
+    assert compile_cache.use(None) == folder

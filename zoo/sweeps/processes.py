@@ -139,11 +139,13 @@ class MemberPool:
                 raise ZooError(f"a sweep worker process died (exit code {proc.exitcode}): out of memory, or killed; "
                                "run with fewer --processes or members")
         try:
-            kind, payload = conn.recv()
+            kind, payload, damaged = conn.recv()
         except EOFError:
             proc.join()
             raise ZooError(f"a sweep worker process died (exit code {proc.exitcode}): out of memory, or killed; "
                            "run with fewer --processes or members") from None
+        for name in damaged:  # the workers' damaged cache entries, said once by this command
+            compile_cache.damaged(name)
         if kind == "expected":
             raise ValueError(payload)
         if kind == "crash":
@@ -160,9 +162,10 @@ def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) ->
     jax.config.update("jax_num_cpu_devices", 1)
     for name, value in settings.items():
         jax.config.update(name, value)
-    quiet_libraries()  # as the parent's command keeps them, and its damaged cache entries said in one line
+    quiet_libraries()  # as the parent's command keeps them; its damaged cache entries go to the command to say
+    damaged: list[str] = []
     if settings.get("jax_enable_compilation_cache") and settings.get("jax_compilation_cache_dir"):
-        compile_cache.say_damaged_entries(Path(settings["jax_compilation_cache_dir"]))
+        compile_cache.say_damaged_entries(Path(settings["jax_compilation_cache_dir"]), relay=damaged.append)
     trainers: dict[bytes, Any] = {}  # the last recipe's (a sweep's shapes come one after another)
     while True:
         try:
@@ -180,7 +183,8 @@ def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) ->
         except Exception:  # noqa: BLE001 -- the parent raises it with this traceback
             answer = ("crash", traceback.format_exc())
         try:
-            conn.send(answer)
+            conn.send((*answer, damaged[:]))
+            damaged.clear()
         except OSError:  # the parent is gone
             return
 

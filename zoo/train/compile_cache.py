@@ -9,15 +9,19 @@ $JAX_COMPILATION_CACHE_DIR where set, else $ZOO_CACHE/jax, else ~/.cache/zoo/jax
 A cache entry is the compiled program itself: results are the same with or without it. A damaged entry is a miss
 (JAX compiles again: `jax_raise_persistent_cache_errors` stays off), and so is an entry this process cannot read;
 JAX never replaces an entry, so a damaged one is compiled at every run until removed, which one line says (JAX's
-warning is kept off the terminal with the other libraries', zoo.cli.boundary); a folder that cannot be written is
-refused in one line when the user named it, and skipped with a one-line warning when it is the default (the run
-compiles as it would without a cache)."""
+warning is kept off the terminal with the other libraries', zoo.cli.boundary; a sweep's worker processes pass
+theirs to the command, which says it once); a folder that cannot be written, or that holds something other than
+files and folders where JAX reads its entries (a FIFO there would block the read forever), is refused in one line
+when the user named it, and skipped with a one-line warning when it is the default (the run compiles as it would
+without a cache)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -30,6 +34,7 @@ FLAG = "--compile-cache"
 DAMAGED = "Error reading persistent compilation cache entry for '"  # JAX's warning, then the program's name
 _in_use: list[tuple[Path, bool]] = []  # the folder in use, and whether its damaged entry was said (`use`)
 _previous: list = []  # the warnings hook `_show` passes the other warnings to
+_relay: list[Callable[[str], None] | None] = [None]  # a worker's: where its damaged entries' names go (`damaged`)
 
 
 def default_folder() -> str:
@@ -50,6 +55,7 @@ def use(folder: str | None) -> Path | None:
     path = Path(folder or default_folder()).expanduser()
     try:
         check_can_write_in(path, f"{FLAG} {folder or path}")
+        check_entries(path, f"{FLAG} {folder or path}")
     except ValueError as e:
         if folder is not None:
             raise
@@ -63,10 +69,25 @@ def use(folder: str | None) -> Path | None:
     return path
 
 
-def say_damaged_entries(path: Path) -> None:
+def check_entries(path: Path, what: str) -> None:
+    """Everything in the cache folder is a file or a folder: JAX opens an entry by its name and reads it whole, and a
+    FIFO (or a device) there blocks that read for ever; one line naming it otherwise."""
+    for entry in path.iterdir():
+        try:
+            mode = entry.stat().st_mode
+        except OSError:  # a dangling link, or gone meanwhile: JAX's read fails, a miss
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise ValueError(f"{what} holds {entry.name}, which is neither a file nor a folder (a FIFO, socket or "
+                             "device: reading it as a cache entry would never end); remove it")
+
+
+def say_damaged_entries(path: Path, relay: Callable[[str], None] | None = None) -> None:
     """One line on stderr, at the first entry JAX could not read in the folder: a hook over the warnings hook in
-    place (the commands' own logs library warnings out of sight), installed again where something replaced it."""
+    place (the commands' own logs library warnings out of sight), installed again where something replaced it.
+    `relay`: a sweep worker's, which gets the entry's name instead, for its command to say (`damaged`)."""
     _in_use[:] = [(path, False)]
+    _relay[0] = relay
     if warnings.showwarning is not _show:
         _previous[:] = [warnings.showwarning]
         warnings.showwarning = _show
@@ -76,9 +97,17 @@ def _show(message, category, filename, lineno, file=None, line=None):  # noqa: A
     text = str(message)
     if not text.startswith(DAMAGED) or not _in_use:
         return _previous[0](message, category, filename, lineno, file, line)
+    damaged(text[len(DAMAGED):].partition("'")[0])
+
+
+def damaged(name: str) -> None:
+    """The folder in use holds a damaged entry (program `name`'s): said once per command, on stderr."""
+    if _relay[0] is not None:
+        return _relay[0](name)
+    if not _in_use:
+        return
     folder, said = _in_use[0]
     if not said:
-        name = text[len(DAMAGED):].partition("'")[0]
         print(f"warning: the compile cache {folder} holds a damaged entry ({name}'s): it was compiled again, as it "
               "will be at every run until it is removed (JAX never replaces an entry; removing the folder is safe)",
               file=sys.stderr)
