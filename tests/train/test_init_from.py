@@ -44,7 +44,10 @@ def refused(tmp_path_factory) -> dict:
                                 "--run-dir", str(root / "e2")],
         # sp's export given where a run dir goes: resumed in, forked
         "resume_export": [*SMALL, "--steps", "2", "--run-dir", str(sp_export)],
-        "fork_export": [*SMALL, "--steps", "4", "--fork-from", str(sp_export), "--run-dir", str(root / "f")]}
+        "fork_export": [*SMALL, "--steps", "4", "--fork-from", str(sp_export), "--run-dir", str(root / "f")],
+        # another model, with too few steps besides: the model is named, not the steps
+        "fork_mixer": [*SMALL, "--model", "mixer", "--steps", "1", "--fork-from", str(sp), "--run-dir",
+                       str(root / "m")]}
     results = dict(zip(runs, run_main_many(list(runs.values())), strict=True))
     return {"root": root, "sp": sp, "mup_export": mup_export, "sp_export": sp_export, "before": before, **results}
 
@@ -155,3 +158,13 @@ def test_a_finetune_or_fork_without_a_run_dir_trains_in_the_default_one(tmp_path
     train_cli.main([*TINY, "--steps", "3", flag, str(source)])
     (run,) = (work / "runs").iterdir()
     assert (run / "summary.json").exists()
+
+
+def test_a_fork_of_another_model_names_the_model(refused):
+    """A fork of another model with --steps at or before the fork's step: the model is what is wrong first (the steps
+    were named, and fixing them only led to the model's refusal)."""
+    code, err = refused["fork_mixer"]
+    assert code == 1 and clean_error(code, err) == (
+        f"error: --fork-from {refused['sp']} is a run of mlp_resnet, and this run's model is mixer; a fork keeps the "
+        "architecture, use --init-from to start another model from its parameters"), err
+    assert not (refused["root"] / "m").exists()

@@ -58,7 +58,9 @@ def check_sources(s: Setup) -> None:
         if source:
             check_outside(source, loop.run_dir or s.cfg.default_run_dir(), "--run-dir", flag)  # zoo.train.run's
     if src is not None:
-        read_config(src)
+        if (model := read_config(src).model.name) != s.cfg.model.name:  # before its steps: the first thing wrong
+            raise ValueError(f"--fork-from {src} is a run of {model}, and this run's model is {s.cfg.model.name}; a "
+                             "fork keeps the architecture, use --init-from to start another model from its parameters")
         with Checkpoints(src, read_only=True) as ckpts:
             steps = ckpts.steps()
         if not steps:
