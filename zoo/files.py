@@ -258,12 +258,26 @@ def check_out_folder(folder: Path, flag: str) -> None:
     check_can_write_in(first_missing(folder).parent if not folder.exists() else folder, f"{flag} {folder}")
 
 
-def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str) -> None:
-    """`out` (given by `flag`) is not inside `run_dir`, which `reader` only reads: readers never write to a run dir
-    (an export at RUN/checkpoints/N read as the run's newest checkpoint; a fork's dir was cleaned up with it)."""
+def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, what: str = "run dir") -> None:
+    """`out` (given by `flag`) is not inside `run_dir` (a `what`), which `reader` only reads: readers never write to
+    a run dir (an export at RUN/checkpoints/N read as the run's newest checkpoint; a fork's dir was cleaned up with
+    it), nor a fit to the sweeps it reads."""
     if Path(out).resolve().is_relative_to(Path(run_dir).resolve()):
-        raise ValueError(f"{flag} {out} is inside the run dir {run_dir}, which {reader} only reads; choose a folder "
+        raise ValueError(f"{flag} {out} is inside the {what} {run_dir}, which {reader} only reads; choose a folder "
                          "outside it")
+
+
+# the file or folder that marks a folder as another command's output, and which command's
+OUTPUTS = {"config.json": "run", "checkpoints": "run", "sweep.json": "sweep", "transfer.json": "transfer",
+           "law.json": "fit"}
+
+
+def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
+    """`out` holds no other command's output (OUTPUTS; the `owner`'s own, a rerun's, may be there): a fit or a
+    transfer written into a run dir or a sweep sat beside files it does not describe, under their lock."""
+    for name, kind in OUTPUTS.items():
+        if kind != owner and (Path(out) / name).exists():
+            raise ValueError(f"{flag} {out} holds a {kind} ({name}); give the {owner} a folder of its own")
 
 
 def first_missing(folder: Path) -> Path | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +303,27 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
     code, err = run_fit([*map(str, dirs), "--out", str(out), "--boot", "20", *policy, *extra], capsys)
     assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_out_in_a_sweep_it_reads_or_in_a_run_is_refused(tmp_path, capsys):
+    """--out inside a sweep dir it reads, or holding a run or another sweep: one line, and nothing written there (a
+    fit's four files sat beside the sweep's, under its lock); a rerun into the fit's own folder still writes."""
+    sweep = sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")
+    before = sorted(p.name for p in sweep.iterdir())
+    for out, message in ((sweep, f"--out {sweep} is inside the sweep dir {sweep}, which zoo.fit only reads"),
+                         (sweep / "fit", "is inside the sweep dir"),
+                         (tmp_path / "run", f"--out {tmp_path / 'run'} holds a run (config.json); give the fit a "
+                                            "folder of its own")):
+        code, err = run_fit([str(sweep), "--out", str(out), "--boot", "20"], capsys)
+        assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in sweep.iterdir()) == before and sorted(os.listdir(tmp_path / "run")) == ["config.json"]
+    from zoo.cli.fit import main
+
+    for _ in range(2):
+        main([str(sweep), "--out", str(tmp_path / "fit"), "--boot", "20"])
+    assert (tmp_path / "fit" / "law.json").is_file()
 
 
 def test_a_hyperparameter_without_a_law_leaves_the_other(tmp_path):

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -68,6 +69,13 @@ def test_transfer_bad_input(tmp_path, capsys):
            "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", *out]
     assert "width 20 is not a multiple of head_dim 8" in error(gpt, capsys)
     assert not (tmp_path / "x").exists()  # refused before the proxy trained
+    for name, kind in (("config.json", "run"), ("sweep.json", "sweep"), ("law.json", "fit")):
+        held = tmp_path / kind
+        held.mkdir()
+        (held / name).write_text("{}")
+        assert error([*CASE, "--out", str(held)], capsys).endswith(
+            f"--out {held} holds a {kind} ({name}); give the transfer a folder of its own")
+        assert os.listdir(held) == [name]
 
 
 def test_default_check_grid_brackets_the_transferred_lr():

@@ -78,13 +78,16 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
 
     from zoo.config import RunConfig
-    from zoo.files import check_can_write_in
+    from zoo.files import check_can_write_in, check_outside, check_own_folder
     from zoo.fit import read, report, result
     from zoo.sweeps import results
 
     check_boot(args.boot)
     held = holdout(args.holdout)
     dirs = [Path(d) for d in args.dirs]
+    for d in dirs:
+        check_outside(d, args.out, "--out", "zoo.fit", "sweep dir")
+    check_own_folder(args.out, "--out", "fit")
     twice = [d for i, d in enumerate(dirs) if d.resolve() in {e.resolve() for e in dirs[:i]}]
     if twice:
         raise ValueError(f"the sweep dir {twice[0]} is given twice: each member would count twice in the fit")

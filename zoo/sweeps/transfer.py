@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from zoo.config import RunConfig
+from zoo.files import check_own_folder
 from zoo.policy import Change, Rule, ScalingPolicy
 from zoo.sweeps import report
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, valid_lrs
@@ -274,6 +275,7 @@ def provenance(spec: TransferSpec, rules: list[Rule]) -> dict[str, Any]:
 def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], None] = print) -> list[Arm]:
     """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs. This process
     holds spec.out meanwhile (another transfer into it is refused)."""
+    check_own_folder(spec.out, "--out", "transfer")
     if data is None:
         data = load_data(spec.run)
     for run in spec.arms():  # every size of every arm is one the model takes, and the policy maps it, before any trains
