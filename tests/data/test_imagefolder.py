@@ -331,3 +331,32 @@ def test_cache_dir_off_decodes_each_time_and_writes_nothing(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
     assert data.size("train") == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+def test_splits_of_two_folders_are_refused_not_merged(tmp_path):
+    """Two sets side by side (a/train, a/test, b/train, b/test) were read as one, images and classes merged; a backup
+    copy inside a set (backup/train beside train) counted every image twice. One line naming the folders."""
+    two, backed = tmp_path / "two", tmp_path / "backed"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/b/2.png"):
+        for root in (two / "setA", two / "setB", backed, backed / "backup"):
+            _save(root, rel, Image.new("RGB", (4, 4), RED))
+    with pytest.raises(ValueError, match=r"image folder .*two holds train or test splits in 2 folders "
+                                         r"\(setA/, setB/\), which would be read as one data set"):
+        zoo.data.load(f"imagefolder:{two}", cache_dir="off")
+    with pytest.raises(ValueError, match=r"in 2 folders \(backup/, the top\)"):
+        zoo.data.load(f"imagefolder:{backed}", cache_dir="off")
+    shutil.rmtree(backed / "backup")
+    assert zoo.data.load(f"imagefolder:{backed}", cache_dir="off").size("train") == 2
+    assert zoo.data.load(f"imagefolder:{two / 'setB'}", cache_dir="off").size("train") == 2
+
+
+def test_a_zip_or_an_image_given_as_the_folder_says_what_it_is(tmp_path):
+    import zipfile
+
+    _save(tmp_path, "one.png", Image.new("RGB", (4, 4), RED))
+    with zipfile.ZipFile(tmp_path / "set.zip", "w") as z:
+        z.write(tmp_path / "one.png", "train/a/one.png")
+    for name, what in (("set.zip", "is a zip archive, which zoo does not read"), ("one.png", "is an image; give")):
+        with pytest.raises(ValueError, match=f"imagefolder:{tmp_path / name} {what}"):
+            zoo.data.load(f"imagefolder:{tmp_path / name}", cache_dir=str(tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists()

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import tarfile
 import warnings
+import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -66,6 +67,7 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
                    + (" or use a smaller --image-size" if image_size else ""))
         fingerprint = _dir_fingerprint(src, layout.entries)
     else:
+        _check_tar(src)
         if stream:
             raise ValueError(f"{src} is an archive, which cannot be read one image at a time; extract it to a "
                              "folder to stream it")
@@ -110,6 +112,17 @@ def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:
         st = os.stat(e[3])
         digest.update(os.fsencode(e[2]) + f"|{st.st_size}|{st.st_mtime_ns}\n".encode())
     return f"{root.resolve()}|{digest.hexdigest()}"
+
+
+def _check_tar(path: Path) -> None:
+    """A file given as an image folder is no image and no zip archive (each was 'corrupt or unreadable archive',
+    with tarfile's reasons why it is no tar of any compression)."""
+    if _image_name(path.name):
+        raise ValueError(f"imagefolder:{path} is an image; give the folder (or .tar[.gz] archive) it lies in, laid "
+                         "out as split/class/image")
+    if zipfile.is_zipfile(path):
+        raise ValueError(f"imagefolder:{path} is a zip archive, which zoo does not read; unpack it and give the "
+                         "folder, or pack it as a .tar.gz")
 
 
 def _tar_entries(path: Path) -> list[Entry]:
@@ -275,10 +288,16 @@ def _layout(src: Path, entries: list[Entry]) -> Layout:
 
 
 def _check_not_nested(src: Path, entries: list[Entry], used: tuple[str, ...]) -> None:
-    """No image lies in a folder inside a class folder: train/b/extra/x.png, read as split 'b' and class 'extra',
-    was left out without a word (torchvision's ImageFolder reads it as class b). The splits sit where the used
-    splits' images have them: at the top, or under an archive's top folder."""
+    """The used splits sit in one folder (the top, or an archive's top folder), and no image lies in a folder inside
+    a class folder. Splits of two folders (two data sets side by side, a backup copy inside one) were read as one
+    set, their images and classes merged without a word; train/b/extra/x.png, read as split 'b' and class 'extra',
+    was left out without a word (torchvision's ImageFolder reads it as class b)."""
     tops = {tuple(e[2].strip("/").split("/")[:-3]) for e in entries if e[0] in used}
+    if len(tops) > 1:
+        where = sorted("/".join((*t, "")) or "the top" for t in tops)
+        raise ValueError(f"image folder {src} holds {' or '.join(used)} splits in {len(where)} folders "
+                         f"({', '.join(where[:3])}{', ...' if len(where) > 3 else ''}), which would be read as one "
+                         "data set; give the folder of one of them, or move the others out")
     for e in entries:
         parts = e[2].strip("/").split("/")
         top = next((t for t in tops if len(parts) > len(t) + 3 and tuple(parts[:len(t)]) == t
