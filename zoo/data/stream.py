@@ -26,6 +26,13 @@ class DataError(ZooError, RuntimeError):
     the boundary said 'unexpected DataError' and wrote a traceback file for a corrupt image)."""
 
 
+def read_failed(err: Exception, what: str, split: str) -> DataError:
+    """The one line for a failed read of `what` (step 7, eval batch 2) of `split` (a stop it wraps raised instead)."""
+    reraise_stop(err)
+    why = (str(err).strip() or type(err).__name__).splitlines()[0]
+    return DataError(f"reading {what} of split {split!r} failed: {why}")
+
+
 class _ReadStep:
     """step -> (step, batch); pickled into each worker process."""
 
@@ -73,9 +80,7 @@ def _checked(it: Iterator[tuple[int, Batch]], step: int, split: str) -> Iterator
             try:
                 at, batch = next(it)
             except Exception as err:  # whatever a reader or grain raises, as one line
-                reraise_stop(err)
-                why = (str(err).strip() or type(err).__name__).splitlines()[0]
-                raise DataError(f"reading step {step} of split {split!r} failed: {why}") from None
+                raise read_failed(err, f"step {step}", split) from None
             # worker batches arrive in grain's shared memory: copied out, so it is freed now
             yield at, {k: v if type(v) is np.ndarray else np.array(v) for k, v in batch.items()}
             step += 1

@@ -120,14 +120,24 @@ class StreamInput(_Input):
     def _place(self, host: dict[str, np.ndarray], rows: int) -> dict[str, jax.Array]:
         return {k: self._global(host[k], rows) for k in ("x", "y")}
 
+    def _read(self, split: str, idx: np.ndarray, what: str) -> dict[str, np.ndarray]:
+        """A batch read directly, not through the stream; its failure one line naming `what` and the split, as the
+        stream's are (a corrupt image named only its file)."""
+        from zoo.data.stream import read_failed
+
+        try:
+            return self.data.read(split, idx)
+        except Exception as err:  # whatever a reader raises, as one line
+            raise read_failed(err, what, split) from None
+
     def args_at(self, step: int) -> dict[str, Any]:
         """Any step's batch, read directly (for the compile and the check before a save)."""
         idx = self.data.indices("train", step, self.batch_size, self.seed)[self.rows]
-        return self._place(self.data.read("train", idx), self.batch_size)
+        return self._place(self._read("train", idx, f"step {step}"), self.batch_size)
 
     def sample_args(self, split: str, idx: np.ndarray) -> dict[str, Any]:
         """A batch of `split` at the examples `idx`, read directly."""
-        return self._place(self.data.read(split, np.asarray(idx)[self.rows]), len(idx))
+        return self._place(self._read(split, np.asarray(idx)[self.rows], "a sampled batch"), len(idx))
 
     def train_args(self, step: int) -> dict[str, Any]:
         """The next batch of the stream, which must be step `step`'s."""
@@ -140,9 +150,9 @@ class StreamInput(_Input):
         return {"x": args["x"], "y": args["y"]}
 
     def eval_args(self) -> Iterator[dict[str, Any]]:
-        for idx, weight, rows in self._eval_batches():
+        for i, (idx, weight, rows) in enumerate(self._eval_batches()):
             n = len(idx)
-            yield {**self._place(self.data.read(self.data.eval_split, idx[rows]), n),
+            yield {**self._place(self._read(self.data.eval_split, idx[rows], f"eval batch {i}"), n),
                    "weight": self._global(weight[rows], n)}
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import zoo.models
 from zoo.config import RunConfig
 from zoo.data import card
+from zoo.data.stream import DataError
 from zoo.errors import TrainingDiverged, sigterm_stops
 from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.train import backend, memory
@@ -182,10 +183,22 @@ class Loop:
         if not bool(all_finite(state["params"])):
             raise TrainingDiverged(f"the parameters became non-finite at step {step}; stopped without saving this "
                                    f"state. {self.guard.advice()}")
-        self.guard.check(step + 1, self.compiled.loss_at(state, step))
+        self.guard.check(step + 1, self._next_loss(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
                 "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra, **self.evals.clock(),
                 "train_examples": self.s.data.size("train"), **card.record(self.s.data)}
+
+    def _next_loss(self, state: Any, step: int) -> dict[str, float]:
+        """The state's loss on the next step's batch; on the last trained one where the next cannot be read (a corrupt
+        file of a streamed set, which the stream names when a step reaches it): a batch no step trained cost the run
+        its last checkpoint."""
+        try:
+            return self.compiled.loss_at(state, step)
+        except DataError as err:
+            if step == 0:
+                raise
+            self.logger.say(f"warning: {err}; the state of step {step} is checked on step {step - 1}'s batch instead")
+            return self.compiled.loss_at(state, step - 1)
 
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
         cfg = self.s.cfg
