@@ -13,15 +13,20 @@ from zoo.cli.prepare import main as prepare_main
 
 
 def test_a_refused_prepare_leaves_no_folders_behind(tmp_path, capsys):
-    """`python -m zoo.data.prepare text ONE_CHARACTER --out a/b/c` is refused (its train split would hold no token)
-    and removed c, but left the folders a and a/b it had made on the way, empty."""
+    """`python -m zoo.data.prepare text TWO_CHARACTERS --out a/b/c` is refused (each split would hold one token, no
+    window: the folder was written, and every run on it refused) and removed c, but left the folders a and a/b it
+    had made on the way, empty. One character repeated is a vocabulary of one, refused the same way."""
     from zoo.cli import prepare
 
-    (tmp_path / "one.txt").write_text("a")
-    with pytest.raises(SystemExit) as stop:
-        prepare.main(["text", str(tmp_path / "one.txt"), "--out", str(tmp_path / "a" / "b" / "c")])
-    assert stop.value.code == 1 and "too small" in capsys.readouterr().err
-    assert [p.name for p in tmp_path.iterdir()] == ["one.txt"]
+    (tmp_path / "two.txt").write_text("ab")
+    (tmp_path / "same.txt").write_text("a" * 5000)
+    for name, message in (("two.txt", "two.txt is too small: its train and val splits would hold fewer than the 2 "
+                                      "tokens a window needs (1 train, 1 val)"),
+                          ("same.txt", "same.txt under --tokenizer char has 1 token in its vocabulary")):
+        with pytest.raises(SystemExit) as stop:
+            prepare.main(["text", str(tmp_path / name), "--out", str(tmp_path / "a" / "b" / "c")])
+        assert stop.value.code == 1 and message in capsys.readouterr().err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["same.txt", "two.txt"]
 
 
 def test_a_prepare_never_reads_a_token_directory_as_text(tmp_path):
@@ -65,7 +70,7 @@ def test_two_prepares_into_one_out_are_locked_against_each_other(tmp_path):
     with pytest.raises(ValueError, match="already holds a token directory"):
         prepare("text", str(tmp_path / "a.txt"), str(out), "byte")
     (tmp_path / "empty").mkdir()
-    (tmp_path / "one.txt").write_text("a")
+    (tmp_path / "one.txt").write_text("ab")
     with pytest.raises(ValueError, match="too small"):
         prepare("text", str(tmp_path / "one.txt"), str(tmp_path / "empty"), "char")
     assert list((tmp_path / "empty").iterdir()) == []  # a refused prepare leaves a folder that was there as it was

@@ -28,6 +28,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from zoo.data import tokens
 from zoo.data.text import TRAIN_FRACTION
 from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharTokenizer, Tokenizer, parse
+from zoo.data.view import check_classes
 from zoo.data.walk import files_under
 from zoo.errors import naming_full_disk, sigterm_stops
 from zoo.files import open_regular, undo_folders_made_on_failure
@@ -147,6 +148,7 @@ def progress(description: str, total: int, unit_bytes: bool) -> Iterator[Advance
 def prepare_text(source: Path, files: list[Path], out: Path, spec: str) -> dict[str, int]:
     errors = "surrogateescape" if parse(spec)[0] == "byte" else "strict"
     tokenizer = fit(spec, lambda: read_chunks(files, errors))
+    check_classes(tokenizer.vocab_size, "text", f"{source} under --tokenizer {spec}")  # one character, repeated
     whole = out / "all.bin.partial"
     with progress(f"tokenizing {source.name}", sum(p.stat().st_size for p in files), unit_bytes=True) as advance:
         count = encode_to(whole, read_chunks(files, errors, advance), tokenizer)
@@ -187,11 +189,12 @@ def prepare_tfds(name: str, sources: dict[str, Any], eval_split: str, feature: s
 
 
 def _check_counts(counts: dict[str, int], source: str) -> None:
-    """Both splits hold tokens (a corpus of a few characters leaves the validation split empty)."""
-    empty = [split for split, n in counts.items() if n == 0]
-    if empty:
-        raise ValueError(f"{source} is too small: its {' and '.join(empty)} split{'s' if len(empty) > 1 else ''} "
-                         "would hold no tokens "
+    """Both splits hold a window of one token and its next at least (a corpus of a few characters leaves a split
+    shorter: the folder was written, and every run on it refused)."""
+    short = [split for split, n in counts.items() if n < 2]
+    if short:
+        raise ValueError(f"{source} is too small: its {' and '.join(short)} split{'s' if len(short) > 1 else ''} "
+                         "would hold fewer than the 2 tokens a window needs "
                          f"({counts['train']:,} train, {counts['val']:,} val)")
 
 
