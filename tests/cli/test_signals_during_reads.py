@@ -52,13 +52,11 @@ def read():  # what --fork-from and zoo.export read of a run: its config, its me
         return ckpts.restore_at(None, report=reports.append)[2]
 
 
-def kill_after(delay, sent):
+def kill_after(delay, sent):  # started by the caller: a signal landing inside this call left no timer to join
     def kill():
         sent.append(time.perf_counter())
         os.kill(os.getpid(), signal.SIGTERM)
-    timer = threading.Timer(delay, kill)
-    timer.start()
-    return timer
+    return threading.Timer(delay, kill)
 
 
 for name, op in (("resume", resume), ("read", read)):
@@ -69,9 +67,10 @@ for name, op in (("resume", resume), ("read", read)):
     for i in range(moments):
         sent, reports[:] = [], []
         outcome, got = "ran on", None
+        timer = kill_after(took * (i + 0.5) / moments, sent)
         try:
             with sigterm_stops():
-                timer = kill_after(took * (i + 0.5) / moments, sent)
+                timer.start()
                 got = op()
                 deadline = time.perf_counter() + 2
                 while time.perf_counter() < deadline:  # a stop that lands after the read (or is sent again)
@@ -86,7 +85,7 @@ for name, op in (("resume", resume), ("read", read)):
                           "steps": sorted(p.name for p in (src / "checkpoints").iterdir())}), flush=True)
 
 sent = []
-kill_after(took / 2, sent)
+kill_after(took / 2, sent).start()
 def command():
     read()
     time.sleep(5)
