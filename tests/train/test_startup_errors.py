@@ -61,6 +61,23 @@ def test_a_coordinator_that_never_gathers_every_process_gives_up_in_one_line(tmp
     assert not run.exists()
 
 
+def test_processes_with_other_device_counts_are_one_line(tmp_path):
+    """Processes of 3 and 2 CPU devices: each ended in JAX's 'cannot reshape array of size 5 into shape (2,3)' at
+    the first barrier; now one line saying every process needs the same number, and no run dir."""
+    run, address = tmp_path / "r", f"127.0.0.1:{_free_port()}"
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *SMALL, "--steps", "1", "--run-dir", str(run),
+                               "--coordinator", address, "--num-processes", "2", "--process-id", str(i),
+                               "--coordinator-timeout", "120"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=child_env({"XLA_FLAGS": f"--xla_force_host_platform_device_count={3 - i}"}))
+             for i in range(2)]
+    for i, (proc, (_, err)) in enumerate(zip(procs, [p.communicate(timeout=300) for p in procs], strict=True)):
+        assert clean_error(proc.returncode, err) == (
+            f"error: process {i} has {3 - i} device(s), but the 2 processes have 5 in all: every process needs the "
+            "same number (on CPU, the same --xla_force_host_platform_device_count in XLA_FLAGS)"), err
+    assert not run.exists()
+
+
 @pytest.mark.parametrize("bad", [dict(timeout_s=0.0), dict(timeout_s=math.nan), dict(timeout_s=math.inf),
                                  dict(coordinator="127.0.0.1:0"), dict(coordinator="127.0.0.1:99999"),
                                  dict(coordinator=":80"), dict(num_processes=2**31),

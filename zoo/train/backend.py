@@ -14,7 +14,7 @@ import re
 import jax
 import jax.extend.backend
 
-from zoo.train import heap
+from zoo.train import distributed, heap
 
 # A step whose forward pass keeps this many bytes of activations at a time (per microbatch, per remat block) runs
 # inline on CPU (`start`): XLA's temporaries measure 2.3-7.1x that over zoo's models (docs/results/cpu-speed.md), so
@@ -23,15 +23,18 @@ INLINE_FROM = 8 * 2**20
 
 
 def check() -> None:
-    """Start JAX's backend; ValueError (one line) when the platforms JAX_PLATFORMS asks for cannot start."""
+    """Start JAX's backend; ValueError (one line) when the platforms JAX_PLATFORMS asks for cannot start, or when the
+    processes of a multi-host run have unequal numbers of devices."""
     try:
         jax.devices()
-        return
     except (AssertionError, RuntimeError) as err:
         asked = jax.config.jax_platforms
         why = _reason(err)
-    raise ValueError(f"JAX_PLATFORMS={asked} asks for a backend this machine cannot start{why}; available here: "
-                     f"{', '.join(available()) or 'none'} (unset JAX_PLATFORMS or set it to one of them)")
+        raise ValueError(f"JAX_PLATFORMS={asked} asks for a backend this machine cannot start{why}; available "
+                         f"here: {', '.join(available()) or 'none'} (unset JAX_PLATFORMS or set it to one of "
+                         "them)") from None
+    if jax.process_count() > 1:
+        distributed.check_same_devices()
 
 
 def start(step_activations: float) -> bool:

@@ -140,3 +140,14 @@ def barrier(name: str) -> None:
     before `name` no other process has changed yet."""
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(name)
+
+
+def check_same_devices() -> None:
+    """Every process has as many devices as this one (checked as the backend starts, zoo.train.backend): JAX lays the
+    devices out as processes x their devices (the first barrier over 3 + 2 of them failed in JAX as 'cannot reshape
+    array of size 5 into shape (2,3)', after the batch was refused as split 5 ways)."""
+    local, n = jax.local_device_count(), jax.process_count()
+    if local * n != jax.device_count():
+        raise ValueError(f"process {jax.process_index()} has {local} device(s), but the {n} processes have "
+                         f"{jax.device_count()} in all: every process needs the same number (on CPU, the same "
+                         "--xla_force_host_platform_device_count in XLA_FLAGS)")
