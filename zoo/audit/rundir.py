@@ -50,7 +50,7 @@ def from_config(cfg: RunConfig, batch_size: int) -> Subject:
     return Subject(run, DEFAULT_WIDTHS, [], DEFAULT_DEPTH)
 
 
-def from_run_dir(run_dir: str | Path, batch_size: int | None = None) -> Subject:
+def from_run_dir(run_dir: str | Path, batch_size: int | None = None, mesh: str | None = None) -> Subject:
     """The run in `run_dir` at its newest checkpoint that reads; the newer ones that do not are `unreadable` (their
     lines), which the verdict names: an audit of an older checkpoint said PASS as if it were the run's newest."""
     from zoo.train.load import load_run
@@ -60,13 +60,31 @@ def from_run_dir(run_dir: str | Path, batch_size: int | None = None) -> Subject:
     model = loaded.setup.model_cfg
     model_opt = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name not in SIZES}
     plugin = loaded.setup.plugin
-    run = zoo_run(loaded.cfg, model_opt, batch_size or loaded.cfg.loop.batch_size, loaded.setup.steps)
+    cfg = loaded.cfg if mesh is None else dataclasses.replace(
+        loaded.cfg, loop=dataclasses.replace(loaded.cfg.loop, mesh=mesh))
+    check_mesh_here(run_dir, cfg.loop.mesh, mesh is not None)
+    run = zoo_run(cfg, model_opt, batch_size or cfg.loop.batch_size, loaded.setup.steps)
     depth_scaling = float(plugin.alpha) != 0.0 or float(plugin.gamma) != 0.0
     depths = around(model.depth, model.base_depth) if depth_scaling else []
     tags = {p: v.get_metadata()["tag"] for p, v in paths(jax.eval_shape(loaded.setup.program.init,
                                                                         jax.random.key(0))["params"]).items()}
     return Subject(run, around(model.width, model.base_width), depths, model.depth,
                    saved_families(loaded.state["opt"], tags, loaded.cfg), unreadable, loaded.step)
+
+
+def check_mesh_here(run_dir: str | Path, mesh: str | None, given: bool) -> None:
+    """The mesh the audit measures under (the run's, or --mesh) fits this process's devices: a run's own that does
+    not was refused as if the user had given it ('--mesh data=2,fsdp=3: ... must equal the 1 devices present')."""
+    from zoo.train.mesh import parse
+
+    try:
+        parse(mesh, jax.device_count())
+    except ValueError as e:
+        if given:
+            raise
+        raise ValueError(f"{run_dir} ran on the mesh {mesh}, which the {jax.device_count()} device(s) here cannot "
+                         f"form ({e}); audit it with as many devices, or give --mesh for these (its numbers do not "
+                         "depend on the mesh)") from None
 
 
 def zoo_run(cfg: RunConfig, model_opt: dict[str, Any], batch_size: int, horizon: int | None) -> ZooRun:

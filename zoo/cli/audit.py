@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m zoo.audit", description=__doc__.split("\n\n")[0])
     a = p.add_argument
     a("run_dir", nargs="?", type=path_arg, help="a zoo run directory: audit the run as it ran (the run's settings "
-      "flags are then refused)")
+      "flags are then refused, but --mesh, for devices other than the run's)")
     g = p.add_argument_group("the audit")
     g.add_argument("--widths", type=ints, help="widths of the width sweep (default: 64,128,256; a run dir: its base "
                    "width and width)")
@@ -78,7 +78,7 @@ def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     failed: a run dir with a run's settings flag, sweeps of fewer than two sizes, --depth with no width sweep."""
     from zoo.audit.sweep import check_sweep
 
-    given = [n for n in RUN_FLAGS if getattr(args, n) is not None]
+    given = [n for n in RUN_FLAGS if getattr(args, n) is not None and n != "mesh"]  # the devices here may differ
     if args.run_dir and given:
         p.error(f"a run dir brings its own settings; --{given[0].replace('_', '-')} is not taken with it")
     for flag, sizes in (("--widths", args.widths), ("--depths", args.depths)):
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
 
     check_writable(Path(args.json), "--json")
     if args.run_dir:
-        subject = from_run_dir(args.run_dir, args.batch_size)
+        subject = from_run_dir(args.run_dir, args.batch_size, args.mesh)
     else:
         subject = from_config(resolve(settings(args, RUN_FLAGS)), args.batch_size or 16)
     depths = args.depths or ([] if args.widths else subject.depths)
