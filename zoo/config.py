@@ -21,6 +21,7 @@ from typing import Any
 
 from zoo import settings_file
 from zoo.data.config import DataConfig
+from zoo.files import path_name_problem
 from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps
 from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
@@ -106,6 +107,8 @@ class LoopConfig:
         check_settings(self)
         for name in ("run_dir", "init_from", "fork_from"):  # `run_dir: ~/runs/a` in a file made ./~/runs/a
             if getattr(self, name):
+                if (why := path_name_problem(getattr(self, name))) is not None:
+                    raise ValueError(f"--{name.replace('_', '-')} cannot name a file: {why}")
                 object.__setattr__(self, name, os.path.expanduser(getattr(self, name)))
         if self.batch_size % self.grad_accum:
             raise ValueError(f"--batch-size {self.batch_size} is not divisible by --grad-accum {self.grad_accum}")

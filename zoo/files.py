@@ -229,12 +229,27 @@ def write_atomic(path: Path, text: str | bytes, mode: str = "w") -> None:
         f.write(text)
 
 
+NAME_MAX = 255  # bytes in one file name, on Linux's and macOS's file systems
+
+
+def path_name_problem(path: str) -> str | None:
+    """Why `path` can name no file (a name in it longer than NAME_MAX bytes: the OS's 'File name too long' named no
+    flag), or None."""
+    long = next((part for part in Path(path).parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        return (f"a name in it is {len(os.fsencode(long))} bytes long ({long[:20]}...), more than a file name's "
+                f"{NAME_MAX}")
+    return None
+
+
 def check_writable(path: Path, flag: str) -> None:
-    """Before any work: `path` can be written later (its folder made and a temporary file created and removed
-    there); one line naming `flag` otherwise."""
+    """Before any work: `path` can be written later (a temporary file created and removed in its folder, or in the
+    nearest that exists: a refused command leaves no folder made for its output); one line naming `flag`
+    otherwise."""
     if path.is_dir():
         raise ValueError(f"{flag} {path} is a directory, not a file")
-    check_can_write_in(path.parent, f"{flag} {path}")
+    missing = first_missing(path.parent)
+    check_can_write_in(path.parent if missing is None else missing.parent, f"{flag} {path}")
 
 
 def check_can_write_in(folder: Path, what: str) -> None:

@@ -59,3 +59,40 @@ def test_help_is_grouped_by_part():
     assert len(headings) == 5 and [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
     assert text.index("\n  --lr ") > text.index("optimizer:")
     assert text.index("\n  --seed ") > text.index("training loop:")
+
+
+@pytest.mark.parametrize("tool, flag", [("coord_check", "--widths, --width"), ("criticality", "--width"),
+                                        ("audit", "--widths")])
+def test_a_size_a_tool_sets_itself_is_no_model_option(tmp_path, capsys, tool, flag):
+    """--model-opt width=48: the coordinate check and the audit dropped it without a word (and measured at their own
+    widths), the criticality scan met its own --width in an unexpected TypeError with a traceback file."""
+    import importlib
+
+    main = importlib.import_module(f"zoo.cli.{tool}").main
+    out = {"audit": ["--json", str(tmp_path / "new" / "a.json")]}.get(tool, ["--out", str(tmp_path / "new")])
+    line = one_line_error(main, ["--model-opt", "width=48", *out], capsys)
+    assert line == f"error: --model-opt width=48: this command sets the width itself ({flag}); leave it out", line
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--allow-import", ""], "argument --allow-import: expected MODULE:OBJECT"),
+    (["--allow-import", "abc"], "argument --allow-import: expected MODULE:OBJECT"),
+    (["--optimizer", "muon", "--ns-steps", "1000"], "--ns-steps must be in [1, 100]"),
+    (["--run-dir", "runs/" + "x" * 300], "--run-dir cannot name a file: a name in it is 300 bytes long"),
+    (["--param", "mup", "--param-opt", "bogus=1"], "plugin 'mup' has no option 'bogus' (--param-opt)"),
+    (["--model-opt", "bogus=1"], "model 'mlp_resnet' has no option 'bogus' (--model-opt)"),
+])
+def test_flags_that_took_any_value_or_named_no_flag(capsys, argv, message):
+    """--allow-import took any text, --ns-steps any count (each Newton-Schulz iteration is unrolled: 100000 compiled
+    for ever), a 300-byte file name failed in the OS naming no flag, and an unknown option named no flag."""
+    line = one_line_error(train_cli.main, [*argv, "--print-config"], capsys)
+    assert message in line, line
+
+
+def test_an_empty_policy_is_refused_not_read_as_none(tmp_path, capsys):
+    from zoo.cli import sweep
+
+    line = one_line_error(sweep.main, ["--policy", "", "--out", str(tmp_path / "s"), "--lrs", "1e-3"], capsys)
+    assert line == "error: --policy must not be empty", line
+    assert not (tmp_path / "s").exists()

@@ -68,6 +68,9 @@ def test_transfer_bad_input(tmp_path, capsys):
     gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--proxy-width", "16", "--width", "20", "--depth", "1",
            "--steps", "2", "--batch-size", "4", "--seq-len", "16", "--lrs", "1e-3", *out]
     assert "width 20 is not a multiple of head_dim 8" in error(gpt, capsys)
+    # refused after the transfer had taken its --out (a .lock left there): the workers, and a proxy batch too large
+    assert "asks for more worker processes than the" in error([*CASE, *out, "--processes", "1000"], capsys)
+    assert "batch" in error([*CASE, *out, "--policy", "sde", "--proxy-batch-size", "100000"], capsys)
     assert not (tmp_path / "x").exists()  # refused before the proxy trained
     for name, kind in (("config.json", "run"), ("sweep.json", "sweep"), ("law.json", "fit")):
         held = tmp_path / kind

@@ -34,6 +34,7 @@ from zoo.cli.flags import (
     policy_of,
     positive,
     positive_finite,
+    refuse_sizes,
     seed,
     settings,
 )
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.run_dir:
         subject = from_run_dir(args.run_dir, args.batch_size, args.mesh)
     else:
+        refuse_sizes(args.model_opt, {"width": "--widths", "depth": "--depth, --depths"})
         subject = from_config(resolve(settings(args, RUN_FLAGS)), args.batch_size or 16)
     depths = args.depths or ([] if args.widths else subject.depths)
     widths = args.widths or ([] if args.depths else subject.widths)

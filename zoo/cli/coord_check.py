@@ -24,6 +24,7 @@ from zoo.cli.flags import (
     finite,
     ints,
     kv,
+    model_options,
     path_arg,
     positive,
     seed_count,
@@ -34,6 +35,7 @@ from zoo.files import check_out_folder
 from zoo.train import compile_cache
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
+SETS = {"width": "--widths, --width", "depth": "--depth, --depths"}  # the model options the sweeps set
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,7 +81,7 @@ def spec_of(args: argparse.Namespace) -> CoordSpec:
     if args.muon_io and args.optimizer != "muon":
         raise ValueError(f"--muon-io routes the input and output layers to Muon, but --optimizer is {args.optimizer}")
     zoo.param.get(args.param, **dict(args.param_opt))
-    return CoordSpec(args.model, args.param, dict(args.param_opt), zoo.models.options(args.model, args.model_opt),
+    return CoordSpec(args.model, args.param, dict(args.param_opt), model_options(args.model, args.model_opt, SETS),
                      args.optimizer, args.muon_io, args.lr, args.steps, args.seeds, args.batch, args.tol,
                      args.linear_limit)
 

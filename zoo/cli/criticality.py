@@ -22,7 +22,17 @@ from pathlib import Path
 import numpy as np
 
 from zoo.cli.boundary import boundary, interruptible
-from zoo.cli.flags import KeyValues, Parser, ShownDefaults, add_compile_cache, kv, path_arg, positive, seed_count
+from zoo.cli.flags import (
+    KeyValues,
+    Parser,
+    ShownDefaults,
+    add_compile_cache,
+    kv,
+    model_options,
+    path_arg,
+    positive,
+    seed_count,
+)
 from zoo.diagnostics.jacobian import AXES
 from zoo.schema import to_float, to_int
 from zoo.train import compile_cache
@@ -106,12 +116,12 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    import zoo.models
     from zoo.diagnostics.criticality import CriticalitySpec, criticality
 
     args = parser().parse_args(argv)
     compile_cache.use(args.compile_cache)
-    spec = CriticalitySpec(args.model, args.width, args.depth, zoo.models.options(args.model, args.model_opt),
+    options = model_options(args.model, args.model_opt, {"width": "--width", "depth": "--depth"})
+    spec = CriticalitySpec(args.model, args.width, args.depth, options,
                            dict(args.param_opt), args.seeds, args.batch, args.probes, tuple(args.grid), args.find,
                            args.profile)
     out = Path(args.out)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
+from zoo.files import path_name_problem
 from zoo.registry import allow_import
 from zoo.schema import (
     INT32_MAX,
@@ -68,8 +69,33 @@ class ShownDefaults(argparse.HelpFormatter):
 def add_allow_import(p: argparse.ArgumentParser) -> None:
     """--allow-import MODULE:OBJECT, for a command that reads a config file or a run dir (which never import code
     by themselves: zoo.registry)."""
-    p.add_argument("--allow-import", action="append", metavar="MODULE:OBJECT", help="import this model or plugin "
+    p.add_argument("--allow-import", action="append", type=module_object, metavar="MODULE:OBJECT",
+                   help="import this model or plugin "
                    "where a config file or run dir names it (a file never makes zoo import code; repeatable)")
+
+
+def model_options(model: str, pairs: list[tuple[str, str]], sets: dict[str, str]) -> dict[str, Any]:
+    """--model-opt typed for `model`, none of them a size the command sets itself (`refuse_sizes`)."""
+    import zoo.models
+
+    refuse_sizes(pairs, sets)
+    return zoo.models.options(model, pairs)
+
+
+def refuse_sizes(pairs: list[tuple[str, str]] | None, sets: dict[str, str]) -> None:
+    """No --model-opt gives a size the command sets itself (`sets`: the option -> the flags that set it): it was
+    dropped without a word, or met the command's own in a TypeError."""
+    for key, value in pairs or []:
+        if key in sets:
+            raise ValueError(f"--model-opt {key}={value}: this command sets the {key} itself ({sets[key]}); leave it "
+                             "out")
+
+
+def module_object(text: str) -> str:
+    """--allow-import's MODULE:OBJECT (my_pkg.module:MyParam), checked for its form (any text was taken)."""
+    if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", text):
+        raise argparse.ArgumentTypeError(f"expected MODULE:OBJECT (e.g. my_pkg.params:MyParam), got {text[:80]!r}")
+    return text
 
 
 def kv(text: str) -> tuple[str, str]:
@@ -135,6 +161,8 @@ def path_arg(text: str) -> str:
         raise argparse.ArgumentTypeError("must not be empty (an empty path reads as the current folder)")
     if not utf8(text):
         raise argparse.ArgumentTypeError(f"must be UTF-8 text, got {text!r}")
+    if (why := path_name_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(f"cannot name a file: {why}")
     return os.path.expanduser(text)
 
 
@@ -314,6 +342,8 @@ def policy_of(args: argparse.Namespace, optimizer: str) -> Any:
     options = dict(args.policy_opt or [])
     if args.policy is None and not options:
         return None
+    if args.policy is not None and not args.policy.strip():  # read as `none` (train.py refuses an empty --param)
+        raise ValueError("--policy must not be empty")
     policy = zoo.policy.get(args.policy or "none", **options)
     policy.check(optimizer, set(options))
     return policy

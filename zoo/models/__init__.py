@@ -64,7 +64,7 @@ def config(name: str, **overrides: Any) -> Any:
     field's type, every value checked against it; unknown keys are an error."""
     cls = MODELS.get(name).config_class
     hints = typing.get_type_hints(cls)
-    option_fields(f"model {name!r}", cls, overrides)
+    option_fields(f"model {name!r}", cls, overrides, "--model-opt")
     typed = {k: (from_text if isinstance(v, str) and hints[k] is not str else check_type)(
         f"model option {k}", v, hints[k]) for k, v in overrides.items()}
     return cls(**typed)

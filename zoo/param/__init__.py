@@ -78,7 +78,7 @@ def get(name: str, **opts: Any) -> Parametrization:
         raise TypeError(f"zoo.param.get takes a plugin's name (one of {', '.join(names())} or module:Class), not "
                         f"{type(name).__name__}")
     cls = PLUGINS.get(name)
-    fields = option_fields(f"plugin {name!r}", cls, opts)
+    fields = option_fields(f"plugin {name!r}", cls, opts, "--param-opt")
     plugin = cls(**{k: _convert(name, k, v, fields[k].default) for k, v in opts.items()})
     if "freeze" in opts:  # an unknown kind is refused here; `output,input` is `input,output`, one run's identity
         plugin = dataclasses.replace(plugin, freeze=",".join(plugin.frozen_kinds()))

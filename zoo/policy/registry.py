@@ -25,7 +25,7 @@ def get(name: str, **opts: Any) -> ScalingPolicy:
     """An instance of policy `name` (a registered name or module:Class); string option values (a command line's) are
     read as the option's type."""
     cls = POLICIES.get(name)
-    fields = option_fields(f"policy {name!r}", cls, opts)
+    fields = option_fields(f"policy {name!r}", cls, opts, "--policy-opt")
     return cls(**{k: _typed(name, k, v, type(fields[k].default)) for k, v in opts.items()})
 
 

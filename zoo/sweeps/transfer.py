@@ -30,6 +30,7 @@ from zoo.files import check_own_folder
 from zoo.policy import Change, Rule, ScalingPolicy
 from zoo.sweeps import report
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, valid_lrs
+from zoo.sweeps.processes import check_processes
 from zoo.sweeps.runner import SweepSpec, check_shapes, load_data, run_sweep
 from zoo.train.lock import claim
 
@@ -276,11 +277,12 @@ def run_transfer(spec: TransferSpec, data: Any = None, echo: Callable[[str], Non
     """The recipe under spec.run.param, then under spec.compare; the data is loaded once for all runs. This process
     holds spec.out meanwhile (another transfer into it is refused)."""
     check_own_folder(spec.out, "--out", "transfer")
+    check_processes(spec.processes)
     if data is None:
         data = load_data(spec.run)
     for run in spec.arms():  # every size of every arm is one the model takes, and the policy maps it, before any trains
-        for width, depth in (spec.proxy, spec.target):
-            check_shapes(SweepSpec(run=run, lrs=spec.lrs, out=spec.out, widths=[width], depths=[depth]), data)
-        target_run(spec, run, spec.lrs[0], data)  # a law's factor float32 cannot hold: refused now, not after the proxy
+        target, _ = target_run(spec, run, spec.lrs[0], data)  # a law's factor float32 cannot hold: refused now
+        for size, sized in ((spec.proxy, spec.proxy_run(run)), (spec.target, target)):  # each at its batch and steps
+            check_shapes(SweepSpec(run=sized, lrs=spec.lrs, out=spec.out, widths=[size[0]], depths=[size[1]]), data)
     with claim(spec.out, echo, what="transfer", flag="--out"):
         return [run_arm(spec, run, data, echo) for run in spec.arms()]
