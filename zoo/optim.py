@@ -67,8 +67,9 @@ class OptimConfig:
                                      check=FRACTION)
     b1: float = setting(0.9, "Adam/Lion beta1", check=BETA)
     b2: float = setting(0.999, "Adam/Lion beta2", check=BETA)
-    eps: float | None = setting(None, "epsilon at the base width (the plugin scales it): Adam's, beside sqrt(v); "
-                                "Adafactor's, beside g^2", shown="1e-8; 1e-30 for adafactor", check=POSITIVE)
+    eps: float | None = setting(None, "epsilon at the base width (the plugin scales it): Adam's, beside sqrt(v) (and "
+                                "Muon's, in G / (||G||_F + eps)); Adafactor's, beside g^2",
+                                shown="1e-8; 1e-30 for adafactor", check=POSITIVE)
     momentum: float = setting(0.9, "momentum of --optimizer momentum", check=BETA)
     weight_decay: float | None = setting(None, "decoupled per-step shrink lr*wd", shown="0.1 for adamw, else 0",
                                          check=NON_NEGATIVE)
