@@ -93,7 +93,7 @@ def refuse_sizes(pairs: list[tuple[str, str]] | None, sets: dict[str, str]) -> N
 
 def module_object(text: str) -> str:
     """--allow-import's MODULE:OBJECT (my_pkg.module:MyParam), checked for its form (any text was taken)."""
-    if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", text):
+    if not re.fullmatch(r"[^\W\d][\w.]*:[^\W\d][\w.]*", text):  # Python's identifiers, dotted
         raise argparse.ArgumentTypeError(f"expected MODULE:OBJECT (e.g. my_pkg.params:MyParam), got {text[:80]!r}")
     return text
 
