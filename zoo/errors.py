@@ -155,13 +155,39 @@ def ctrl_c_noted() -> contextlib.AbstractContextManager[None]:
     return _stopping(signal.SIGINT, KeyboardInterrupt, over=signal.default_int_handler)
 
 
-def sigterm_stops(line: str = "stopped by SIGTERM; nothing half-written was left"
-                  ) -> contextlib.AbstractContextManager[None]:
+NOTHING_LEFT = "stopped by SIGTERM; nothing half-written was left"
+
+
+def sigterm_stops(line: str = NOTHING_LEFT) -> contextlib.AbstractContextManager[None]:
     """In the block, SIGTERM raises Stopped (as Ctrl-C raises KeyboardInterrupt), so a command's clean-up runs (a
     prepare's or an export's half-written files removed, a run dir made for a run that had not started) and the
     boundary says `line` and exits 143; Python's default ends the process at once, leaving them. In the main thread
     only, where Python runs every signal handler (elsewhere the block runs as it is)."""
     return _stopping(signal.SIGTERM, lambda: Stopped(signal.SIGTERM, line))
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[list[KeyboardInterrupt]]:
+    """In the block SIGTERM and Ctrl-C are noted, not raised, so a write that must end whole ends (a stop raised
+    while orbax's threads wrote an export left them writing into the folder its clean-up removed); the list holds
+    the stops received, for the caller to undo the write and raise the first. Ctrl-C only where Python's handler
+    has it; main thread only (elsewhere the block runs as it is)."""
+    held: list[KeyboardInterrupt] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append(Stopped(signum, NOTHING_LEFT) if signum == signal.SIGTERM else KeyboardInterrupt())
+
+    signums = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                                  else [])
+    previous = {signum: signal.signal(signum, hold) for signum in signums}
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager

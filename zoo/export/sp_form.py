@@ -31,7 +31,7 @@ import zoo.models
 import zoo.param
 from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
-from zoo.errors import DiskFull, forget_stops, sigterm_stops
+from zoo.errors import DiskFull, forget_stops, sigterm_stops, stops_held
 from zoo.export.fold import folded_params
 from zoo.files import (
     check_can_write_in,
@@ -101,29 +101,42 @@ def write_export(run_dir: Path, out: Path, step: int | None, echo: Callable[[str
 
     for stale in stale_temporaries(out, mine=True):  # a SIGKILLed export's half-written folder
         shutil.rmtree(stale, ignore_errors=True)
-    tmp = temporary(out)
-    try:
-        meta = {"step": step, "config": sp_cfg.to_json(), "plugin": zoo.param.get("sp").spec(),
-                "exported_from": {"run_dir": str(run_dir.absolute()), "step": step, "param": cfg.param.name,
-                                  "param_opt": cfg.param.options}}
-        ckpts = Checkpoints(tmp, keep=1)
-        ckpts.save(step, {"params": sp_params}, meta)
-        ckpts.wait()
-        ckpts.close()
-        save_safetensors(tmp / EXPORTED, sp_params, sp_cfg)
-        write_atomic(tmp / "config.json", json.dumps(sp_cfg.to_json(), indent=2))
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        os.replace(tmp, out)
-        forget_stops()  # the export is whole: a stop a library swallowed on the way (raised at the end) stops nothing
-    except DiskFull as e:  # named as the export's folder, not the temporary one it is built in
-        raise DiskFull(str(e).replace(str(tmp), str(out))) from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
-         f"(relative, f32); finetune with: python train.py --config {quote(str(out / 'config.json'))} "
-         f"--init-from {quote(str(out))}{import_flags(cfg.model.name)}")
+    meta = {"step": step, "config": sp_cfg.to_json(), "plugin": zoo.param.get("sp").spec(),
+            "exported_from": {"run_dir": str(run_dir.absolute()), "step": step, "param": cfg.param.name,
+                              "param_opt": cfg.param.options}}
+    tmp, was_there = temporary(out), out.exists()  # an empty folder given as --out
+    with stops_held() as stops:  # the write ends whole (orbax's threads write it), undone where a stop came first
+        try:
+            _write(tmp, out, sp_params, sp_cfg, meta)
+        except DiskFull as e:  # named as the export's folder, not the temporary one it is built in
+            raise DiskFull(str(e).replace(str(tmp), str(out))) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        stopped = stops[:1]  # a stop after this one came when the export was whole, and stops nothing
+        if not stopped:
+            echo(f"exported step {step} of {run_dir} ({cfg.param}) in SP form to {out}: logits agree to {err:.1g} "
+                 f"(relative, f32); finetune with: python train.py --config {quote(str(out / 'config.json'))} "
+                 f"--init-from {quote(str(out))}{import_flags(cfg.model.name)}")
+    if stopped:
+        shutil.rmtree(out, ignore_errors=True)
+        if was_there:
+            out.mkdir()
+        raise stopped[0]
     return sp_cfg.to_json()
+
+
+def _write(tmp: Path, out: Path, sp_params: Any, sp_cfg: Any, meta: dict[str, Any]) -> None:
+    """The export built in `tmp` (its checkpoint, model.safetensors, config.json), then renamed to `out`."""
+    ckpts = Checkpoints(tmp, keep=1)
+    ckpts.save(meta["step"], {"params": sp_params}, meta)
+    ckpts.wait()
+    ckpts.close()
+    save_safetensors(tmp / EXPORTED, sp_params, sp_cfg)
+    write_atomic(tmp / "config.json", json.dumps(sp_cfg.to_json(), indent=2))
+    if out.exists():
+        out.rmdir()  # empty (checked before the work)
+    os.replace(tmp, out)
+    forget_stops()  # the export is whole: a stop a library swallowed on the way (raised at the end) stops nothing
 
 
 def relative_error(want: jax.Array, got: jax.Array) -> float:
