@@ -34,10 +34,10 @@ MAX_SEEDS = 1024  # seeds averaged or swept: their mean's error is 3% of one see
 
 def option_fields(where: str, cls: type, given: Any, flag: str) -> dict[str, dataclasses.Field]:
     """The options of `where` (a plugin's, a policy's or a model's config dataclass `cls`) by name; ValueError
-    naming those of `given` it lacks, and the command line's `flag` that gives them."""
+    naming those of `given` it lacks, and the command line's `flag` that gives options."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if unknown := sorted(set(given) - set(fields)):
-        raise ValueError(f"{where} has no option {', '.join(map(repr, unknown))} ({flag}); its options are "
+        raise ValueError(f"{where} has no option {', '.join(map(repr, unknown))}; its options ({flag} K=V) are "
                          f"{', '.join(fields) or 'none'}")
     return fields
 

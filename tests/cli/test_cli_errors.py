@@ -48,7 +48,7 @@ def _cases(tmp, small_run):
         (["--warmup", str(10**23)], "--warmup must be at most 2^31 - 1"),
         (["--model", "resnet50"], "unknown model 'resnet50'"),
         (["--param", "mupp"], "unknown parametrization 'mupp'"),
-        (["--param", "depth_mup", "--param-opt", "beta=1"], "has no option 'beta' (--param-opt)"),
+        (["--param", "depth_mup", "--param-opt", "beta=1"], "has no option 'beta'; its options (--param-opt K=V)"),
         (["--param-opt", "init_mult=1", "--param-opt", "init-mult=2"],
          "--param-opt init_mult given twice (init_mult=1 and init_mult=2): give it once"),
         (["--model-opt", "activation=relu", "--model-opt", "activation=tanh"],

@@ -402,3 +402,28 @@ def test_a_corrupt_eval_image_streamed_names_the_eval_batch(tmp_path, capsys):
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert stop.value.code == 1 and line.startswith(
         f"error: reading eval batch 0 of split 'test' failed: cannot decode image {root / 'test/b/3.png'}"), line
+
+
+def test_a_tar_ending_in_a_zip_member_or_mixing_dot_prefixes_is_read(tmp_path):
+    """A tar whose last member is zip-format (a .docx: zip's directory sits in the file's last 64 KiB) was taken for
+    a zip and refused; a tar of `./train` and `test` (names with and without './') for splits in two folders."""
+    import io
+    import tarfile
+    import zipfile
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _save(root, rel, Image.new("RGB", (4, 4), RED))
+    docx = io.BytesIO()
+    with zipfile.ZipFile(docx, "w") as z:
+        z.writestr("word/document.xml", "<doc/>")
+    with tarfile.open(tmp_path / "with-docx.tar", "w") as tf:
+        tf.add(root, "set")
+        member = tarfile.TarInfo("set/README.docx")
+        member.size = len(docx.getvalue())
+        tf.addfile(member, io.BytesIO(docx.getvalue()))
+    with tarfile.open(tmp_path / "mixed.tar", "w") as tf:
+        tf.add(root / "train", "./train")
+        tf.add(root / "test", "test")
+    for archive in ("with-docx.tar", "mixed.tar"):
+        assert zoo.data.load(f"imagefolder:{tmp_path / archive}", cache_dir="off").size("train") == 2, archive

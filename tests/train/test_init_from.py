@@ -47,7 +47,8 @@ def refused(tmp_path_factory) -> dict:
         "fork_export": [*SMALL, "--steps", "4", "--fork-from", str(sp_export), "--run-dir", str(root / "f")],
         # another model, with too few steps besides: the model is named, not the steps
         "fork_mixer": [*SMALL, "--model", "mixer", "--steps", "1", "--fork-from", str(sp), "--run-dir",
-                       str(root / "m")]}
+                       str(root / "m")],
+        "fork_wider": [*SMALL, "--width", "48", "--steps", "1", "--fork-from", str(sp), "--run-dir", str(root / "w")]}
     results = dict(zip(runs, run_main_many(list(runs.values())), strict=True))
     return {"root": root, "sp": sp, "mup_export": mup_export, "sp_export": sp_export, "before": before, **results}
 
@@ -165,6 +166,10 @@ def test_a_fork_of_another_model_names_the_model(refused):
     were named, and fixing them only led to the model's refusal)."""
     code, err = refused["fork_mixer"]
     assert code == 1 and clean_error(code, err) == (
-        f"error: --fork-from {refused['sp']} is a run of mlp_resnet, and this run's model is mixer; a fork keeps the "
-        "architecture, use --init-from to start another model from its parameters"), err
+        f"error: --fork-from {refused['sp']} is a run of mlp_resnet at width 32, depth 2, and this run's model is "
+        "mixer at width 32, depth 2; a fork keeps the architecture (give --model mlp_resnet --width 32 --depth 2), or "
+        "use --init-from to start another model from its parameters"), err
     assert not (refused["root"] / "m").exists()
+    code, err = refused["fork_wider"]  # the same model at another width: the width, then the steps
+    assert code == 1 and "is a run of mlp_resnet at width 32, depth 2, and this run's model is mlp_resnet at width " \
+        "48, depth 2" in clean_error(code, err), err

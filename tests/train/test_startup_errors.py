@@ -71,11 +71,27 @@ def test_processes_with_other_device_counts_are_one_line(tmp_path):
                               stderr=subprocess.PIPE, text=True,
                               env=child_env({"XLA_FLAGS": f"--xla_force_host_platform_device_count={3 - i}"}))
              for i in range(2)]
-    for i, (proc, (_, err)) in enumerate(zip(procs, [p.communicate(timeout=300) for p in procs], strict=True)):
+    for proc, (_, err) in zip(procs, [p.communicate(timeout=300) for p in procs], strict=True):
         assert clean_error(proc.returncode, err) == (
-            f"error: process {i} has {3 - i} device(s), but the 2 processes have 5 in all: every process needs the "
-            "same number (on CPU, the same --xla_force_host_platform_device_count in XLA_FLAGS)"), err
+            "error: the 2 processes have 3, 2 devices (process 0, 1, ...): every process needs the same number (on "
+            "CPU, the same --xla_force_host_platform_device_count in XLA_FLAGS)"), err
     assert not run.exists()
+
+
+def test_unequal_device_counts_of_three_processes_are_seen_by_each(monkeypatch):
+    """Each process compared its own count times the process count with the total: of processes with 1, 2 and 3
+    devices, the one with 2 (the mean) passed and failed later in JAX. The global device list names every count."""
+    import types
+
+    import jax
+
+    devices = [types.SimpleNamespace(process_index=i) for i, n in enumerate((1, 2, 3)) for _ in range(n)]
+    monkeypatch.setattr(jax, "devices", lambda: devices)
+    with pytest.raises(ValueError, match=r"the 3 processes have 1, 2, 3 devices \(process 0, 1, ...\): every process "
+                                         "needs the same number"):
+        distributed.check_same_devices()
+    monkeypatch.setattr(jax, "devices", lambda: devices[1:3] + devices[3:5])
+    distributed.check_same_devices()
 
 
 @pytest.mark.parametrize("bad", [dict(timeout_s=0.0), dict(timeout_s=math.nan), dict(timeout_s=math.inf),

@@ -79,12 +79,12 @@ def check_mesh_here(run_dir: str | Path, mesh: str | None, given: bool) -> None:
 
     try:
         parse(mesh, jax.device_count())
-    except ValueError as e:
+    except ValueError:
         if given:
             raise
         raise ValueError(f"{run_dir} ran on the mesh {mesh}, which the {jax.device_count()} device(s) here cannot "
-                         f"form ({e}); audit it with as many devices, or give --mesh for these (its numbers do not "
-                         "depend on the mesh)") from None
+                         "form; audit it with as many devices, or give --mesh for these (its numbers do not depend "
+                         "on the mesh)") from None
 
 
 def zoo_run(cfg: RunConfig, model_opt: dict[str, Any], batch_size: int, horizon: int | None) -> ZooRun:

@@ -82,6 +82,10 @@ def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     given = [n for n in RUN_FLAGS if getattr(args, n) is not None and n != "mesh"]  # the devices here may differ
     if args.run_dir and given:
         p.error(f"a run dir brings its own settings; --{given[0].replace('_', '-')} is not taken with it")
+    try:
+        refuse_sizes(args.model_opt, {"width": "--widths", "depth": "--depth, --depths"})
+    except ValueError as e:
+        p.error(str(e))
     for flag, sizes in (("--widths", args.widths), ("--depths", args.depths)):
         try:
             check_sweep(flag, sizes)
@@ -132,7 +136,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.run_dir:
         subject = from_run_dir(args.run_dir, args.batch_size, args.mesh)
     else:
-        refuse_sizes(args.model_opt, {"width": "--widths", "depth": "--depth, --depths"})
         subject = from_config(resolve(settings(args, RUN_FLAGS)), args.batch_size or 16)
     depths = args.depths or ([] if args.widths else subject.depths)
     widths = args.widths or ([] if args.depths else subject.widths)

@@ -93,8 +93,15 @@ def refuse_sizes(pairs: list[tuple[str, str]] | None, sets: dict[str, str]) -> N
 
 def module_object(text: str) -> str:
     """--allow-import's MODULE:OBJECT (my_pkg.module:MyParam), checked for its form (any text was taken)."""
-    if not re.fullmatch(r"[^\W\d][\w.]*:[^\W\d][\w.]*", text):  # Python's identifiers, dotted
+    if not re.fullmatch(r"[^:\s]+:[^\W\d][\w.]*", text):  # a module as --param takes it (my-plugin:MyParam)
         raise argparse.ArgumentTypeError(f"expected MODULE:OBJECT (e.g. my_pkg.params:MyParam), got {text[:80]!r}")
+    return text
+
+
+def nonempty(text: str) -> str:
+    """A name that is not empty (--policy '' was read as the default, none)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
     return text
 
 
@@ -294,8 +301,8 @@ def add_policy_flags(p: argparse.ArgumentParser, what: str, tokens: bool = True)
     """--policy, --policy-opt, --proxy-batch-size, --proxy-steps and (`tokens`) --proxy-tokens (zoo.policy); `what`:
     what the policy does here."""
     g = p.add_argument_group("scaling policy (batch size, horizon, weight decay)")
-    g.add_argument("--policy", help=f"the scaling policy that {what}: none, sde, timescale, fitted (with "
-                   "--policy-opt law=FIT/law.json), a registered name or module:Class (default: none)")
+    g.add_argument("--policy", type=nonempty, help=f"the scaling policy that {what}: none, sde, timescale, fitted "
+                   "(with --policy-opt law=FIT/law.json), a registered name or module:Class (default: none)")
     g.add_argument("--policy-opt", action=KeyValues, type=kv, metavar="K=V", help="policy option, repeatable (e.g. "
                    "betas=all)")
     g.add_argument("--proxy-batch-size", type=positive, help="the proxy's batch size (default: the target's)")
@@ -342,8 +349,6 @@ def policy_of(args: argparse.Namespace, optimizer: str) -> Any:
     options = dict(args.policy_opt or [])
     if args.policy is None and not options:
         return None
-    if args.policy is not None and not args.policy.strip():  # read as `none` (train.py refuses an empty --param)
-        raise ValueError("--policy must not be empty")
     policy = zoo.policy.get(args.policy or "none", **options)
     policy.check(optimizer, set(options))
     return policy

@@ -115,8 +115,11 @@ def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:
 
 
 def _check_tar(path: Path) -> None:
-    """A file given as an image folder is no image and no zip archive (each was 'corrupt or unreadable archive',
-    with tarfile's reasons why it is no tar of any compression)."""
+    """A file given as an image folder that is no tar is no image and no zip archive (each was 'corrupt or unreadable
+    archive', with tarfile's reasons why it is no tar of any compression). A tar ending in a zip-format member (a
+    .docx, an .npz) is a tar."""
+    if tarfile.is_tarfile(path):
+        return
     if _image_name(path.name):
         raise ValueError(f"imagefolder:{path} is an image; give the folder (or .tar[.gz] archive) it lies in, laid "
                          "out as split/class/image")
@@ -292,20 +295,26 @@ def _check_not_nested(src: Path, entries: list[Entry], used: tuple[str, ...]) ->
     a class folder. Splits of two folders (two data sets side by side, a backup copy inside one) were read as one
     set, their images and classes merged without a word; train/b/extra/x.png, read as split 'b' and class 'extra',
     was left out without a word (torchvision's ImageFolder reads it as class b)."""
-    tops = {tuple(e[2].strip("/").split("/")[:-3]) for e in entries if e[0] in used}
+    tops = {tuple(_parts(e[2])[:-3]) for e in entries if e[0] in used}
     if len(tops) > 1:
         where = sorted("/".join((*t, "")) or "the top" for t in tops)
         raise ValueError(f"image folder {src} holds {' or '.join(used)} splits in {len(where)} folders "
                          f"({', '.join(where[:3])}{', ...' if len(where) > 3 else ''}), which would be read as one "
                          "data set; give the folder of one of them, or move the others out")
     for e in entries:
-        parts = e[2].strip("/").split("/")
+        parts = _parts(e[2])
         top = next((t for t in tops if len(parts) > len(t) + 3 and tuple(parts[:len(t)]) == t
                     and parts[len(t)] in used), None)
         if top is not None:
             raise ValueError(f"image folder {src}: {e[2]} lies in a subfolder of the class folder "
                              f"{'/'.join(parts[:len(top) + 2])}, which is not read; images go in split/class/image: "
                              "move it up into the class folder, or out of the image folder")
+
+
+def _parts(name: str) -> list[str]:
+    """An entry's folders and file name, without '.' ('./train/a/x.png' and 'train/a/x.png' in one tar, as `tar -cf
+    s.tar ./train test` makes, lie in one folder)."""
+    return [part for part in name.strip("/").split("/") if part != "."]
 
 
 def _check_eval_classes(src: Path, splits: dict[str, list[Entry]], eval_split: str) -> None:

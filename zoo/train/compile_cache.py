@@ -10,10 +10,9 @@ A cache entry is the compiled program itself: results are the same with or witho
 (JAX compiles again: `jax_raise_persistent_cache_errors` stays off), and so is an entry this process cannot read;
 JAX never replaces an entry, so a damaged one is compiled at every run until removed, which one line says (JAX's
 warning is kept off the terminal with the other libraries', zoo.cli.boundary; a sweep's worker processes pass
-theirs to the command, which says it once); a folder that cannot be written, or that holds something other than
-files and folders where JAX reads its entries (a FIFO there would block the read forever), is refused in one line
-when the user named it, and skipped with a one-line warning when it is the default (the run compiles as it would
-without a cache)."""
+theirs to the command, which says it once); a folder that cannot be written, or that holds a FIFO or a device
+where JAX reads an entry (the read would block for ever), is refused in one line when the user named it, and
+skipped with a one-line warning when it is the default (the run compiles as it would without a cache)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ from zoo.files import check_can_write_in
 
 OFF = "off"
 FLAG = "--compile-cache"
+ENTRY_SUFFIXES = ("-cache", "-atime")  # the names of JAX's cache entries (jax._src.lru_cache)
 DAMAGED = "Error reading persistent compilation cache entry for '"  # JAX's warning, then the program's name
 _in_use: list[tuple[Path, bool]] = []  # the folder in use, and whether its damaged entry was said (`use`)
 _previous: list = []  # the warnings hook `_show` passes the other warnings to
@@ -70,16 +70,18 @@ def use(folder: str | None) -> Path | None:
 
 
 def check_entries(path: Path, what: str) -> None:
-    """Everything in the cache folder is a file or a folder: JAX opens an entry by its name and reads it whole, and a
-    FIFO (or a device) there blocks that read for ever; one line naming it otherwise."""
+    """No entry of the cache folder is a FIFO or a device: JAX opens an entry by its name (KEY-cache, KEY-atime) and
+    reads it whole, and such a read can block for ever; one line naming it otherwise (other files are not JAX's)."""
     for entry in path.iterdir():
+        if not entry.name.endswith(ENTRY_SUFFIXES):
+            continue
         try:
             mode = entry.stat().st_mode
         except OSError:  # a dangling link, or gone meanwhile: JAX's read fails, a miss
             continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            raise ValueError(f"{what} holds {entry.name}, which is neither a file nor a folder (a FIFO, socket or "
-                             "device: reading it as a cache entry would never end); remove it")
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the read "
+                             "would never end); remove it")
 
 
 def say_damaged_entries(path: Path, relay: Callable[[str], None] | None = None) -> None:

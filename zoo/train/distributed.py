@@ -10,6 +10,7 @@ stack dump at its own deadline), so giving up ends the process itself: `error: .
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import math
@@ -143,11 +144,12 @@ def barrier(name: str) -> None:
 
 
 def check_same_devices() -> None:
-    """Every process has as many devices as this one (checked as the backend starts, zoo.train.backend): JAX lays the
-    devices out as processes x their devices (the first barrier over 3 + 2 of them failed in JAX as 'cannot reshape
-    array of size 5 into shape (2,3)', after the batch was refused as split 5 ways)."""
-    local, n = jax.local_device_count(), jax.process_count()
-    if local * n != jax.device_count():
-        raise ValueError(f"process {jax.process_index()} has {local} device(s), but the {n} processes have "
-                         f"{jax.device_count()} in all: every process needs the same number (on CPU, the same "
-                         "--xla_force_host_platform_device_count in XLA_FLAGS)")
+    """Every process has as many devices (checked as the backend starts, zoo.train.backend, from the global device
+    list every process sees): JAX lays the devices out as processes x their devices (the first barrier over 3 + 2 of
+    them failed in JAX as 'cannot reshape array of size 5 into shape (2,3)', after the batch was refused as split 5
+    ways)."""
+    counts = collections.Counter(d.process_index for d in jax.devices())
+    if len(set(counts.values())) > 1:
+        each = ", ".join(f"{counts[i]}" for i in sorted(counts))
+        raise ValueError(f"the {len(counts)} processes have {each} devices (process 0, 1, ...): every process needs "
+                         "the same number (on CPU, the same --xla_force_host_platform_device_count in XLA_FLAGS)")

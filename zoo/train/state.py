@@ -58,9 +58,7 @@ def check_sources(s: Setup) -> None:
         if source:
             check_outside(source, loop.run_dir or s.cfg.default_run_dir(), "--run-dir", flag)  # zoo.train.run's
     if src is not None:
-        if (model := read_config(src).model.name) != s.cfg.model.name:  # before its steps: the first thing wrong
-            raise ValueError(f"--fork-from {src} is a run of {model}, and this run's model is {s.cfg.model.name}; a "
-                             "fork keeps the architecture, use --init-from to start another model from its parameters")
+        check_same_architecture(src, read_config(src).model, s.cfg.model)  # before its steps: the first thing wrong
         with Checkpoints(src, read_only=True) as ckpts:
             steps = ckpts.steps()
         if not steps:
@@ -74,6 +72,18 @@ def check_sources(s: Setup) -> None:
                              "nothing would train; give --steps beyond the fork's step")
     if loop.init_from and not (Path(loop.init_from) / "checkpoints").is_dir():
         raise FileNotFoundError(f"--init-from {loop.init_from}: no checkpoints/ folder there (is it a run dir?)")
+
+
+def check_same_architecture(src: Path, was: Any, now: Any) -> None:
+    """A fork's source is a run of this run's model at its width and depth (a fork takes this command's settings:
+    --model and the sizes left out are the defaults, not the source's)."""
+    def shown(m: Any) -> str:
+        return f"{m.name} at width {m.width}, depth {m.depth}"
+
+    if (was.name, was.width, was.depth) != (now.name, now.width, now.depth):
+        raise ValueError(f"--fork-from {src} is a run of {shown(was)}, and this run's model is {shown(now)}; a fork "
+                         f"keeps the architecture (give --model {was.name} --width {was.width} --depth {was.depth}), "
+                         "or use --init-from to start another model from its parameters")
 
 
 def restore_or_init(s: Setup, plan: MeshPlan, abstract: tuple[Any, Any], ckpts: Checkpoints,
