@@ -300,3 +300,76 @@ def test_an_eval_batch_beyond_the_eval_set_holds_the_set_once(folder, tmp_path, 
         assert float(batch["weight"].sum()) == 12
     finally:
         loader.close()
+
+
+def _image(root, rel: str, image: Image.Image) -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    image.save(root / rel)
+
+
+RED = (200, 30, 60)
+
+
+def test_a_corrupt_image_met_while_streaming_is_one_expected_line(tmp_path, capsys):
+    """A truncated PNG read by the stream was 'error: unexpected DataError: ... (full traceback in RUN/error-...log)':
+    DataError was no ZooError, so the boundary took a corrupt file for a bug in zoo."""
+    from zoo.cli.boundary import boundary
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
+        _image(root, rel, Image.new("RGB", (4, 4), RED))
+    whole = (root / "train/b/1.png").read_bytes()
+    (root / "train/b/1.png").write_bytes(whole[:len(whole) // 2])
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off", stream=True)
+
+    @boundary
+    def main() -> None:
+        next(zoo.data.stream(data, "train", batch_size=2, seed=0))
+
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 1 and err.startswith("error: reading step 0 of split 'train' failed: cannot decode "
+                                                   f"image {root / 'train/b/1.png'}") and "\n" not in err
+
+
+def test_a_corrupt_image_in_a_batch_no_step_trains_costs_no_checkpoint(tmp_path, capsys):
+    """Streamed: the check before the last save reads the next step's batch, which no step trains. A corrupt image
+    there failed the run after its last step ('cannot decode image', naming no step) and left no checkpoint; now a
+    warning names the step, the state is checked on the last trained batch, and it is saved."""
+    from zoo.cli import train as train_cli
+
+    root = tmp_path / "set"
+    for i in range(12):  # the train split's example i is image i (sorted by class, then name)
+        _image(root, f"train/{'ab'[i // 6]}/{i:02d}.png", Image.new("RGB", (4, 4), (20 * i, 30, 60)))
+    _image(root, "test/a/t.png", Image.new("RGB", (4, 4), RED))
+    data = zoo.data.load(f"imagefolder:{root}", cache_dir="off", stream=True)
+    trained = {int(i) for step in (0, 1) for i in data.indices("train", step, 4, 0)}
+    (bad,) = [int(i) for i in data.indices("train", 2, 4, 0) if int(i) not in trained][:1]
+    path = root / f"train/{'ab'[bad // 6]}/{bad:02d}.png"
+    path.write_bytes(path.read_bytes()[:20])
+    train_cli.main(["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "4", "--steps", "2",
+                    "--seed", "0", "--data", f"imagefolder:{root}", "--stream", "true", "--eval-every", "1000",
+                    "--cache-dir", "off", "--run-dir", str(tmp_path / "run")])
+    out = capsys.readouterr()
+    assert (f"warning: reading step 2 of split 'train' failed: cannot decode image {path}" in out.out + out.err
+            and "the state of step 2 is checked on step 1's batch instead" in out.out + out.err), out
+    assert (tmp_path / "run" / "checkpoints" / "2").is_dir()
+
+
+def test_a_corrupt_eval_image_streamed_names_the_eval_batch(tmp_path, capsys):
+    """Read directly, not through the stream, a corrupt image named its file only; as the stream's, its line names
+    what was read."""
+    from zoo.cli import train as train_cli
+
+    root = tmp_path / "set"
+    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png", "test/b/3.png"):
+        _image(root, rel, Image.new("RGB", (4, 4), RED))
+    (root / "test/b/3.png").write_bytes(b"not a png")
+    with pytest.raises(SystemExit) as stop:
+        train_cli.main(["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "2", "--steps", "1",
+                        "--data", f"imagefolder:{root}", "--stream", "true", "--cache-dir", "off", "--run-dir",
+                        str(tmp_path / "run")])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 1 and line.startswith(
+        f"error: reading eval batch 0 of split 'test' failed: cannot decode image {root / 'test/b/3.png'}"), line
