@@ -68,8 +68,12 @@ def test_a_size_a_tool_sets_itself_is_no_model_option(tmp_path, capsys, tool, fl
     widths), the criticality scan met its own --width in an unexpected TypeError with a traceback file."""
     import importlib
 
-    main = importlib.import_module(f"zoo.cli.{tool}").main
+    module = importlib.import_module(f"zoo.cli.{tool}")
+    main = module.main
     out = {"audit": ["--json", str(tmp_path / "new" / "a.json")]}.get(tool, ["--out", str(tmp_path / "new")])
+    if tool == "coord_check":  # --model-opt depth=D is the width sweep's depth (docs/diagnostics.md) unless a flag is
+        assert "depth" not in module.sets(module.parser().parse_args(["--model-opt", "depth=2"]))
+        assert module.sets(module.parser().parse_args(["--depth", "3"]))["depth"] == "--depth"
     with pytest.raises(SystemExit) as stop:
         main(["--model-opt", "width=48", *out])
     line = capsys.readouterr().err.strip()

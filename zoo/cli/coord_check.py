@@ -35,7 +35,6 @@ from zoo.files import check_out_folder
 from zoo.train import compile_cache
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
-SETS = {"width": "--widths, --width", "depth": "--depth, --depths"}  # the model options the sweeps set
 
 
 def parser() -> argparse.ArgumentParser:
@@ -81,9 +80,16 @@ def spec_of(args: argparse.Namespace) -> CoordSpec:
     if args.muon_io and args.optimizer != "muon":
         raise ValueError(f"--muon-io routes the input and output layers to Muon, but --optimizer is {args.optimizer}")
     zoo.param.get(args.param, **dict(args.param_opt))
-    return CoordSpec(args.model, args.param, dict(args.param_opt), model_options(args.model, args.model_opt, SETS),
-                     args.optimizer, args.muon_io, args.lr, args.steps, args.seeds, args.batch, args.tol,
-                     args.linear_limit)
+    options = model_options(args.model, args.model_opt, sets(args))
+    return CoordSpec(args.model, args.param, dict(args.param_opt), options, args.optimizer, args.muon_io, args.lr,
+                     args.steps, args.seeds, args.batch, args.tol, args.linear_limit)
+
+
+def sets(args: argparse.Namespace) -> dict[str, str]:
+    """The model options the sweeps set (zoo.cli.flags.refuse_sizes): the width, and the depth where --depth or
+    --depths gives it (else --model-opt depth=D is the width sweep's depth)."""
+    given = [flag for flag, value in (("--depth", args.depth), ("--depths", args.depths)) if value is not None]
+    return {"width": "--widths, --width", **({"depth": ", ".join(given)} if given else {})}
 
 
 def sweeps(args: argparse.Namespace) -> list[tuple[str, list[int], dict[str, Any]]]:
