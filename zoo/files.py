@@ -248,8 +248,7 @@ def check_writable(path: Path, flag: str) -> None:
     otherwise."""
     if path.is_dir():
         raise ValueError(f"{flag} {path} is a directory, not a file")
-    missing = first_missing(path.parent)
-    check_can_write_in(path.parent if missing is None else missing.parent, f"{flag} {path}")
+    check_can_write_in(nearest_existing(path.parent), f"{flag} {path}")
 
 
 def check_can_write_in(folder: Path, what: str) -> None:
@@ -270,7 +269,7 @@ def check_out_folder(folder: Path, flag: str) -> None:
     making it; one line naming `flag` otherwise. A file there was refused only after the measurements (9-18 s)."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{flag} {folder} is a file, not a directory; choose another")
-    check_can_write_in(first_missing(folder).parent if not folder.exists() else folder, f"{flag} {folder}")
+    check_can_write_in(nearest_existing(folder), f"{flag} {folder}")
 
 
 def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, what: str = "run dir") -> None:
@@ -293,6 +292,12 @@ def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
     for name, kind in OUTPUTS.items():
         if kind != owner and (Path(out) / name).exists():
             raise ValueError(f"{flag} {out} holds a {kind} ({name}); give the {owner} a folder of its own")
+
+
+def nearest_existing(folder: Path) -> Path:
+    """`folder`, or the nearest folder above it that exists (where checking it can take files makes nothing)."""
+    missing = first_missing(folder)
+    return folder if missing is None else missing.parent
 
 
 def first_missing(folder: Path) -> Path | None:

@@ -71,17 +71,20 @@ def use(folder: str | None) -> Path | None:
 
 def check_entries(path: Path, what: str) -> None:
     """No entry of the cache folder is a FIFO or a device: JAX opens an entry by its name (KEY-cache, KEY-atime) and
-    reads it whole, and such a read can block for ever; one line naming it otherwise (other files are not JAX's)."""
-    for entry in path.iterdir():
-        if not entry.name.endswith(ENTRY_SUFFIXES):
-            continue
-        try:
-            mode = entry.stat().st_mode
-        except OSError:  # a dangling link, or gone meanwhile: JAX's read fails, a miss
-            continue
-        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-            raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the read "
-                             "would never end); remove it")
+    reads it whole, and such a read can block for ever; one line naming it otherwise (other files are not JAX's).
+    At every command's start: a plain file or folder is known from the listing, only the rest is stat'ed."""
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if not entry.name.endswith(ENTRY_SUFFIXES) or entry.is_file(follow_symlinks=False) or \
+                    entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                mode = entry.stat().st_mode
+            except OSError:  # a dangling link, or gone meanwhile: JAX's read fails, a miss
+                continue
+            if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the "
+                                 "read would never end); remove it")
 
 
 def say_damaged_entries(path: Path, relay: Callable[[str], None] | None = None) -> None:
