@@ -83,8 +83,8 @@ def test_a_model_option_given_as_text_is_the_recipes_typed_value(tmp_path):
     "16"), and a sweep.json's."""
     typed = resolve({"model": "vit"})
     given = resolve({"model": "vit", "model_opt": {"head_dim": "16", "qkv_bias": "false", "norm_eps": "1e-5",
-                                                   "patch": "4"}})
-    assert given.model.options == {**typed.model.options, "patch": 4}
+                                                   "patch": "2"}})
+    assert given.model.options == {**typed.model.options, "patch": 2}
     assert identity_changes(typed.to_json(), given) == ["model_opt " + json.dumps(typed.model.options) + " -> "
                                                         + json.dumps(given.model.options)]
     stored = typed.to_json()
@@ -98,6 +98,29 @@ def test_a_model_option_given_as_text_is_the_recipes_typed_value(tmp_path):
     assert read_settings(tmp_path)["model_opt"] == typed.model.options
     odd = resolve({"model": "mlp_resnet", "model_opt": {"activation": "tanh"}})  # text options stay text
     assert odd.model.options == {"activation": "tanh"}
+
+
+@pytest.mark.parametrize("model, param, options, other", [
+    ("mlp_resnet", "depth_mup", {"param_opt": {"alpha": "0.5"}, "model_opt": {"activation": "relu"}},
+     {"param_opt": {"alpha": "1"}}),
+    ("gpt", "completep", {"model_opt": {"mlp_ratio": "4", "bias": "false"}, "param_opt": {"alpha": "1.0"}},
+     {"model_opt": {"mlp_ratio": "3"}})])
+def test_options_given_at_their_defaults_are_the_same_run_and_sweep(tmp_path, model, param, options, other):
+    """An option given at its default (`--param-opt alpha=0.5` to depth_mup, whose alpha is 1/2) trains the run that
+    left it out: a resume and a sweep's rerun take it; an option at another value is still another run."""
+    from zoo.sweeps import results
+
+    plain, given, changed = (resolve({"model": model, "param": param, "width": 48, **o}) for o in ({}, options, other))
+    assert identity_changes(plain.to_json(), given) == [] and identity_changes(given.to_json(), plain) == []
+    key = next(iter(other))
+    assert [c.split(" ")[0] for c in identity_changes(plain.to_json(), changed)] == [key]
+    flat = [{k: v for k, v in json.loads(json.dumps(c.identity())).items() if k not in results.PER_MEMBER}
+            for c in (plain, given, changed)]
+    results.check_settings(tmp_path, flat[0])
+    results.append(tmp_path, [{"width": 48, "depth": 2, "lr": 0.5, "seed": 0}])
+    results.check_settings(tmp_path, flat[1])
+    with pytest.raises(ValueError, match=f"other settings \\({key} "):
+        results.check_settings(tmp_path, flat[2])
 
 
 def test_print_config_shows_the_model_the_settings_build(capsys, tmp_path):

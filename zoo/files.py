@@ -284,14 +284,22 @@ def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, 
 # the file or folder that marks a folder as another command's output, and which command's
 OUTPUTS = {"config.json": "run", "checkpoints": "run", "sweep.json": "sweep", "transfer.json": "transfer",
            "law.json": "fit"}
+RUN_MARKS = ("config.json", "checkpoints")  # both: what marks a folder above another as a run dir
 
 
 def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
-    """`out` holds no other command's output (OUTPUTS; the `owner`'s own, a rerun's, may be there): a fit or a
-    transfer written into a run dir or a sweep sat beside files it does not describe, under their lock."""
+    """`out` holds no other command's output (OUTPUTS; the `owner`'s own, a rerun's, may be there), and lies in no
+    run dir or sweep (a folder above it holding a run's config.json and checkpoints, or a sweep.json): a fit or a
+    transfer written there sat beside files it does not describe, under their lock."""
     for name, kind in OUTPUTS.items():
         if kind != owner and (Path(out) / name).exists():
             raise ValueError(f"{flag} {out} holds a {kind} ({name}); give the {owner} a folder of its own")
+    for folder in Path(out).resolve().parents:
+        kind = "run dir" if all((folder / n).exists() for n in RUN_MARKS) else \
+            "sweep" if (folder / "sweep.json").exists() else None
+        if kind is not None:
+            raise ValueError(f"{flag} {out} is inside the {kind} {folder}; give the {owner} a folder of its own, "
+                             f"outside it")
 
 
 def nearest_existing(folder: Path) -> Path:

@@ -306,19 +306,24 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
 
 
 def test_out_in_a_sweep_it_reads_or_in_a_run_is_refused(tmp_path, capsys):
-    """--out inside a sweep dir it reads, or holding a run or another sweep: one line, and nothing written there (a
-    fit's four files sat beside the sweep's, under its lock); a rerun into the fit's own folder still writes."""
+    """--out inside a sweep dir it reads, or inside or holding a run or another sweep: one line, and nothing written
+    there (a fit's four files sat beside the sweep's, under its lock); a rerun into the fit's own folder still
+    writes."""
     sweep = sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)
-    (tmp_path / "run").mkdir()
+    other = sweep_dir(tmp_path / "b", [32, 64, 128], WIDTH_LAW)
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
     (tmp_path / "run" / "config.json").write_text("{}")
     before = sorted(p.name for p in sweep.iterdir())
     for out, message in ((sweep, f"--out {sweep} is inside the sweep dir {sweep}, which zoo.fit only reads"),
                          (sweep / "fit", "is inside the sweep dir"),
                          (tmp_path / "run", f"--out {tmp_path / 'run'} holds a run (config.json); give the fit a "
-                                            "folder of its own")):
+                                            "folder of its own"),
+                         (tmp_path / "run" / "a" / "fit", f"is inside the run dir {(tmp_path / 'run').resolve()}; "),
+                         (other / "fit", f"--out {other / 'fit'} is inside the sweep {other.resolve()}; ")):
         code, err = run_fit([str(sweep), "--out", str(out), "--boot", "20"], capsys)
         assert code == 1 and message in err and len(err.strip().splitlines()) == 1, err
-    assert sorted(p.name for p in sweep.iterdir()) == before and sorted(os.listdir(tmp_path / "run")) == ["config.json"]
+    assert sorted(p.name for p in sweep.iterdir()) == before
+    assert sorted(os.listdir(tmp_path / "run")) == ["checkpoints", "config.json"] and not (other / "fit").exists()
     from zoo.cli.fit import main
 
     for _ in range(2):
