@@ -7,6 +7,10 @@ fused AdamW, eager and `torch.compile`d, the best PyTorch baseline on the same m
     python bench/gpt_step.py                       # nanoGPT's char config: 6 layers, width 384, T 256, batch 64, bf16
     python bench/gpt_step.py --size gpt2 --torch   # GPT-2 124M: 12 layers, width 768, T 1024, batch 12, vocab 50257
     python bench/gpt_step.py --size small          # a CPU-sized run (f32)
+    python bench/gpt_step.py --size sweep          # issue 44's sweep shape: 2 layers, width 128, T 128, batch 32, f32
+
+Each side's first call is its compile (and one step): the line "compile and first step s" sets zoo's compile against
+a plain-JAX program of the same math on the same backend.
 
 The sides run in turn, --rounds times (machine load falls on all alike); prints each side's median ms/step and tokens/s
 and the ratios of zoo's step time to the others' (1.0 = as fast).
@@ -35,7 +39,8 @@ from zoo.optim import OptimConfig  # noqa: E402
 from zoo.train.step import build_program, on_leaves  # noqa: E402
 
 # width, layers, context, batch, dtype, vocabulary
-SIZES = {"small": (128, 2, 64, 8, "float32", 65), "char": (384, 6, 256, 64, "bfloat16", 65),
+SIZES = {"small": (128, 2, 64, 8, "float32", 65), "sweep": (128, 2, 128, 32, "float32", 65),
+         "char": (384, 6, 256, 64, "bfloat16", 65),
          "gpt2": (768, 12, 1024, 12, "bfloat16", 50257)}
 LR, B2, WD = 1e-3, 0.99, 0.1
 # zoo's GPT options that give it this file's math and bench/torch_models.GPT's (biases, an untied readout, LayerNorm
@@ -182,8 +187,13 @@ def main() -> None:
     sides = {"zoo gpt": zoo_run, "plain jax": plain_side(n, layers, t, v, dtype, x, y)}
     if args.torch:
         sides |= torch_sides(n, layers, t, v, zoo_state, x, y)
-    first = {name: float(run()) for name, run in sides.items()}  # compiles; zoo's and torch's from the same init
+    first, compile_s = {}, {}
+    for name, run in sides.items():  # compiles; zoo's and torch's from the same init
+        t0 = time.perf_counter()
+        first[name] = float(run())
+        compile_s[name] = time.perf_counter() - t0
     print("first losses: " + ", ".join(f"{k} {v:.4f}" for k, v in first.items()))
+    print("compile and first step s: " + ", ".join(f"{k} {v:.2f}" for k, v in compile_s.items()))
     for run in sides.values():
         run()
     times: dict[str, list[float]] = {name: [] for name in sides}

@@ -97,7 +97,8 @@ for part in $parts; do
     # (f) Issue 44, a sweep's compile: the 2-layer GPT's 9-member sweep into an empty compile cache (cold; target
     # <= 10 s) and again with another LR grid (warm, from the cache; target <= 2 s), each the line "compile X s";
     # where one shape's compile goes and what a rerun or another plugin compiles (bench/sweep_compile.py); and
-    # bench/sweep.py's speedup with its cold compile included (target >= 2x). About 5 minutes.
+    # bench/sweep.py's speedup with its cold compile included (target >= 2x); one member's step compiled against a
+    # plain-JAX GPT of the same math (bench/gpt_step.py --size sweep: XLA's own floor for it). About 6 minutes.
     compile) cache=$(mktemp -d)
       gpt=(--model gpt --depth 2 --seq-len 128 --batch-size 32 --steps 100 --data shakespeare)
       { python -m zoo.sweep "${gpt[@]}" --widths 128 --lrs 2^-14:2^-6:1 --out "$work/compile/cold" \
@@ -106,7 +107,8 @@ for part in $parts; do
           --compile-cache "$cache" &&
         python bench/sweep_compile.py "${gpt[@]}" --width 128 --members 1,9 --rounds 2 --other-param mup \
           --write "$out/bench_sweep_compile_gpu.md" &&
-        python bench/sweep.py --write "$out/bench_sweep_gpu.md"; } 2>&1 | tee "$out/compile.log" ;;
+        python bench/sweep.py --write "$out/bench_sweep_gpu.md" &&
+        python bench/gpt_step.py --size sweep --iters 20 --rounds 1; } 2>&1 | tee "$out/compile.log" ;;
     *) echo "unknown part $part (gpt gpt2 image-steps vit mixer augment step sweep compile nanogpt gpt-options1" \
          "gpt-options2)" >&2; exit 2 ;;
   esac
