@@ -4,7 +4,8 @@ probabilities as targets), the loss timm's Mixup targets are trained with."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="the bench extra: pip install -e '.[bench]'")
 
 from zoo.train.loss import soft_cross_entropy
 
