@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
                formatter_class=ShownDefaults)
     a = p.add_argument
     a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
-    a("--param", default="mup", help=f"parametrization plugin: {', '.join(zoo.param.names())}")
+    a("--param", default="mup", help=f"parametrization plugin: {', '.join(zoo.param.names())}, or module:Class")
     a("--param-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="plugin option (e.g. alpha=1)")
     a("--model-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="model option (e.g. activation=abs)")
     a("--widths", type=ints, default=None, help="widths of the width sweep (default: 128,256,512,1024 unless "

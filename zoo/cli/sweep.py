@@ -57,10 +57,10 @@ def add_lr_flags(p: argparse.ArgumentParser) -> None:
     compile cache."""
     a = p.add_argument
     a("--lrs", type=numbers_text,
-      help="comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
-    a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report")
-    a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR")
-    a("--chunk", type=positive, default=100, help="train steps per compiled scan")
+      help="required: comma list (1e-3,2^-8) or log2 range start:stop:step (2^-12:2^-4:1, stop included)")
+    a("--seeds", type=positive, default=1, help="seeds per LR (seed, seed+1, ...), averaged in the report (default 1)")
+    a("--metric", default="train_loss", choices=report.METRICS, help="loss that picks the best LR (default train_loss)")
+    a("--chunk", type=positive, default=100, help="train steps per compiled scan (default 100)")
     a("--processes", type=positive, default=1, help="split each shape's members over this many worker processes, "
       "each pinned to its own CPU cores (at most one per core; default 1: one program over every core's device)")
     add_compile_cache(p)
