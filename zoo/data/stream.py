@@ -10,15 +10,18 @@ Each batch is `data.read(split, data.indices(split, t, B, seed)[rows])`: on many
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import numpy as np
 
 from zoo.data.view import Batch, DataView
 from zoo.errors import ZooError, reraise_stop
+from zoo.parent_watch import watch_parent
 
 # Steps a stream can run: an end far beyond any run (grain's datasets have a length).
 HORIZON = 1 << 62
+_WATCHING: list[int] = []  # in a worker process: the parent its watch thread watches (one thread a process)
 
 
 class DataError(ZooError, RuntimeError):
@@ -34,10 +37,18 @@ def read_failed(err: Exception, what: str, split: str) -> DataError:
 
 
 class _ReadStep:
-    """step -> (step, batch); pickled into each worker process."""
+    """step -> (step, batch); pickled into each worker process, which it ends when the process that started the
+    stream is gone (grain's workers outlived a SIGKILLed run)."""
 
     def __init__(self, data: DataView, split: str, batch_size: int, seed: int, rows: slice):
         self.data, self.split, self.batch_size, self.seed, self.rows = data, split, batch_size, seed, rows
+        self.parent = os.getpid()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if os.getpid() != self.parent and not _WATCHING:
+            _WATCHING.append(self.parent)
+            watch_parent(self.parent)
 
     def __call__(self, step: int) -> tuple[int, Batch]:
         idx = self.data.indices(self.split, step, self.batch_size, self.seed)[self.rows]

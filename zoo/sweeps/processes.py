@@ -19,8 +19,6 @@ import dataclasses
 import multiprocessing
 import os
 import pickle
-import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +28,7 @@ import jax
 import numpy as np
 
 from zoo.errors import ZooError, quiet_libraries
+from zoo.parent_watch import watch_parent
 from zoo.train import compile_cache
 
 Options = dict[str, np.ndarray]  # a program family's member options: name -> one value per member
@@ -158,7 +157,7 @@ def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) ->
     (recipe, lrs, seeds, options, steps, evaluate, eval_limit) until told to stop (None) or the parent (pid) is gone."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
-    threading.Thread(target=exit_with_parent, args=(parent,), daemon=True).start()
+    watch_parent(parent)
     jax.config.update("jax_num_cpu_devices", 1)
     for name, value in settings.items():
         jax.config.update(name, value)
@@ -187,15 +186,6 @@ def serve(conn: Any, cores: list[int], settings: dict[str, Any], parent: int) ->
             damaged.clear()
         except OSError:  # the parent is gone
             return
-
-
-def exit_with_parent(parent: int) -> None:
-    """End this worker when the process that started it (pid `parent`) is gone, killed without a chance to stop its
-    pool (the worker is then handed to another parent, perhaps before it got here), not after the members it was
-    training."""
-    while os.getppid() == parent:
-        time.sleep(POLL_S)
-    os._exit(1)
 
 
 def train(trainers: dict[bytes, Any], recipe: bytes, lrs: np.ndarray, seeds: np.ndarray, options: Options | None,
