@@ -21,14 +21,14 @@ from zoo.train.loop import train
 RUN = {**TINY_RUN, "steps": 8, "eval_every": 4, "eval_batch_size": 8, "ckpt_every": 100}
 
 
-def signal_in_the_first_eval(monkeypatch, method: str, owner) -> None:
-    """`owner.method` sends SIGTERM to this process on its first call, then runs as it does."""
+def signal_in_the_first_eval(monkeypatch, method: str, owner, at: int = 1, signum: int = signal.SIGTERM) -> None:
+    """`owner.method` sends `signum` to this process on its `at`-th call, then runs as it does."""
     original, calls = getattr(owner, method), []
 
     def wrapped(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next bytecode: during the eval
+        if len(calls) == at:
+            os.kill(os.getpid(), signum)  # the handler runs before the next bytecode: during the eval
         return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, method, wrapped)
@@ -53,6 +53,29 @@ def test_a_signal_during_an_eval_stops_there_and_the_rerun_does_that_eval(tmp_pa
     train(resolve({**settings, "run_dir": str(run)}))
     for split in ("train", "eval"):
         assert untimed(metrics(run, split)) == untimed(metrics(whole, split)), split
+
+
+@pytest.mark.parametrize("step", [4, 8])
+def test_a_signal_during_the_eval_a_rerun_redoes_stops_before_any_step(tmp_path, monkeypatch, step):
+    """A stop during the eval a rerun does first (the one a stop left unfinished) was lost: at the last step the run
+    said 'done' and exited 0, finished without its final eval (its summary's from step 4); at step 4 it trained on
+    to step 5 and saved there, so no rerun did step 4's eval again. It stops at once, as during any eval, and the
+    next rerun does that eval."""
+    whole = tmp_path / "whole"
+    train(resolve({**RUN, "run_dir": str(whole)}))
+    run = resolve({**RUN, "run_dir": str(tmp_path / "stopped")})
+    for at, signum in ((step // 4, signal.SIGTERM), (1, signal.SIGINT)):  # the eval of `step`, then the rerun's
+        with monkeypatch.context() as m:
+            signal_in_the_first_eval(m, "evaluate", Compiled, at, signum)
+            with pytest.raises(Stopped) as stop:
+                train(run)
+        assert stop.value.signum == signum
+        assert [p.name for p in (tmp_path / "stopped" / "checkpoints").iterdir() if p.name.isdigit()] == [str(step)]
+        assert not (tmp_path / "stopped" / "summary.json").exists()
+    summary = train(run)
+    assert summary["final_eval"] == train(resolve({**RUN, "run_dir": str(whole)}))["final_eval"]
+    for split in ("train", "eval"):
+        assert untimed(metrics(tmp_path / "stopped", split)) == untimed(metrics(whole, split)), split
 
 
 def untimed(rows: list[dict]) -> list[dict]:

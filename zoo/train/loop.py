@@ -120,6 +120,10 @@ class Loop:
                 self._run_hooks([h for h in self.hooks if h.at_start], 0)
             elif not self.evals.logged(start):  # its eval was due and did not finish (killed, or left for a signal)
                 self._run_hooks([h for h in self.hooks if h.name == "eval" and due(start, h.every, total)], start)
+            if signals.requested:  # it came during those: an eval left unfinished is the rerun's first work again
+                self.logger.say(f"stopped by {signal.Signals(signals.signum).name} at step {start}, before its next "
+                                "step; nothing was lost: rerun the same command to go on")
+                signals.raise_stop()
             for step in range(start, total):
                 self.leaves, metrics = self.compiled.train(self.leaves, self.compiled.batches.train_args(step))
                 self.observe()
