@@ -160,3 +160,34 @@ def test_a_stop_once_the_export_is_whole_stops_nothing(tmp_path):
     said = []
     sp_form.export(run, tmp_path / "out", echo=lambda line: said.append(line) or os.kill(os.getpid(), signal.SIGTERM))
     assert said[-1].startswith("exported step 2") and (tmp_path / "out" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_an_export_that_another_export_beats_to_out_is_one_line(tmp_path, capsys, monkeypatch, given):
+    """Two exports into one --out at once: both found it empty, and the one that ended second said the OS's
+    'Directory not empty: OUT'. Now zoo's own line; the winner's export is untouched, and no temporary folder is
+    left."""
+    import os
+
+    import zoo.export.sp_form as sp_form
+    from zoo.cli.export import main
+    from zoo.config import resolve
+    from zoo.train.loop import train
+
+    run, out = tmp_path / "run", tmp_path / "out"
+    train(resolve({**TINY_RUN, "steps": 2, "run_dir": str(run)}))
+    if given:
+        out.mkdir()  # an empty folder given as --out
+    original = os.replace
+
+    def beaten(src, dst):  # the other export's rename lands first
+        out.mkdir(exist_ok=True)
+        (out / "model.safetensors").write_text("the winner's")
+        return original(src, dst)
+
+    monkeypatch.setattr(sp_form.os, "replace", beaten)
+    capsys.readouterr()  # the run's own lines
+    line = one_line_error(main, [str(run), "--out", str(out)], capsys)
+    assert f"--out {out} was filled while this export was written (by another export into it)" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run"]
+    assert [p.name for p in out.iterdir()] == ["model.safetensors"]

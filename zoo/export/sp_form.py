@@ -14,6 +14,7 @@ anything is written the exported network's logits are checked against the run's 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -133,9 +134,15 @@ def _write(tmp: Path, out: Path, sp_params: Any, sp_cfg: Any, meta: dict[str, An
     ckpts.close()
     save_safetensors(tmp / EXPORTED, sp_params, sp_cfg)
     write_atomic(tmp / "config.json", json.dumps(sp_cfg.to_json(), indent=2))
-    if out.exists():
-        out.rmdir()  # empty (checked before the work)
-    os.replace(tmp, out)
+    try:
+        if out.exists():
+            out.rmdir()  # empty (checked before the work)
+        os.replace(tmp, out)
+    except OSError as e:  # another export into the same --out ended first
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise ValueError(f"--out {out} was filled while this export was written (by another export into it); "
+                         "choose another") from None
     forget_stops()  # the export is whole: a stop a library swallowed on the way (raised at the end) stops nothing
 
 
