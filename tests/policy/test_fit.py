@@ -114,6 +114,19 @@ def test_a_held_out_size_whose_best_is_on_the_grid_edge_gets_no_verdict(tmp_path
     assert fit.laws["lr"].exponents["width"] == pytest.approx(-0.5, abs=0.02)
 
 
+def test_sweeps_differing_only_by_options_at_their_defaults_are_fitted_together(tmp_path):
+    """A sweep of --model-opt activation=relu (the MLP-ResNet's own) beside one that left it out: one model, fitted
+    together; an option at another value is another model, refused."""
+    a = sweep_dir(tmp_path / "a", [32, 64], WIDTH_LAW)
+    b = sweep_dir(tmp_path / "b", [32, 64], WIDTH_LAW, run=BASE.replace(model_opt={"activation": "relu"},
+                                                                         batch_size=128))
+    assert len(read.load([a, b]).grids) == 4
+    c = sweep_dir(tmp_path / "c", [32, 64], WIDTH_LAW, run=BASE.replace(model_opt={"activation": "tanh"},
+                                                                        batch_size=128))
+    with pytest.raises(ValueError, match="the sweep dirs differ in model_opt"):
+        read.load([a, c])
+
+
 def test_the_same_members_in_two_dirs_are_refused(tmp_path):
     """A sweep copied (or rerun into another folder) and given beside the first: the later dir's members replaced the
     earlier's, so the law depended on the order of the dirs (an exponent -1 one way, -1/3 the other)."""
