@@ -284,22 +284,35 @@ def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, 
 # the file or folder that marks a folder as another command's output, and which command's
 OUTPUTS = {"config.json": "run", "checkpoints": "run", "sweep.json": "sweep", "transfer.json": "transfer",
            "law.json": "fit"}
-RUN_MARKS = ("config.json", "checkpoints")  # both: what marks a folder above another as a run dir
+# what zoo writes into the file that marks a folder as a run dir (its nested config) or a sweep (its flat settings)
+ZOO_KEYS = {"config.json": {"model", "param", "optim", "loop"}, "sweep.json": {"model", "param", "optimizer", "steps"}}
 
 
 def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
     """`out` holds no other command's output (OUTPUTS; the `owner`'s own, a rerun's, may be there), and lies in no
-    run dir or sweep (a folder above it holding a run's config.json and checkpoints, or a sweep.json): a fit or a
-    transfer written there sat beside files it does not describe, under their lock."""
+    run dir or sweep of zoo's (a folder above it whose config.json zoo wrote beside checkpoints/, or whose sweep.json
+    zoo wrote): a fit or a transfer written there sat beside files it does not describe, under their lock. Another
+    program's config.json above it (a model repository's) is no run dir."""
     for name, kind in OUTPUTS.items():
         if kind != owner and (Path(out) / name).exists():
             raise ValueError(f"{flag} {out} holds a {kind} ({name}); give the {owner} a folder of its own")
     for folder in Path(out).resolve().parents:
-        kind = "run dir" if all((folder / n).exists() for n in RUN_MARKS) else \
-            "sweep" if (folder / "sweep.json").exists() else None
+        run = (folder / "checkpoints").is_dir() and _written_by_zoo(folder / "config.json")
+        kind = "run dir" if run else "sweep" if _written_by_zoo(folder / "sweep.json") else None
         if kind is not None:
             raise ValueError(f"{flag} {out} is inside the {kind} {folder}; give the {owner} a folder of its own, "
                              f"outside it")
+
+
+def _written_by_zoo(path: Path, limit: int = 1 << 20) -> bool:
+    """Whether `path` is a regular file of at most `limit` bytes holding a JSON object with ZOO_KEYS[its name]."""
+    try:
+        if not path.is_file() or path.stat().st_size > limit:
+            return False
+        values = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(values, dict) and ZOO_KEYS[path.name] <= set(values)
 
 
 def nearest_existing(folder: Path) -> Path:

@@ -325,7 +325,7 @@ def test_out_in_a_sweep_it_reads_or_in_a_run_is_refused(tmp_path, capsys):
     sweep = sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW)
     other = sweep_dir(tmp_path / "b", [32, 64, 128], WIDTH_LAW)
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)
-    (tmp_path / "run" / "config.json").write_text("{}")
+    (tmp_path / "run" / "config.json").write_text(json.dumps(BASE.to_json()))
     before = sorted(p.name for p in sweep.iterdir())
     for out, message in ((sweep, f"--out {sweep} is inside the sweep dir {sweep}, which zoo.fit only reads"),
                          (sweep / "fit", "is inside the sweep dir"),
@@ -342,6 +342,11 @@ def test_out_in_a_sweep_it_reads_or_in_a_run_is_refused(tmp_path, capsys):
     for _ in range(2):
         main([str(sweep), "--out", str(tmp_path / "fit"), "--boot", "20"])
     assert (tmp_path / "fit" / "law.json").is_file()
+    project = tmp_path / "project"  # another program's config.json and checkpoints/ (a model repository's): no run
+    (project / "checkpoints").mkdir(parents=True)
+    (project / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 12}))
+    main([str(sweep), "--out", str(project / "results" / "fit"), "--boot", "20"])
+    assert (project / "results" / "fit" / "law.json").is_file()
 
 
 def test_a_hyperparameter_without_a_law_leaves_the_other(tmp_path):
