@@ -51,7 +51,7 @@ from zoo.param.families import MATRIX_KINDS
 from zoo.param.tags import Tag
 from zoo.train import memory
 from zoo.train.mesh import MeshPlan
-from zoo.train.step import Program, loss_and_metrics, prepare_inputs, run_once_options
+from zoo.train.step import Program, prepare_inputs, run_once_options
 from zoo.tree import key_path
 
 Numbers = dict[str, dict[str, float]]
@@ -112,8 +112,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
 
     def step_numbers(st, b):
         new, _ = prog.train_step(st, b)
-        grads = jax.grad(lambda p: loss_and_metrics(nnx.merge(prog.graphdef, p, st["rest"]), b, None, True,
-                                                    prog.dtype)[0])(st["params"])
+        grads = prog.gradients(st, b)  # the step's own (a ViT's augmented batch, drop path, label smoothing)
         fresh = prog.tx.init(st["params"])
         decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
         # a parameter that starts at 0 (every bias) shows no decay there, and read 'no decay' whatever the chain did:

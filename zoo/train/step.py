@@ -173,15 +173,21 @@ class Program:
         return nnx.merge(self.graphdef, state["params"], state["rest"])
 
     def train_step(self, state: State, batch: Batch) -> tuple[State, dict[str, jax.Array]]:
-        key = jax.random.fold_in(state["key"], state["step"])
-        aug_key, drop_key = jax.random.split(key)
-        if self.augment is not None:
-            batch = self.augment(aug_key, batch)
-        (_, metrics), grads = self._grads(state, batch, drop_key)
+        (_, metrics), grads = self._grads(state, *self._step_inputs(state, batch))
         updates, opt = self.tx.update(grads, state["opt"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         metrics = {**metrics, "grad_norm": optax.global_norm(grads)}
         return {**state, "params": params, "opt": opt, "step": state["step"] + 1}, metrics
+
+    def gradients(self, state: State, batch: Batch) -> Any:
+        """The gradient the train step takes at `state` from `batch`: after its augmentation, under its dropout keys
+        and label smoothing (zoo.audit compares the step's update with it)."""
+        return self._grads(state, *self._step_inputs(state, batch))[1]
+
+    def _step_inputs(self, state: State, batch: Batch) -> tuple[Batch, jax.Array]:
+        """The batch as the step at state["step"] trains on it (augmented), and its dropout key."""
+        aug_key, drop_key = jax.random.split(jax.random.fold_in(state["key"], state["step"]))
+        return (batch if self.augment is None else self.augment(aug_key, batch)), drop_key
 
     def _grads(self, state: State, batch: Batch, key: jax.Array) -> tuple[tuple[jax.Array, dict], Any]:
         """(loss, metrics) and the gradient of the batch mean, over `grad_accum` microbatches."""
