@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="the bench extra: pip install -e '.[bench]'")
-
 from zoo.train.loss import soft_cross_entropy
+
+torch = pytest.importorskip("torch", reason="the bench extra: pip install -e '.[bench]'")
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
