@@ -61,3 +61,35 @@ def test_a_run_dir_whose_config_nests_too_deep_is_one_line(tmp_path, capsys):
     (tmp_path / "run" / "config.json").write_text('{"model": ' + "[" * 5000 + "]" * 5000 + "}")
     line = one_line_error(sample.main, [str(tmp_path / "run")], capsys)
     assert f"{tmp_path / 'run' / 'config.json'} nests its values too deep" in line, line
+
+
+def test_a_failure_while_a_compile_runs_ahead_leaves_at_once(monkeypatch, capsys):
+    """A sweep that failed (a full disk) while its next shape compiled in the background crashed after its error
+    line in 2 of 5 runs (a segfault, or 'FATAL: exception not rethrown': the interpreter's teardown stopped the
+    thread inside XLA). With a thread of zoo's still compiling, the boundary leaves with os._exit(1) after the line;
+    with none, it raises SystemExit(1) as before."""
+    import threading
+
+    import zoo.cli.boundary
+    from zoo.cli.boundary import boundary
+
+    left = []
+    monkeypatch.setattr(zoo.cli.boundary.os, "_exit", lambda status: left.append(status))
+    release = threading.Event()
+    ahead = threading.Thread(target=release.wait, name="zoo-compile-ahead", daemon=True)
+
+    @boundary
+    def main(argv: list[str] | None = None) -> None:
+        ahead.start()
+        raise ValueError("no space left")
+
+    try:
+        with pytest.raises(SystemExit):
+            main()
+    finally:
+        release.set()
+        ahead.join()
+    assert left == [1] and capsys.readouterr().err == "error: no space left\n"
+    with pytest.raises(SystemExit) as e:
+        boundary(lambda: (_ for _ in ()).throw(ValueError("no space left")))()
+    assert e.value.code == 1 and left == [1]
