@@ -284,8 +284,9 @@ def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, 
 # the file or folder that marks a folder as another command's output, and which command's
 OUTPUTS = {"config.json": "run", "checkpoints": "run", "sweep.json": "sweep", "transfer.json": "transfer",
            "law.json": "fit"}
-# what zoo writes into the file that marks a folder as a run dir (its nested config) or a sweep (its flat settings)
-ZOO_KEYS = {"config.json": {"model", "param", "optim", "loop"}, "sweep.json": {"model", "param", "optimizer", "steps"}}
+# the keys of what zoo writes into a run dir's config.json (nested by part, or flat as zoo wrote it before) or a sweep's
+# sweep.json (flat): one of these sets
+ZOO_KEYS = ({"model", "param", "optim", "loop"}, {"model", "param", "optimizer", "steps"})
 
 
 def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
@@ -305,14 +306,15 @@ def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
 
 
 def _written_by_zoo(path: Path, limit: int = 1 << 20) -> bool:
-    """Whether `path` is a regular file of at most `limit` bytes holding a JSON object with ZOO_KEYS[its name]."""
+    """Whether `path` is a regular file of at most `limit` bytes holding a JSON object with one of ZOO_KEYS' sets
+    (anything else, however deeply it nests, is not zoo's)."""
     try:
         if not path.is_file() or path.stat().st_size > limit:
             return False
         values = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
-    return isinstance(values, dict) and ZOO_KEYS[path.name] <= set(values)
+    return isinstance(values, dict) and any(keys <= set(values) for keys in ZOO_KEYS)
 
 
 def nearest_existing(folder: Path) -> Path:

@@ -293,10 +293,10 @@ def test_the_audits_record_names_the_decay_of_vectors():
 
 
 def test_the_audit_measures_the_step_against_the_steps_own_gradient():
-    """The audit read Muon's step per unit of the Newton-Schulz output of a gradient of the bare batch, while the
-    step trained on the recipe's augmented batch, under drop path and label smoothing: the ViT's attention matrices
-    stepped 7% 'short' at width 32 (a slope +0.11 to +0.16 from width 32, a FAIL). Program.gradients is the step's
-    own gradient: under plain SGD (lr 1) the update is exactly minus it, dropout and all."""
+    """The audit read Muon's step per unit of the Newton-Schulz output of a gradient taken without the ViT's drop
+    path, which the step's own gradient had: its attention matrices stepped 7% 'short' at width 32 (a slope +0.11 to
+    +0.16 from width 32, a FAIL). Program.gradients is the step's own gradient: under plain SGD (lr 1) the update is
+    exactly minus it, dropout and label smoothing included."""
     from flax import nnx
 
     import zoo.models
@@ -318,8 +318,8 @@ def test_the_audit_measures_the_step_against_the_steps_own_gradient():
 
 @pytest.mark.slow
 def test_a_vits_muon_step_is_flat_in_width_from_the_smallest_width(tmp_path):
-    """The ViT recipe (augmentation, drop path, label smoothing) under muP and Muon at widths 32 and 48: every
-    hidden matrix's step per unit of Newton-Schulz output equal at both widths (it failed at +0.16 before)."""
+    """The ViT's options (drop path 0.1) under muP and Muon at widths 32 and 48: every hidden matrix's step per unit
+    of Newton-Schulz output equal at both widths (it failed at +0.16 before)."""
     report = tmp_path / "audit.json"
     with pytest.raises(SystemExit) as done:
         main(["--model", "vit", "--param", "mup", "--optimizer", "muon", "--widths", "32,48", "--depth", "2",

@@ -49,8 +49,15 @@ def test_out_in_a_sweep_it_reads_or_in_a_run_is_refused(tmp_path, capsys):
     for _ in range(2):
         main([str(sweep), "--out", str(tmp_path / "fit"), "--boot", "20"])
     assert (tmp_path / "fit" / "law.json").is_file()
-    project = tmp_path / "project"  # another program's config.json and checkpoints/ (a model repository's): no run
-    (project / "checkpoints").mkdir(parents=True)
-    (project / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 12}))
-    main([str(sweep), "--out", str(project / "results" / "fit"), "--boot", "20"])
-    assert (project / "results" / "fit" / "law.json").is_file()
+    # another program's config.json beside a checkpoints/ (a model repository's), or one nesting past Python's
+    # recursion limit, is no run dir: the fit goes ahead
+    for name, text in (("project", json.dumps({"model_type": "gpt2", "n_layer": 12})), ("deep", "[" * 100000)):
+        (tmp_path / name / "checkpoints").mkdir(parents=True)
+        (tmp_path / name / "config.json").write_text(text)
+        main([str(sweep), "--out", str(tmp_path / name / "results" / "fit"), "--boot", "20"])
+        assert (tmp_path / name / "results" / "fit" / "law.json").is_file()
+    old = tmp_path / "old"  # a run dir whose config.json an older zoo wrote flat (it still resumes): a run dir
+    (old / "checkpoints").mkdir(parents=True)
+    (old / "config.json").write_text(json.dumps({k: v for k, v in BASE.identity().items() if k != "model_opt"}))
+    code, err = run_fit([str(sweep), "--out", str(old / "fit"), "--boot", "20"], capsys)
+    assert code == 1 and f"is inside the run dir {old.resolve()}; " in err, err

@@ -12,7 +12,7 @@ Per parameter (raw: the audit multiplies by the realized multiplier afterwards):
     small_step_rms                the chain's first update of TINY times the gradient at w = 0 (no decay part), per
                                   TINY: the step the chain takes before any global-norm clipping
     small_sqrt_v_rms              RMS of sqrt(v_hat) after that update, per TINY (Adam's epsilon without the clip)
-    grad_rms                      of the gradient of the batch's loss, without dropout (zero: a null direction such
+    grad_rms                      of the step's own gradient (dropout and drop path off) (zero: a null direction such
                                   as the key bias, whose gradient is rounding noise: not judged)
     sqrt_v_rms                    RMS of sqrt(v_hat) in Adam's state after the step (absent without Adam's v)
     b2                            Adam's realised beta2: its v after a zero-gradient update over its v before (the
@@ -112,7 +112,7 @@ def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: Optim
 
     def step_numbers(st, b):
         new, _ = prog.train_step(st, b)
-        grads = prog.gradients(st, b)  # the step's own (a ViT's augmented batch, drop path, label smoothing)
+        grads = prog.gradients(st, b)  # the step's own: its keys, augmentation and label smoothing, if any
         fresh = prog.tx.init(st["params"])
         decay, _ = prog.tx.update(jax.tree.map(jnp.zeros_like, grads), fresh, st["params"])
         # a parameter that starts at 0 (every bias) shows no decay there, and read 'no decay' whatever the chain did:

@@ -63,8 +63,9 @@ class ZooRun:
         fields = {f.name for f in dataclasses.fields(zoo.models.config(self.model))}
         fixed = {"width": width, "depth": depth, "base_width": base_width, "base_depth": base_depth,
                  "dtype": compute_dtype(self.precision)}
-        if "dropout" in fields:
-            fixed["dropout"] = 0.0  # the probe's gradient is the step's: no dropout mask between them
+        # dropout and drop path off: the numbers are the rules', not a mask's (the same under --grad-accum, whose
+        # microbatches draw masks of their own)
+        fixed.update({rate: 0.0 for rate in zoo.models.config(self.model).rates if rate in fields})
         return zoo.models.config(self.model, **{**self.model_opt, **fixed})
 
     def program(self, width: int, depth: int, base_width: int, base_depth: int) -> tuple[Program, Any]:
