@@ -78,8 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
 
     from zoo.config import RunConfig
-    from zoo.files import check_can_write_in, check_outside, check_own_folder
+    from zoo.files import check_can_write_in
     from zoo.fit import read, report, result
+    from zoo.outputs import check_outside, check_own_folder
     from zoo.sweeps import results
 
     check_boot(args.boot)

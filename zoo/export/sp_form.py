@@ -34,15 +34,9 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.errors import DiskFull, forget_stops, sigterm_stops, stops_held
 from zoo.export.fold import folded_params
-from zoo.files import (
-    check_can_write_in,
-    check_outside,
-    stale_temporaries,
-    temporary,
-    undo_folders_made_on_failure,
-    write_atomic,
-)
+from zoo.files import check_can_write_in, stale_temporaries, temporary, undo_folders_made_on_failure, write_atomic
 from zoo.models.transformer import attention_heads
+from zoo.outputs import check_outside
 from zoo.registry import import_flags
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import EXPORTED, load_run

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from zoo.config import RunConfig
-from zoo.files import check_own_folder
+from zoo.outputs import check_own_folder
 from zoo.policy import Change, Rule, ScalingPolicy
 from zoo.sweeps import report
 from zoo.sweeps.grid import check_positive, check_seeds, lr_key, valid_lrs

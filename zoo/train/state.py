@@ -17,7 +17,7 @@ from flax import nnx
 
 import zoo.models
 import zoo.param
-from zoo.files import check_outside
+from zoo.outputs import check_outside
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import (
     by_name,
