@@ -23,7 +23,7 @@ from zoo import settings_file
 from zoo.data.config import DataConfig
 from zoo.files import path_name_problem
 from zoo.optim import SCHEDULE_READS, USED_BY, OptimConfig, default_eps
-from zoo.option_defaults import same_up_to_defaults
+from zoo.option_defaults import changed_settings
 from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.schema import NON_NEGATIVE, POSITIVE, SEED, check_settings, check_type, compute_dtype, flag_name, setting
 from zoo.train.mesh import given_axes
@@ -359,8 +359,8 @@ def identity_changes(old: dict[str, Any], new: RunConfig) -> list[str]:
     setting it lacks read as `from_json` reads it, as its default (zoo's behaviour before the setting existed)."""
     before = json.loads(json.dumps(RunConfig.from_json(old, "the stored config").identity()))
     now = json.loads(json.dumps(new.identity()))  # as config.json holds them (tuples as lists)
-    same = same_up_to_defaults(before, now)
-    return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if before[k] != v and k not in same]
+    changed = changed_settings(before, now)
+    return [f"{k} {_show(before[k])} -> {_show(v)}" for k, v in now.items() if k in changed]
 
 
 def word(v: Any) -> str:

@@ -10,6 +10,12 @@ from typing import Any
 OPTIONS = {"model_opt": "model", "param_opt": "param"}  # an identity's option mapping, and the setting naming whose
 
 
+def changed_settings(before: dict[str, Any], now: dict[str, Any]) -> set[str]:
+    """The settings of two identities (flat, as config.json holds them) whose values differ, options given at their
+    defaults aside (same_up_to_defaults)."""
+    return {k for k in set(before) | set(now) if before.get(k) != now.get(k)} - same_up_to_defaults(before, now)
+
+
 def same_up_to_defaults(before: dict[str, Any], now: dict[str, Any]) -> set[str]:
     """The option settings (OPTIONS) of two identities (flat, as config.json holds them) that differ, but only by
     options given at their defaults: the same model or plugin, with every option at the same value."""

@@ -60,12 +60,11 @@ class ZooRun:
         return cfg.width, cfg.depth
 
     def model_config(self, width: int, depth: int, base_width: int, base_depth: int) -> Any:
-        fields = {f.name for f in dataclasses.fields(zoo.models.config(self.model))}
         fixed = {"width": width, "depth": depth, "base_width": base_width, "base_depth": base_depth,
                  "dtype": compute_dtype(self.precision)}
         # dropout and drop path off: the numbers are the rules', not a mask's (the same under --grad-accum, whose
         # microbatches draw masks of their own)
-        fixed.update({rate: 0.0 for rate in zoo.models.config(self.model).rates if rate in fields})
+        fixed.update(dict.fromkeys(zoo.models.config(self.model).rates, 0.0))
         return zoo.models.config(self.model, **{**self.model_opt, **fixed})
 
     def program(self, width: int, depth: int, base_width: int, base_depth: int) -> tuple[Program, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from zoo.config import RunConfig
-from zoo.option_defaults import same_up_to_defaults
+from zoo.option_defaults import changed_settings
 from zoo.policy.base import Change, ScalingPolicy
 from zoo.sweeps import results
 from zoo.sweeps.grid import lr_key
@@ -149,8 +149,7 @@ def check_same(found: list[tuple[Path, dict, list]]) -> None:
     """One line when two dirs differ in a setting that is no size axis nor mapped by a policy."""
     (d0, s0, _), rest = found[0], found[1:]
     for d, s, _ in rest:
-        same = same_up_to_defaults(s0, s)
-        differ = sorted((k for k in set(s0) | set(s) if k not in FREE and k not in same and s0.get(k) != s.get(k)),
+        differ = sorted((k for k in changed_settings(s0, s) if k not in FREE),
                         key=lambda k: (k not in FIRST, FIRST.index(k) if k in FIRST else 0, k))
         if differ:
             k = differ[0]

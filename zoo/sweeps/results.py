@@ -18,7 +18,7 @@ import zoo.param
 from zoo.config import RunConfig
 from zoo.errors import naming_full_disk
 from zoo.files import open_regular, read_mapping, read_regular, write_atomic
-from zoo.option_defaults import same_up_to_defaults
+from zoo.option_defaults import changed_settings
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
 
@@ -40,8 +40,7 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
                          f"that trained them are unknown; use another --out, or move {RESULTS} away to start over")
     if path.exists():
         old = read_settings(out)
-        same = same_up_to_defaults(old, settings)
-        differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k) and k not in same)
+        differ = sorted(changed_settings(old, settings))
         if not differ:
             return
         if held:
