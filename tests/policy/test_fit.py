@@ -64,6 +64,21 @@ def test_parabola_vertex_and_edge():
     assert o.at_edge and o.x == -3.0
 
 
+def test_the_vertex_stays_between_the_minimums_neighbours():
+    """A least-squares parabola over the minimum's window can put its vertex past the minimum's neighbours (where a
+    curve with one minimum cannot have it): kept at the neighbour; and one kept on the grid's last LR (the minimum
+    beside it) is no located optimum, as a minimum there is not."""
+    x = np.arange(-8.0, -2.9)
+    none = np.zeros((6, 1), bool)
+    y = np.array([0.97, 0.78, 0.52, 0.16, 0.167, 0.168])  # minimum -5, the window's parabola at -3.76
+    assert optimum.vertex(x[1:], y[1:]) == pytest.approx(-3.758, abs=1e-3)
+    o = optimum.optimum(x, y[:, None, None], none, np.random.default_rng(0), 20)
+    assert (o.grid, o.x, o.at_edge) == (-5.0, -4.0, False)
+    y = np.array([0.97, 0.78, 0.62, 0.52, 0.16, 0.167])  # minimum -4, the parabola past the grid's end
+    o = optimum.optimum(x, y[:, None, None], none, np.random.default_rng(0), 20)
+    assert (o.grid, o.x, o.at_edge) == (-4.0, -3.0, True)
+
+
 def test_a_law_whose_replicates_locate_no_size_together_is_refused():
     """Where no two bootstrap replicates locate every size (their seeds train at disjoint LRs), the law would have no
     interval ([nan, nan], written as null, which the fitted policy could not read): refused in one line."""
@@ -215,7 +230,8 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     assert cfg.lr == pytest.approx(BASE.optim.lr * 16**e) and e == pytest.approx(-0.5, abs=0.05)
     assert "within one grid step" in (tmp_path / "fit" / "table.md").read_text()
     # widths 32..256 fitted (512 held out): a target of 1024 lies beyond them, and its rule says so; 128 does not
-    assert law.laws["lr"].span == {"width": (32.0, 256.0)}
+    assert law.laws["lr"].span == {"width": (32.0, 256.0), "depth": (2.0, 2.0), "batch_size": (64.0, 64.0),
+                                   "steps": (100.0, 100.0)}
     rules = {r.setting: r.law for r in zoo.policy.get("fitted", law=str(tmp_path / "fit" / "law.json")).rules(
         BASE.optim, change)}
     assert "(width 1024/64)^-0.4" in rules["lr"] and "[extrapolated: the sweeps' width 32-256]" in rules["lr"]
@@ -224,6 +240,10 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
 
     assert "extrapolated" not in lr_rule(dataclasses.replace(change, width=128))
     assert "extrapolated" in lr_rule(dataclasses.replace(change, proxy_width=16, width=128))  # the proxy beyond it
+    # the sweeps ran at batch 64 only: the law has no batch term, and a target at batch 256 is told so
+    assert "not in the law, whose sweeps held it fixed: batch_size 256/64 [extrapolated: the sweeps' batch_size " \
+        "64]" in lr_rule(dataclasses.replace(change, batch=256))
+    assert "held it fixed" not in lr_rule(change)
     stored = json.loads((tmp_path / "fit" / "law.json").read_text())
     del stored["laws"]["lr"]["span"]  # a law.json written before the span was
     (tmp_path / "fit" / "law.json").write_text(json.dumps(stored))
@@ -258,7 +278,8 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("exact law", "a law over width, steps has 3 terms and needs 4 or more sizes"),
     ("axes leave one out", "--axes width: two sizes at width 32 differ in steps, which the law would not see"),
     # the lone LR that trained at each width was each one's "fitted optimum", and the law's interval [nan, nan]
-    ("one survivor", "0 sizes with a located best LR (width 32; width 64; width 128: fewer than 3 points trained"),
+    ("one survivor", "0 sizes with a located best LR; none at width 32; width 64; width 128 (fewer than 3 points "
+                     "trained"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, message):
     if case == "two sizes":

@@ -40,7 +40,8 @@ class Fit:
     scatter: float = 0.0  # tau: the sizes' own deviation from the law, beyond their noise
     # [boot] a new size's own deviation over tau (widened as tau's draws are)
     deviations: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
-    span: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # axis -> the sizes' (min, max)
+    # every size axis (those held fixed too) -> the sizes' (min, max)
+    span: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
     def predict(self, size: Size) -> tuple[float, float, float]:
         """(log2 x*, lo, hi) at `size`: the law's replicates there, each with a new size's own deviation."""
@@ -78,7 +79,7 @@ def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, 
     return Fit(tuple(axes), reference, float(coef[0]), {a: float(coef[i + 1]) for i, a in enumerate(axes)},
                intervals, reps, float(np.sqrt(np.mean((x @ coef - y) ** 2))), tau,
                widen * rng.standard_normal(len(reps)),
-               {a: (float(min(s[a] for s in sizes)), float(max(s[a] for s in sizes))) for a in axes})
+               {a: (float(min(s[a] for s in sizes)), float(max(s[a] for s in sizes))) for a in sizes[0]})
 
 
 def scatter(residuals: np.ndarray, dof: int, replicates: np.ndarray) -> float:

@@ -28,13 +28,16 @@ class Power:
     reference: dict[str, float]
     exponents: dict[str, float]
     intervals: dict[str, tuple[float, float]]
-    span: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)  # axis -> sizes fitted (min, max)
+    # every size axis (those the sweeps held fixed too) -> the sizes fitted (min, max)
+    span: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
     def predict(self, size: dict[str, float]) -> float:
         return self.intercept + sum(e * math.log2(size[a] / self.reference[a]) for a, e in self.exponents.items())
 
-    def ratio(self, axis: Callable[[str], tuple[float, float] | None]) -> tuple[float, list[str]]:
-        """prod_k (s'_k / s_k)^e_k over the axes whose (proxy, target) `axis` gives, and each term as text."""
+    def ratio(self, axis: Callable[[str], tuple[float, float] | None]) -> tuple[float, list[str], list[str]]:
+        """prod_k (s'_k / s_k)^e_k over the axes whose (proxy, target) `axis` gives, each term as text, and the axes
+        the sweeps held fixed that the proxy or the target leaves (the law has no term for them: it says nothing of
+        how its optimum moves along them)."""
         factor, terms = 1.0, []
         for a, e in self.exponents.items():
             pair = axis(a)
@@ -42,7 +45,9 @@ class Power:
                 continue
             factor *= power(pair[1] / pair[0], e, f"the law's {a} factor")
             terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}{self.beyond(a, pair)}")
-        return factor, terms
+        held = [f"{a} {pair[1]:g}/{pair[0]:g}{self.beyond(a, pair)}" for a in self.span if a not in self.exponents
+                if (pair := axis(a)) is not None and self.beyond(a, pair)]
+        return factor, terms, held
 
     def beyond(self, axis: str, pair: tuple[float, float]) -> str:
         """` [extrapolated: the sweeps' width 48-640]` where the proxy's or the target's size lies outside the sizes
@@ -50,7 +55,8 @@ class Power:
         if axis not in self.span:
             return " [the sweeps' span not recorded]"
         lo, hi = self.span[axis]
-        return "" if all(lo <= s <= hi for s in pair) else f" [extrapolated: the sweeps' {axis} {lo:g}-{hi:g}]"
+        sizes = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+        return "" if all(lo <= s <= hi for s in pair) else f" [extrapolated: the sweeps' {axis} {sizes}]"
 
     def record(self) -> dict[str, Any]:
         return {"intercept_log2": self.intercept, "reference": self.reference, "exponents": self.exponents,
@@ -93,7 +99,7 @@ def read_law(path: str | Path) -> Law:
             raise ValueError
         laws = {}
         for k, v in data["laws"].items():
-            if k not in HYPER or not set(v["exponents"]) <= set(AXES):
+            if k not in HYPER or not set(v["exponents"]) | set(v.get("span", {})) <= set(AXES):
                 raise ValueError
             exps = {a: float(e) for a, e in v["exponents"].items()}
             laws[k] = Power(float(v["intercept_log2"]), {a: float(x) for a, x in v["reference"].items()}, exps,

@@ -3,15 +3,21 @@
 The loss is measured on a grid x_i (log2 LR or log2 wd) for seeds s, possibly over a second swept axis o (a wd grid
 when fitting the LR, and the other way round), where the profile min_o is taken. The optimum is the vertex of the
 least-squares parabola through the grid minimum and its HALF neighbours on each side (loss against log2 x is about
-quadratic near its minimum: the curves every muP paper plots), kept within them; a concave fit, or fewer than 3
-points, gives the grid minimum itself. A minimum on the grid's first or last point is not bracketed (`at_edge`), nor
-one beside a point that diverged (a seed diverged there: `curve` counts the point out) or where none trained: the
-loss may fall further towards it, and the parabola, clipped to the window, would put the optimum on the grid point
+quadratic near its minimum: the curves every muP paper plots), kept within the minimum's two neighbours (where a
+curve with one minimum has it); a concave fit, or fewer than 3 points,
+gives the grid minimum itself. On a curve steeper on one side the vertex is pulled towards the shallower side, by
+0.3, 0.6 and 0.9 grid steps on average for one side 2, 4 and 15 times steeper (noiseless, piecewise quadratic), a
+bias the interval does not hold: a shape that does not change with size shifts every size alike, which the law's
+exponent does not see, but a size's own optimum and a held-out size's measured one carry it. A minimum on the grid's
+first or last point is not bracketed (`at_edge`), nor a vertex there (beside a minimum next to the end), nor one
+beside a point that diverged (a seed diverged there: `curve` counts the point out) or where none trained: the loss
+may fall further towards it, and the parabola, clipped to the window, would put the optimum on the grid point
 with an interval of width 0.
 
 The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
 grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with
-replacement until 3 distinct remain, and refitted); its ends are the replicates' 2.5 and 97.5 percentiles.
+replacement until 3 distinct remain, and refitted within the window); its ends are the replicates' 2.5 and 97.5
+percentiles.
 """
 
 from __future__ import annotations
@@ -61,6 +67,14 @@ def window(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return finite[max(0, i - HALF):i + HALF + 1]
 
 
+def bracket(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The lowest finite point's neighbours among the finite points (itself at an end): where a curve with one
+    minimum has it."""
+    finite = np.flatnonzero(np.isfinite(y))
+    i = int(np.argmin(y[finite]))
+    return float(x[finite[max(0, i - 1)]]), float(x[finite[min(len(finite) - 1, i + 1)]])
+
+
 def curve(loss: np.ndarray, diverged: np.ndarray, seeds: np.ndarray | None = None) -> np.ndarray:
     """Loss against the grid: the mean over `seeds` (columns, default all) of loss [x, o, s] (NaN where missing), the
     profile minimum over o, NaN where every o diverged or is missing (`diverged` [x, o]: a seed diverged there)."""
@@ -79,9 +93,9 @@ def optimum(x: np.ndarray, loss: np.ndarray, diverged: np.ndarray, rng: np.rando
     if np.count_nonzero(np.isfinite(y)) < MIN_POINTS:
         return None
     w = window(x, y)
-    best = vertex(x[w], y[w])
+    best = vertex(x[w], y[w], bracket(x, y))
     i = int(np.nanargmin(y))
-    edge = i in (0, len(x) - 1) or not (np.isfinite(y[i - 1]) and np.isfinite(y[i + 1]))
+    edge = i in (0, len(x) - 1) or not (np.isfinite(y[i - 1]) and np.isfinite(y[i + 1])) or best in (x[0], x[-1])
     reps = np.full(boot, np.nan)
     n_seeds = loss.shape[2]
     for b in range(boot):

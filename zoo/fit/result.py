@@ -149,8 +149,8 @@ def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str, rng: np.random.Gene
     axes = sweeps.axes
     needed = max(MIN_SIZES, len(axes) + 2)  # more sizes than the law's terms (a constant and an exponent per axis)
     if len(used) < needed:
-        why = f" ({'; '.join(lost)}: fewer than {MIN_POINTS} points trained without diverging, or the best is on the " \
-            "grid's edge or beside a diverged LR: widen or refine the grid)" if lost else ""
+        why = f"; none at {'; '.join(lost)} (fewer than {MIN_POINTS} points trained without diverging, or the best " \
+            "is on the grid's edge or beside a diverged LR: widen or refine the grid)" if lost else ""
         raise ValueError(f"{len(used)} size{'' if len(used) == 1 else 's'} with a located best {HYPER[hyper]}{why}: "
                          f"a law over {', '.join(axes)} has {len(axes) + 1} terms and needs {needed} or more sizes "
                          "(as many fit it exactly, and say nothing of its error)")

@@ -59,11 +59,13 @@ class Fitted(ScalingPolicy):
             return value, text
         start = proxy_value(cfg, setting) if value is None else value
         try:
-            factor, terms = power.ratio(change.axis)
+            factor, terms, held = power.ratio(change.axis)
         except ValueError as e:
             raise ValueError(f"{self.law}: {e}; refit the law, or keep the target nearer the sweeps") from None
+        untested = f" [not in the law, whose sweeps held it fixed: {'; '.join(held)}]" if held else ""
         if not terms:
-            return start, f"{text if value is not None else setting}; the law changes nothing (no axis changed)"
+            return start, (f"{text if value is not None else setting}; the law changes nothing (none of its axes "
+                           f"changed){untested}")
         base_text = f"{base.name}'s rule ({text})" if value is not None else f"the proxy's {setting}"
         return start * factor, (f"{base_text}, then the law's x {' '.join(terms)} = {fmt(start)} x {fmt(factor)} "
-                                f"(law {self.law})")
+                                f"(law {self.law}){untested}")
