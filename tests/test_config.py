@@ -256,6 +256,25 @@ def test_a_remat_option_without_remat_given_is_taken():
     assert cfg.model.options == {"remat": True} and cfg.loop.remat == "none"
 
 
+@pytest.mark.parametrize("model", ["mixer", "vit"])
+def test_a_sweeps_base_sizes_are_its_smallest_not_the_recipes(model):
+    """The mixer's recipe sets base width 128 and depth 8 (its model's own size), the ViT's base depth 9: a sweep's
+    base sizes default to its smallest swept ones and a transfer's to its proxy's (docs/sweeps.md), as for a model
+    whose recipe sets none; given ones are kept."""
+    from zoo.cli import transfer as transfer_cli
+
+    def sweep(*extra):
+        args = ["--out", "x", "--lrs", "1e-3", "--model", model, "--widths", "48,96", "--depths", "3,5", *extra]
+        return sweep_cli.build_spec(sweep_cli.parser().parse_args(args))
+
+    assert sweep().bases() == (48, 3)
+    assert sweep("--base-width", "16", "--base-depth", "4").bases() == (16, 4)
+    args = ["--out", "x", "--lrs", "1e-3", "--model", model, "--param", "mup", "--proxy-width", "48", "--width", "96",
+            "--depth", "3"]
+    arms = transfer_cli.build_spec(transfer_cli.parser().parse_args(args)).arms()
+    assert [(a.model.base_width, a.model.base_depth) for a in arms] == [(48, 3), (48, 3)]
+
+
 def test_a_runs_config_with_a_remat_option_reads_back(tmp_path, capsys):
     """A run (or --print-config) with `--model-opt remat=true` and no --remat wrote `remat: none` beside it, and
     --config of that file was refused ('contradicts --remat none'): a file's setting that repeats the default is no

@@ -125,8 +125,10 @@ def check_lr_flags(args: argparse.Namespace) -> None:
 
 def run_config(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of the parsed run flags (model recipe < flags); an unknown plugin, plugin option or model
-    option fails here, before any data is loaded."""
-    return resolve({**settings(args, RUN_FLAGS), "base_width": args.base_width, "base_depth": args.base_depth})
+    option fails here, before any data is loaded. The base width and depth are the flags' alone: a recipe's (its
+    model's own size) would stand in for the sweep's smallest size, or the transfer's proxy, that they default to."""
+    run = resolve({**settings(args, RUN_FLAGS), "base_width": args.base_width, "base_depth": args.base_depth})
+    return run.replace(base_width=args.base_width, base_depth=args.base_depth)
 
 
 def under_policy(args: argparse.Namespace, run: RunConfig, lrs: list[float]) -> tuple[RunConfig, list[float]]:
