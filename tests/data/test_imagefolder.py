@@ -237,6 +237,9 @@ def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
     x = data.splits["train"]["x"]
     assert x.shape == (2, 4, 4, 1) and x.dtype == np.uint8
     np.testing.assert_array_equal(x[1, ..., 0], np.arange(16).reshape(4, 4) * 17)
+    for maxval in (65535, 1023):  # a 16-bit PGM (PIL's mode I, scaled by PIL to 0..65535), a 10-bit one
+        pgm = b"P5\n4 4\n%d\n" % maxval + (levels.astype(np.int64) * maxval // 65535).astype(">u2").tobytes()
+        np.testing.assert_array_equal(_decode_one("scan.pgm", pgm, "L")[..., 0], np.arange(16).reshape(4, 4) * 17)
     tiff = io.BytesIO()
     Image.fromarray(levels.astype(np.int32)).save(tiff, format="TIFF")
     with pytest.raises(ValueError, match="32-bit integer pixels .* convert it to 8 or 16 bits"):

@@ -182,10 +182,11 @@ def _opened(name: str, payload: str | bytes) -> Iterator[Image.Image]:
 
 
 def _eight_bits(im: Image.Image, name: str) -> Image.Image:
-    """`im` with 8 bits a channel. A 16-bit grayscale image (PNG, TIFF: PIL's mode I;16) is scaled by
-    255 / 65535 = 1 / 257 and rounded (PIL's convert clips every value above 255: a 16-bit image came out white
-    but for its zeros); 32-bit integer or float pixels (modes I and F), whose range is not known, are refused."""
-    if im.mode.startswith("I;16"):
+    """`im` with 8 bits a channel. A 16-bit grayscale image (PNG, TIFF: PIL's mode I;16; a PGM of maxval above 255,
+    which PIL reads as mode I scaled to 0..65535) is scaled by 255 / 65535 = 1 / 257 and rounded (PIL's convert
+    clips every value above 255: a 16-bit image came out white but for its zeros); other 32-bit integer or float
+    pixels (modes I and F), whose range is not known, are refused."""
+    if im.mode.startswith("I;16") or (im.mode == "I" and im.format == "PPM"):
         return Image.fromarray(np.round(np.asarray(im, np.float32) / 257).astype(np.uint8))
     if im.mode in ("I", "F"):
         raise ValueError(f"image {name} has 32-bit {'float' if im.mode == 'F' else 'integer'} pixels (PIL mode "
