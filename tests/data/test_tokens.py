@@ -43,7 +43,8 @@ def test_tokenizers_round_trip_and_rebuild_from_meta(tmp_path):
     assert byte.encode(raw.decode("utf-8", "surrogateescape")).tolist() == list(raw)
     bpe = BPETokenizer.fit(iter(CORPUS.splitlines()), 400)
     assert 300 < bpe.vocab_size <= 400  # 3 specials, 256 bytes, the newline, 40 characters, and merges
-    unseen = "Zebra ☃ 北京\n  x\n"  # characters the corpus lacks fall back to bytes
+    unseen = "Zebra ☃ 北京\n  x\n\u2581a\u2581 \u2581"  # characters the corpus lacks fall back to bytes; U+2581,
+    # sentencepiece's sign for a space, came back a space
     assert bpe.decode(bpe.encode(CORPUS)) == CORPUS and bpe.decode(bpe.encode(unseen)) == unseen
     assert len(bpe.encode(CORPUS)) < len(CORPUS) / 3  # the merges compress
     bpe.save(tmp_path)

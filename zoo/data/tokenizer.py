@@ -22,6 +22,7 @@ from zoo.schema import INT32_MAX, digits
 BPE_MODEL = "tokenizer.model"
 BPE_MIN = 256 + 3 + 1  # byte-fallback pieces, <unk> <s> </s>, and "\n": a BPE's pieces before any character
 PIECE = 1024  # characters a BPE trains on at a time: at most 4,096 bytes, under sentencepiece's 4,192-byte limit
+SPACE_SIGN = "\u2581"  # sentencepiece's sign for a space in its pieces
 
 
 class Tokenizer(Protocol):
@@ -135,7 +136,13 @@ class BPETokenizer:
         return cls(model.getvalue())
 
     def encode(self, text: str) -> np.ndarray:
-        return np.asarray(self.sp.encode(text), np.int32)
+        """The text's ids. sentencepiece reads U+2581, its own sign for a space, as a space (the ids of 'a\u2581b'
+        were those of 'a b'): it is encoded as its UTF-8 bytes' pieces, which decode to it."""
+        first, *rest = self.sp.encode(text.split(SPACE_SIGN))
+        sign = [self.sp.piece_to_id(f"<0x{b:02X}>") for b in SPACE_SIGN.encode()]
+        for part in rest:
+            first += sign + part
+        return np.asarray(first, np.int32)
 
     def decode(self, ids: np.ndarray | list[int]) -> str:
         return self.sp.decode(np.asarray(ids, np.int64).ravel().tolist())
