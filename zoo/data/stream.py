@@ -11,6 +11,7 @@ Each batch is `data.read(split, data.indices(split, t, B, seed)[rows])`: on many
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -22,6 +23,7 @@ from zoo.parent_watch import watch_parent
 # Steps a stream can run: an end far beyond any run (grain's datasets have a length).
 HORIZON = 1 << 62
 _WATCHING: list[int] = []  # in a worker process: the parent its watch thread watches (one thread a process)
+TRACKER_QUIET = "ignore:resource_tracker:UserWarning"  # its "leaked shared_memory objects" (see _tracker_quiet)
 
 
 class DataError(ZooError, RuntimeError):
@@ -71,6 +73,7 @@ def stream(data: DataView, split: str, *, batch_size: int, seed: int, start_step
     it = ds.to_iter_dataset(grain.ReadOptions(num_threads=buffer, prefetch_buffer_size=buffer))
     if workers:
         _absl_flags_parsed()
+        _tracker_quiet()
         it = it.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=buffer))
     return _checked(iter(it), start_step, split)
 
@@ -82,6 +85,14 @@ def _absl_flags_parsed() -> None:
 
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
+
+
+def _tracker_quiet() -> None:
+    """The resource tracker that grain's worker processes share frees the shared memory of the batches a failed
+    stream left unread (grain 0.2.18 unlinks none of them on close), and warned of each at exit, after zoo's one line;
+    it inherits this process's warning options when the first worker starts it."""
+    if TRACKER_QUIET not in sys.warnoptions:
+        sys.warnoptions.append(TRACKER_QUIET)
 
 
 def _checked(it: Iterator[tuple[int, Batch]], step: int, split: str) -> Iterator[tuple[int, Batch]]:
