@@ -112,3 +112,19 @@ def test_a_fifo_among_the_entries(tmp_path, own_cache, capsys, monkeypatch):
     assert len(err) == 1 and "jit_train-4567-cache" in err[0] and "compiling without a cache" in err[0], err
     (folder / "jit_train-4567-cache").unlink()
     assert compile_cache.use(None) == folder  # the FIFO JAX never opens stays
+
+
+def test_a_link_to_nothing_among_the_entries_is_said(tmp_path, own_cache, capsys):
+    """An entry that is a link to nothing, or to itself, is a miss JAX neither reads nor replaces: its program was
+    compiled again at every run without a word, where a damaged file is said. One warning line naming it, and the
+    command runs on the cache."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "jit_init-0123-cache").write_bytes(b"an entry")
+    (folder / "jit_train-4567-cache").symlink_to(tmp_path / "nowhere")
+    (folder / "jit_eval-89ab-cache").symlink_to(folder / "jit_eval-89ab-cache")  # a loop
+    (folder / "jit_train-4567-atime").symlink_to(tmp_path / "nowhere")  # JAX's access time: not an entry's program
+    assert compile_cache.use(str(folder)) == folder
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "holds 2 link(s) to nothing" in err[0] and "compiled again at every run" in err[0], err
+

@@ -72,7 +72,10 @@ def use(folder: str | None) -> Path | None:
 def check_entries(path: Path, what: str) -> None:
     """No entry of the cache folder is a FIFO or a device: JAX opens an entry by its name (KEY-cache, KEY-atime) and
     reads it whole, and such a read can block for ever; one line naming it otherwise (other files are not JAX's).
-    At every command's start: a plain file or folder is known from the listing, only the rest is stat'ed."""
+    A link to nothing (or to itself) is a miss JAX neither reads nor replaces, compiled again at every run: one
+    warning line. At every command's start: a plain file or folder is known from the listing, only the rest is
+    stat'ed."""
+    broken = []
     with os.scandir(path) as entries:
         for entry in entries:
             if not entry.name.endswith(ENTRY_SUFFIXES) or entry.is_file(follow_symlinks=False) or \
@@ -80,11 +83,16 @@ def check_entries(path: Path, what: str) -> None:
                 continue
             try:
                 mode = entry.stat().st_mode
-            except OSError:  # a dangling link, or gone meanwhile: JAX's read fails, a miss
+            except OSError:  # a dangling link (or one gone meanwhile): JAX's read fails, a miss
+                if entry.name.endswith("-cache") and os.path.islink(entry.path):
+                    broken.append(entry.name)
                 continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
                 raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the "
                                  "read would never end); remove it")
+    if broken:
+        print(f"warning: the compile cache {path} holds {len(broken)} link(s) to nothing where entries were "
+              f"({broken[0]}): their programs are compiled again at every run; remove them", file=sys.stderr)
 
 
 def say_damaged_entries(path: Path, relay: Callable[[str], None] | None = None) -> None:
