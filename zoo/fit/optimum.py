@@ -4,15 +4,14 @@ The loss is measured on a grid x_i (log2 LR or log2 wd) for seeds s, possibly ov
 when fitting the LR, and the other way round), where the profile min_o is taken. The optimum is the vertex of the
 least-squares parabola through the grid minimum and its HALF neighbours on each side (loss against log2 x is about
 quadratic near its minimum: the curves every muP paper plots), kept within the minimum's two neighbours (where a
-curve with one minimum has it); a concave fit, or fewer than 3 points,
-gives the grid minimum itself. On a curve steeper on one side the vertex is pulled towards the shallower side, by
-0.3, 0.6 and 0.9 grid steps on average for one side 2, 4 and 15 times steeper (noiseless, piecewise quadratic), a
-bias the interval does not hold: a shape that does not change with size shifts every size alike, which the law's
-exponent does not see, but a size's own optimum and a held-out size's measured one carry it. A minimum on the grid's
-first or last point is not bracketed (`at_edge`), nor a vertex there (beside a minimum next to the end), nor one
-beside a point that diverged (a seed diverged there: `curve` counts the point out) or where none trained: the loss
-may fall further towards it, and the parabola, clipped to the window, would put the optimum on the grid point
-with an interval of width 0.
+curve with one minimum has it); a concave fit, or fewer than 3 points, gives the grid minimum itself. On a curve
+steeper on one side the vertex is pulled towards the shallower side, by 0.3, 0.6 and 0.9 grid steps on average for
+one side 2, 4 and 15 times steeper (noiseless, piecewise quadratic), a bias the interval does not hold: a shape that
+does not change with size shifts every size alike, which the law's exponent does not see, but a size's own optimum
+and a held-out size's measured one carry it. A minimum on the grid's first or last point is not bracketed
+(`at_edge`), nor a vertex there (beside a minimum next to the end), nor one beside a point that diverged (a seed
+diverged there: `curve` counts the point out) or where none trained: the loss may fall further towards it, and the
+parabola, clipped to the window, would put the optimum on the grid point with an interval of width 0.
 
 The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
 grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with
