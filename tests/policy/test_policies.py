@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 
 import jax
 import pytest
@@ -205,3 +206,34 @@ def test_a_policy_moves_no_per_parameter_rule():
         before, after = rules(mup, tags, cfg), rules(mup, tags, out)
         assert jax.tree.leaves(before) == jax.tree.leaves(after)
         assert before.wd_mult["w"] == 1.0  # the decay is lr wd per step, not times the LR multiplier m^-1
+
+
+@pytest.mark.parametrize("edit", [
+    {"policy": {"name": 5, "options": {}}}, {"policy": {"name": "sde", "options": [1]}}, {"policy": "sde"},
+    {"laws": {}}, {"laws": {"lr": {"intercept_log2": float("inf"), "reference": {"width": 1.0},
+                                   "exponents": {"width": -1.0}, "intervals": {"width": [-1.1, -0.9]}}}},
+    {"laws": {"lr": {"intercept_log2": True, "reference": {"width": 1.0}, "exponents": {"width": -1.0},
+                     "intervals": {"width": [-1.1, -0.9]}}}},
+    {"laws": {"lr": {"intercept_log2": -8.0, "reference": {"width": 1.0}, "exponents": {"width": False},
+                     "intervals": {"width": [-1.1, -0.9]}}}},
+])
+def test_a_law_file_of_wrong_types_is_refused(tmp_path, edit):
+    """A law.json whose policy is not a name and options, with no law, or with a number that is infinite or a
+    bool (which float() takes as 1): one line, as other damaged laws (they failed in the policy's code, or ran)."""
+    path = tmp_path / "law.json"
+    write_law(path, {"width": -1.0})
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    with pytest.raises(ValueError, match="is not a zoo.fit law"):
+        zoo.policy.get("fitted", law=str(path))
+
+
+def test_a_law_file_naming_code_imports_nothing(tmp_path):
+    """The base policy a law.json names is read from a file: a module:Class there was imported (running its code)
+    where a config file or run dir naming one is refused; now one line saying which flag allows it."""
+    from zoo.registry import ALLOWED
+
+    path = write_law(tmp_path / "law.json", {"width": -1.0}, {"name": "zoo_never_imported:Policy", "options": {}})
+    with pytest.raises(ValueError, match="never makes zoo import code: if you trust it, give --allow-import "
+                                         "zoo_never_imported:Policy"):
+        zoo.policy.get("fitted", law=path)
+    assert "zoo_never_imported" not in sys.modules and "zoo_never_imported:Policy" not in ALLOWED

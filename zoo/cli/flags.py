@@ -32,8 +32,9 @@ from zoo.schema import (
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and no abbreviated flags. A model or plugin given as module:Object by a flag
-    (--model, --param, --allow-import) is the user's to import (zoo.registry.allow_import), where files name it too."""
+    """argparse with one-line errors and no abbreviated flags. A model, plugin or policy given as module:Object by a
+    flag (--model, --param, --policy, --allow-import) is the user's to import (zoo.registry.allow_import), where files
+    name it too."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, allow_abbrev=False, **kwargs)
@@ -43,7 +44,7 @@ class Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         parsed, rest = super().parse_known_args(args, namespace)
-        for name in (getattr(parsed, "model", None), getattr(parsed, "param", None),
+        for name in (getattr(parsed, "model", None), getattr(parsed, "param", None), getattr(parsed, "policy", None),
                      *(getattr(parsed, "allow_import", None) or [])):
             if isinstance(name, str) and ":" in name:
                 allow_import(name)
@@ -67,11 +68,11 @@ class ShownDefaults(argparse.HelpFormatter):
 
 
 def add_allow_import(p: argparse.ArgumentParser) -> None:
-    """--allow-import MODULE:OBJECT, for a command that reads a config file or a run dir (which never import code
-    by themselves: zoo.registry)."""
+    """--allow-import MODULE:OBJECT, for a command that reads a config file, a run dir or a law file (which never
+    import code by themselves: zoo.registry)."""
     p.add_argument("--allow-import", action="append", type=module_object, metavar="MODULE:OBJECT",
-                   help="import this model or plugin "
-                   "where a config file or run dir names it (a file never makes zoo import code; repeatable)")
+                   help="import this model, plugin or scaling policy where a config file, run dir or law file names "
+                   "it (a file never makes zoo import code; repeatable)")
 
 
 def model_options(model: str, pairs: list[tuple[str, str]], sets: dict[str, str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
     Parser,
+    add_allow_import,
     add_compile_cache,
     add_policy_flags,
     add_settings,
@@ -49,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     add_policy_flags(p, "maps a proxy's settings to this sweep's batch size and steps (its --lrs are the proxy's: "
                      "each is trained times the policy's LR factor; python -m zoo.fit --policy reads them back)")
     add_run_flags(p)
+    add_allow_import(p)
     return p
 
 

@@ -17,7 +17,16 @@ from pathlib import Path
 from shlex import quote
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_policy_flags, numbers_text, path_arg, policy_of, positive, proxy_steps
+from zoo.cli.flags import (
+    Parser,
+    add_allow_import,
+    add_policy_flags,
+    numbers_text,
+    path_arg,
+    policy_of,
+    positive,
+    proxy_steps,
+)
 from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config
 from zoo.registry import import_flags
 from zoo.sweeps.grid import parse_lrs
@@ -54,6 +63,7 @@ def parser() -> argparse.ArgumentParser:
     add_lr_flags(p)
     add_policy_flags(p, "maps the proxy's tuned settings to the target's batch size and horizon")
     add_run_flags(p)
+    add_allow_import(p)
     return p
 
 

@@ -95,20 +95,41 @@ def read_law(path: str | Path) -> Law:
         raise FileNotFoundError(f"no law file {path}: `python -m zoo.fit DIRS --out DIR` writes DIR/law.json")
     data = read_mapping(path, "a zoo.fit law", "give the law.json `python -m zoo.fit` wrote")
     try:
-        if data.get("kind") != KIND:
+        if data.get("kind") != KIND or not data["laws"]:
             raise ValueError
         laws = {}
         for k, v in data["laws"].items():
             if k not in HYPER or not set(v["exponents"]) | set(v.get("span", {})) <= set(AXES):
                 raise ValueError
-            exps = {a: float(e) for a, e in v["exponents"].items()}
-            laws[k] = Power(float(v["intercept_log2"]), {a: float(x) for a, x in v["reference"].items()}, exps,
-                            {a: (float(lo), float(hi)) for a, (lo, hi) in v["intervals"].items()},
-                            {a: (float(lo), float(hi)) for a, (lo, hi) in v.get("span", {}).items()})
-            if not all(math.isfinite(e) for e in exps.values()) or not all(x > 0 for x in laws[k].reference.values()):
+            laws[k] = Power(_finite(v["intercept_log2"]), {a: _finite(x) for a, x in v["reference"].items()},
+                            {a: _finite(e) for a, e in v["exponents"].items()},
+                            {a: (_number(lo), _number(hi)) for a, (lo, hi) in v["intervals"].items()},
+                            {a: (_finite(lo), _finite(hi)) for a, (lo, hi) in v.get("span", {}).items()})
+            if not all(x > 0 for x in laws[k].reference.values()):
                 raise ValueError
-        return Law(str(data["model"]), str(data["param"]), str(data["optimizer"]), str(data["data"]),
-                   str(data["metric"]), dict(data["policy"]), laws)
+        policy = data["policy"]
+        if not isinstance(policy.get("name", "none"), str) or not isinstance(policy.get("options", {}), dict):
+            raise ValueError
+        law = Law(str(data["model"]), str(data["param"]), str(data["optimizer"]), str(data["data"]),
+                  str(data["metric"]), dict(policy), laws)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ValueError(f"{path} is not a zoo.fit law (kind {KIND!r} with laws of lr or weight_decay over "
                          f"{', '.join(AXES)}): give the law.json `python -m zoo.fit` wrote") from None
+    from zoo.policy.registry import POLICIES
+
+    POLICIES.refuse_code(law.policy.get("name", "none"), str(path))  # the base policy it names is no code to import
+    return law
+
+
+def _number(value: Any) -> float:
+    """A JSON number (not a bool, which float() takes as 0 or 1) as a float; ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError
+    return float(value)
+
+
+def _finite(value: Any) -> float:
+    """A finite JSON number as a float; ValueError otherwise."""
+    if not math.isfinite(number := _number(value)):
+        raise ValueError
+    return number
