@@ -109,8 +109,12 @@ def test_coordinator_timeout_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="ZOO_COORDINATOR_TIMEOUT='soon' is not a number"):
         distributed.initialize("127.0.0.1:1", 2, 1)
     monkeypatch.setenv("ZOO_COORDINATOR_TIMEOUT", "-5")
-    with pytest.raises(ValueError, match="positive number of seconds, got -5"):
+    with pytest.raises(ValueError, match="positive number of seconds below 2\\^31 - 31, got -5"):
         distributed.initialize("127.0.0.1:1", 2, 1)
+    for huge in ("2147483617", "1e12"):  # JAX's runtime takes int32 seconds: its TypeError named no flag
+        monkeypatch.setenv("ZOO_COORDINATOR_TIMEOUT", huge)
+        with pytest.raises(ValueError, match="positive number of seconds below"):
+            distributed.initialize("127.0.0.1:1", 2, 1)
 
 
 def test_a_batch_larger_than_the_training_set_is_refused_before_the_compile(tmp_path, capsys):

@@ -62,8 +62,9 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     if not 0 <= i < n:
         raise ValueError(f"--process-id must be in [0, {n}), got {i}")
     timeout = TIMEOUT_S if given["timeout_s"] is None else given["timeout_s"]
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise ValueError(f"the coordinator timeout must be a positive number of seconds, got {timeout}")
+    if not (math.isfinite(timeout) and 0 < timeout <= INT32_MAX - GRACE_S - 1):  # JAX's runtime: int32 seconds
+        raise ValueError(f"the coordinator timeout must be a positive number of seconds below 2^31 - {GRACE_S + 1}, "
+                         f"got {timeout:g}")
     port = _port(address)
     if i == 0 and not os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
         _check_free(port)
