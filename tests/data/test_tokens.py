@@ -148,7 +148,8 @@ def test_prepare_command_line(tmp_path, corpus, capsys):
     assert "tokenizing corpus.txt" in ok.stderr and f"tokens:{tmp_path / 'tok'}" in ok.stdout
     for args, message in [((str(corpus), "--out", str(tmp_path / "tok")), "already holds a token directory"),
                           ((str(corpus), "--out", str(tmp_path / "x"), "--tokenizer", "bpe"), "unknown tokenizer"),
-                          ((str(tmp_path / "nope.txt"), "--out", str(tmp_path / "y")), "no file or folder")]:
+                          ((str(tmp_path / "nope.txt"), "--out", str(tmp_path / "y")), "no file or folder"),
+                          (("/dev/zero", "--out", str(tmp_path / "z")), "not a regular file but a character device")]:
         with pytest.raises(SystemExit) as stop:
             prepare_main(["text", *args])
         lines = capsys.readouterr().err.strip().splitlines()

@@ -31,7 +31,7 @@ from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharToken
 from zoo.data.view import check_classes
 from zoo.data.walk import files_under
 from zoo.errors import naming_full_disk, sigterm_stops
-from zoo.files import open_regular, undo_folders_made_on_failure
+from zoo.files import open_regular, refuse_special, undo_folders_made_on_failure
 from zoo.train.lock import LOCK, claim
 
 CHUNK = 1 << 22  # characters read (and encoded) at a time
@@ -44,6 +44,7 @@ def text_files(source: Path) -> list[Path]:
     order."""
     if source.is_file():
         return [source]
+    refuse_special(source, str(source))  # a FIFO or a device is there: not "no file"
     if not source.is_dir():
         raise FileNotFoundError(f"no file or folder {source}")
     files = sorted(p for p in files_under(source) if p.is_file()
