@@ -271,6 +271,8 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     ("edited record", "a: a record in results.jsonl has no valid width (written by another program?)"),
     ("dir twice", "is given twice: each member would count twice in the fit"),
     ("axis twice", "--axes width,width names width twice"),
+    ("unknown axis", "--axes width,heads: heads is no size axis (the axes: width, depth, batch_size, steps)"),
+    ("a file", "is a file, not a sweep dir (a folder holding sweep.json)"),
     ("proxy without a policy", "--proxy-steps is the proxy a --policy maps from, and there is no --policy"),
     ("boot", "--boot 100001 is more than 100000 replicates"),
     ("boot one", "--boot 1: an interval needs 2 or more bootstrap replicates"),
@@ -313,9 +315,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, case, messag
         main([str(mixer), "--out", str(tmp_path / "mixer-law"), "--boot", "20"])
         policy = ["--policy", "fitted", "--policy-opt", f"law={tmp_path / 'mixer-law' / 'law.json'}"]
     extra = {"holdout": ["--holdout", "width=999"], "axes": ["--axes", "steps"],
-             "axis twice": ["--axes", "width,width"], "proxy without a policy": ["--proxy-steps", "50"],
+             "axis twice": ["--axes", "width,width"], "unknown axis": ["--axes", "width,heads"],
+             "proxy without a policy": ["--proxy-steps", "50"],
              "boot": ["--boot", "100001"], "axes leave one out": ["--axes", "width"],
              "boot one": ["--boot", "1"]}.get(case, [])
+    if case == "a file":
+        dirs = [dirs[0] / "results.jsonl"]
     if case == "dir twice":
         dirs = [*dirs, dirs[0].parent / "x" / ".." / dirs[0].name]
         (dirs[0].parent / "x").mkdir()

@@ -98,10 +98,12 @@ def main(argv: list[str] | None = None) -> None:
     if policy is not None and policy.name == "fitted":  # its law.json could never be used: the base of a law
         raise ValueError("--policy fitted: a law read under a fitted law cannot be a fitted policy's base; read the "
                          "sweeps under the law's own base policy (its law.json's policy: none, sde or timescale)")
-    sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     axes = None if args.axes is None else comma_items(args.axes, "--axes")
     if axes and len(set(axes)) < len(axes):
         raise ValueError(f"--axes {args.axes} names {next(a for a in axes if axes.count(a) > 1)} twice")
+    if unknown := [a for a in axes or [] if a not in read.AXES]:
+        raise ValueError(f"--axes {args.axes}: {', '.join(unknown)} is no size axis (the axes: {', '.join(read.AXES)})")
+    sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
     check_can_write_in(Path(args.out), f"--out {args.out}")
     console = Console()

@@ -60,6 +60,8 @@ def read_settings(out: Path, advice: str = "use another --out") -> dict[str, Any
     before decay_vectors was refused as 'other settings', and could not be fitted with a newer one. Its model and
     plugin options are typed as the model and plugin type them (a sweep of `--model-opt head_dim=16` stored "16")."""
     path = out / SETTINGS
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file, not a sweep dir (a folder holding {SETTINGS})")
     if not path.exists():
         raise FileNotFoundError(f"no sweep in {out} ({SETTINGS} is missing)")
     stored = read_mapping(path, "a sweep's settings", advice)
