@@ -214,7 +214,7 @@ def _stopping(signum: int, stop: Callable[[], KeyboardInterrupt], over: Any = No
 
 
 LONG_WORD, LONG_LINE = 160, 1200  # characters: a word (a path) and a line of zoo's longer are shortened in the middle
-QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures",
+QUIET = ("absl", "orbax", "jax._src.distributed", "tensorstore", "grain", "asyncio", "concurrent.futures", "matplotlib",
          "py.warnings")  # Python warnings (matplotlib's layout notes, ...), through logging.captureWarnings
 
 

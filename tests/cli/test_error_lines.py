@@ -93,3 +93,15 @@ def test_a_failure_while_a_compile_runs_ahead_leaves_at_once(monkeypatch, capsys
     with pytest.raises(SystemExit) as e:
         boundary(lambda: (_ for _ in ()).throw(ValueError("no space left")))()
     assert e.value.code == 1 and left == [1]
+
+
+def test_matplotlibs_log_lines_stay_off_the_terminal():
+    """Where matplotlib cannot make its config folder (a HOME that cannot be written), its two log lines ('mkdir -p
+    failed', 'created a temporary cache directory') reached the terminal of zoo.fit and a sweep's report: stderr
+    held them, and 3 lines with an error after. Its logger is quiet in every command, as the other libraries' are."""
+    import logging
+
+    from zoo.errors import quiet_libraries
+
+    quiet_libraries()  # what every command's boundary does first
+    assert not logging.getLogger("matplotlib").isEnabledFor(logging.WARNING)
