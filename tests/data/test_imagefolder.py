@@ -266,7 +266,7 @@ def test_an_eval_class_without_train_images_is_refused(tmp_path):
     assert not list((tmp_path / "cache").glob("*.npz"))
 
 
-def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch):
+def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch, capsys):
     """`--cache-dir FILE` decoded the whole image set, then failed as 'File exists: FILE' (and an unwritable one as
     'No such file or directory'): the line did not say it was the cache, nor how to choose another. It is now
     checked before anything is decoded, named, with --cache-dir DIR or off as the way out."""
@@ -283,6 +283,14 @@ def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, m
     with pytest.raises(ValueError, match=r"the decoded-data cache .*file \(--cache-dir DIR, or off\) cannot be "
                                          r"written: .*file is a file, not a folder"):
         imagefolder.load(str(tmp_path / "set"), cache_dir=str(tmp_path / "file"), stream=False)
+    # the default folder ($ZOO_CACHE) that cannot be written: decoded without a cache, after one warning line, as the
+    # compile cache goes without one (the run gave the compile cache's warning, then the data cache's error)
+    monkeypatch.undo()
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "file"))
+    data = imagefolder.load(str(tmp_path / "set"), stream=False)
+    assert data.splits["train"]["x"].shape == (2, 4, 4, 3)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: the decoded-data cache") and "without a cache" in err[0], err
 
 
 def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):

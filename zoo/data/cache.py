@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -46,11 +47,21 @@ def load(path: Path | None) -> dict[str, np.ndarray] | None:
         return None
 
 
-def check_writable(path: Path | None) -> None:
-    """Before any decoding: the cache's folder can be written (made if needed); one line naming it and how to
-    choose another. A --cache-dir that is a file read 'File exists: X' once the whole set was decoded."""
-    if path is not None:
+def writable(path: Path | None, cache_dir: str | None) -> Path | None:
+    """`path`, checked before any decoding: its folder can be written (made if needed). A --cache-dir given that
+    cannot be is one line naming it and how to choose another (one that is a file read 'File exists: X' once the
+    whole set was decoded); the default folder ($ZOO_CACHE or ~/.cache/zoo) that cannot be is a one-line warning, and
+    the set is decoded without a cache (None), as the compile cache goes without one."""
+    if path is None:
+        return None
+    try:
         check_can_write_in(path.parent, f"the decoded-data cache {path.parent} (--cache-dir DIR, or off)")
+    except ValueError as e:
+        if cache_dir is not None:
+            raise
+        print(f"warning: {e}; decoding without a cache", file=sys.stderr)
+        return None
+    return path
 
 
 def save(path: Path | None, arrays: dict[str, np.ndarray]) -> None:

@@ -77,7 +77,7 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
     arrays = cache.load(where)
     if arrays is None:
-        cache.check_writable(where)
+        where = cache.writable(where, cache_dir)
         arrays = _decode(layout or _layout(src, _tar_entries(src)), image_size)
         cache.save(where, arrays)
     return _dataset(src, arrays)
