@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from zoo import files
 from zoo.files import write_atomic
 
@@ -102,3 +104,19 @@ def test_a_stop_removes_the_temporary_a_worker_thread_is_writing(tmp_path):
     release.set()
     worker.join(10)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_folder_it_may_not_write_in_names_the_file_meant(tmp_path, monkeypatch):
+    """A folder the user may not write in (a read-only sweep dir re-rendered with --report-only) was 'Permission
+    denied: DIR/.sweep.png.HOST-PID.RANDOM.tmp', naming a file the user never asked for: now the file meant."""
+    import tempfile
+
+    from zoo.files import atomic
+
+    def denied(dir, prefix, suffix):  # noqa: A002 (tempfile's own names), as a folder mode 0500 answers a non-root user
+        raise PermissionError(13, "Permission denied", f"{dir}/{prefix}abc{suffix}")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    with pytest.raises(PermissionError) as e, atomic(tmp_path / "sweep.png", "wb") as f:
+        f.write(b"png")
+    assert e.value.filename == str(tmp_path / "sweep.png") and not list(tmp_path.iterdir())

@@ -148,7 +148,10 @@ def atomic(path: Path, mode: str = "w") -> Iterator[IO]:
             stale.unlink(missing_ok=True)
         _SWEPT[path.absolute()] = time.monotonic()
     with naming_full_disk(path):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary(path).name[:-len("tmp")], suffix=".tmp")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary(path).name[:-len("tmp")], suffix=".tmp")
+        except PermissionError as e:  # named by the file meant, not the temporary one (as a folder at `path` is)
+            raise PermissionError(e.errno, e.strerror, str(path)) from None
         _WRITING.add(tmp)
         try:
             os.fchmod(fd, 0o666 & ~umask())
