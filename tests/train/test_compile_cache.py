@@ -114,17 +114,19 @@ def test_a_fifo_among_the_entries(tmp_path, own_cache, capsys, monkeypatch):
     assert compile_cache.use(None) == folder  # the FIFO JAX never opens stays
 
 
-def test_a_link_to_nothing_among_the_entries_is_said(tmp_path, own_cache, capsys):
-    """An entry that is a link to nothing, or to itself, is a miss JAX neither reads nor replaces: its program was
-    compiled again at every run without a word, where a damaged file is said. One warning line naming it, and the
-    command runs on the cache."""
+def test_a_link_jax_cannot_write_through_is_said(tmp_path, own_cache, capsys):
+    """An entry that is a link into a folder that is not there, or a loop, is a miss JAX can neither read nor
+    replace: its program was compiled again at every run without a word, where a damaged file is said. One warning
+    line naming them, and the command runs on the cache; a link into a folder that is there is no such entry (JAX's
+    next write makes its file, and the run after reads it)."""
     folder = tmp_path / "cache"
+    (tmp_path / "moved").mkdir()
     folder.mkdir()
     (folder / "jit_init-0123-cache").write_bytes(b"an entry")
-    (folder / "jit_train-4567-cache").symlink_to(tmp_path / "nowhere")
+    (folder / "jit_train-4567-cache").symlink_to(tmp_path / "nowhere" / "entry")
     (folder / "jit_eval-89ab-cache").symlink_to(folder / "jit_eval-89ab-cache")  # a loop
+    (folder / "jit_loss-cdef-cache").symlink_to(tmp_path / "moved" / "entry")  # written through
     (folder / "jit_train-4567-atime").symlink_to(tmp_path / "nowhere")  # JAX's access time: not an entry's program
     assert compile_cache.use(str(folder)) == folder
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and "holds 2 link(s) to nothing" in err[0] and "compiled again at every run" in err[0], err
-
+    assert len(err) == 1 and "holds 2 entry link(s) JAX can neither read nor write through" in err[0], err

@@ -72,9 +72,9 @@ def use(folder: str | None) -> Path | None:
 def check_entries(path: Path, what: str) -> None:
     """No entry of the cache folder is a FIFO or a device: JAX opens an entry by its name (KEY-cache, KEY-atime) and
     reads it whole, and such a read can block for ever; one line naming it otherwise (other files are not JAX's).
-    A link to nothing (or to itself) is a miss JAX neither reads nor replaces, compiled again at every run: one
-    warning line. At every command's start: a plain file or folder is known from the listing, only the rest is
-    stat'ed."""
+    A link JAX can neither read nor write through (a loop, or one into a folder that is not there; into one that is,
+    JAX's next write makes its file) is a miss at every run: one warning line. At every command's start: a plain
+    file or folder is known from the listing, only the rest is stat'ed."""
     broken = []
     with os.scandir(path) as entries:
         for entry in entries:
@@ -84,15 +84,26 @@ def check_entries(path: Path, what: str) -> None:
             try:
                 mode = entry.stat().st_mode
             except OSError:  # a dangling link (or one gone meanwhile): JAX's read fails, a miss
-                if entry.name.endswith("-cache") and os.path.islink(entry.path):
+                if entry.name.endswith("-cache") and _misses_for_good(Path(entry.path)):
                     broken.append(entry.name)
                 continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
                 raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the "
                                  "read would never end); remove it")
     if broken:
-        print(f"warning: the compile cache {path} holds {len(broken)} link(s) to nothing where entries were "
-              f"({broken[0]}): their programs are compiled again at every run; remove them", file=sys.stderr)
+        print(f"warning: the compile cache {path} holds {len(broken)} entry link(s) JAX can neither read nor write "
+              f"through, a loop or into a missing folder ({broken[0]}): their programs are compiled again at every "
+              "run; remove them", file=sys.stderr)
+
+
+def _misses_for_good(link: Path) -> bool:
+    """A link to nothing that JAX cannot write through either: a loop, or one into a folder that is not there."""
+    if not link.is_symlink():
+        return False
+    try:
+        return not link.resolve().parent.is_dir()
+    except (RuntimeError, OSError):  # a loop (RuntimeError before Python 3.13, OSError since)
+        return True
 
 
 def say_damaged_entries(path: Path, relay: Callable[[str], None] | None = None) -> None:
