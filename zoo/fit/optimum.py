@@ -9,14 +9,14 @@ steeper on one side the vertex is pulled towards the shallower side, by 0.3, 0.6
 one side 2, 4 and 15 times steeper (noiseless, piecewise quadratic), a bias the interval does not hold: a shape that
 does not change with size shifts every size alike, which the law's exponent does not see, but a size's own optimum
 and a held-out size's measured one carry it. A minimum on the grid's first or last point is not bracketed
-(`at_edge`), nor a vertex there (beside a minimum next to the end), nor one beside a point that diverged (a seed
-diverged there: `curve` counts the point out) or where none trained: the loss may fall further towards it, and the
-parabola, clipped to the window, would put the optimum on the grid point with an interval of width 0.
+(`at_edge`), nor one beside a point that diverged (a seed diverged there: `curve` counts the point out) or where
+none trained, and neither is a vertex kept on such a point (beside the minimum): the loss may fall further towards
+it, and the parabola, clipped, would put the optimum on the grid point with an interval of width 0.
 
 The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
 grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with
-replacement until 3 distinct remain, and refitted within the window); its ends are the replicates' 2.5 and 97.5
-percentiles.
+replacement until 3 distinct remain, and refitted, each replicate's vertex kept within its own minimum's neighbours,
+as the optimum is); its ends are the replicates' 2.5 and 97.5 percentiles.
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ def window(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return finite[max(0, i - HALF):i + HALF + 1]
 
 
+def unbracketed(y: np.ndarray, j: int) -> bool:
+    """Grid point j has no trained point on one side: the grid's end, or beside a point that diverged or did not
+    train."""
+    return j in (0, len(y) - 1) or not (np.isfinite(y[j - 1]) and np.isfinite(y[j + 1]))
+
+
 def bracket(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """The lowest finite point's neighbours among the finite points (itself at an end): where a curve with one
     minimum has it."""
@@ -93,8 +99,7 @@ def optimum(x: np.ndarray, loss: np.ndarray, diverged: np.ndarray, rng: np.rando
         return None
     w = window(x, y)
     best = vertex(x[w], y[w], bracket(x, y))
-    i = int(np.nanargmin(y))
-    edge = i in (0, len(x) - 1) or not (np.isfinite(y[i - 1]) and np.isfinite(y[i + 1])) or best in (x[0], x[-1])
+    edge = unbracketed(y, int(np.nanargmin(y))) or (best in x and unbracketed(y, int(np.flatnonzero(x == best)[0])))
     reps = np.full(boot, np.nan)
     n_seeds = loss.shape[2]
     for b in range(boot):
@@ -103,8 +108,8 @@ def optimum(x: np.ndarray, loss: np.ndarray, diverged: np.ndarray, rng: np.rando
             continue
         wb = window(x, yb)
         pick = resample(wb, rng)
-        if pick is not None:  # kept within the window, not the draw: a draw of one flank is clipped where it ends
-            reps[b] = vertex(x[pick], yb[pick], (x[wb].min(), x[wb].max()))
+        if pick is not None:  # kept within the replicate's bracket, as the optimum is within its own
+            reps[b] = vertex(x[pick], yb[pick], bracket(x, yb))
     lo, hi = interval(reps)
     return Optimum(best, lo, hi, float(x[np.nanargmin(y)]), edge, reps)
 
