@@ -251,6 +251,8 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     assert "not in the law, whose sweeps held it fixed: batch_size 256/64 [extrapolated: the sweeps' batch_size " \
         "64]" in lr_rule(dataclasses.replace(change, batch=256))
     assert "held it fixed" not in lr_rule(change)
+    assert "steps 1000000/100 [extrapolated: the sweeps' steps 100]" in lr_rule(dataclasses.replace(change,
+                                                                                                     steps=1_000_000))
     stored = json.loads((tmp_path / "fit" / "law.json").read_text())
     del stored["laws"]["lr"]["span"]  # a law.json written before the span was
     (tmp_path / "fit" / "law.json").write_text(json.dumps(stored))

@@ -161,7 +161,7 @@ def _decode_one(name: str, payload: str | bytes, mode: str = "RGB", image_size: 
     """One image, uint8 (H, W, C): converted to `mode` ("L" or "RGB"), and resized and center-cropped to
     `image_size` x `image_size` when given."""
     with _opened(name, payload) as im:
-        im = _eight_bits(im, name)
+        im = _eight_bits(im)
         if im.mode != mode:
             im = im.convert(mode)
         if image_size is not None:
@@ -181,7 +181,7 @@ def _opened(name: str, payload: str | bytes) -> Iterator[Image.Image]:
         raise ValueError(f"cannot decode image {name}: {err}") from err  # a bomb: more pixels than PIL will open
 
 
-def _eight_bits(im: Image.Image, name: str) -> Image.Image:
+def _eight_bits(im: Image.Image) -> Image.Image:
     """`im` with 8 bits a channel. A 16-bit grayscale image (PNG, TIFF: PIL's mode I;16; a PGM of maxval above 255,
     which PIL reads as mode I scaled to 0..65535) is scaled by 255 / 65535 = 1 / 257 and rounded (PIL's convert
     clips every value above 255: a 16-bit image came out white but for its zeros); other 32-bit integer or float
@@ -189,8 +189,8 @@ def _eight_bits(im: Image.Image, name: str) -> Image.Image:
     if im.mode.startswith("I;16") or (im.mode == "I" and im.format == "PPM"):
         return Image.fromarray(np.round(np.asarray(im, np.float32) / 257).astype(np.uint8))
     if im.mode in ("I", "F"):
-        raise ValueError(f"image {name} has 32-bit {'float' if im.mode == 'F' else 'integer'} pixels (PIL mode "
-                         f"{im.mode}), whose range is not known; convert it to 8 or 16 bits a channel")
+        raise ValueError(f"its pixels are 32-bit {'floats' if im.mode == 'F' else 'integers'} (PIL mode {im.mode}), "
+                         "whose range is not known; convert it to 8 or 16 bits a channel")  # _opened names it
     return im
 
 

@@ -20,6 +20,11 @@ AXES = ("width", "depth", "batch_size", "steps")
 HYPER = ("lr", "weight_decay")
 
 
+def size(value: float) -> str:
+    """A size as it is given (1000000 steps, not 1e+06)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Power:
     """log2 x* = intercept + sum_k exponents[k] log2(s_k / reference[k])."""
@@ -44,9 +49,9 @@ class Power:
             if pair is None or pair[0] == pair[1]:
                 continue
             factor *= power(pair[1] / pair[0], e, f"the law's {a} factor")
-            terms.append(f"({a} {pair[1]:g}/{pair[0]:g})^{e:.3f}{self.beyond(a, pair)}")
-        held = [f"{a} {pair[1]:g}/{pair[0]:g}{self.beyond(a, pair)}" for a in self.span if a not in self.exponents
-                if (pair := axis(a)) is not None and self.beyond(a, pair)]
+            terms.append(f"({a} {size(pair[1])}/{size(pair[0])})^{e:.3f}{self.beyond(a, pair)}")
+        held = [f"{a} {size(pair[1])}/{size(pair[0])}{self.beyond(a, pair)}" for a in self.span
+                if a not in self.exponents and (pair := axis(a)) is not None and self.beyond(a, pair)]
         return factor, terms, held
 
     def beyond(self, axis: str, pair: tuple[float, float]) -> str:
@@ -55,7 +60,7 @@ class Power:
         if axis not in self.span:
             return " [the sweeps' span not recorded]"
         lo, hi = self.span[axis]
-        sizes = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+        sizes = size(lo) if lo == hi else f"{size(lo)}-{size(hi)}"
         return "" if all(lo <= s <= hi for s in pair) else f" [extrapolated: the sweeps' {axis} {sizes}]"
 
     def record(self) -> dict[str, Any]:
