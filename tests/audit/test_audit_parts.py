@@ -165,8 +165,8 @@ def test_cli_passes_a_correct_run_and_writes_json(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, status, message", [
-    (["--model", "nope"], 1, "unknown model 'nope'"), (["--optimizer", "rmsprop"], 1, "rmsprop"),
-    (["--param", "nope"], 1, "unknown parametrization"),
+    (["--model", "nope"], 2, "unknown model 'nope'"), (["--optimizer", "rmsprop"], 2, "rmsprop"),
+    (["--param", "nope"], 2, "unknown parametrization"),
     (["--widths", "64", "--model-opt", "in_shape=8"], 2, "at least two"),
     (["--widths", "6x"], 2, "comma-separated integers"), (["--tol", "0"], 2, "argument --tol: expected a positive"),
     (["--tol", "-1"], 2, "error: argument --tol: expected a positive number, got '-1'"),

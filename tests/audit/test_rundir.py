@@ -26,7 +26,7 @@ def test_a_run_on_a_mesh_the_devices_here_cannot_form(tmp_path, capsys, monkeypa
     with pytest.raises(SystemExit) as refused:
         audit.main([str(run), "--json", str(report)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert refused.value.code == 1 and len(err) == 1, err
+    assert refused.value.code == 2 and len(err) == 1, err  # 2: an error, not the 1 of a FAIL
     assert err[0].startswith(f"error: {run} ran on the mesh fsdp=2, which the 1 device(s) here cannot form"), err
     assert "give --mesh for these" in err[0] and "--mesh fsdp=2" not in err[0] and not report.exists() and not measured
     with pytest.raises(SystemExit) as done:
@@ -34,5 +34,5 @@ def test_a_run_on_a_mesh_the_devices_here_cannot_form(tmp_path, capsys, monkeypa
     assert done.value.code == 0 and measured == ["data=1"] and report.is_file()
     with pytest.raises(SystemExit) as bad:
         audit.main([str(run), "--mesh", "data=3", "--json", str(report)])
-    assert bad.value.code == 1 and "--mesh data=3: data x fsdp x tensor = 3 must equal the 1 devices present" in \
+    assert bad.value.code == 2 and "--mesh data=3: data x fsdp x tensor = 3 must equal the 1 devices present" in \
         capsys.readouterr().err

@@ -218,16 +218,16 @@ def test_default_lr_keeps_the_smallest_width_linear(tmp_path, capsys):
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, args, expect):
     code, out, err = coord_check(args, tmp_path, capsys)
-    assert code in (1, 2) and "Traceback" not in err, out + err  # 2: argparse's, 1: the command's
+    assert code == 2 and "Traceback" not in err, out + err  # argparse's and the command's: 1 is a FAIL
     assert expect in err.strip().splitlines()[-1] and "coordinate check" not in out  # refused before any sweep ran
 
 
 def test_bad_input_from_the_shell_is_one_line(tmp_path):
-    """The module run as a program: exit status 1 and one line, no traceback."""
+    """The module run as a program: exit status 2 (its 1 is a FAIL) and one line, no traceback."""
     proc = subprocess.run([sys.executable, "-m", "zoo.coord_check", "--widths", "64", "--out", str(tmp_path)],
                           cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"},
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == ["error: a width sweep needs at least two --widths"]
 
 
@@ -296,7 +296,7 @@ def test_a_coordinate_check_over_a_repeated_size_is_refused(tmp_path, capsys, ar
     with pytest.raises(SystemExit) as stop:
         main(["--model", "mlp_resnet", "--param", "mup", *argv, "--out", str(tmp_path / "out")])
     text = capsys.readouterr().err
-    assert stop.value.code == 1 and text.count("\n") == 1 and err in text, text
+    assert stop.value.code == 2 and text.count("\n") == 1 and err in text, text
     assert not (tmp_path / "out").exists()
 
 
@@ -311,7 +311,7 @@ def test_one_step_under_a_zero_readout_is_refused_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as code:
         main(["--widths", "32,64", "--steps", "1", "--param-opt", "zero_init=true", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code.value.code == 1 and len(err) == 1 and "needs at least 2 steps" in err[0], err
+    assert code.value.code == 2 and len(err) == 1 and "needs at least 2 steps" in err[0], err
     assert not (tmp_path / "out").exists()
     coord.check_steps(P.get("mup"), 1)
     coord.check_steps(P.get("mup", zero_init=True), 2)
@@ -328,7 +328,7 @@ def test_a_depth_sweep_of_a_plugin_without_a_depth_law_is_refused(tmp_path, caps
     with pytest.raises(SystemExit) as code:
         main(["--param", "critical", "--depths", "4,8", "--width", "32", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code.value.code == 1 and len(err) == 1 and "critical has none" in err[0], err
+    assert code.value.code == 2 and len(err) == 1 and "critical has none" in err[0], err
     assert not (tmp_path / "out").exists()
     verdict.check_depths([4, 8], P.get("depth_mup"))
     with pytest.raises(ValueError, match="critical has none"):

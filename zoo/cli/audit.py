@@ -1,6 +1,6 @@
 """`python -m zoo.audit [RUN_DIR]`: the rules a run really applies, measured per parameter across widths (and
 depths) and judged against theory (zoo.audit). Prints one table per axis, writes the JSON to --json, and exits 1 when
-any parameter fails (or a bad command line, 2).
+any parameter fails (2 for a bad command line or any other error, never 1).
 
     python -m zoo.audit runs/gpt_mup_w512_d6_s0          # a run dir: its model, plugin, optimizer, mesh, ...
     python -m zoo.audit --model gpt --param mup --optimizer muon --model-opt seq_len=32
@@ -119,7 +119,7 @@ def at_largest(run: Any, policy: Any, args: argparse.Namespace) -> Any:
                                horizon=change.steps)
 
 
-@boundary
+@boundary(failed=2)  # its 1 is a FAIL
 def main(argv: list[str] | None = None) -> None:
     p = parser()
     args = p.parse_args(argv)

@@ -40,14 +40,15 @@ EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirect
 
 
 def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False,
-             interrupted: str = "interrupted (Ctrl-C)") -> Any:
+             interrupted: str = "interrupted (Ctrl-C)", failed: int = 1) -> Any:
     """Wraps a command's `main(argv=None)` (see the module docstring). The JAX backend is started first, so a
     JAX_PLATFORMS this machine cannot serve is one line; `joins`: the command may join a multi-host run, which must
     come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check);
     `per_core`: the command splits its work over devices, one per CPU core (zoo.train.backend.cpu_cores_as_devices);
-    `interrupted`: the line a Ctrl-C the command did not handle itself prints."""
+    `interrupted`: the line a Ctrl-C the command did not handle itself prints; `failed`: the status of an error line
+    (2 for a command whose 1 is its verdict, FAIL, as argparse's for a bad flag)."""
     if main is None:
-        return functools.partial(boundary, joins=joins, per_core=per_core, interrupted=interrupted)
+        return functools.partial(boundary, joins=joins, per_core=per_core, interrupted=interrupted, failed=failed)
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -96,8 +97,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
                 print(f"error: unexpected {type(e).__name__}: {one_line(e)} (full traceback in {_write_trace(e)})",
                       file=sys.stderr)
             if _computing():
-                _exit(1)
-            raise SystemExit(1) from None
+                _exit(failed)
+            raise SystemExit(failed) from None
 
     return run
 

@@ -2,7 +2,7 @@
 experiment (zoo.diagnostics.coord_sweep) over widths and/or depths, prints a table per sweep (in width also the
 change each part's parameters cause alone, rows "LAYER (PART alone)"), writes coord_check_<axis>.png and .json
 (and coord_check_width_<part>.png for a part with a failing row) to --out, and exits 1 when any layer fails, in the
-total or in a part, or the plugin is unstable, 0 otherwise.
+total or in a part, or the plugin is unstable, 0 otherwise (2 for a bad command line or any other error, never 1).
 
     python -m zoo.coord_check --model mlp_resnet --param mup
     python -m zoo.coord_check --model gpt --param sp --widths 64,128,256 --model-opt seq_len=16
@@ -148,7 +148,7 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
             console.print(hint)
 
 
-@boundary
+@boundary(failed=2)  # its 1 is a FAIL
 def main(argv: list[str] | None = None) -> None:
     from zoo.diagnostics.coord_sweep import check_sweep, coord_sweep, passed, write
 
