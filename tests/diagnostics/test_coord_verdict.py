@@ -89,7 +89,7 @@ def test_the_readout_hint_only_where_only_the_output_shrinks(unstable, expected_
     ((-0.24, -0.09), -0.70, False),  # a hidden layer more than 1/2 below
     ((0.24, 0.09), 0.02, False),    # above the prediction: no lower-order term does that
 ])
-def test_the_small_width_hint_only_where_every_failing_row_closes_in_by_less_than_a_half(local, hidden, hinted):
+def test_the_lower_order_hint_only_where_every_failing_row_closes_in_by_less_than_a_half(local, hidden, hinted):
     """`coord_check --model mlp_resnet --param mup --widths 48,96,160 --depth 2` failed a correct muP (the readout's
     part alone at -0.18 against 0, local slopes -0.24 then -0.09: Adam's readout update dV . h sums a batch's
     incoherent terms, ~ n^1/2, beside the coherent ~ n) with nothing said. A stable plugin whose every failing row
@@ -105,8 +105,25 @@ def test_the_small_width_hint_only_where_every_failing_row_closes_in_by_less_tha
     data = {"output": np.full((3, 3), 1e-2), "pre/0": np.exp(hidden * logs)[:, None].repeat(3, 1)}
     result = {**base, "sizes": sizes, "data": data, "parts": {"output": {"output": changes}},
               "part_verdicts": {"output": part}, "config": {"base_width": 48}}
-    hint = coord_sweep.small_width_hint(coord_sweep.CoordSpec(param="mup"), result)
+    hint = coord_sweep.lower_order_hint(coord_sweep.CoordSpec(param="mup"), result)
     assert (hint is not None and "--widths 192,384,640" in hint) == hinted, hint
+
+
+@pytest.mark.parametrize("local, hinted", [((-0.21, -0.17, -0.11), True), ((-0.2, -0.2, -0.2), False)])
+def test_the_lower_order_hint_in_depth(local, hinted):
+    """`coord_check --param completep --optimizer adam --depths 4,8,16,32 --width 64` failed a correct CompleteP
+    (its first branches at -0.16 against 0; local slopes -0.21, -0.17, -0.11, passing at depths 16..128) with no
+    hint, where the width check names the same closing gap: a finite-depth correction gets the hint naming 4x the
+    depths; a steady gap (a depth rule off by a power of L) none."""
+    sizes = [4, 8, 16, 32]
+    logs = np.log(sizes)
+    path = np.exp(np.r_[0.0, np.cumsum(np.asarray(local) * np.diff(logs))])
+    fitted = float(np.polyfit(logs, np.log(path), 1)[0])
+    branch = [verdict.LayerVerdict("block/0", "stream", [fitted] * 3, 0.0, False, False)]
+    result = {**_result([], 0.0, {"pre/0": 0.01}), "axis": "depth", "sizes": sizes, "branch_verdicts": branch,
+              "data": {"pre/0": np.full((4, 3), 1e-2)}, "branch": {"block/0": np.repeat(path[:, None], 3, axis=1)}}
+    hint = coord_sweep.lower_order_hint(coord_sweep.CoordSpec(param="completep"), result)
+    assert (hint is not None and "--depths 16,32,64,128" in hint) == hinted, hint
 
 
 def mixer_result(slopes: dict[str, float], unstable: tuple[str, ...] = ()) -> dict:

@@ -215,22 +215,25 @@ def readout_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
 CLOSING = 0.9  # a lower-order term's gap at the last pair of widths against the first: (n1 / n2)^1/2 or less
 
 
-def small_width_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
+def lower_order_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
     """Why a stable plugin's rows fail in width when each failing row shrinks faster than predicted, by less than 1/2,
     and less so between the larger widths: a change whose coherent sum ~ n sits beside an incoherent (CLT) one
     ~ n^1/2, as c n (1 + k n^-1/2), has the local slope of its prediction minus about (k/2) n^-1/2, a gap that closes
     like n^-1/2 (at most CLOSING of the first pair's at the last pair), where a rule off by a power of n keeps its gap
     (a hidden LR with an extra m^-0.3: -0.3 at every pair). At the widths a CPU runs the closing gap can pass the
     tolerance (a random readout's V0 . dh / n, Adam's readout update dV . h over a batch); the same rows at 4x the
-    widths show it. Three widths or more; left to `readout_hint` or `mixed_parts_hint` where one applies."""
+    widths show it. Three widths or more; left to `readout_hint` or `mixed_parts_hint` where one applies. In depth
+    the same test finds a finite-depth correction (a sum over L blocks, c L^-a (1 + k / L)), whose gap closes too:
+    CompleteP under Adam at depths 4..32 (-0.16 in its first branches, passing at 16..128)."""
     sizes = result["sizes"]
     changes = {"": result["data"], "branch": result.get("branch", {}), **result.get("parts", {})}
     rows = [(v, changes[""][v.layer]) for v in result["verdicts"] if not v.matches]
     rows += [(v, changes["branch"][v.layer]) for v in result["branch_verdicts"] if not v.matches]
     rows += [(v, changes[p][v.layer]) for p, vs in result.get("part_verdicts", {}).items() for v in vs
              if not v.matches]
-    if result["axis"] != "width" or len(sizes) < 3 or result["expected"].unstable or not rows or \
-            readout_hint(spec, result) or mixed_parts_hint(spec, result):
+    width = result["axis"] == "width"
+    if len(sizes) < 3 or result["expected"].unstable or not rows or \
+            (width and (readout_hint(spec, result) or mixed_parts_hint(spec, result))):
         return None
     for v, data in rows:
         low = min(v.expected, v.expected if v.first is None else v.first)
@@ -244,6 +247,11 @@ def small_width_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
         if not seen.any() or not np.all(gap[-1][seen] <= CLOSING * gap[0][seen]):
             return None
     larger = ",".join(str(4 * n) for n in sizes)
+    if not width:
+        return (f"hint: every failing row shrinks faster than predicted, by less than 1/2 in slope and less between "
+                f"the larger depths, as a finite-depth correction does (~ 1/L beside the sum over blocks the rule "
+                f"scales): it tilts slopes fitted at depths {', '.join(map(str, sizes))}; check that the gap closes "
+                f"at --depths {larger} (docs/diagnostics.md: corrections of a lower order).")
     return (f"hint: every failing row shrinks faster than predicted, by less than 1/2 in slope and less between the "
             f"larger widths, as a term of a lower order does (a sum over the width's coordinates that cancels, ~ "
             f"n^1/2, beside one that adds up, ~ n): it tilts slopes fitted at widths {', '.join(map(str, sizes))}; "
@@ -300,4 +308,4 @@ def mixed_parts_hint(spec: CoordSpec, result: dict[str, Any]) -> str | None:
             "at larger widths.")
 
 
-HINTS = (diverged_hint, readout_hint, stream_start_hint, mixed_parts_hint, small_width_hint)  # printed under a result
+HINTS = (diverged_hint, readout_hint, stream_start_hint, mixed_parts_hint, lower_order_hint)  # printed under a result
