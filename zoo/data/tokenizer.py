@@ -104,6 +104,7 @@ class BPETokenizer:
             raise ValueError(f"not a sentencepiece model ({len(model):,} bytes that do not parse as one: damaged, or "
                              "another file)") from None
         self.vocab_size = self.sp.get_piece_size()
+        self._space_sign = [self.sp.piece_to_id(f"<0x{b:02X}>") for b in SPACE_SIGN.encode()]  # see `encode`
 
     @classmethod
     def fit(cls, lines: Iterator[str], vocab_size: int, max_lines: int = 2_000_000) -> BPETokenizer:
@@ -139,9 +140,8 @@ class BPETokenizer:
         """The text's ids. sentencepiece reads U+2581, its own sign for a space, as a space (the ids of 'a\u2581b'
         were those of 'a b'): it is encoded as its UTF-8 bytes' pieces, which decode to it."""
         first, *rest = self.sp.encode(text.split(SPACE_SIGN))
-        sign = [self.sp.piece_to_id(f"<0x{b:02X}>") for b in SPACE_SIGN.encode()]
         for part in rest:
-            first += sign + part
+            first += self._space_sign + part
         return np.asarray(first, np.int32)
 
     def decode(self, ids: np.ndarray | list[int]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.files import read_mapping
-from zoo.schema import power
+from zoo.schema import check_type, power
 
 KIND = "zoo.fit law"
 AXES = ("width", "depth", "batch_size", "steps")
@@ -135,6 +135,4 @@ def _number(value: Any) -> float:
 
 def _finite(value: Any) -> float:
     """A finite JSON number as a float; ValueError otherwise."""
-    if not math.isfinite(number := _number(value)):
-        raise ValueError
-    return number
+    return check_type("a law's number", value, float)
