@@ -197,8 +197,11 @@ def test_augment_options_typed_and_refused_where_unread():
     for given, error in (({"mixup_alpha": 0.2}, "mixup_alpha is read by mixup, which --augment crop,crop,"),
                          ({"mix_prob": "2"}, "--augment-opt mix_prob must be in \\[0, 1\\]"),
                          ({"cutmix_alpha": "0"}, "cutmix_alpha must be positive"),
+                         ({"switch_prob": 0.3}, "switch_prob is read only where --augment applies both mixup and "
+                          "cutmix, which --augment crop,crop,autoaugment,cutmix does not"),
                          ({"blur": 1}, "has no option blur")):
         with pytest.raises(ValueError, match=error):
             augment.options(ops, given)
+    assert augment.options(("mixup", "cutmix"), {"switch_prob": 0.3}).switch_prob == 0.3
     with pytest.raises(ValueError, match="erasing_min_area=0.5 is above erasing_max_area=0.4"):
         augment.options(("erasing",), {"erasing_min_area": 0.5, "erasing_max_area": 0.4})

@@ -62,6 +62,7 @@ class AugmentOptions:
 READ_BY = {"pad": ("crop",), "pad_mode": ("crop",), "mixup_alpha": ("mixup",), "cutmix_alpha": ("cutmix",),
            "mix_prob": ("mixup", "cutmix"), "switch_prob": ("mixup", "cutmix"), "mix_mode": ("mixup", "cutmix"),
            **{f.name: ("erasing",) for f in dataclasses.fields(AugmentOptions) if f.name.startswith("erasing_")}}
+READ_BY_ALL = {"switch_prob"}  # read only where every op of READ_BY applies (the choice between mixup and cutmix)
 
 
 def parse_ops(text: str) -> tuple[str, ...]:
@@ -90,6 +91,9 @@ def options(ops: tuple[str, ...], given: dict[str, Any]) -> AugmentOptions:
     if unknown:
         raise ValueError(f"--augment-opt has no option {', '.join(unknown)}; its options are {', '.join(hints)}")
     for k in given:
+        if k in READ_BY_ALL and not set(READ_BY[k]) <= set(ops):
+            raise ValueError(f"--augment-opt {k} is read only where --augment applies both {' and '.join(READ_BY[k])}"
+                             f", which --augment {','.join(ops) or 'none'} does not: leave it out")
         if not set(READ_BY[k]) & set(ops):
             raise ValueError(f"--augment-opt {k} is read by {' and '.join(READ_BY[k])}, which --augment "
                              f"{','.join(ops) or 'none'} does not apply: leave it out")
