@@ -19,6 +19,14 @@ def test_wsd_shape():
     np.testing.assert_allclose([float(default(t)) for t in range(11)], [1] * 9 + [0.5, 0.0], atol=1e-6)
 
 
+
+def test_a_cooldown_of_zero_never_decays():
+    """--cooldown 0 is warmup then stable to the last step: the LR does not fall to --min-lr-ratio on the last step
+    (a one-step cliff, at LR 0 by default)."""
+    shape = schedule_shape(OptimConfig(schedule="wsd", warmup=3, cooldown=0.0), horizon=99)
+    np.testing.assert_allclose([float(shape(t)) for t in (0, 2, 50, 98, 99)], [1 / 3, 1, 1, 1, 1], atol=1e-6)
+
+
 def test_cooldown_is_read_by_wsd_only():
     assert resolve({"schedule": "wsd", "cooldown": 0.3}).optim.cooldown_fraction == 0.3
     with pytest.raises(ValueError, match="--cooldown is read by --schedule wsd; --schedule cosine does not read it"):

@@ -32,9 +32,9 @@ def schedule_shape(cfg: Settings, horizon: int | None = None) -> Callable[[jax.A
     under warmup_peak "after", nanoGPT's get_lr), then constant, or cosine or linear decay in f = (t - W) / (horizon
     - W) from 1 at step W to min_lr_ratio at step `horizon` (a decaying schedule needs it; `chain` gives a run's
     last step), or wsd: constant up to step S = W + round((1 - cooldown) (horizon - W)), then linear in (t - S) /
-    (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024). Past the warmup the cosine and linear
-    ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with decay_steps = horizon; its warmup t / D
-    is ours a step later, without its step at LR 0.
+    (horizon - S) down to min_lr_ratio (warmup-stable-decay, Hu et al. 2024; a cooldown of 0 never decays). Past
+    the warmup the cosine and linear ones are optax's warmup_cosine_decay_schedule (and linear_schedule) with
+    decay_steps = horizon; its warmup t / D is ours a step later, without its step at LR 0.
     A decay of one step (horizon = W > 0) ends at min_lr_ratio at once, the warmup having reached the peak at W - 1
     (under "after" the peak is that step, and nothing decays); a horizon before the warmup's end leaves no step to
     decay."""
@@ -51,7 +51,7 @@ def schedule_shape(cfg: Settings, horizon: int | None = None) -> Callable[[jax.A
             down = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
         elif cfg.schedule == "linear":
             down = 1.0 - (1 - cfg.min_lr_ratio) * frac
-        elif cfg.schedule == "wsd":
+        elif cfg.schedule == "wsd" and cfg.cooldown_fraction > 0:
             stable = warm + round((1 - cfg.cooldown_fraction) * max((horizon or 0) - warm, 0))
             down = 1.0 - (1 - cfg.min_lr_ratio) * decay_fraction(t, stable, horizon or 0, peak)
         else:
