@@ -61,3 +61,27 @@ def test_out_in_a_sweep_it_reads_or_in_a_run_is_refused(tmp_path, capsys):
     (old / "config.json").write_text(json.dumps({k: v for k, v in BASE.identity().items() if k != "model_opt"}))
     code, err = run_fit([str(sweep), "--out", str(old / "fit"), "--boot", "20"], capsys)
     assert code == 1 and f"is inside the run dir {old.resolve()}; " in err, err
+
+
+def test_a_batch_sweep_at_fixed_examples_is_checked_against_its_smallest_batchs_dir(tmp_path):
+    """Batch 16, 64, 256 at 16,384 examples (1024, 256, 64 steps) under sde: the proxy defaults to batch 16 at its
+    own 1024 steps (the smallest of each, 16 at 64 steps, is no dir's, and the mapped b2 and eps went unchecked), so
+    a dir whose b2 is not sde's map of the proxy's is refused; with a proxy no dir holds, a warning says what was not
+    checked."""
+    import zoo.policy
+
+    dirs = []
+    for b in (16, 64, 256):
+        change = zoo.policy.Change(16, b, 1024, 16384 // b)
+        cfg = zoo.policy.get("sde").apply(BASE.optim, change)[0]
+        run = BASE.replace(batch_size=b, steps=16384 // b, b2=0.5 if b == 64 else cfg.b2, eps=cfg.eps)
+        dirs.append(sweep_dir(tmp_path / f"b{b}", [64], WIDTH_LAW, run=run, rng_seed=b))
+    assert read.proxy_of({(16, 1024), (64, 256), (256, 64)}, (None, None)) == (16, 1024)
+    assert read.proxy_of({(16, 1024), (64, 256), (256, 64)}, (None, 256)) == (64, 256)
+    assert read.proxy_of({(16, 1024), (64, 256)}, (32, None)) == (32, 256)
+    with pytest.raises(ValueError, match=f"{dirs[1]}: b2 0.5 is not what policy sde maps the proxy's 0.999 to"):
+        read.load(dirs, policy=zoo.policy.get("sde"))
+    unchecked = read.load([dirs[0], dirs[2]], policy=zoo.policy.get("sde"), proxy=(32, 512))
+    assert unchecked.warnings() == ["no sweep dir is at the proxy (batch 32, 512 steps), so their b1, b2, eps, "
+                                    "momentum, muon_beta, warmup were not checked against policy sde's map of the "
+                                    "proxy's"]

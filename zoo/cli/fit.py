@@ -41,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
       "move together, as the steps of a batch sweep at a fixed number of examples, name one)")
     a("--metric", default="train_loss", choices=("train_loss", "eval_loss"), help="the loss minimised")
     add_policy_flags(p, "mapped the sweeps' settings (their LRs and weight decays are read in the proxy's units, "
-                     "the law is what the policy leaves; the proxy's batch and steps default to the smallest swept)")
+                     "the law is what the policy leaves; the proxy's batch and steps default to a dir's: the smallest "
+                     "batch swept, at its fewest steps)")
     a("--boot", type=positive, default=DEFAULT_BOOT, help=f"bootstrap replicates (at most {MAX_BOOT})")
     a("--seed", type=seed, default=0, help="the bootstrap's seed")
     return p

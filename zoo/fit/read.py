@@ -58,18 +58,19 @@ class Sweeps:
     dirs: list[str]
     metric: str
     unreadable: dict[str, int] = dataclasses.field(default_factory=dict)  # per dir: lines that are no member record
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was read but could not be checked
 
     def warnings(self) -> list[str]:
-        """The lines of the dirs' results.jsonl that were skipped (a sweep's torn last line, or one edited by hand,
-        e.g. an lr of 0): the fit has fewer members than the file has lines."""
-        return [f"{n} line(s) of {d}/{results.RESULTS} are no member record (torn or edited) and were skipped"
-                for d, n in self.unreadable.items() if n]
+        """What could not be checked (`notes`), and the lines of the dirs' results.jsonl that were skipped (a sweep's
+        torn last line, or one edited by hand, e.g. an lr of 0): the fit has fewer members than the file has lines."""
+        return self.notes + [f"{n} line(s) of {d}/{results.RESULTS} are no member record (torn or edited) and were "
+                             "skipped" for d, n in self.unreadable.items() if n]
 
 
 def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | None = None,
          proxy: tuple[int | None, int | None] = (None, None)) -> Sweeps:
     """The grids of `dirs` (each a zoo.sweep --out); `policy`: read LRs and wds in the proxy's units, the proxy at
-    batch and steps `proxy` (default: the smallest of the dirs')."""
+    batch and steps `proxy` (what is not given: `proxy_of` the dirs)."""
     if not dirs:
         raise ValueError("give one or more sweep dirs")
     found = [(d, results.read_settings(d, INPUT_ADVICE), results.read(d)) for d in dirs]
@@ -83,8 +84,8 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
         except ValueError as e:
             raise ValueError(str(e) if where in str(e) else f"{where}: {e}") from None
     check_same(found)
-    proxy = (proxy[0] or min(s["batch_size"] for _, s, _ in found), proxy[1] or min(s["steps"] for _, s, _ in found))
-    check_mapped(found, policy, proxy)
+    proxy = proxy_of({(s["batch_size"], s["steps"]) for _, s, _ in found}, proxy)
+    notes = check_mapped(found, policy, proxy)
     points: dict[tuple, dict[tuple, list]] = {}
     origin: dict[tuple, Path] = {}  # (size, lr, wd, seed) -> the dir that holds it
     for d, s, rec in found:
@@ -115,7 +116,20 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
             g.wd = np.log2(g.wd)
     run = RunConfig.from_json(found[0][1], str(dirs[0] / results.SETTINGS))
     return Sweeps(grids, axes, wd_swept, run, [str(d) for d in dirs], metric,
-                  {str(d): results.unreadable(d) for d in dirs})
+                  {str(d): results.unreadable(d) for d in dirs}, notes)
+
+
+def proxy_of(sizes: set[tuple[int, int]], given: tuple[int | None, int | None]) -> tuple[int, int]:
+    """The proxy's (batch size, steps) among the dirs' `sizes`: as given; a batch size not given, the smallest of the
+    dirs at the given steps (else of all); steps not given, the fewest of the dirs at that batch size (else of all).
+    So a batch sweep at a fixed number of examples, whose steps fall as its batch grows, has its proxy in its
+    smallest batch's dir, not at that batch with the largest batch's steps, a pair no dir holds."""
+    batch, steps = given
+    if batch is None:
+        batch = min((b for b, t in sizes if t == steps), default=min(b for b, _ in sizes))
+    if steps is None:
+        steps = min((t for b, t in sizes if b == batch), default=min(t for _, t in sizes))
+    return batch, steps
 
 
 def member_label(size: tuple, record: dict[str, Any]) -> str:
@@ -172,9 +186,10 @@ def change(settings: dict[str, Any], proxy: tuple[int, int]) -> Change:
     return Change(proxy[0], settings["batch_size"], proxy[1], settings["steps"])
 
 
-def check_mapped(found: list[tuple[Path, dict, list]], policy: ScalingPolicy | None, proxy: tuple[int, int]) -> None:
+def check_mapped(found: list[tuple[Path, dict, list]], policy: ScalingPolicy | None,
+                 proxy: tuple[int, int]) -> list[str]:
     """Without a policy the MAPPED settings agree in every dir; with one, each dir's are the proxy dir's (at batch and
-    steps `proxy`) as the policy maps them (rel. 1e-6); no proxy dir: not checked."""
+    steps `proxy`) as the policy maps them (rel. 1e-6); no proxy dir: not checked, and a warning says so."""
     (d0, s0, _), *_ = found
     if policy is None:
         for d, s, _ in found[1:]:
@@ -183,10 +198,11 @@ def check_mapped(found: list[tuple[Path, dict, list]], policy: ScalingPolicy | N
                 k = differ[0]
                 raise ValueError(f"the sweep dirs differ in {', '.join(differ)} ({k} {s0.get(k)!r} in {d0}, "
                                  f"{s.get(k)!r} in {d}): if a scaling policy mapped them, give it (--policy)")
-        return
+        return []
     at_proxy = [s for _, s, _ in found if (s["batch_size"], s["steps"]) == proxy]
     if not at_proxy:
-        return
+        return [f"no sweep dir is at the proxy (batch {proxy[0]}, {proxy[1]} steps), so their {', '.join(MAPPED)} "
+                f"were not checked against policy {policy.name}'s map of the proxy's"]
     cfg = RunConfig.from_json(at_proxy[0]).optim
     for d, s, _ in found:
         target, _ = policy.apply(cfg, change(s, proxy))
@@ -196,3 +212,4 @@ def check_mapped(found: list[tuple[Path, dict, list]], policy: ScalingPolicy | N
                 raise ValueError(f"{d}: {k} {got!r} is not what policy {policy.name} maps the proxy's "
                                  f"{getattr(cfg, k)!r} to at batch {s['batch_size']}, {s['steps']} steps ({want!r}): "
                                  "were these sweeps run under another policy?")
+    return []
