@@ -41,8 +41,8 @@ class Power:
 
     def ratio(self, axis: Callable[[str], tuple[float, float] | None]) -> tuple[float, list[str], list[str]]:
         """prod_k (s'_k / s_k)^e_k over the axes whose (proxy, target) `axis` gives, each term as text, and the axes
-        the sweeps held fixed that the proxy or the target leaves (the law has no term for them: it says nothing of
-        how its optimum moves along them)."""
+        the law has no term for (held fixed by the sweeps, or left out by --axes) that the proxy or the target leaves
+        the span of: the law says nothing of how its optimum moves along them."""
         factor, terms = 1.0, []
         for a, e in self.exponents.items():
             pair = axis(a)

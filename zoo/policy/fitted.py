@@ -62,7 +62,7 @@ class Fitted(ScalingPolicy):
             factor, terms, held = power.ratio(change.axis)
         except ValueError as e:
             raise ValueError(f"{self.law}: {e}; refit the law, or keep the target nearer the sweeps") from None
-        untested = f" [not in the law, whose sweeps held it fixed: {'; '.join(held)}]" if held else ""
+        untested = f" [not in the law, which has no term for it: {'; '.join(held)}]" if held else ""
         if not terms:
             return start, (f"{text if value is not None else setting}; the law changes nothing (none of its axes "
                            f"changed){untested}")
