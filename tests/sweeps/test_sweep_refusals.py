@@ -78,6 +78,21 @@ def test_a_sweep_into_a_run_dir_is_refused_and_the_run_kept(tmp_path, capsys, he
     assert (run / "summary.json").read_text() == '{"best_eval": {"loss": 1.5}}'
 
 
+@pytest.mark.parametrize("held, kind", [("transfer.json", "transfer"), ("law.json", "fit")])
+def test_a_sweep_into_a_transfer_or_a_fit_is_refused(tmp_path, capsys, held, kind):
+    """zoo.sweep --out TRANSFER wrote its sweep.json there, and the transfer then refused its own folder as holding a
+    sweep (it could not be rerun or resumed); now one line, and nothing written."""
+    from zoo.cli import sweep
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / held).write_text("{}")
+    line = one_line_error(sweep.main, [*TINY, "--widths", "16", "--depths", "2", "--batch-size", "8",
+                                       "--out", str(out)], capsys)
+    assert line == f"error: --out {out} holds a {kind} ({held}); give the sweep a folder of its own", line
+    assert [p.name for p in out.iterdir()] == [held]
+
+
 def test_an_empty_compare_is_refused_not_taken_for_none(tmp_path, capsys):
     """--compare '' (an unset shell variable) skipped the comparison silently, as --compare none does; now it is an
     unknown parametrization, before anything trains."""

@@ -19,6 +19,7 @@ from zoo.config import RunConfig
 from zoo.errors import naming_full_disk
 from zoo.files import open_regular, read_mapping, read_regular, write_atomic
 from zoo.option_defaults import changed_settings
+from zoo.outputs import OUTPUTS
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
 
@@ -87,11 +88,15 @@ def open_dir(out: Path, report: Callable[[str], None] = print, what: str = "swee
 
 def check_not_run(out: Path) -> None:
     """DIR holds no run of train.py or export (config.json or checkpoints/) unless it is a sweep already: the report
-    writes DIR/summary.json and DIR/sweep.png, and a run's own summary.json (its best and final eval) was replaced."""
+    writes DIR/summary.json and DIR/sweep.png, and a run's own summary.json (its best and final eval) was replaced;
+    nor a transfer or a fit, which would then refuse their own folder as holding a sweep."""
     held = [name for name in ("config.json", "checkpoints") if (out / name).exists()]
     if held and not (out / SETTINGS).exists():
         raise ValueError(f"--out {out} holds a run ({held[0]}), whose summary.json a sweep's report would replace; "
                          "give the sweep a folder of its own")
+    for name in ("transfer.json", "law.json"):
+        if (out / name).exists():
+            raise ValueError(f"--out {out} holds a {OUTPUTS[name]} ({name}); give the sweep a folder of its own")
 
 
 def repair(out: Path, report: Callable[[str], None] = print) -> None:
