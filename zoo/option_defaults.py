@@ -1,6 +1,7 @@
 """Model and plugin options given at their defaults are no other setting: `--param-opt alpha=0.5` where the plugin's
 alpha is 0.5 anyway, or `--model-opt activation=relu` on a model whose activation is relu, trains the run that left
-them out, so a resume or a sweep's rerun takes it."""
+them out, so a resume or a sweep's rerun takes it. So are the optimizer's settings whose default is computed, given
+at the value they take: `--weight-decay 0` under Adam, whose unset weight decay is 0."""
 
 from __future__ import annotations
 
@@ -13,7 +14,24 @@ OPTIONS = {"model_opt": "model", "param_opt": "param"}  # an identity's option m
 def changed_settings(before: dict[str, Any], now: dict[str, Any]) -> set[str]:
     """The settings of two identities (flat, as config.json holds them) whose values differ, options given at their
     defaults aside (same_up_to_defaults)."""
+    before, now = computed_defaults(before), computed_defaults(now)
     return {k for k in set(before) | set(now) if before.get(k) != now.get(k)} - same_up_to_defaults(before, now)
+
+
+def computed_defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with weight_decay and cooldown left unset (null) as the values the optimizer takes for them
+    (OptimConfig.decay: 0.1 for adamw, else 0; cooldown_fraction)."""
+    from zoo.optim import OptimConfig
+
+    unset = [k for k in ("weight_decay", "cooldown") if k in settings and settings[k] is None]
+    if not unset:
+        return settings
+    try:
+        optim = OptimConfig(settings.get("optimizer", OptimConfig.name))
+    except (ValueError, TypeError):  # an unknown optimizer: it differs, and the run's own checks say why
+        return settings
+    taken = {"weight_decay": optim.decay, "cooldown": optim.cooldown_fraction}
+    return {**settings, **{k: taken[k] for k in unset}}
 
 
 def same_up_to_defaults(before: dict[str, Any], now: dict[str, Any]) -> set[str]:

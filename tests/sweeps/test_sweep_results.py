@@ -218,3 +218,18 @@ def test_a_setting_added_since_a_sweep_is_read_as_its_default(tmp_path):
     assert results.read_settings(tmp_path) == settings  # as zoo.fit reads it
     with pytest.raises(ValueError, match="other settings \\(decay_vectors false there, true here\\)"):
         results.check_settings(tmp_path, {**settings, "decay_vectors": True})
+
+
+@pytest.mark.parametrize("optimizer, unset_is", [("adam", 0.0), ("adamw", 0.1)])
+def test_a_weight_decay_given_at_the_value_an_unset_one_takes_is_the_same_sweep(tmp_path, optimizer, unset_is):
+    """A sweep of Adam that left --weight-decay unset (null in sweep.json) was refused when rerun with --weight-decay
+    0, the value it trained with ('weight_decay null there, 0.0 here'), while --b2 0.999 was taken; the unset value is
+    the optimizer's (0 for adam, 0.1 for adamw): the same sweep, and another value is still refused."""
+    from zoo.sweeps import results
+
+    settings = sweep_settings(optimizer=optimizer, weight_decay=None, steps=6)
+    (tmp_path / results.SETTINGS).write_text(json.dumps(settings))
+    results.append(tmp_path, [{"width": 16, "depth": 2, "lr": 0.5, "seed": 0}])
+    results.check_settings(tmp_path, {**settings, "weight_decay": unset_is})
+    with pytest.raises(ValueError, match="other settings \\(weight_decay null there, 0.05 here\\)"):
+        results.check_settings(tmp_path, {**settings, "weight_decay": 0.05})
