@@ -368,7 +368,7 @@ def test_report_only_names_members_missing_and_lines_it_could_not_read(tmp_path,
     text = capsys.readouterr().out
     assert "warning: 2 member(s) of the grid missing (width 16 depth 2 log2 LR -1 seed 1, width 32 depth 2 " \
            "log2 LR -1 seed 0)" in text, text
-    assert "warning: 1 line(s) of results.jsonl are no member record" in text, text
+    assert "warning: 1 line(s) of results.jsonl were skipped: no member record" in text, text
     summary = json.loads((out / "summary.json").read_text())
     assert summary["unreadable_lines"] == 1 and summary["missing_members"] == [
         {"width": 16, "depth": 2, "log2_lr": -1.0, "seed": 1}, {"width": 32, "depth": 2, "log2_lr": -1.0, "seed": 0}]

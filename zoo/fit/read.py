@@ -57,14 +57,14 @@ class Sweeps:
     run: RunConfig
     dirs: list[str]
     metric: str
-    unreadable: dict[str, int] = dataclasses.field(default_factory=dict)  # per dir: lines that are no member record
+    unreadable: dict[str, int] = dataclasses.field(default_factory=dict)  # per dir: lines skipped (results.unreadable)
     notes: list[str] = dataclasses.field(default_factory=list)  # what was read but could not be checked
 
     def warnings(self) -> list[str]:
         """What could not be checked (`notes`), and the lines of the dirs' results.jsonl that were skipped (a sweep's
-        torn last line, or one edited by hand, e.g. an lr of 0): the fit has fewer members than the file has lines."""
-        return self.notes + [f"{n} line(s) of {d}/{results.RESULTS} are no member record (torn or edited) and were "
-                             "skipped" for d, n in self.unreadable.items() if n]
+        torn last line, one edited by hand, e.g. an lr of 0, or a member's second line with other numbers)."""
+        return self.notes + [results.skipped_lines(n, f"{d}/{results.RESULTS}") for d, n in self.unreadable.items()
+                             if n]
 
 
 def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | None = None,

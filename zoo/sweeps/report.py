@@ -18,7 +18,7 @@ import numpy as np
 
 from zoo.config import word
 from zoo.files import save_figure
-from zoo.sweeps.results import RESULTS, check_record
+from zoo.sweeps.results import RESULTS, check_record, skipped_lines
 
 METRICS = ("train_loss", "eval_loss")
 
@@ -63,7 +63,7 @@ class Summary:
     grid_step: float  # in log2 units
     metric: str
     missing: list[tuple[int, int, float, int]] = dataclasses.field(default_factory=list)  # see `missing_members`
-    unreadable: int = 0  # lines of results.jsonl that are no member record (a torn or edited line)
+    unreadable: int = 0  # lines of results.jsonl skipped (results.unreadable: torn, edited or a member's second)
 
     def warnings(self) -> list[str]:
         """What the numbers lack: members of the grid a size did not train, lines that could not be read."""
@@ -74,8 +74,8 @@ class Summary:
             out.append(f"{len(self.missing)} member(s) of the grid missing ({shown}{more}): those points average "
                        "fewer seeds or are absent; rerun the sweep with those LRs and sizes to train them")
         if self.unreadable:
-            out.append(f"{self.unreadable} line(s) of {RESULTS} are no member record (torn or edited) and were "
-                       "skipped; a rerun of the sweep trains their members again")
+            out.append(f"{skipped_lines(self.unreadable, RESULTS)}; a rerun of the sweep trains a torn line's member "
+                       "again")
         return out
 
     @property

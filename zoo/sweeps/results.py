@@ -134,11 +134,24 @@ def read(out: Path) -> list[dict[str, Any]]:
 
 
 def unreadable(out: Path) -> int:
-    """The non-blank lines of DIR/results.jsonl that are no member record (`read` skips them)."""
+    """The non-blank lines of DIR/results.jsonl that `read` skips, but for a member's repeat of the same numbers: the
+    lines that are no member record, and those that give a member again with other numbers (the first is kept)."""
     path = out / RESULTS
     if not path.exists():
         return 0
-    return sum(1 for line in read_regular(path).splitlines() if line.strip() and _record(line) is None)
+    first: dict[tuple, dict[str, Any]] = {}
+    skipped = 0
+    for line in read_regular(path).splitlines():
+        if line.strip():
+            r = _record(line)
+            skipped += r is None or first.setdefault(_key(r), r) != r
+    return skipped
+
+
+def skipped_lines(n: int, where: str) -> str:
+    """What a reader says of the `n` lines of `where` (a results.jsonl) that `unreadable` counts."""
+    return (f"{n} line(s) of {where} were skipped: no member record (torn or edited), or a member's second line with "
+            "other numbers (its first is kept)")
 
 
 def append(out: Path, records: list[dict[str, Any]]) -> None:
