@@ -364,3 +364,13 @@ def test_a_config_file_repeating_the_recipe_is_not_a_setting_given():
     assert resolve(flags, {"min_lr_ratio": 1e-3}).optim.min_lr_ratio == 1e-3
     with pytest.raises(ValueError, match="--min-lr-ratio is where the decaying schedules end"):
         resolve(flags, {"min_lr_ratio": 0.01})
+
+
+def test_a_float_setting_takes_a_power_of_two_as_the_sweeps_write_it(capsys):
+    """`--lr 2^-9` and `--weight-decay 2^-6`, the form `--lrs` takes and a sweep's report gives (train.py refused it:
+    'must be a number'); anything else after `2^` is still no number."""
+    args = train_cli.parser().parse_args(["--lr", "2^-9", "--weight-decay", "2^-6"])
+    assert (args.lr, args.weight_decay) == (2.0**-9, 2.0**-6)
+    for text in ("2^x", "2^", "2^1e5"):
+        line = one_line_error(train_cli.main, ["--lr", text], capsys)
+        assert f"argument --lr: must be a number, got '{text}'" in line, line

@@ -136,9 +136,15 @@ def to_int(text: str) -> int:
 
 
 def to_float(text: str) -> float:
-    """A number in ASCII (digits, sign, point, exponent; float() on `typed_number` text); ValueError otherwise."""
+    """A number in ASCII (digits, sign, point, exponent; float() on `typed_number` text), or a power of two written
+    2^x (as --lrs takes an LR: `--lr 2^-9`); ValueError otherwise."""
     if not typed_number(text):
         raise ValueError(f"not an ASCII number: {text!r}")
+    if text.strip().startswith("2^"):
+        try:
+            return 2.0 ** float(text.strip()[2:])
+        except OverflowError:
+            raise ValueError(f"{text!r} is beyond float64's range") from None
     return float(text)
 
 

@@ -14,14 +14,6 @@ MAX_LRS = 1024  # LRs in one sweep: a finer range is a typo (2^-12:2^-4:1e-6 wou
 LR_RANGE = (F32_TINY, F32_MAX)
 
 
-def _number(text: str) -> float:
-    """A float, or 2^x written as `2^x`."""
-    text = text.strip()
-    if text.startswith("2^"):
-        return 2.0 ** to_float(text[2:])
-    return to_float(text)
-
-
 def parse_lrs(text: str) -> list[float]:
     """`1e-3,3e-3,2^-8` (a list) or `2^-12:2^-4:1` (log2 start:stop:step, stop included) -> learning rates."""
     bad = ValueError(f"cannot read learning rates {text!r}; give a comma list (1e-3,2^-8) or a log2 range "
@@ -29,7 +21,7 @@ def parse_lrs(text: str) -> list[float]:
     if ":" not in text:
         parts = comma_items(text, "the learning rates")
         try:
-            lrs = [_number(p) for p in parts]
+            lrs = [to_float(p) for p in parts]
         except (ValueError, OverflowError):
             raise bad from None
         return valid_lrs(lrs, repr(text))
@@ -37,8 +29,8 @@ def parse_lrs(text: str) -> list[float]:
     try:
         if len(parts) != 3:
             raise ValueError
-        start, stop = (math.log2(_number(p)) if p.strip().startswith("2^") else _number(p) for p in parts[:2])
-        step = _number(parts[2])
+        start, stop = (math.log2(to_float(p)) if p.strip().startswith("2^") else to_float(p) for p in parts[:2])
+        step = to_float(parts[2])
     except (ValueError, OverflowError):
         raise bad from None
     if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)):
