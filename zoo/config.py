@@ -178,9 +178,11 @@ class RunConfig:
         flat = self.flat()
         return {name: flat[name] for name, (_, f) in FLAT.items() if f.metadata["identity"]}
 
-    def default_run_dir(self) -> str:
+    def run_dir(self) -> str:
+        """--run-dir, or by default runs/MODEL_PARAM_wWIDTH_dDEPTH_sSEED."""
         m = self.model
-        return str(Path("runs") / f"{m.name}_{self.param.name}_w{m.width}_d{m.depth}_s{self.loop.seed}")
+        return self.loop.run_dir or str(Path("runs") / f"{m.name}_{self.param.name}_w{m.width}_d{m.depth}_s"
+                                                         f"{self.loop.seed}")
 
 
 # settings whose values an older zoo stored in another form: augment was true (pad-crop-flip) or false

@@ -4,6 +4,7 @@ where a run dir goes is named as one, with the finetune command quoted for the s
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -150,7 +151,8 @@ def test_a_run_dir_inside_the_run_it_reads_is_refused(tmp_path, capsys, flag):
 @pytest.mark.parametrize("flag", ["--fork-from", "--init-from"])
 def test_a_finetune_or_fork_without_a_run_dir_trains_in_the_default_one(tmp_path, monkeypatch, flag):
     """docs/export.md's `train.py --config EXPORT/config.json --init-from EXPORT` has no --run-dir: the check that
-    it lies outside the source read the unset run dir and failed with 'unexpected TypeError'."""
+    it lies outside the source read the unset run dir and failed with 'unexpected TypeError'. Its summary.json names
+    the run dir it trained in (it said "None"), and so does the fork's line."""
     source = tmp_path / "src"
     train_cli.main([*TINY, "--steps", "2", "--run-dir", str(source)])
     work = tmp_path / "work"
@@ -158,7 +160,7 @@ def test_a_finetune_or_fork_without_a_run_dir_trains_in_the_default_one(tmp_path
     monkeypatch.chdir(work)
     train_cli.main([*TINY, "--steps", "3", flag, str(source)])
     (run,) = (work / "runs").iterdir()
-    assert (run / "summary.json").exists()
+    assert json.loads((run / "summary.json").read_text())["run_dir"] == str(run.relative_to(work))
 
 
 def test_a_fork_of_another_model_names_the_model(refused):

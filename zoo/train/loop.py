@@ -139,7 +139,7 @@ class Loop:
                     self._run_hooks([h for h in self.hooks if h.on_stop and h not in ran], step + 1)
                 if stopping:
                     self.logger.say(f"stopped by {signal.Signals(signals.signum).name} at step {step + 1}; checkpoint "
-                               f"saved; rerun the same command to resume ({self.s.cfg.loop.run_dir})")
+                               f"saved; rerun the same command to resume ({self.s.cfg.run_dir()})")
                     signals.raise_stop()
             self.observe()
         finally:
@@ -210,7 +210,7 @@ class Loop:
         speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": per_step * ran / train_s} if ran > 0 else {}
         return {"steps": self.s.steps, "best_eval": self.evals.best, "final_eval": self.evals.last,
                 "time_to_best_s": self.evals.best_time, "wall_s": time.perf_counter() - self.evals.started,
-                "params": zoo.models.param_count(self.state["params"]), "run_dir": str(cfg.loop.run_dir), **speed,
+                "params": zoo.models.param_count(self.state["params"]), "run_dir": cfg.run_dir(), **speed,
                 **self.evals.extra}
 
 

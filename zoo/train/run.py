@@ -44,7 +44,7 @@ class Run:
         """Take the run dir `cfg.loop.run_dir` (default: by model, plugin and shape): refused when it is not a
         directory we can write, when another process holds it, or when it holds checkpoints of a run with other
         settings (a run dir without a checkpoint yet takes any settings)."""
-        path = Path(cfg.loop.run_dir or cfg.default_run_dir())
+        path = Path(cfg.run_dir())
         made, lock = first_missing(path), None
         say = say_on(is_main())
         try:

@@ -56,7 +56,7 @@ def check_sources(s: Setup) -> None:
     src, step = parse_run_spec(loop.fork_from) if loop.fork_from else (None, None)
     for flag, source in (("--fork-from", src), ("--init-from", loop.init_from)):
         if source:
-            check_outside(source, loop.run_dir or s.cfg.default_run_dir(), "--run-dir", flag)  # zoo.train.run's
+            check_outside(source, s.cfg.run_dir(), "--run-dir", flag)  # zoo.train.run's
     if src is not None:
         check_same_architecture(src, read_config(src).model, s.cfg.model)  # before its steps: the first thing wrong
         with Checkpoints(src, read_only=True) as ckpts:
@@ -136,7 +136,7 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     for name in started_fresh:
         report(f"fork: {name} started fresh (the new optimizer keeps state the old one did not)")
     state = {**fresh, "params": old["params"], "opt": opt, "step": old["step"], "key": old["key"]}
-    report(f"forked {src_dir} at step {src.step} into {s.cfg.loop.run_dir}")
+    report(f"forked {src_dir} at step {src.step} into {s.cfg.run_dir()}")
     return state, int(src.step), {k: v for k, v in src.meta.items() if k in ("first_loss", "summary_extra")}
 
 
