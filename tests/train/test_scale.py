@@ -64,15 +64,18 @@ def test_meshes_equal_one_device_and_checkpoints_move_between_meshes(tmp_path, o
     losses (f32, rtol 1e-5); fsdp=8 holds at most 1/6 of data=8's parameter and optimizer bytes per device; the
     checkpoint saved under fsdp=4,tensor=2 continues (--fork-from, one more step) under data=8 and under 1 device
     with the 1-device run's next-step loss. Meshes that do not divide the devices, the batch or any split model
-    dimension are one line."""
+    dimension are one line, and so is a tensor axis on a model with nothing for it to split."""
     runs = {m: tmp_path / m.replace(",", "_").replace("=", "") for m in MESHES}
-    bad = [(["--mesh", "data=3"], "must equal the 8 devices"),
-           (["--mesh", "fsdp=8", "--batch-size", "12"], "not divisible by the 8 ways"),
-           (["--mesh", "tensor=8", "--width", "20", "--model-opt", "head_dim=4", "--model-opt", "mlp_ratio=1"],
-            "divides none of the model's head or MLP dimensions")]
+    bad = [([*GPT, "--mesh", "data=3"], "must equal the 8 devices"),
+           ([*GPT, "--mesh", "fsdp=8", "--batch-size", "12"], "not divisible by the 8 ways"),
+           ([*GPT, "--mesh", "tensor=8", "--width", "20", "--model-opt", "head_dim=4", "--model-opt", "mlp_ratio=1"],
+            "divides none of the model's head or MLP dimensions"),
+           (["--model", "mlp_resnet", "--width", "32", "--depth", "1", "--data", "synthetic", "--batch-size", "16",
+             "--mesh", "data=4,tensor=2"], "--mesh tensor=2: the model has no head or MLP dimension for the tensor "
+                                           "axis to split (the transformers' and the Mixer's have); use data and fsdp")]
     src, to8, to1 = runs["fsdp=4,tensor=2"], tmp_path / "to8", tmp_path / "to1"
     argvs = [[*GPT, "--steps", "10", "--mesh", m, "--run-dir", str(runs[m])] for m in MESHES]
-    argvs += [[*GPT, "--steps", "10", *args, "--run-dir", str(tmp_path / f"bad{i}")] for i, (args, _) in enumerate(bad)]
+    argvs += [[*args, "--steps", "10", "--run-dir", str(tmp_path / f"bad{i}")] for i, (args, _) in enumerate(bad)]
     argvs += [[*GPT, "--steps", "11", "--mesh", "data=8", "--fork-from", str(src), "--run-dir", str(to8)]]
     out = run_main_many(argvs, env=EIGHT, timeout=600)  # in order: the fork reads the finished fsdp=4,tensor=2 run
     for m, (code, err) in zip(MESHES, out, strict=False):

@@ -144,9 +144,12 @@ class MeshPlan:
         tensor = self.sizes["tensor"]
         if tensor == 1:
             return
-        split = [len(v.get_value().shape) for v in _variables(abstract_state["params"])
-                 if "tensor" in self.spec(v.get_value().shape, axes_of(v, len(v.get_value().shape)))]
-        if not split:
+        variables = _variables(abstract_state["params"])
+        shapes = [(v.get_value().shape, axes_of(v, len(v.get_value().shape))) for v in variables]
+        if not any(RULES.get(name) == "tensor" for _, axes in shapes for name in axes):
+            raise ValueError(f"--mesh tensor={tensor}: the model has no head or MLP dimension for the tensor axis to "
+                             "split (the transformers' and the Mixer's have); use data and fsdp")
+        if not any("tensor" in self.spec(shape, axes) for shape, axes in shapes):
             raise ValueError(f"--mesh tensor={tensor} divides none of the model's head or MLP dimensions; "
                              "use a tensor size that divides the head count and the MLP width")
 
