@@ -106,14 +106,10 @@ def test_two_processes_train_as_one_program(tmp_path, one_device, capsys):
     """Two processes on 127.0.0.1 (jax.distributed, gloo, 4 CPU devices each) train 10 GPT steps with the
     1-device losses, each reading only its half of every batch; their checkpoint continues in one process."""
     run = tmp_path / "multi"
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *GPT, "--steps", "10", "--run-dir", str(run),
-                               "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
-                              cwd=ROOT, env=child_env({"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs, strict=True):
-        assert p.returncode == 0, out + err
+    outs = _two_processes([[*GPT, "--steps", "10", "--run-dir", str(run)]] * 2)
+    for code, out, err in outs:
+        assert code == 0, out + err
+    outs = [(out, err) for _, out, err in outs]
     assert "process 0 of 2 reads rows 0:8 of every batch of 16" in outs[0][1]
     assert "process 1 of 2 reads rows 8:16 of every batch of 16" in outs[1][1]
     assert "step 10/10" in outs[0][1] and "step 10/10" not in outs[1][1]  # only process 0 reports
@@ -123,6 +119,31 @@ def test_two_processes_train_as_one_program(tmp_path, one_device, capsys):
     _train_here([*GPT, "--steps", "11", "--fork-from", str(run), "--run-dir", str(one)])
     assert f"forked {run} at step 10" in capsys.readouterr().err
     np.testing.assert_allclose(_losses(one)[-1], one_device[10], rtol=1e-5)
+
+
+@pytest.mark.long
+@pytest.mark.xdist_group("mesh")
+def test_processes_started_with_other_settings_are_refused_on_every_process(tmp_path):
+    """A second process given another --lr joined and trained silently, its gradients averaged with the first's: the
+    run was neither setting's. Now both processes end with the same one line before anything is written."""
+    argv = [*GPT, "--steps", "3", "--run-dir", str(tmp_path / "run")]
+    outs = _two_processes([argv, [*argv, "--lr", "0.01"]])
+    for code, _, err in outs:
+        assert clean_error(code, err) == ("error: process 1 was started with other settings than process 0 (lr 0.01 "
+                                          "there, 0.001 in process 0); start every process with the same flags"), err
+    assert not (tmp_path / "run").exists()
+
+
+def _two_processes(argvs: list[list[str]]) -> list[tuple[int, str, str]]:
+    """train.py's `argvs[i]` as process i of two on 127.0.0.1 (jax.distributed, gloo, 4 CPU devices each): each
+    one's exit status, stdout and stderr."""
+    port = _free_port()
+    env = child_env({"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv, "--coordinator", f"127.0.0.1:{port}",
+                               "--num-processes", "2", "--process-id", str(i)], cwd=ROOT, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i, argv in enumerate(argvs)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    return [(p.returncode, *out) for p, out in zip(procs, outs, strict=True)]
 
 
 def _program(model: str, accum: int = 1, remat: bool = False, **cfg):

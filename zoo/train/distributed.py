@@ -13,14 +13,17 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import json
 import math
 import os
 import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
+import numpy as np
 from jax.experimental import multihost_utils
 
 from zoo.schema import INT32_MAX, digits, to_float, to_int
@@ -142,6 +145,29 @@ def barrier(name: str) -> None:
     before `name` no other process has changed yet."""
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices(name)
+
+
+def check_same_settings(settings: dict[str, Any], local: tuple[str, ...] = ()) -> None:
+    """Every process was started with the same `settings` (a run's, by flat name; `local` ones, such as a host's own
+    data folder, may differ): a process given another --lr or --seed joined, its gradients were averaged with the
+    others', and the run trained as neither's, silently; another --steps or --eval-every ended in a collective
+    mismatch and a C++ abort. On every process, one line naming the first setting that differs, before anything is
+    written (a no-op in one process)."""
+    if not jax.distributed.is_initialized() or jax.process_count() == 1:  # one process: no backend started here
+        return
+    mine = np.frombuffer(json.dumps({k: v for k, v in sorted(settings.items()) if k not in local},
+                                    default=str).encode(), np.uint8)
+    lengths = multihost_utils.process_allgather(np.array([mine.size], np.int64)).reshape(-1)
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[:mine.size] = mine
+    every = multihost_utils.process_allgather(padded)
+    first, *others = (json.loads(bytes(row[:n])) for row, n in zip(every, lengths, strict=True))
+    for i, other in enumerate(others, 1):
+        differ = sorted(k for k in set(first) | set(other) if first.get(k) != other.get(k))
+        if differ:
+            k, more = differ[0], f"; also {', '.join(differ[1:])}" if len(differ) > 1 else ""
+            raise ValueError(f"process {i} was started with other settings than process 0 ({k} {other.get(k)!r} "
+                             f"there, {first.get(k)!r} in process 0{more}); start every process with the same flags")
 
 
 def check_same_devices() -> None:

@@ -32,7 +32,7 @@ from zoo.data import card
 from zoo.data.stream import DataError
 from zoo.errors import TrainingDiverged, sigterm_stops
 from zoo.schedule import longest_warmup, outlasts, warmup_span
-from zoo.train import backend, memory
+from zoo.train import backend, distributed, memory
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.compiled import Compiled, abstract_batch, check_fits, kept_activations
 from zoo.train.evals import Evals
@@ -48,12 +48,14 @@ from zoo.train.step import jit_run_once
 
 # SIGTERM outside the steps (restoring, compiling, writing the summary): no step ran since the last checkpoint
 BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the same command to go on"
+HOST_LOCAL = ("data_dir", "cache_dir", "workers")  # settings the processes of a multi-host run may each set their own
 
 
 def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     """Runs (or resumes, or finds finished) the training described by `cfg`; returns the summary. `hooks`: the
     caller's periodic work (zoo.train.hooks), run after the eval and before the checkpoint of a step."""
     started = time.perf_counter()
+    distributed.check_same_settings(cfg.flat(), local=HOST_LOCAL)
     s = setup(cfg)
     s.data.check_batch("train", s.cfg.loop.batch_size)  # here, not when the first batch is drawn after the compile
     forward = memory.forward_bytes(s.program, abstract_batch(s))
