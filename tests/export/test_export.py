@@ -104,6 +104,25 @@ def test_finetune_from_the_export_under_sp(mlp_run, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_finetuning_an_export_under_another_head_split_is_refused(tmp_path):
+    """An export of a ViT of heads of 16 finetuned with --model-opt head_dim=8: its q, k and v loaded into twice as
+    many heads of half the size, another network, and the multipliers were checked against this run's own SP form
+    (whose attention scale followed the new head dim): accepted silently. Now checked against the model the export
+    was made from, and refused in one line; the same head split loads."""
+    from zoo.train.loop import train
+
+    make_run(tmp_path / "run", "vit")
+    export(tmp_path / "run", tmp_path / "out", echo=lambda _: None)
+    cfg = RunConfig.from_json(json.loads((tmp_path / "out" / "config.json").read_text()))
+    cfg = cfg.replace(init_from=str(tmp_path / "out"), steps=1, eval_every=1, eval_batch_size=64)
+    other = cfg.replace(model_opt={**cfg.model.options, "head_dim": 8}, run_dir=str(tmp_path / "other"))
+    with pytest.raises(ValueError, match="its multiplier .* under this run's settings \\(another --param, "
+                                         "--param-opt, base size or --model-opt\\)"):
+        train(other)
+    assert np.isfinite(train(cfg.replace(run_dir=str(tmp_path / "same")))["final_eval"]["loss"])
+
+
+@pytest.mark.slow
 def test_bad_exports_are_one_line(tmp_path, capsys):
     """A missing run, a missing --step, an occupied --out, a critical run (its skip multiplier mu scales the
     residual stream) and a gelu MLP-ResNet under depth_mup (its branch multiplier acts after a non-homogeneous phi)

@@ -30,7 +30,7 @@ from zoo.train.load import (
     same_data,
 )
 from zoo.train.mesh import MeshPlan
-from zoo.train.setup import Setup
+from zoo.train.setup import Setup, model_config
 from zoo.train.step import Program, run_once_options
 from zoo.tree import fill_by_name, key_path
 
@@ -197,15 +197,19 @@ def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: st
                       "form it was exported in)" if export else "keep its parametrization and base sizes, or export "
                       f"it to SP form (python -m zoo.export {quote(str(src))} --out DIR) and finetune DIR under sp")
             raise ValueError(f"{flag} {src}: its multiplier {name} is {_show(old)} there and {_show(value)} under this "
-                             "run's settings (another --param, --param-opt or base size), so its weights would "
-                             f"compute another network; {advice}")
+                             "run's settings (another --param, --param-opt, base size or --model-opt), so its weights "
+                             f"would compute another network; {advice}")
 
 
-def sp_form_rest(s: Setup) -> Any:
-    """The multipliers (the non-parameter state) of this run's model in zoo.export's SP form: under sp with base
-    sizes equal to the sizes, where every plugin is SP (m = 1, r = 1). Computed under jit, which drops the unused
-    weights' init."""
-    cfg = dataclasses.replace(s.model_cfg, base_width=s.model_cfg.width, base_depth=s.model_cfg.depth)
+def sp_form_rest(s: Setup, export: str | Path) -> Any:
+    """The multipliers (the non-parameter state) of the model `export` (zoo.export's SP form of a run) was exported
+    from, as its config.json gives it (this run's model where that is another), on this run's data: under sp with
+    base sizes equal to the sizes, where every plugin is SP (m = 1, r = 1). This run's own model there, as before, let
+    another head split through (--model-opt head_dim: the attention scale followed it) and loaded the weights into
+    other heads. Computed under jit, which drops the unused weights' init."""
+    source = read_config(export)
+    built = model_config(source, s.data) if source.model.name == s.cfg.model.name else s.model_cfg
+    cfg = dataclasses.replace(built, base_width=built.width, base_depth=built.depth)
     return jax.jit(lambda: nnx.split(zoo.models.create(s.cfg.model.name, cfg, zoo.param.get("sp"), nnx.Rngs(0)),
                                      nnx.Param, ...)[2])()
 
@@ -239,7 +243,7 @@ def init_from(state: State, s: Setup, report: Report) -> State:
         raise ValueError(f"--init-from {run_dir}: its readout is a matrix of its own (head/kernel{how}), which this "
                          "tied model has no place for: dropped, the readout would be the token table, another "
                          "network; give --model-opt tie_embeddings=false")
-    same_multipliers(state["rest"], sp_form_rest(s) if export else saved["rest"], _names(params) - kept,
+    same_multipliers(state["rest"], sp_form_rest(s, run_dir) if export else saved["rest"], _names(params) - kept,
                      "--init-from", run_dir, s.cfg.model.name, export)
     values = sum(size for (p, _), size in zip(jax.tree_util.tree_flatten_with_path(params)[0], sizes, strict=True)
                  if key_path(p) not in kept)
