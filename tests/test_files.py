@@ -120,3 +120,22 @@ def test_a_folder_it_may_not_write_in_names_the_file_meant(tmp_path, monkeypatch
     with pytest.raises(PermissionError) as e, atomic(tmp_path / "sweep.png", "wb") as f:
         f.write(b"png")
     assert e.value.filename == str(tmp_path / "sweep.png") and not list(tmp_path.iterdir())
+
+
+def test_a_loop_of_links_is_one_line_where_paths_are_resolved(tmp_path, capsys):
+    """Two links naming each other, given as a run to export, a source to --init-from or a sweep dir to fit: Path.
+    resolve's RuntimeError ('Symlink loop') ended each in 'unexpected RuntimeError' and a traceback file."""
+    from zoo.files import resolved
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'a'} is a loop of symbolic links"):
+        resolved(tmp_path / "a")
+    assert resolved(tmp_path) == tmp_path.resolve()
+    from zoo.cli.export import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path / "a"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 1 and err == f"error: {tmp_path / 'a'} is a loop of symbolic links (each names the next, " \
+        "and the last the first); give the real path", err

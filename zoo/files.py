@@ -40,6 +40,18 @@ def umask() -> int:
     return mask
 
 
+def resolved(path: str | Path) -> Path:
+    """`path` made absolute through its links; one line where they loop (Python's RuntimeError or, since 3.13,
+    OSError ELOOP)."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.ELOOP:
+            raise
+        raise ValueError(f"{path} is a loop of symbolic links (each names the next, and the last the first); give "
+                         "the real path") from None
+
+
 class NotAFile(ValueError):
     """A path zoo reads or writes is not a regular file: a FIFO, a device, a socket or a folder, or (to write) a
     symbolic link."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from zoo.files import resolved
+
 
 def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, what: str = "run dir") -> None:
     """`out` (given by `flag`) is not inside `run_dir` (a `what`), which `reader` only reads: readers never write to
     a run dir (an export at RUN/checkpoints/N read as the run's newest checkpoint; a fork's dir was cleaned up with
     it), nor a fit to the sweeps it reads."""
-    if Path(out).resolve().is_relative_to(Path(run_dir).resolve()):
+    if resolved(out).is_relative_to(resolved(run_dir)):
         raise ValueError(f"{flag} {out} is inside the {what} {run_dir}, which {reader} only reads; choose a folder "
                          "outside it")
 
@@ -32,7 +34,7 @@ def check_own_folder(out: str | Path, flag: str, owner: str) -> None:
     for name, kind in OUTPUTS.items():
         if kind != owner and (Path(out) / name).exists():
             raise ValueError(f"{flag} {out} holds a {kind} ({name}); give the {owner} a folder of its own")
-    for folder in Path(out).resolve().parents:
+    for folder in resolved(out).parents:
         run = (folder / "checkpoints").is_dir() and _written_by_zoo(folder / "config.json")
         kind = "run dir" if run else "sweep" if _written_by_zoo(folder / "sweep.json") else None
         if kind is not None:

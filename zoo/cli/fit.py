@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
 
     from zoo.config import RunConfig
-    from zoo.files import check_can_write_in
+    from zoo.files import check_can_write_in, resolved
     from zoo.fit import read, report, result
     from zoo.outputs import check_outside, check_own_folder
     from zoo.sweeps import results
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     for d in dirs:
         check_outside(d, args.out, "--out", "zoo.fit", "sweep dir")
     check_own_folder(args.out, "--out", "fit")
-    twice = [d for i, d in enumerate(dirs) if d.resolve() in {e.resolve() for e in dirs[:i]}]
+    twice = [d for i, d in enumerate(dirs) if resolved(d) in {resolved(e) for e in dirs[:i]}]
     if twice:
         raise ValueError(f"the sweep dir {twice[0]} is given twice: each member would count twice in the fit")
     run = RunConfig.from_json(results.read_settings(dirs[0], read.INPUT_ADVICE), str(dirs[0] / results.SETTINGS))

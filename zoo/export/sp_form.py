@@ -34,7 +34,14 @@ from zoo.config import RunConfig
 from zoo.diagnostics.inputs import random_inputs
 from zoo.errors import DiskFull, forget_stops, sigterm_stops, stops_held
 from zoo.export.fold import folded_params
-from zoo.files import check_can_write_in, stale_temporaries, temporary, undo_folders_made_on_failure, write_atomic
+from zoo.files import (
+    check_can_write_in,
+    resolved,
+    stale_temporaries,
+    temporary,
+    undo_folders_made_on_failure,
+    write_atomic,
+)
 from zoo.models.transformer import attention_heads
 from zoo.outputs import check_outside
 from zoo.registry import import_flags
@@ -53,7 +60,7 @@ def export(run_dir: str | Path, out: str | Path, step: int | None = None,
     The folders made for `out` are removed again when the export fails (a refused export leaves nothing)."""
     run_dir, out = Path(run_dir), Path(out)
     if out.is_symlink():  # the export goes where the link points (the link itself cannot be replaced by a folder)
-        out = out.resolve()
+        out = resolved(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a directory; choose another")
     if out.exists() and any(out.iterdir()):

@@ -31,7 +31,7 @@ from zoo.data.tokenizer import BPE_MODEL, BPETokenizer, ByteTokenizer, CharToken
 from zoo.data.view import check_classes
 from zoo.data.walk import files_under
 from zoo.errors import naming_full_disk, sigterm_stops
-from zoo.files import open_regular, refuse_special, undo_folders_made_on_failure
+from zoo.files import open_regular, refuse_special, resolved, undo_folders_made_on_failure
 from zoo.train.lock import LOCK, claim
 
 CHUNK = 1 << 22  # characters read (and encoded) at a time
@@ -58,7 +58,7 @@ def check_corpus(source: Path, target: Path, files: list[Path]) -> None:
     """The corpus holds no token directory, and --out goes outside a source folder: its train.bin, val.bin and
     meta.json were read as text by the next prepare of the folder, silently (a corpus of 1,700 bytes read as 5,293
     byte tokens, or as 16,037 characters in a vocabulary of 57 instead of 18)."""
-    if source.is_dir() and target.resolve().is_relative_to(source.resolve()):
+    if source.is_dir() and resolved(target).is_relative_to(resolved(source)):
         raise ValueError(f"--out {target} is inside the source folder {source}, whose files are all read as the "
                          "corpus (its token files too, by the next prepare); choose a folder outside it")
     found = next((p.parent for p in files if p.name == tokens.META and (p.parent / "train.bin").is_file()), None)
