@@ -111,7 +111,12 @@ def _cases(tmp, small_run):
         (["--model", "vit", "--width", "40", "--data", "synthetic"], "scale_heads=false"),
         ([*TINY_GPT, "--data", "shakespeare", "--seq-len", "65536", "--batch-size", "64"],
          "GB of activations per device"),
-        ([*TINY_GPT, "--data", "shakespeare", "--init-from", str(small_run)], "is it a run of another model?"),
+        ([*TINY_GPT, "--data", "shakespeare", "--init-from", str(small_run)], "(it is a run of mlp_resnet, this one "
+         "of gpt)"),
+        ([*SMALL, "--width", "128", "--depth", "3", "--init-from", str(small_run)], "(it is a mlp_resnet of width 32, "
+         "depth 2, and this one of width 128, depth 3)"),
+        ([*SMALL, "--init-from", f"{small_run}:2"], f"--init-from {small_run}:2: --init-from takes a run dir and reads "
+         "its newest good checkpoint, not RUN:STEP; to start from step 2, export it"),
     ], r
 
 

@@ -18,6 +18,7 @@ from flax import nnx
 import zoo.models
 import zoo.param
 from zoo.outputs import check_outside
+from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import (
     by_name,
@@ -57,6 +58,12 @@ def check_sources(s: Setup) -> None:
     for flag, source in (("--fork-from", src), ("--init-from", loop.init_from)):
         if source:
             check_outside(source, s.cfg.run_dir(), "--run-dir", flag)  # zoo.train.run's
+    if loop.init_from and not Path(loop.init_from).is_dir():
+        head, sep, step = loop.init_from.rpartition(":")
+        if sep and digits(step) and Path(head).is_dir():
+            raise ValueError(f"--init-from {loop.init_from}: --init-from takes a run dir and reads its newest good "
+                             f"checkpoint, not RUN:STEP; to start from step {step}, export it (python -m zoo.export "
+                             f"{quote(head)} --step {step} --out DIR) and give --init-from DIR under sp")
     if src is not None:
         check_same_architecture(src, read_config(src).model, s.cfg.model)  # before its steps: the first thing wrong
         with Checkpoints(src, read_only=True) as ckpts:
@@ -201,6 +208,20 @@ def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: st
                              f"would compute another network; {advice}")
 
 
+def _which_model(run_dir: str | Path, s: Setup) -> str:
+    """Why a source's arrays do not fit this model: its model, or the same model at another size."""
+    try:
+        there = read_config(run_dir).model
+    except (OSError, ValueError):
+        return "is it a run of another model?"
+    here = s.cfg.model
+    if there.name != here.name:
+        return f"it is a run of {there.name}, this one of {here.name}"
+    return (f"it is a {there.name} of width {there.width}, depth {there.depth}, and this one of width {here.width}, "
+            f"depth {here.depth}" + ("; its model options differ" if (there.width, there.depth) == (here.width,
+                                                                                                 here.depth) else ""))
+
+
 def sp_form_rest(s: Setup, export: str | Path) -> Any:
     """The multipliers (the non-parameter state) of the model `export` (zoo.export's SP form of a run) was exported
     from, as its config.json gives it (this run's model where that is another), on this run's data: under sp with
@@ -234,7 +255,7 @@ def init_from(state: State, s: Setup, report: Report) -> State:
     matched = total_arrays - len(fresh)
     if 2 * matched <= total_arrays:
         raise ValueError(f"--init-from {run_dir}: only {matched} of this model's {total_arrays} parameter arrays "
-                         "match it by name and shape (is it a run of another model?)")
+                         f"match it by name and shape ({_which_model(run_dir, s)})")
     sizes = [int(np.prod(v.shape)) for v in jax.tree.leaves(params)]
     kept = {name.split(" (")[0] for name in fresh}
     export = "rest" not in saved  # an export's SP form saves no multipliers: they are sp's at base sizes = sizes
