@@ -49,7 +49,8 @@ def test_init_from_a_run_on_text_tokenized_otherwise_says_so():
     abc, xyz = (SimpleNamespace(tokenizer=CharTokenizer.fit([text])) for text in ("abca", "xyzx"))
     note = other_tokens_note({"tokenizer": describe(abc.tokenizer)}, xyz, "src")
     assert note == ("note: --init-from src trained on text tokenized otherwise (a char vocabulary of 3 tokens; this "
-                    "run's: char, 3): its token rows of the same shape are loaded and stand for other tokens here")
+                    "run's: char, 3): where its token table has this one's shape it is loaded, and its rows stand for "
+                    "other tokens here")
     assert other_tokens_note({"tokenizer": describe(abc.tokenizer)}, abc, "src") is None
     assert other_tokens_note({"tokenizer": describe(abc.tokenizer)}, SimpleNamespace(tokenizer=None), "src") is None
     assert other_tokens_note({}, xyz, "src") is None

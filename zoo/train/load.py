@@ -264,8 +264,8 @@ def other_tokens_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> s
     if not isinstance(saved, dict) or now is None or saved == now:
         return None
     return (f"note: --init-from {run_dir} trained on text tokenized otherwise (a {saved.get('kind')} vocabulary of "
-            f"{saved.get('vocab_size')} tokens; this run's: {now['kind']}, {now['vocab_size']}): its token rows of "
-            "the same shape are loaded and stand for other tokens here")
+            f"{saved.get('vocab_size')} tokens; this run's: {now['kind']}, {now['vocab_size']}): where its token table "
+            "has this one's shape it is loaded, and its rows stand for other tokens here")
 
 
 def read_params(run_dir: str | Path, step: int | None = None, report: Callable[[str], None] = print
