@@ -155,6 +155,7 @@ def check_same_settings(settings: dict[str, Any], local: tuple[str, ...] = ()) -
     written (a no-op in one process)."""
     if not jax.distributed.is_initialized() or jax.process_count() == 1:  # one process: no backend started here
         return
+    check_same_devices()  # the gathers below lay the devices out as processes x devices
     mine = np.frombuffer(json.dumps({k: v for k, v in sorted(settings.items()) if k not in local},
                                     default=str).encode(), np.uint8)
     lengths = multihost_utils.process_allgather(np.array([mine.size], np.int64)).reshape(-1)
