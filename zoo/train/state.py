@@ -18,7 +18,6 @@ from flax import nnx
 import zoo.models
 import zoo.param
 from zoo.outputs import check_outside
-from zoo.schema import digits
 from zoo.train.checkpoint import Checkpoints
 from zoo.train.load import (
     by_name,
@@ -59,11 +58,11 @@ def check_sources(s: Setup) -> None:
         if source:
             check_outside(source, s.cfg.run_dir(), "--run-dir", flag)  # zoo.train.run's
     if loop.init_from and not Path(loop.init_from).is_dir():
-        head, sep, step = loop.init_from.rpartition(":")
-        if sep and digits(step) and Path(head).is_dir():
+        head, step = parse_run_spec(loop.init_from, "--init-from")
+        if step is not None and head.is_dir():
             raise ValueError(f"--init-from {loop.init_from}: --init-from takes a run dir and reads its newest good "
                              f"checkpoint, not RUN:STEP; to start from step {step}, export it (python -m zoo.export "
-                             f"{quote(head)} --step {step} --out DIR) and give --init-from DIR under sp")
+                             f"{quote(str(head))} --step {step} --out DIR) and give --init-from DIR under sp")
     if src is not None:
         check_same_architecture(src, read_config(src).model, s.cfg.model)  # before its steps: the first thing wrong
         with Checkpoints(src, read_only=True) as ckpts:
@@ -217,9 +216,10 @@ def _which_model(run_dir: str | Path, s: Setup) -> str:
     here = s.cfg.model
     if there.name != here.name:
         return f"it is a run of {there.name}, this one of {here.name}"
+    if (there.width, there.depth) == (here.width, here.depth):
+        return f"it is a {there.name} of this size with other model options"
     return (f"it is a {there.name} of width {there.width}, depth {there.depth}, and this one of width {here.width}, "
-            f"depth {here.depth}" + ("; its model options differ" if (there.width, there.depth) == (here.width,
-                                                                                                 here.depth) else ""))
+            f"depth {here.depth}")
 
 
 def sp_form_rest(s: Setup, export: str | Path) -> Any:
