@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +51,18 @@ class Dataset(DataView):
             sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), PartitionSpec())
         self.reader(split)  # the error for an unknown split
         return {k: jax.device_put(v, sharding) for k, v in self.splits[split].items()}
+
+    def digest(self, split: str) -> str:
+        """SHA-1 over the split's arrays in key order (about 0.1 s for CIFAR-10's train split), kept."""
+        done = self.__dict__.setdefault("_digests", {})
+        if split not in done:
+            self.reader(split)  # the error for an unknown split
+            sha = hashlib.sha1()
+            for key, array in sorted(self.splits[split].items()):
+                sha.update(f"{key}{array.dtype}{array.shape}".encode())
+                sha.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+            done[split] = sha.hexdigest()
+        return done[split]
 
     def nbytes(self) -> int:
         """Host (and device) bytes of all splits."""

@@ -111,6 +111,12 @@ class DataView(abc.ABC):
         """Examples (images) or window starts (text: tokens - seq_len)."""
         return self.reader(split).size
 
+    def digest(self, split: str) -> str | None:
+        """A fingerprint of the split's examples (a resume checks its data is the run's); None where reading them
+        whole is not cheap (a streamed set)."""
+        del split
+        return None
+
     def check_batch(self, split: str, batch_size: int) -> None:
         """A batch of `batch_size` draws distinct examples of `split`: between 1 and its size."""
         n = self.size(split)

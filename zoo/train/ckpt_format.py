@@ -17,9 +17,10 @@ from typing import Any
 
 from zoo.errors import CheckpointFormat
 
-FORMAT = 2  # 2: the run's clock (wall_s, best_time), for a resumed run's summary
+FORMAT = 3  # 2: the run's clock (wall_s, best_time), for a resumed run's summary; 3: train_digest
 FIELDS = frozenset({"format", "step", "kernels", "checksums", "config", "plugin", "data_position", "first_loss",
-                    "summary_extra", "train_examples", "data", "tokenizer", "exported_from", "wall_s", "best_time"})
+                    "summary_extra", "train_examples", "train_digest", "data", "tokenizer", "exported_from", "wall_s",
+                    "best_time"})
 
 
 def check(meta: dict[str, Any], where: Path) -> None:

@@ -204,17 +204,20 @@ def same_run(run_dir: Path, cfg: RunConfig, meta: dict[str, Any]) -> None:
                          "the checkpoints' own")
 
 
-def same_data(data: Any, name: str, run_dir: str | Path) -> Callable[[dict[str, Any]], None]:
+def same_data(data: Any, name: str, run_dir: str | Path, examples: bool = False) -> Callable[[dict[str, Any]], None]:
     """A check of a checkpoint's metadata (Checkpoints.restore's `check`): `data` (--data `name`) is the data the
     run that saved it trained on. A text set tokenizes as it did: a text file edited since the run (a character
     added, or one replaced by another) gives other ids, which read silently (a resume trained on shifted tokens, a
     sample decoded with them, and a vocabulary grown by one was 'a checkpoint that cannot be read'). Any set has the
-    classes and the example shape the run's data card recorded (`same_shape`). Checkpoints from before they were
+    classes and the example shape the run's data card recorded (`same_shape`); with `examples` (a resume, which
+    trains on), its train split holds the run's examples (`same_examples`). Checkpoints from before they were
     recorded pass."""
     def check(meta: dict[str, Any]) -> None:
         saved, now = meta.get("tokenizer"), described(data)
         if saved is None or now is None or saved == now:
             same_shape(data, name, run_dir, meta.get("data"))
+            if examples:
+                same_examples(data, name, run_dir, meta)
             return
         was = saved.get("vocab_size") if isinstance(saved, dict) else None
         kind = saved.get("kind") if isinstance(saved, dict) else None
@@ -242,6 +245,21 @@ def same_shape(data: Any, name: str, run_dir: str | Path, card: Any) -> None:
                          f"trained on {was[0]} of shape {tuple(was[1] or ())}, which its checkpoints fit (the data "
                          "changed since the run, or is another set): restore it, train a new run on it, or start "
                          f"one from the run's parameters with --init-from {quote(str(run_dir))}")
+
+
+def same_examples(data: Any, name: str, run_dir: str | Path, meta: dict[str, Any]) -> None:
+    """The train split holds the examples it held when the checkpoint was saved, where it has as many
+    (`DataView.digest`): a relative text:FILE read from another folder, or a file replaced by another of the same
+    size and characters, tokenized as the run's and resumed on other text silently. A split of another size is
+    `changed_data_note`'s (data grown on purpose may be meant); checkpoints without a digest, and streamed sets,
+    pass."""
+    then = meta.get("train_digest")
+    if then is None or meta.get("train_examples") != data.size("train"):
+        return
+    if (now := data.digest("train")) is not None and now != then:
+        raise ValueError(f"--data {name} is not the data {run_dir} trained on: its train split has as many examples "
+                         "but others (another file, or a relative path read from another folder): give the run's "
+                         "data, or train a new run on this")
 
 
 def changed_data_note(meta: dict[str, Any], data: Any, run_dir: str | Path) -> str | None:

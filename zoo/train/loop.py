@@ -192,7 +192,8 @@ class Loop:
         self.guard.check(step + 1, self._next_loss(state, step))
         return {"step": step, "data_position": step, "config": self.s.cfg.to_json(), "plugin": self.s.plugin.spec(),
                 "first_loss": self.guard.first_loss, "summary_extra": self.evals.extra, **self.evals.clock(),
-                "train_examples": self.s.data.size("train"), **card.record(self.s.data)}
+                "train_examples": self.s.data.size("train"), "train_digest": self.s.data.digest("train"),
+                **card.record(self.s.data)}
 
     def _next_loss(self, state: Any, step: int) -> dict[str, float]:
         """The state's loss on the next step's batch; on the last trained one where the next cannot be read (a corrupt

@@ -97,7 +97,7 @@ def restore_or_init(s: Setup, plan: MeshPlan, abstract: tuple[Any, Any], ckpts: 
     """(state, step, checkpoint metadata): resumed from the newest good checkpoint, else forked, else fresh
     (with --init-from's parameters). abstract: the state's `abstract_state`."""
     target, shardings = abstract
-    found = ckpts.restore_latest(target, report, same_data(s.data, s.cfg.data.name, ckpts.run_dir))
+    found = ckpts.restore_latest(target, report, same_data(s.data, s.cfg.data.name, ckpts.run_dir, examples=True))
     if found is not None:
         state, meta, step = found
         report(f"resumed {ckpts.run_dir} from step {step}")
@@ -134,8 +134,9 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     src = load_run(src_dir, step, data=s.data if same_settings else None,
                    place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
     old = src.state
-    if not same_settings:  # the source's own data was checked as it was read; this run's must fit its checkpoint
-        same_data(s.data, s.cfg.data.name, src_dir)(src.meta)
+    # the source's own data was checked as it was read; this run's must fit its checkpoint, and where the fork goes
+    # on with the source's data position, hold its examples
+    same_data(s.data, s.cfg.data.name, src_dir, examples=same_settings)(src.meta)
     _same_params(fresh["params"], old["params"], src_dir)
     same_multipliers(fresh["rest"], old["rest"], _names(old["params"]), "--fork-from", src_dir, s.cfg.model.name)
     opt, started_fresh = _transplant_opt(fresh["opt"], old["opt"])
