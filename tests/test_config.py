@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from cli_utils import one_line_error
 
 from zoo.cli import sweep as sweep_cli
@@ -60,6 +61,16 @@ def test_epochs_replace_the_steps_before_them(tmp_path):
     assert (cfg.loop.steps, cfg.loop.epochs) == (128, None)  # 4096 train images, 256 batches an epoch
     (tmp_path / "stored.json").write_text(json.dumps(cfg.to_json()))
     assert resolve({}, read_file(str(tmp_path / "stored.json"))).loop.steps == 128
+
+
+def test_steps_given_replace_the_epochs_of_the_file(tmp_path):
+    """A file's `epochs: 1` and `--steps 5`: the run trained 5 steps, but --print-config's config said both, and fed
+    back it was refused ('--steps and --epochs exclude each other'). The flag's steps replace the file's epochs."""
+    (tmp_path / "epochs.yaml").write_text("epochs: 1\n")
+    cfg = resolve({"steps": 5}, read_file(str(tmp_path / "epochs.yaml")))
+    assert (cfg.loop.steps, cfg.loop.epochs) == (5, None)
+    (tmp_path / "printed.yaml").write_text(yaml.safe_dump(cfg.to_json()))
+    assert resolve({}, read_file(str(tmp_path / "printed.yaml"))).loop.steps == 5
 
 
 def test_a_model_option_is_compared_by_value_not_by_text():

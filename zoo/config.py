@@ -245,8 +245,8 @@ def names_no_code(flat: dict[str, Any], where: str) -> None:
 
 def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) -> RunConfig:
     """The model's recipe, then the file, then the flags given (None: not given; option mappings merge; epochs given
-    replace the steps before them, an augment given the augment options before it but a file's given without one;
-    synthetic data takes no augmentation but one given). Model, plugin and options are checked before any data."""
+    replace the steps before them, and steps the epochs; an augment given the augment options before it but a file's
+    given without one; synthetic data takes no augmentation but one given). Model and plugin checked before data."""
     import zoo.models
     import zoo.param
 
@@ -264,6 +264,8 @@ def resolve(flags: dict[str, Any], file_values: dict[str, Any] | None = None) ->
                 raise ValueError(f"--steps and --epochs exclude each other{where}: give the horizon in steps or in "
                                  "epochs")
             values.pop("steps", None)
+        elif source.get("steps") is not None:  # and steps the epochs of the file
+            values.pop("epochs", None)
         for k, v in source.items():
             values[k] = {**values.get(k, {}), **v} if isinstance(v, dict) else v
     if str(values.get("data", "")).startswith("synthetic") and all(s.get("augment") is None
