@@ -16,7 +16,7 @@ import zoo.param
 from zoo.diagnostics import jacobian, phase, profile
 from zoo.diagnostics.records import to_json
 from zoo.diagnostics.report import run_report
-from zoo.files import write_atomic
+from zoo.files import check_out_folder, write_atomic
 from zoo.param import mean_field_theory as theory
 from zoo.param.critical import check_option
 
@@ -76,7 +76,8 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
 def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     """What can be refused before anything is measured: sizes, estimate counts, the grid's axes and values (each in
     the plugin's range, zoo.param.critical.check_option) and the bisection's bounds, an option both given and varied,
-    sigma_b without biases, a model too large for the memory free, and an `out` that is not a directory."""
+    sigma_b without biases, a model too large for the memory free, and an `out` that is not a directory or cannot be
+    made."""
     if spec.width < 1 or spec.depth < 2:
         raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
     if min(spec.seeds, spec.batch, spec.probes) < 1:
@@ -97,9 +98,7 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
         raise ValueError(f"sigma_b has no effect: {spec.model} is built without biases (add --model-opt bias=true)")
     jacobian.check_blocks(spec.model, cfg)
     jacobian.check_fits(spec.model, cfg, spec.batch)
-    above = next((p for p in (out, *out.parents) if p.exists()), None)
-    if above is not None and not above.is_dir():
-        raise ValueError(f"--out {out}: {above} is a file, not a directory")
+    check_out_folder(out, "--out")
 
 
 def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, int]
