@@ -130,3 +130,62 @@ def test_a_link_jax_cannot_write_through_is_said(tmp_path, own_cache, capsys):
     assert compile_cache.use(str(folder)) == folder
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "holds 2 entry link(s) JAX can neither read nor write through" in err[0], err
+
+
+def test_a_folder_that_cannot_be_listed(tmp_path, own_cache, capsys, monkeypatch):
+    """A folder that can be written but not listed (mode -wx): the check of its entries raised PermissionError, and
+    the command failed ('Permission denied', no flag) where the default folder promises a warning. Named: one line
+    naming the flag; the default: a warning, and no cache."""
+    folder, scandir = tmp_path / "cache", os.scandir
+
+    def unlistable(path):
+        if os.fspath(path) == str(folder):
+            raise PermissionError(13, "Permission denied", str(folder))
+        return scandir(path)
+
+    monkeypatch.setattr(compile_cache.os, "scandir", unlistable)  # root lists any folder: chmod 333 cannot show it
+    line = one_line_error(train_cli.main, [*TINY, "--run-dir", str(tmp_path / "r"), "--compile-cache", str(folder)],
+                          capsys)
+    assert f"--compile-cache {folder} cannot be listed: Permission denied" in line, line
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(folder))
+    assert compile_cache.use(None) is None
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "cannot be listed" in err[0] and "compiling without a cache" in err[0], err
+
+
+def test_one_folder_named_two_ways_is_one_cache(tmp_path, own_cache, monkeypatch):
+    """An entry's key holds the folder's name (the compile options name XLA's autotune cache inside it): the same
+    folder named through a link, or relative to another working folder, found none of its entries and stored every
+    program again. The folder is used by its real path."""
+    folder = tmp_path / "cache"
+    assert compile_cache.use(str(folder)) == folder.resolve()
+    x = jnp.arange(5.0)
+    jax.jit(lambda v: v * 5 - 2)(x)
+    (tmp_path / "link").symlink_to(folder)
+    monkeypatch.chdir(tmp_path / "link")
+    stored = sorted(folder.iterdir())
+    for spelling in (str(tmp_path / "link"), "../cache", "."):
+        jax.clear_caches()
+        assert compile_cache.use(spelling) == folder.resolve()
+        EVENTS.clear()
+        jax.jit(lambda v: v * 5 - 2)(x)
+        assert EVENTS.count(HITS) == 1 and misses() == 0, spelling
+    assert sorted(folder.iterdir()) == stored
+
+
+def test_a_damaged_entry_is_said_once_by_threads_compiling_side_by_side(own_cache, capsys, monkeypatch, tmp_path):
+    """A shape's programs compile in threads, and each may meet a damaged entry: the check of 'said' and its mark
+    were apart, and two threads both printed (2 of 12 sweeps)."""
+    import sys
+    import threading
+    import time
+
+    compile_cache.use(str(tmp_path / "cache"))
+    write = sys.stderr.write
+    monkeypatch.setattr(sys.stderr, "write", lambda text: (time.sleep(0.02), write(text))[1])  # a slow terminal
+    threads = [threading.Thread(target=compile_cache.damaged, args=(f"jit_program{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(capsys.readouterr().err.splitlines()) == 1

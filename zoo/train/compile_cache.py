@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ from pathlib import Path
 import jax
 from jax.experimental.compilation_cache import compilation_cache
 
-from zoo.files import check_can_write_in
+from zoo.files import check_can_write_in, resolved
 
 OFF = "off"
 FLAG = "--compile-cache"
@@ -35,6 +36,7 @@ DAMAGED = "Error reading persistent compilation cache entry for '"  # JAX's warn
 _in_use: list[tuple[Path, bool]] = []  # the folder in use, and whether its damaged entry was said (`use`)
 _previous: list = []  # the warnings hook `_show` passes the other warnings to
 _relay: list[Callable[[str], None] | None] = [None]  # a worker's: where its damaged entries' names go (`damaged`)
+_saying = threading.Lock()  # `damaged`'s check and mark, one thread at a time
 
 
 def default_folder() -> str:
@@ -55,7 +57,8 @@ def use(folder: str | None) -> Path | None:
     path = Path(folder or default_folder()).expanduser()
     try:
         check_can_write_in(path, f"{FLAG} {folder or path}")
-        check_entries(path, f"{FLAG} {folder or path}")
+        path = resolved(path)  # the key of an entry holds the folder's name (compile options name XLA's autotune cache
+        check_entries(path, f"{FLAG} {folder or path}")  # in it): one folder, one spelling, found by any
     except ValueError as e:
         if folder is not None:
             raise
@@ -76,20 +79,23 @@ def check_entries(path: Path, what: str) -> None:
     JAX's next write makes its file) is a miss at every run: one warning line. At every command's start: a plain
     file or folder is known from the listing, only the rest is stat'ed."""
     broken = []
-    with os.scandir(path) as entries:
-        for entry in entries:
-            if not entry.name.endswith(ENTRY_SUFFIXES) or entry.is_file(follow_symlinks=False) or \
-                    entry.is_dir(follow_symlinks=False):
-                continue
-            try:
-                mode = entry.stat().st_mode
-            except OSError:  # a dangling link (or one gone meanwhile): JAX's read fails, a miss
-                if entry.name.endswith("-cache") and _misses_for_good(Path(entry.path)):
-                    broken.append(entry.name)
-                continue
-            if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-                raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the "
-                                 "read would never end); remove it")
+    try:
+        listing = list(os.scandir(path))
+    except OSError as e:  # a folder that can be written but not listed (mode -wx): its entries cannot be checked
+        raise ValueError(f"{what} cannot be listed: {e.strerror or e}") from None
+    for entry in listing:
+        if not entry.name.endswith(ENTRY_SUFFIXES) or entry.is_file(follow_symlinks=False) or \
+                entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            mode = entry.stat().st_mode
+        except OSError:  # a dangling link (or one gone meanwhile): JAX's read fails, a miss
+            if entry.name.endswith("-cache") and _misses_for_good(Path(entry.path)):
+                broken.append(entry.name)
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            raise ValueError(f"{what} holds {entry.name}, a FIFO or device where JAX reads a cache entry (the "
+                             "read would never end); remove it")
     if broken:
         print(f"warning: the compile cache {path} holds {len(broken)} entry link(s) JAX can neither read nor write "
               f"through, a loop or into a missing folder ({broken[0]}): their programs are compiled again at every "
@@ -125,13 +131,14 @@ def _show(message, category, filename, lineno, file=None, line=None):  # noqa: A
 
 
 def damaged(name: str) -> None:
-    """The folder in use holds a damaged entry (program `name`'s): said once per command, on stderr."""
+    """The folder in use holds a damaged entry (program `name`'s): said once per command, on stderr (a shape's
+    programs compile in threads side by side, and each may meet one)."""
     if _relay[0] is not None:
         return _relay[0](name)
-    if not _in_use:
-        return
-    folder, said = _in_use[0]
-    if not said:
+    with _saying:
+        if not _in_use or _in_use[0][1]:
+            return
+        folder = _in_use[0][0]
         print(f"warning: the compile cache {folder} holds a damaged entry ({name}'s): it was compiled again, as it "
               "will be at every run until it is removed (JAX never replaces an entry; removing the folder is safe)",
               file=sys.stderr)
