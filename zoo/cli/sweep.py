@@ -5,6 +5,7 @@ Rerunning skips finished shapes; --report-only re-renders from DIR."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -77,10 +78,15 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def show(out: Path, metric: str) -> report.Summary:
-    """Print the table; DIR/sweep.png and DIR/summary.json are written by zoo.sweeps.report.write."""
+    """Print the table; DIR/sweep.png and DIR/summary.json are written by zoo.sweeps.report.write, under DIR's lock
+    (--report-only wrote a report of two widths into a sweep training its third, and a late write could have left
+    it stale)."""
     from rich.console import Console
 
-    summary, head, png = report.write(out, metric)
+    from zoo.train.lock import RunLock
+
+    with RunLock(out, what="sweep", flag="--out") if out.is_dir() else contextlib.nullcontext():
+        summary, head, png = report.write(out, metric)  # a DIR that is none: its own line
     Console().print(report.table(summary, head))
     for line in summary.warnings():
         print(f"warning: {line}")
