@@ -370,3 +370,28 @@ def test_the_hosts_out_of_memory_is_the_out_of_memory_line():
     assert out_of_memory(numpy_error) == "72.8 TiB"
     assert out_of_memory(MemoryError()) == "memory"
     assert out_of_memory(AxisError(3, 2)) is None
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_reader_of_the_output_that_went_away_ends_the_command_quietly(stream, tmp_path):
+    """`zoo.sweep ... | head -1` (stdout) and `train.py ... 2>&1 | head -c 3000` (stderr, mid-run): the first print
+    after the reader left was 'unexpected BrokenPipeError' with a traceback file, or nothing at all with status 1.
+    Now any command ends as a closed pipe ends `yes`: status 141, no traceback file; another BrokenPipeError (a
+    worker's pipe) stays an error."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    code = ("import sys\nfrom zoo.cli.boundary import boundary\n@boundary\ndef main():\n"
+            f"    for i in range(1000):\n        print('step', i, file=sys.{stream}, flush=True)\nmain()")
+    other = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    other[stream] = write
+    env = {**child_env(), "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, text=True, timeout=120, **other)
+    os.close(write)
+    assert proc.returncode == 128 + signal.SIGPIPE, (proc.returncode, proc.stdout, proc.stderr)
+    assert not (proc.stderr or "") and not list(tmp_path.glob("error-*.log"))
+    code = ("from zoo.cli.boundary import boundary\n@boundary\ndef main():\n"
+            "    raise BrokenPipeError(32, 'Broken pipe')\nmain()")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "unexpected BrokenPipeError" in proc.stderr, proc.stderr

@@ -1,12 +1,14 @@
 """The one error boundary every zoo command runs in: an expected failure is one line on stderr and exit status 1
 (2 for a bad command line), a stop by signal exits 128 + its number (Ctrl-C: 130, also during a compile), and an
 unexpected failure is one line saying where its full traceback was written (the run dir, else a temp file);
-never a traceback on the terminal. Library loggers' noise (absl, orbax) and Python warnings stay off the terminal."""
+never a traceback on the terminal; a reader of its output that went away (`| head`) ends it quietly, status 141.
+Library loggers' noise (absl, orbax) and Python warnings stay off the terminal."""
 
 from __future__ import annotations
 
 import functools
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -80,6 +82,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         except KeyboardInterrupt:
             _interrupted(interrupted)
         except BaseException as e:
+            if isinstance(e, BrokenPipeError) and _output_gone():
+                _exit(128 + signal.SIGPIPE)
             try:
                 reraise_stop(e)  # a stop a library wrapped in its own error
             except Stopped as stop:
@@ -168,6 +172,24 @@ def _computing() -> bool:
     worker): the interpreter's teardown would stop it inside XLA, which crashed a failed sweep after its error line
     (a segfault, or 'FATAL: exception not rethrown') in 2 of 5 runs."""
     return any(t.is_alive() and t.name.startswith(("zoo-compile", "zoo-compute")) for t in threading.enumerate())
+
+
+def _output_gone() -> bool:
+    """Whether the reader of stdout or stderr has gone (`| head`: poll finds an error on the pipe's end); those are
+    then written to /dev/null, so that nothing written after fails again. The command ends quietly, as a closed pipe
+    ends `yes` (status 141, SIGPIPE's): its files are written atomically, and a run resumes from its checkpoint."""
+    gone = False
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor (a test's capture)
+            continue
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        if any(events & select.POLLERR for _, events in poll.poll(0)):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            gone = True
+    return gone
 
 
 def _exit(status: int) -> None:

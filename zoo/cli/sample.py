@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
 from zoo.cli.boundary import boundary
@@ -49,11 +47,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def write(text: str) -> None:
-    """Text on stdout at once (the continuation shows as it is drawn); a reader that stopped reading (`| head`)
-    ends the command quietly, as it ends `yes`, with the status of SIGPIPE."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
-        raise SystemExit(128 + signal.SIGPIPE) from None
+    """Text on stdout at once (the continuation shows as it is drawn; a reader that stopped reading, `| head`, ends
+    the command quietly: zoo.cli.boundary)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
