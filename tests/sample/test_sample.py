@@ -277,3 +277,16 @@ def test_top_k_holds_at_any_temperature():
         draws = {int(sample._next_token(model, window, 0, jax.random.key(s), jnp.float32(temperature), k))
                  for s in range(20) for k in (1, 2)}
         assert draws <= {2, 3} and 2 in draws, (temperature, draws)
+
+
+def test_an_output_that_cannot_encode_the_text_is_one_line():
+    """A stdout in ASCII (PYTHONIOENCODING=ascii, a C locale's terminal): the first character it cannot encode was
+    "'ascii' codec can't encode characters in position 0-3", which said neither what nor how to fix it."""
+    code = ("import itertools, zoo.sample\n"
+            "zoo.sample.continuation = lambda *a: iter(['plain ', 'caf\\u00e9'])\n"
+            "from zoo.cli.sample import main\nmain(['RUN'])")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**child_env(), "PYTHONIOENCODING": "ascii"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: stdout's encoding, ascii, cannot print the text drawn ('\\xe9'): run "
+                                  "with PYTHONIOENCODING=utf-8"), proc.stderr  # stderr's ascii too: escaped
