@@ -14,6 +14,8 @@ import dataclasses
 import json
 import math
 import numbers
+import os
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -173,6 +175,18 @@ def utf8(text: str) -> bool:
     return True
 
 
+def not_utf8(text: str) -> str:
+    """Why `text` (not `utf8`) is refused: other bytes than UTF-8, or UTF-8 bytes this Python decoded in an ASCII
+    locale (LC_ALL=POSIX without PYTHONUTF8), which it cannot hand on as text."""
+    encoding = sys.getfilesystemencoding()
+    try:
+        os.fsencode(text).decode("utf-8")
+    except UnicodeDecodeError:
+        return f"must be UTF-8 text (checkpoints and config files hold only that), got {text!r}"
+    return (f"is UTF-8, but this Python reads its arguments as {encoding} (the locale's): run it with "
+            f"PYTHONUTF8=1 or under a UTF-8 locale (LANG=C.UTF-8), got {text!r}")
+
+
 F32_TINY, F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 
 
@@ -203,7 +217,7 @@ def check_settings(obj: Any, prefix: str = "--") -> None:
         if isinstance(value, str) and not value.strip():
             raise ValueError(f"{name} must not be empty")
         if isinstance(value, str) and not utf8(value):
-            raise ValueError(f"{name} must be UTF-8 text (checkpoints and config files hold only that), got {value!r}")
+            raise ValueError(f"{name} {not_utf8(value)}")
         if choices and value not in choices:
             raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         if check and not check[0](value):

@@ -46,3 +46,21 @@ def test_a_fork_from_a_step_alone_is_refused(tmp_path, capsys, monkeypatch):
     line = one_line_error(train_cli.main, [*tiny, "--fork-from", ":3", "--run-dir", "fork"], capsys)
     assert line == "error: --fork-from :3 names no run dir before its step; give RUN_DIR:3"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_utf8_path_read_in_an_ascii_locale_is_called_so(tmp_path):
+    """`LC_ALL=POSIX PYTHONUTF8=0 train.py --run-dir runs/ü`: Python decodes the argument's UTF-8 bytes as ASCII, with
+    surrogate escapes, and the line said it 'must be UTF-8 text', which it is. It names the locale and the fix; bytes
+    that are no UTF-8 are still called so."""
+    import subprocess
+    import sys
+
+    from cli_utils import ROOT, child_env
+
+    env = {**child_env(), "LC_ALL": "POSIX", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    for name, why in (b"runs/\xc3\xbc", b"is UTF-8, but this Python reads its arguments as ascii (the locale's): run "
+                      b"it with PYTHONUTF8=1"), (b"runs/\xff", b"must be UTF-8 text"):
+        proc = subprocess.run([sys.executable, "train.py", "--run-dir", tmp_path.as_posix().encode() + b"/" + name,
+                               "--print-config"], cwd=ROOT, env=env, capture_output=True, timeout=120)
+        assert proc.returncode == 1 and proc.stderr.count(b"\n") == 1, proc.stderr
+        assert proc.stderr.startswith(b"error: --run-dir " + why), proc.stderr

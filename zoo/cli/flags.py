@@ -24,6 +24,7 @@ from zoo.schema import (
     base_type,
     comma_items,
     from_text,
+    not_utf8,
     to_float,
     to_int,
     typed_number,
@@ -168,7 +169,7 @@ def path_arg(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty (an empty path reads as the current folder)")
     if not utf8(text):
-        raise argparse.ArgumentTypeError(f"must be UTF-8 text, got {text!r}")
+        raise argparse.ArgumentTypeError(not_utf8(text))
     if (why := path_name_problem(text)) is not None:
         raise argparse.ArgumentTypeError(f"cannot name a file: {why}")
     return os.path.expanduser(text)
