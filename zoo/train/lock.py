@@ -88,6 +88,9 @@ def claim(directory: Path, report: Callable[[str], None] = print, *, what: str =
     or another live process holds it."""
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"{flag} {directory} is a file, not a directory")
+    if directory.is_symlink() and not directory.exists():  # mkdir: 'File exists', of a folder not there
+        raise ValueError(f"{flag} {directory} is a link to {os.readlink(directory)}, which does not exist: make "
+                         "that folder, or give another")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
