@@ -37,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
                "resumes; a rerun whose settings differ is refused (use --fork-from in a new run dir).")
     p.add_argument("--config", type=path_arg, action=Once, help="YAML or JSON file of settings (flat, keys as the "
                    "flags with _ or -, or nested by part: model, param, optim, data, loop), e.g. configs/run.yaml")
-    p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit")
+    p.add_argument("--print-config", action="store_true", help="print the resolved settings as YAML and exit (the "
+                   "data is not read nor the model built: what they refuse is refused when training starts)")
     add_compile_cache(p)
     add_settings(p, FLAT)
     add_allow_import(p)
