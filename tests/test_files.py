@@ -139,3 +139,18 @@ def test_a_loop_of_links_is_one_line_where_paths_are_resolved(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert e.value.code == 1 and err == f"error: {tmp_path / 'a'} is a loop of symbolic links (each names the next, " \
         "and the last the first); give the real path", err
+
+
+def test_a_link_that_leads_nowhere_is_named_by_every_output_check(tmp_path):
+    """An --out, --compile-cache or --cache-dir that is (or lies below) a link to a folder not there: the coordinate
+    check and criticality measured for seconds and then failed with 'File exists', naming no flag; the caches said
+    'is a file, not a folder'. Each check names the link before any work."""
+    from zoo.files import check_can_write_in, check_out_folder
+
+    (tmp_path / "dang").symlink_to(tmp_path / "gone")
+    for folder in (tmp_path / "dang", tmp_path / "dang" / "sub"):
+        for check in (lambda f: check_out_folder(f, "--out"), lambda f: check_can_write_in(f, f"--cache-dir {f}")):
+            with pytest.raises(ValueError, match=f"{tmp_path / 'dang'} is a link to {tmp_path / 'gone'}, which leads "
+                                                 "nowhere"):
+                check(folder)
+    assert not (tmp_path / "gone").exists()

@@ -266,9 +266,19 @@ def check_writable(path: Path, flag: str) -> None:
     check_can_write_in(nearest_existing(path.parent), f"{flag} {path}")
 
 
+def check_no_dangling_link(folder: Path, what: str) -> None:
+    """No link on the way to `folder` leads nowhere (its target is not there, or links loop): making the folder
+    failed with mkdir's 'File exists' of a folder not there, or was called a file."""
+    for path in (folder, *folder.parents):
+        if path.is_symlink() and not path.exists():
+            raise ValueError(f"{what}: {path} is a link to {os.readlink(path)}, which leads nowhere (its target does "
+                             "not exist, or links loop): make that folder, or give another")
+
+
 def check_can_write_in(folder: Path, what: str) -> None:
     """Before any work: files can be made in `folder` (made, with its parents, if needed); one line naming `what`
     otherwise."""
+    check_no_dangling_link(folder, what)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -284,6 +294,7 @@ def check_out_folder(folder: Path, flag: str) -> None:
     making it; one line naming `flag` otherwise. A file there was refused only after the measurements (9-18 s)."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{flag} {folder} is a file, not a directory; choose another")
+    check_no_dangling_link(folder, f"{flag} {folder}")
     check_can_write_in(nearest_existing(folder), f"{flag} {folder}")
 
 

@@ -382,8 +382,9 @@ def test_a_reader_of_the_output_that_went_away_ends_the_command_quietly(stream, 
 
     read, write = os.pipe()
     os.close(read)
-    code = ("import sys\nfrom zoo.cli.boundary import boundary\n@boundary\ndef main():\n"
-            f"    for i in range(1000):\n        print('step', i, file=sys.{stream}, flush=True)\nmain()")
+    code = ("import sys, rich.console\nfrom zoo.cli.boundary import boundary\n@boundary\ndef main():\n"
+            f"    console = rich.console.Console(file=sys.{stream})\n"
+            "    for i in range(1000):\n        console.print('step', i)\nmain()")  # rich's answer was exit 1
     other = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     other[stream] = write
     env = {**child_env(), "TMPDIR": str(tmp_path)}

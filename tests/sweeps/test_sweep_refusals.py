@@ -131,3 +131,27 @@ def test_a_proxy_flag_without_a_policy_is_refused(tmp_path, capsys, flag):
     line = one_line_error(main, [*TINY, "--widths", "16", "--depths", "2", flag, "512", "--out", str(out)], capsys)
     assert f"{flag} is the proxy a --policy maps from, and there is no --policy" in line, line
     assert not out.exists()
+
+
+def test_a_rerun_on_other_examples_of_its_data_is_refused(tmp_path, monkeypatch, capsys):
+    """A sweep of a relative text:FILE rerun from another folder, whose file has the same characters and size:
+    its next width trained on the other text beside the first width's members, silently. DIR/data.json keeps the
+    train split's digest, and a rerun on other examples is one line; on its own data it goes on."""
+    from zoo.cli.sweep import main
+
+    text = "a quick brown fox jumps over the lazy dog\n" * 30
+    for folder, corpus in (("a", text), ("b", text[::-1])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.txt").write_text(corpus)
+    args = ["--model", "gpt", "--model-opt", "head_dim=16", "--depths", "1", "--steps", "2", "--batch-size", "4",
+            "--seq-len", "16", "--lrs", "1e-3", "--data", "text:t.txt", "--out", str(tmp_path / "s")]
+    monkeypatch.chdir(tmp_path / "a")
+    main([*args, "--widths", "32"])
+    monkeypatch.chdir(tmp_path / "b")
+    with pytest.raises(SystemExit):
+        main([*args, "--widths", "32,48"])
+    assert "--data text:t.txt is not the data" in capsys.readouterr().err
+    assert len((tmp_path / "s" / "results.jsonl").read_text().splitlines()) == 1
+    monkeypatch.chdir(tmp_path / "a")
+    main([*args, "--widths", "32,48"])
+    assert len((tmp_path / "s" / "results.jsonl").read_text().splitlines()) == 2

@@ -54,14 +54,18 @@ def test_a_run_refused_by_the_lock_leaves_the_holders_new_dir_alone(tmp_path, mo
 
 
 def test_a_link_to_a_folder_not_there_is_named(tmp_path):
-    """A --run-dir or --out that is a link to nothing: mkdir failed with 'File exists' of a folder not there. One line
-    names the link and its target; with the target made, the link is the folder."""
+    """A --run-dir or --out that is (or lies below) a link to nothing: mkdir failed with 'File exists' of a folder not
+    there. One line names the link and its target; with the target made, the link is the folder."""
     from zoo.train.lock import claim
 
     (tmp_path / "link").symlink_to(tmp_path / "gone")
-    with pytest.raises(ValueError, match=f"--out {tmp_path / 'link'} is a link to {tmp_path / 'gone'}, which does "
-                                         "not exist: make that folder"):
-        claim(tmp_path / "link", flag="--out")
+    for out in (tmp_path / "link", tmp_path / "link" / "sub"):
+        with pytest.raises(ValueError, match=f"--out {out}: {tmp_path / 'link'} is a link to {tmp_path / 'gone'}, "
+                                             "which leads nowhere"):
+            claim(out, flag="--out")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(ValueError, match="loop is a link to .*loop, which leads nowhere .*or links loop"):
+        claim(tmp_path / "loop", flag="--out")
     (tmp_path / "gone").mkdir()
     claim(tmp_path / "link", flag="--out").release()
     assert (tmp_path / "gone" / ".lock").exists()

@@ -6,6 +6,7 @@ Library loggers' noise (absl, orbax) and Python warnings stay off the terminal."
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import select
@@ -18,6 +19,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import rich.console
 
 from zoo.errors import (
     DiskFull,
@@ -55,6 +58,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
         quiet_libraries()
+        rich.console.Console.on_broken_pipe = _pipe_broke
         threading.excepthook = lambda hook_args: _background_failed(hook_args.exc_value)
         sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
         sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)
@@ -125,8 +129,8 @@ def _background_failed(e: BaseException | None) -> None:
     coroutine failing as it is closed (its __cause__ a GeneratorExit) and TensorStore's callbacks finding asyncio's
     loop closed. Those come at no fixed time (garbage collection, thread timing), so writing them would leave a file
     behind, or not, by chance."""
-    if _stop_again(e):
-        return
+    if _stop_again(e) or (isinstance(e, BrokenPipeError) and _output_gone(redirect=False)):  # a progress bar's
+        return  # refresh: the command's next line ends it
     abandoned = isinstance(e, RuntimeError) and str(e) == "Event loop is closed"
     if e is not None and not abandoned and not isinstance(e.__cause__, GeneratorExit):
         _write_trace(e)
@@ -174,10 +178,17 @@ def _computing() -> bool:
     return any(t.is_alive() and t.name.startswith(("zoo-compile", "zoo-compute")) for t in threading.enumerate())
 
 
-def _output_gone() -> bool:
+def _pipe_broke(console: rich.console.Console) -> None:
+    """rich's Console.on_broken_pipe (its documented hook): its own sends stdout to /dev/null and exits 1, which
+    hid a closed pipe from the boundary (`train.py ... 2>&1 | head` ended 1, not 141)."""
+    raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+def _output_gone(redirect: bool = True) -> bool:
     """Whether the reader of stdout or stderr has gone (`| head`: poll finds an error on the pipe's end); those are
-    then written to /dev/null, so that nothing written after fails again. The command ends quietly, as a closed pipe
-    ends `yes` (status 141, SIGPIPE's): its files are written atomically, and a run resumes from its checkpoint."""
+    then (`redirect`) written to /dev/null, so that nothing written after fails again. The command ends quietly, as
+    a closed pipe ends `yes` (status 141, SIGPIPE's): its files are written atomically, and a run resumes from its
+    checkpoint."""
     gone = False
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -187,7 +198,8 @@ def _output_gone() -> bool:
         poll = select.poll()
         poll.register(fd, select.POLLOUT)
         if any(events & select.POLLERR for _, events in poll.poll(0)):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            if redirect:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
             gone = True
     return gone
 

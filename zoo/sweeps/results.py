@@ -23,7 +23,7 @@ from zoo.outputs import OUTPUTS
 from zoo.sweeps.grid import lr_key
 from zoo.train.lock import RunLock, claim
 
-SETTINGS, RESULTS = "sweep.json", "results.jsonl"
+SETTINGS, RESULTS, DATA = "sweep.json", "results.jsonl", "data.json"
 # the identity settings a member sets for itself; sweep.json holds the others (runner.SweepSpec.settings)
 PER_MEMBER = ("width", "depth", "base_width", "base_depth", "lr", "init_from", "fork_from")
 
@@ -53,6 +53,23 @@ def check_settings(out: Path, settings: dict[str, Any], report: Callable[[str], 
         report(f"{out} has no results yet: starting it with these settings ({', '.join(differ)} changed)")
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+
+
+def check_data(out: Path, data_name: str, digest: str | None) -> None:
+    """Write DIR/data.json (the train split's digest, `DataView.digest`), or check that the members already in DIR
+    trained on the same examples: a rerun of a relative text:FILE from another folder (same characters, same size)
+    trained its next shapes on other text beside the first, without a word. A sweep from before the digest was kept
+    takes this one."""
+    path = out / DATA
+    if path.exists() and read(out):
+        then = read_mapping(path, "a sweep's data record", "move it away").get("train_digest")
+        if then is not None and digest is not None and then != digest:
+            raise ValueError(f"--data {data_name} is not the data {out}'s members trained on: its train split holds "
+                             "other examples (another file, or a relative path read from another folder); give the "
+                             "sweep's data, or use another --out")
+        if then is not None:
+            return
+    write_atomic(path, json.dumps({"train_digest": digest}) + "\n")
 
 
 def read_settings(out: Path, advice: str = "use another --out") -> dict[str, Any]:

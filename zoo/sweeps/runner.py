@@ -100,6 +100,7 @@ def run_sweep(spec: SweepSpec, echo: Callable[[str], None] = print, data: Any = 
     with results.open_dir(spec.out, echo), workers(spec.processes) as pool:
         results.check_settings(spec.out, settings, echo,
                                base_defaulted=run.model.base_width is None or run.model.base_depth is None)
+        results.check_data(spec.out, run.data.name, data.digest("train"))
         earlier = results.read(spec.out)
         for r in earlier:  # an edited record is refused before any member trains, not by the report after
             results.check_record(r)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.errors import RunLocked, naming_full_disk
-from zoo.files import regular_fd
+from zoo.files import check_no_dangling_link, regular_fd
 
 LOCK = ".lock"  # the lock file's name in the directory it locks
 
@@ -88,9 +88,7 @@ def claim(directory: Path, report: Callable[[str], None] = print, *, what: str =
     or another live process holds it."""
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"{flag} {directory} is a file, not a directory")
-    if directory.is_symlink() and not directory.exists():  # mkdir: 'File exists', of a folder not there
-        raise ValueError(f"{flag} {directory} is a link to {os.readlink(directory)}, which does not exist: make "
-                         "that folder, or give another")
+    check_no_dangling_link(directory, f"{flag} {directory}")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
