@@ -64,3 +64,10 @@ def test_a_utf8_path_read_in_an_ascii_locale_is_called_so(tmp_path):
                                "--print-config"], cwd=ROOT, env=env, capture_output=True, timeout=120)
         assert proc.returncode == 1 and proc.stderr.count(b"\n") == 1, proc.stderr
         assert proc.stderr.startswith(b"error: --run-dir " + why), proc.stderr
+    (tmp_path / "\u00fc").mkdir()  # a relative run dir below it: orbax failed at the first save, the training lost
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--model", "mlp_resnet", "--width", "8", "--depth",
+                           "1", "--data", "synthetic", "--batch-size", "8", "--steps", "2", "--run-dir", "r"],
+                          cwd=tmp_path / "\u00fc", env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.startswith(b"error: --run-dir r: its full path is UTF-8, but this "
+                                                           b"Python reads its arguments as ascii"), proc.stderr
+    assert not (tmp_path / "\u00fc" / "r").exists()

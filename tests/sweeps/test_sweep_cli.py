@@ -54,6 +54,9 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     assert "unknown parametrization" in error([*BASE, "--out", out, "--lrs", "1e-3", "--param", "nope"], capsys)
     assert "--widths" in error([*BASE, "--out", out, "--lrs", "1e-3", "--widths", "a"], capsys)
     assert "no sweep in" in error(["--out", out, "--report-only"], capsys)
+    (tmp_path / "empty").mkdir()
+    assert "no sweep in" in error(["--out", str(tmp_path / "empty"), "--report-only"], capsys)
+    assert not any((tmp_path / "empty").iterdir())  # no lock file left in a folder that holds no sweep
     assert "has no option" in error([*BASE, "--out", out, "--lrs", "1e-3", "--model-opt", "bogus=1"], capsys)
     gpt = ["--model", "gpt", "--model-opt", "head_dim=8", "--depths", "1", "--steps", "2", "--batch-size", "4",
            "--seq-len", "16", "--lrs", "1e-3", "--out", out]

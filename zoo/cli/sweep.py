@@ -83,10 +83,12 @@ def show(out: Path, metric: str) -> report.Summary:
     it stale)."""
     from rich.console import Console
 
+    from zoo.sweeps.results import SETTINGS
     from zoo.train.lock import RunLock
 
-    with RunLock(out, what="sweep", flag="--out") if out.is_dir() else contextlib.nullcontext():
-        summary, head, png = report.write(out, metric)  # a DIR that is none: its own line
+    sweep = (out / SETTINGS).is_file()  # a DIR that holds none: its own line, and no lock file left there
+    with RunLock(out, what="sweep", flag="--out") if sweep else contextlib.nullcontext():
+        summary, head, png = report.write(out, metric)
     Console().print(report.table(summary, head))
     for line in summary.warnings():
         print(f"warning: {line}")

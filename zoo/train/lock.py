@@ -16,6 +16,7 @@ from pathlib import Path
 
 from zoo.errors import RunLocked, naming_full_disk
 from zoo.files import check_no_dangling_link, regular_fd
+from zoo.schema import not_utf8, utf8
 
 LOCK = ".lock"  # the lock file's name in the directory it locks
 
@@ -89,6 +90,8 @@ def claim(directory: Path, report: Callable[[str], None] = print, *, what: str =
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"{flag} {directory} is a file, not a directory")
     check_no_dangling_link(directory, f"{flag} {directory}")
+    if not utf8(where := os.path.abspath(directory)):  # a relative one below a folder named in another encoding:
+        raise ValueError(f"{flag} {directory}: its full path {not_utf8(where)}")  # orbax failed at the first save
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
