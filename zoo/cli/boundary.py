@@ -94,6 +94,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
                 _stopped(stop)
             except KeyboardInterrupt:
                 _interrupted(interrupted)
+            if (why := _unprintable(e)) is not None:
+                e = ValueError(why)
             if is_disk_full(e):
                 e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".", too_large=too_large_file(e))
             if isinstance(e, EXPECTED) or (isinstance(e, OSError) and e.filename is not None):  # a path's error
@@ -176,6 +178,16 @@ def _computing() -> bool:
     worker): the interpreter's teardown would stop it inside XLA, which crashed a failed sweep after its error line
     (a segfault, or 'FATAL: exception not rethrown') in 2 of 5 runs."""
     return any(t.is_alive() and t.name.startswith(("zoo-compile", "zoo-compute")) for t in threading.enumerate())
+
+
+def _unprintable(e: BaseException) -> str | None:
+    """The line for text the terminal's encoding cannot print (PYTHONIOENCODING=ascii, a C locale): the codec's own
+    ('ascii' codec can't encode characters in position 0-3) said neither what nor how to fix it."""
+    streams = {getattr(s, "encoding", None) or "": name for name, s in (("stderr", sys.stderr), ("stdout", sys.stdout))}
+    if not isinstance(e, UnicodeEncodeError) or e.encoding not in streams:
+        return None
+    return (f"{streams[e.encoding]}'s encoding, {e.encoding}, cannot print {e.object[e.start:e.end]!r}: run with "
+            "PYTHONIOENCODING=utf-8, or in a UTF-8 locale")
 
 
 def _pipe_broke(console: rich.console.Console) -> None:

@@ -48,11 +48,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def write(text: str) -> None:
     """Text on stdout at once (the continuation shows as it is drawn; a reader that stopped reading, `| head`, ends
-    the command quietly: zoo.cli.boundary)."""
-    try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError as e:
-        raise ValueError(f"stdout's encoding, {sys.stdout.encoding}, cannot print the text drawn "
-                         f"({e.object[e.start:e.end]!r}): run with PYTHONIOENCODING=utf-8, or in a UTF-8 "
-                         "locale") from None
+    the command quietly, and a terminal that cannot print it is one line: zoo.cli.boundary)."""
+    sys.stdout.write(text)
     sys.stdout.flush()
