@@ -392,27 +392,3 @@ def test_an_edited_record_is_refused_before_any_member_trains(tmp_path):
     with pytest.raises(ValueError, match="a record in results.jsonl has no valid width"):
         run_sweep(dataclasses.replace(spec, lrs=[2.0**-9, 2.0**-7]), echo=lambda _: None)
     assert path.read_text() == edited
-
-
-def test_report_only_waits_for_no_sweep_training_in_its_folder(tmp_path, capsys):
-    """--report-only took no lock: it wrote summary.json and sweep.png into a folder whose sweep was training its
-    next width (a report of two widths of three, which a late write could leave behind). It is refused in one line
-    while another process holds the folder, and writes nothing."""
-    import json
-
-    from zoo.sweeps import results
-    from zoo.train.lock import RunLock
-
-    out = tmp_path / "s"
-    out.mkdir()
-    (out / results.SETTINGS).write_text(json.dumps({"model": "mlp_resnet", "param": "mup", "steps": 2}))
-    recs = [{**GOOD, "width": 16, "lr": 2.0**x, "log2_lr": float(x), "seed": 0, "train_loss": 2.0 + 0.1 * x * x}
-            for x in (-2, -1, 0)]
-    (out / results.RESULTS).write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-    with RunLock(out, what="sweep", flag="--out"):  # a sweep training (flock: another open file excludes it too)
-        with pytest.raises(SystemExit):
-            sweep.main(["--out", str(out), "--report-only"])
-        assert "is in use by another sweep" in capsys.readouterr().err
-        assert not (out / "summary.json").exists()
-    sweep.main(["--out", str(out), "--report-only"])
-    assert (out / "summary.json").exists()
