@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU acceptance runs (issues 4, 6, 10 and 44). From the repo root on a GPU machine:
 #   bash bench/gpu_acceptance.sh [OUT_DIR] [PART ...]
-#   PART: gpt gpt2 image-steps vit mixer augment step sweep compile nanogpt gpt-options1 gpt-options2 (default: the
-#   first nine). nanogpt and gpt-options* need a nanoGPT checkout at $NANOGPT (default .gpu/nanoGPT; gpt runs nanoGPT
-#   too where it is there), and gpt-options* the gpt part's nanogpt_s1337.json in $NANOGPT_RUNS (default .gpu).
+#   PART: gpt gpt2 image-steps vit mixer augment step sweep compile compile-profile nanogpt gpt-options1 gpt-options2
+#   (default: the first nine). nanogpt and gpt-options* need a nanoGPT checkout at $NANOGPT (default .gpu/nanoGPT;
+#   gpt runs nanoGPT too where it is there), and gpt-options* the gpt part's nanogpt_s1337.json in $NANOGPT_RUNS
+#   (default .gpu).
 # Each part fits a 10-minute command on an H200 (docs/results/gpu.md says which go together in one), writes what it
 # measured to OUT_DIR in at most 8 plain-named files, one folder down at most (the run folders stay in $WORK, a
 # temporary folder by default), and prints it at the end. Needs jax, flax, optax, orbax-checkpoint, rich, matplotlib,
@@ -109,8 +110,22 @@ for part in $parts; do
           --write "$out/bench_sweep_compile_gpu.md" &&
         python bench/sweep.py --write "$out/bench_sweep_gpu.md" &&
         python bench/gpt_step.py --size sweep --iters 20 --rounds 1; } 2>&1 | tee "$out/compile.log" ;;
-    *) echo "unknown part $part (gpt gpt2 image-steps vit mixer augment step sweep compile nanogpt gpt-options1" \
-         "gpt-options2)" >&2; exit 2 ;;
+    # (g) Where that cold compile goes inside XLA (bench/compile_profile.py: the compiler's trace events by self time,
+    # 1 and 9 members), then the 9-member compile under XLA options the fourth lease did not try, one process each
+    # (an option this XLA does not know ends its process: the line says so and the next one runs). About 6 minutes.
+    compile-profile)
+      gpt=(--model gpt --depth 2 --width 128 --seq-len 128 --batch-size 32 --steps 100 --data shakespeare)
+      { python bench/compile_profile.py "${gpt[@]}" --members 1,9 --write "$out/compile_profile.md"
+        for flags in --xla_gpu_experimental_enable_fusion_autotuner=false --xla_llvm_disable_expensive_passes=true \
+                     --xla_backend_optimization_level=0 "--xla_gpu_experimental_enable_fusion_autotuner=false \
+--xla_llvm_disable_expensive_passes=true --xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=0"; do
+          echo "## XLA_FLAGS=$flags" | tee -a "$out/compile_flags.md"
+          if ! XLA_FLAGS="$flags" python bench/sweep_compile.py "${gpt[@]}" --members 9 --rounds 1 \
+               --write "$work/flags.md"; then echo "(failed)" >> "$out/compile_flags.md"; continue; fi
+          sed -n '/^| run /,/^$/p' "$work/flags.md" >> "$out/compile_flags.md"
+        done; } 2>&1 | tee "$out/compile-profile.log" ;;
+    *) echo "unknown part $part (gpt gpt2 image-steps vit mixer augment step sweep compile compile-profile nanogpt" \
+         "gpt-options1 gpt-options2)" >&2; exit 2 ;;
   esac
 done
 for f in "$out"/*summary.json "$out"/*.md "$out"/*/*.txt; do
