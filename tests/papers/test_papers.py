@@ -55,6 +55,7 @@ def test_command_line_lists_and_renders(out, capsys):
     (["run", "nope"], 2, "invalid choice: 'nope'"),
     (["run"], 2, "the following arguments are required: NAME"),
     (["run", "dhg-apjn", "--quick", "--steps", "3"], 2, "unrecognized arguments: --steps 3"),
+    (["--processes", "2", "run", "dhg-apjn"], 2, "--processes is an option of a command: put it after the command"),
     (["run", "dhg-apjn", "--quick", "--out", "{file}"], 1, "is a file, not a folder"),
     (["run", "dhg-apjn", "--quick", "--out", "{file}/sub"], 1, "cannot write under the output root"),
     (["render", "yaida-family", "--out", "{empty}"], 1, "results.json is missing"),

@@ -50,7 +50,11 @@ def test_sweep_cli_runs_skips_and_reports(tmp_path, capsys):
 def test_sweep_cli_bad_input(tmp_path, capsys):
     out = str(tmp_path / "x")
     assert "learning rates" in error([*BASE, "--out", out, "--lrs", "2^-4:2^-8:1"], capsys)
-    assert "--lrs is required" in error([*BASE, "--out", out], capsys)
+    for lrs in ([], ["--lrs", " "]):  # a command line without a grid is malformed: argparse's status 2
+        with pytest.raises(SystemExit) as e:
+            sweep.main([*BASE, "--out", out, *lrs])
+        assert e.value.code == 2
+        assert "--lrs" in capsys.readouterr().err.splitlines()[-1]
     assert "unknown parametrization" in error([*BASE, "--out", out, "--lrs", "1e-3", "--param", "nope"], capsys)
     assert "--widths" in error([*BASE, "--out", out, "--lrs", "1e-3", "--widths", "a"], capsys)
     assert "no sweep in" in error(["--out", out, "--report-only"], capsys)

@@ -56,7 +56,7 @@ def test_transfer_bad_input(tmp_path, capsys):
     out = ["--out", str(tmp_path / "x")]
     i = CASE.index("--lrs")
     no_lrs = CASE[:i] + CASE[i + 2:]
-    assert "--lrs is required" in error([*no_lrs, *out], capsys)
+    assert "required: --lrs" in error([*no_lrs, *out], capsys)
     assert "is the target" in error([*CASE, *out, "--proxy-width", "512"], capsys)
     assert "unknown parametrization" in error([*CASE, *out, "--compare", "nope"], capsys)
     assert "learning rates" in error([*CASE, *out, "--check-target", "2^-4:2^-8:1"], capsys)

@@ -10,6 +10,7 @@ the index DIR/README.md; `render` redraws a claim's figure and pages from its re
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,12 @@ def command(argv: list[str] | None = None, shelf: Any = None) -> None:
     from zoo.papers import PAPERS
 
     shelf = shelf or PAPERS
-    args = parser(shelf).parse_args(argv)
+    p = parser(shelf)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help"):  # argparse: its value read as the command
+        p.error(f"{argv[0]} is an option of a command: put it after the command (python -m {shelf.module} run "
+                f"{argv[0]} ... NAME)")
+    args = p.parse_args(argv)
     if args.command == "run":
         compile_cache.use(args.compile_cache)
     if args.command != "list":

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         check_report_only(p, args)
         show(out, args.metric)
         return
-    check_lr_flags(args)
+    check_lr_flags(p, args)
     spec = build_spec(args)
     compile_cache.use(args.compile_cache)
     from zoo.sweeps.runner import run_sweep
@@ -127,10 +127,13 @@ def check_report_only(p: argparse.ArgumentParser, args: argparse.Namespace) -> N
                          "leave them out (or drop --report-only to train)")
 
 
-def check_lr_flags(args: argparse.Namespace) -> None:
-    """--lrs given (the grid itself is read by parse_lrs)."""
-    if not args.lrs:
-        raise ValueError("--lrs is required")
+def check_lr_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--lrs given and not empty (the grid itself is read by parse_lrs): a command line without one is malformed,
+    status 2 as argparse's own refusals (docs/reliability.md)."""
+    if args.lrs is None:
+        p.error("the following arguments are required: --lrs")
+    if not args.lrs.strip():
+        p.error("argument --lrs: empty (a comma list such as 1e-3,2^-8, or a log2 range such as 2^-12:2^-4:1)")
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:

@@ -73,7 +73,6 @@ def build_spec(args: argparse.Namespace):
     import zoo.param
     from zoo.sweeps.transfer import TransferSpec
 
-    check_lr_flags(args)
     run = run_config(args)
     compare = comparison(args.compare, run.param.name)
     if compare is not None:  # an empty name (an unset shell variable) is unknown, not 'none'
@@ -99,7 +98,9 @@ def comparison(given: str | None, param: str) -> str | None:
 
 @boundary(per_core=True)
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    check_lr_flags(p, args)
     spec = build_spec(args)
     compile_cache.use(args.compile_cache)
     from rich.console import Console
