@@ -109,6 +109,8 @@ def from_text(where: str, text: str, hint: Any) -> Any:
     except (KeyError, ValueError):
         what = "integers a,b,c" if base is tuple else TYPE_NAMES.get(base, base.__name__)
         raise ValueError(f"{where} must be {what}, got {text!r}") from None
+    if base is float and not math.isfinite(value):  # as typed: 1e400 reads as inf
+        raise ValueError(f"{where} must be a finite number, got {text!r}")
     return check_type(where, value, hint)
 
 

@@ -69,8 +69,8 @@ def _cases(tmp, small_run):
         ([*TINY_GPT, "--data", "shakespeare", "--model-opt", "dropout=1.5"], "dropout must be in [0, 1), got 1.5"),
         ([*TINY_GPT, "--data", "shakespeare", "--model-opt", "seq_len=32"], "seq_len=32 contradicts the data"),
         (["--param", "critical", "--param-opt", "sigma_w=-1"], "option sigma_w of 'critical' must be > 0"),
-        (["--lr", "nan"], "argument --lr: must be a finite number, got nan"),
-        (["--lr", "inf"], "argument --lr: must be a finite number, got inf"),
+        (["--lr", "nan"], "argument --lr: must be a finite number, got 'nan'"),
+        (["--lr", "1e400"], "argument --lr: must be a finite number, got '1e400'"),  # as typed, not its inf
         (["--lr", "0"], "--lr must be positive, got 0.0"),
         (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
         (["--b1", "1"], "--b1 must be in [0, 1), got 1.0"),

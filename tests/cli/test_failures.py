@@ -218,8 +218,8 @@ def test_junk_and_non_finite_values_are_one_line(tmp_path):
     assert f"config file {tmp_path / 'junk.yaml'}: model_opt.activation must be a number, a string" in lines[0]
     assert "param_opt.alpha must be" in lines[1] and "junk2.yaml" in lines[1], lines[1]
     assert "lr must be a finite number, got nan" in lines[2], lines[2]
-    assert "argument --max-loss-ratio: must be a finite number, got inf" in lines[3], lines[3]
-    assert "option s of 'ntk_mup' must be a finite number, got inf" in lines[4], lines[4]
+    assert "argument --max-loss-ratio: must be a finite number, got 'inf'" in lines[3], lines[3]
+    assert "option s of 'ntk_mup' must be a finite number, got 'inf'" in lines[4], lines[4]
     for (module, argv, needle), line in zip(others, lines[len(train):], strict=True):
         assert needle in line, (module, argv, line)
 

@@ -175,7 +175,7 @@ def test_a_refused_command_writes_nothing_and_a_run_without_checkpoints_takes_ne
     config.json is there) takes the corrected command, saying so in one line."""
     lines = [clean_error(code, err) for code, err in mains["refused"]]
     assert "unknown activation 'nope'" in lines[0], lines[0]
-    assert "option alpha of 'depth_mup' must be a finite number, got nan" in lines[1], lines[1]
+    assert "option alpha of 'depth_mup' must be a finite number, got 'nan'" in lines[1], lines[1]
     assert "must equal the 1 devices" in lines[2] and "GB of activations" in lines[3], lines
     assert not mains["new"].exists()
     code, err = mains["started"]
