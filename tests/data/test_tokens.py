@@ -57,6 +57,15 @@ def test_tokenizers_round_trip_and_rebuild_from_meta(tmp_path):
             tokenizer.parse(bad)
 
 
+@pytest.mark.parametrize("line", ["abc\n", "日本語のテキスト\n", "ACGTTGCA"])
+def test_a_bpe_of_a_corpus_without_a_space_round_trips_spaces(line):
+    """With no space in the corpus sentencepiece learns no piece for one, and maps a space to U+2581, which fell
+    back to its bytes and decoded as U+2581: 'a b' came back 'a\u2581b'."""
+    bpe = BPETokenizer.fit(iter([line] * 50), 300)
+    for text in ("a b", "  two  spaces ", " ", line + " " + line, "a\u2581 b\u2581"):
+        assert bpe.decode(bpe.encode(text)) == text
+
+
 def test_prepare_char_equals_text_source(tmp_path, corpus):
     counts = prepare.prepare("text", str(corpus), str(tmp_path / "tok"), "char")
     direct = zoo.data.load(f"text:{corpus}", seq_len=8)

@@ -105,6 +105,8 @@ class BPETokenizer:
                              "another file)") from None
         self.vocab_size = self.sp.get_piece_size()
         self._space_sign = [self.sp.piece_to_id(f"<0x{b:02X}>") for b in SPACE_SIGN.encode()]  # see `encode`
+        has_space = self.sp.piece_to_id(SPACE_SIGN) != self.sp.unk_id()
+        self._space = [] if has_space else [self.sp.piece_to_id("<0x20>")]
 
     @classmethod
     def fit(cls, lines: Iterator[str], vocab_size: int, max_lines: int = 2_000_000) -> BPETokenizer:
@@ -138,11 +140,15 @@ class BPETokenizer:
 
     def encode(self, text: str) -> np.ndarray:
         """The text's ids. sentencepiece reads U+2581, its own sign for a space, as a space (the ids of 'a\u2581b'
-        were those of 'a b'): it is encoded as its UTF-8 bytes' pieces, which decode to it."""
-        first, *rest = self.sp.encode(text.split(SPACE_SIGN))
-        for part in rest:
-            first += self._space_sign + part
-        return np.asarray(first, np.int32)
+        were those of 'a b'): it is encoded as its UTF-8 bytes' pieces, which decode to it. A model trained on a
+        corpus without a space has no piece for one (sentencepiece's U+2581 then fell back to its bytes, and 'a b'
+        decoded as 'a\u2581b'): its spaces are the byte piece <0x20> (no piece holds a space to merge across)."""
+        ids: list[int] = []
+        for i, part in enumerate(text.split(SPACE_SIGN)):
+            ids += self._space_sign if i else []
+            for j, word in enumerate(self.sp.encode(part.split(" ") if self._space else [part])):
+                ids += (self._space if j else []) + word
+        return np.asarray(ids, np.int32)
 
     def decode(self, ids: np.ndarray | list[int]) -> str:
         return self.sp.decode(np.asarray(ids, np.int64).ravel().tolist())
