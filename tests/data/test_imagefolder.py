@@ -1,27 +1,23 @@
 """Image folders and archives (zoo.data.imagefolder, zoo.data.walk, zoo.data.cache): every image mode and format
 torchvision's ImageFolder reads, colour kept where any image has it, labels only from the train and eval splits'
-class folders, links followed without loops, a decoded cache that a moved image or an unwritable cache dir cannot
-fool, and a bad archive, image or layout said in one line."""
+class folders, links followed without loops, and a bad archive, image or layout said in one line. The decoded cache:
+test_image_cache.py."""
 
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
-from pathlib import Path
+import tarfile
 
 import numpy as np
 import pytest
+from image_helpers import save_image as _save
 from PIL import Image
 
 import zoo.data
 
 RED, GRAY = (200, 30, 60), 90
-
-
-def _save(root: Path, rel: str, image: Image.Image) -> None:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -153,52 +149,13 @@ def test_an_archive_reads_its_links_as_the_files_they_name(tmp_path):
         zoo.data.load(f"imagefolder:{tmp_path / 'dangling.tar'}", cache_dir="off")
 
 
-def test_an_image_moved_to_another_class_is_not_served_its_old_label_from_the_cache(tmp_path):
-    """The cache's key held the folder's image count, total size and newest mtime; a move between class folders (a
-    label corrected) changes none of them, so the cache served [0, 0, 1] for a set now labelled [0, 1, 1]."""
-
-    root, cache_dir = tmp_path / "set", str(tmp_path / "cache")
-    for i, rel in enumerate(("train/cat/0.png", "train/cat/1.png", "train/dog/2.png", "test/cat/3.png")):
-        _save(root, rel, Image.new("RGB", (4, 4), (i, 0, 0)))
-    assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 0, 1]
-    shutil.move(root / "train/cat/1.png", root / "train/dog/1.png")
-    assert zoo.data.load(f"imagefolder:{root}", cache_dir=cache_dir).splits["train"]["y"].tolist() == [0, 1, 1]
-
-
-def test_a_cached_grayscale_folder_reads_no_image_header(tmp_path, monkeypatch):
-    """A grayscale folder's mode is read from every image's header (a colour one's up to its first colour image):
-    the in-memory size rule read it at every start, a cache hit included (3 s for 70,000 images). Counted as RGB
-    the set's size is an upper bound, which decides while it is within the limit: a cache hit reads no header, and
-    the decoded set is grayscale as before."""
-    from zoo.data import imagefolder
-
-    for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png"):
-        _save(tmp_path / "set", rel, Image.new("L", (4, 4), GRAY))
-    first = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
-    reads = []
-    real = imagefolder._set_mode
-    monkeypatch.setattr(imagefolder, "_set_mode", lambda entries: reads.append(1) or real(entries))
-    again = zoo.data.load(f"imagefolder:{tmp_path / 'set'}", cache_dir=str(tmp_path / "cache"))
-    assert reads == [] and first.splits["train"]["x"].shape == again.splits["train"]["x"].shape == (2, 4, 4, 1)
-    np.testing.assert_array_equal(again.splits["train"]["x"], first.splits["train"]["x"])
-
-
-def test_a_full_disk_writing_the_decoded_cache_names_the_cache_file(tmp_path, monkeypatch):
-    """A write error names no file, so a cache write that ran out of space said 'no space left on the device
-    writing . (78,432 MB free)': the working folder's disk, not the cache's; no partial file is left."""
-    import errno
-
-    from zoo.data import cache
-    from zoo.errors import DiskFull
-
-    def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(cache.np, "savez", full)
-    where = tmp_path / "cache" / "set.npz"
-    with pytest.raises(DiskFull, match=f"writing {where} \\(it needs about 0.0 MB, .* are free\\).* --cache-dir off"):
-        cache.save(where, {"x": np.zeros(8, np.uint8)})
-    assert list(where.parent.iterdir()) == []
+def test_a_link_to_a_missing_image_is_named_as_one(tmp_path):
+    root = tmp_path / "set"
+    for rel in ("train/cat/0.png", "train/dog/1.png", "test/cat/2.png"):
+        _save(root, rel, Image.new("RGB", (4, 4)))
+    os.symlink(tmp_path / "gone.png", root / "train/cat/9.png")
+    with pytest.raises(ValueError, match=r"train/cat/9.png is a link to .*gone.png, which does not exist"):
+        zoo.data.load(f"imagefolder:{root}", cache_dir="off")
 
 
 def test_file_names_that_are_not_utf8_stream(tmp_path):
@@ -226,7 +183,8 @@ def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from zoo.data.imagefolder import _decode_one, load
+    from zoo.data.image_decode import decode_one
+    from zoo.data.imagefolder import load
 
     levels = (np.arange(16, dtype=np.uint16).reshape(4, 4) * 4369)
     for split in ("train", "test"):
@@ -239,12 +197,12 @@ def test_a_16_bit_grayscale_image_keeps_its_levels(tmp_path):
     np.testing.assert_array_equal(x[1, ..., 0], np.arange(16).reshape(4, 4) * 17)
     for maxval in (65535, 1023):  # a 16-bit PGM (PIL's mode I, scaled by PIL to 0..65535), a 10-bit one
         pgm = b"P5\n4 4\n%d\n" % maxval + (levels.astype(np.int64) * maxval // 65535).astype(">u2").tobytes()
-        np.testing.assert_array_equal(_decode_one("scan.pgm", pgm, "L")[..., 0], np.arange(16).reshape(4, 4) * 17)
+        np.testing.assert_array_equal(decode_one("scan.pgm", pgm, "L")[..., 0], np.arange(16).reshape(4, 4) * 17)
     tiff = io.BytesIO()
     Image.fromarray(levels.astype(np.int32)).save(tiff, format="TIFF")
     with pytest.raises(ValueError, match=r"cannot decode image wide.tif: its pixels are 32-bit integers .* convert it "
                                          "to 8 or 16 bits"):
-        _decode_one("wide.tif", tiff.getvalue())
+        decode_one("wide.tif", tiff.getvalue())
 
 
 def test_an_eval_class_without_train_images_is_refused(tmp_path):
@@ -267,33 +225,6 @@ def test_an_eval_class_without_train_images_is_refused(tmp_path):
     assert not list((tmp_path / "cache").glob("*.npz"))
 
 
-def test_a_cache_dir_that_cannot_be_written_is_named_before_decoding(tmp_path, monkeypatch, capsys):
-    """`--cache-dir FILE` decoded the whole image set, then failed as 'File exists: FILE' (and an unwritable one as
-    'No such file or directory'): the line did not say it was the cache, nor how to choose another. It is now
-    checked before anything is decoded, named, with --cache-dir DIR or off as the way out."""
-    from PIL import Image
-
-    from zoo.data import imagefolder
-
-    for split in ("train", "test"):
-        for cls in ("a", "b"):
-            (tmp_path / "set" / split / cls).mkdir(parents=True)
-            Image.new("RGB", (4, 4)).save(tmp_path / "set" / split / cls / "0.png")
-    (tmp_path / "file").write_text("x")
-    monkeypatch.setattr(imagefolder, "_decode", lambda *a: pytest.fail("decoded before the cache was checked"))
-    with pytest.raises(ValueError, match=r"the decoded-data cache .*file \(--cache-dir DIR, or off\) cannot be "
-                                         r"written: .*file is a file, not a folder"):
-        imagefolder.load(str(tmp_path / "set"), cache_dir=str(tmp_path / "file"), stream=False)
-    # the default folder ($ZOO_CACHE) that cannot be written: decoded without a cache, after one warning line, as the
-    # compile cache goes without one (the run gave the compile cache's warning, then the data cache's error)
-    monkeypatch.undo()
-    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "file"))
-    data = imagefolder.load(str(tmp_path / "set"), stream=False)
-    assert data.splits["train"]["x"].shape == (2, 4, 4, 3)
-    err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith("warning: the decoded-data cache") and "without a cache" in err[0], err
-
-
 def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):
     """An --data imagefolder:X.tar.gz that is no archive was 'corrupt or unreadable archive X: file could not be
     opened successfully:', the line a user sees ending at the colon (tarfile gives the reasons on the next lines)."""
@@ -304,22 +235,6 @@ def test_an_archive_that_is_no_tar_says_why_in_its_one_line(tmp_path):
         load(str(tmp_path / "junk.tar.gz"), cache_dir=str(tmp_path / "cache"))
     line = str(refused.value)
     assert "\n" not in line and "not a gzip file" in line, line
-
-
-def test_cache_dir_off_decodes_each_time_and_writes_nothing(tmp_path, monkeypatch):
-    """`--cache-dir off` turns the sweep's compile cache off, but train.py's (the decoded image sets') made a folder
-    named 'off' in the current folder and cached there. 'off' now means no cache for both."""
-    from PIL import Image
-
-    from zoo.data.imagefolder import load
-
-    for split in ("train", "test"):
-        for cls in ("a", "b"):
-            (tmp_path / "set" / split / cls).mkdir(parents=True)
-            Image.new("RGB", (4, 4), (200 if cls == "a" else 10, 0, 0)).save(tmp_path / "set" / split / cls / "0.png")
-    monkeypatch.chdir(tmp_path)
-    data = load(str(tmp_path / "set"), cache_dir="off", stream=False)
-    assert data.size("train") == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["set"]
 
 
 def test_splits_of_two_folders_are_refused_not_merged(tmp_path):
@@ -374,3 +289,15 @@ def test_a_tar_ending_in_a_zip_member_or_mixing_dot_prefixes_is_read(tmp_path):
         tf.add(root / "test", "test")
     for archive in ("with-docx.tar", "mixed.tar"):
         assert zoo.data.load(f"imagefolder:{tmp_path / archive}", cache_dir="off").size("train") == 2, archive
+
+
+def test_an_archives_image_that_does_not_decode_is_named_without_pils_buffer(tmp_path):
+    """PIL names a member's bytes by their buffer's repr: 'cannot identify image file <_io.BytesIO object at 0x..>'."""
+    root = tmp_path / "set"
+    for rel in ("train/cat/0.png", "train/dog/1.png", "test/cat/2.png"):
+        _save(root, rel, Image.new("RGB", (4, 4)))
+    (root / "train/dog/3.png").write_bytes(b"")
+    with tarfile.open(tmp_path / "set.tar", "w") as tf:
+        tf.add(root, "set")
+    with pytest.raises(ValueError, match=r"^cannot decode image set/train/dog/3.png: cannot identify image file$"):
+        zoo.data.load(f"imagefolder:{tmp_path / 'set.tar'}", cache_dir="off")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -172,8 +173,19 @@ def test_token_directory_errors(tmp_path, corpus):
         zoo.data.load(f"tokens:{tmp_path / 'none'}")
     with pytest.raises(ValueError, match=re.escape(f"tokens:{corpus} is a file; tokens: takes the directory")):
         zoo.data.load(f"tokens:{corpus}")  # it said 'token directory not found', naming the file that was there
-    with pytest.raises(ValueError, match="fewer than seq_len"):
-        zoo.data.load(f"tokens:{tok}", seq_len=5000, stream=True)
+    for stream in (True, False):
+        with pytest.raises(ValueError, match="fewer than seq_len"):
+            zoo.data.load(f"tokens:{tok}", seq_len=5000, stream=stream)
+    empty = tmp_path / "empty"  # nanoGPT's files (no token counts in meta.json), val.bin empty: in memory 'cannot
+    empty.mkdir()  # mmap an empty file', naming neither the folder nor the split
+    for name in ("meta.json", "train.bin"):
+        shutil.copy(tok / name, empty / name)
+    (empty / "val.bin").write_bytes(b"")
+    meta = json.loads((tok / "meta.json").read_text())
+    (empty / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if not k.endswith("_tokens")}))
+    for stream in (True, False):
+        with pytest.raises(ValueError, match=f"{empty}: the val split has 0 tokens, fewer than seq_len"):
+            zoo.data.load(f"tokens:{empty}", seq_len=8, stream=stream)
     # a token outside the vocabulary: named with its position, on the streamed and the in-memory path
     meta = json.loads((tok / "meta.json").read_text())
     with (tok / "train.bin").open("r+b") as f:
@@ -273,3 +285,5 @@ def test_a_bpe_trains_on_a_corpus_without_line_ends(tmp_path):
     assert BPE_MIN < bpe.vocab_size <= 300
     ids = bpe.encode(text)
     assert bpe.decode(ids) == text and len(ids) < len(text) / 3  # merges learnt: 'the cat' is a few pieces, not 7
+    with pytest.raises(ValueError, match=r"of size 300: the corpus has no text to learn pieces from \(only line ends"):
+        BPETokenizer.fit(iter(["\n", "", "\n"]), 300)  # sentencepiece's own check was the reason

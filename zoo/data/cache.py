@@ -1,4 +1,4 @@
-"""Decoded arrays cached as .npz, keyed by the source's path, size and mtime; written atomically."""
+"""Decoded arrays cached as .npz, keyed by the source's path, size, mtime and ctime; written atomically."""
 
 from __future__ import annotations
 
@@ -31,9 +31,16 @@ def cache_path(kind: str, fingerprint: str, cache_dir: str | None = None) -> Pat
     return cache_root(cache_dir) / f"{kind}-{digest}.npz"
 
 
-def file_fingerprint(path: Path) -> str:
+def stat_key(path: Path) -> str:
+    """A file's size, mtime and ctime. The ctime too: a file replaced by one of the same size with its mtime kept
+    (`cp -p`, `rsync -a`, an archive rebuilt at a fixed mtime: fixed-size images, tar's 512-byte blocks) kept its
+    size and mtime, and its stale arrays were served; no tool sets a ctime back."""
     st = path.stat()
-    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return f"{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+
+
+def file_fingerprint(path: Path) -> str:
+    return f"{path.resolve()}|{stat_key(path)}"
 
 
 def load(path: Path | None) -> dict[str, np.ndarray] | None:

@@ -6,38 +6,31 @@ folders whose images vary in size work."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
-import io
-import multiprocessing
 import os
 import tarfile
-import warnings
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageMode, UnidentifiedImageError
+from PIL import ImageMode
 
-from zoo.data import cache, resize
+from zoo.data import cache
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.image_decode import decode_all, decode_chunk, decode_one, opened, other_size
 from zoo.data.sources import SpecError
-from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams, usable_cores
+from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
 from zoo.data.view import DataView, check_classes
 from zoo.data.walk import files_under
 from zoo.files import refuse_special
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")  # torchvision's + .gif
 EVAL_SPLITS = ("test", "val", "validation")
-CHUNK = 2048
-PARALLEL_MIN = 4096
 SMALLER = "use a smaller --image-size"
 DECODED = 3  # how images decode, in the cache's key: 3 decodes a set in RGB when any image is in colour (2 took the
 # mode of the first image, 1 also clipped 16-bit grayscale images to 255)
@@ -76,7 +69,7 @@ def load(path: str, cache_dir: str | None = None, stream: bool | None = None, li
     fingerprint += f"|decoded={DECODED}" + (f"|image_size={image_size}" if image_size is not None else "")
     where = cache.cache_path("imagefolder", fingerprint, cache_dir)
     arrays = cache.load(where)
-    if arrays is None:
+    if arrays is None or not _as_decoded(arrays):
         where = cache.writable(where, cache_dir)
         arrays = _decode(layout or _layout(src, _tar_entries(src)), image_size)
         cache.save(where, arrays)
@@ -99,18 +92,21 @@ def _entry(name: str, payload: str | bytes) -> Entry | None:
 
 def _dir_entries(root: Path) -> list[Entry]:
     """Every image under `root`, through linked folders too (zoo.data.walk)."""
-    found = (_entry(path.relative_to(root).as_posix(), str(path)) for path in files_under(root))
-    return [e for e in found if e is not None]
+    found = [e for e in (_entry(path.relative_to(root).as_posix(), str(path)) for path in files_under(root)) if e]
+    for e in found:  # else os.stat's 'No such file or directory' for a file that ls shows
+        if os.path.islink(e[3]) and not os.path.exists(e[3]):
+            raise ValueError(f"{e[3]} is a link to {os.readlink(e[3])}, which does not exist: restore its target "
+                             "or remove the link")
+    return found
 
 
 def _dir_fingerprint(root: Path, entries: list[Entry]) -> str:
-    """The folder and a digest of each image's name, size and mtime. Moving an image to another class folder (a
-    label corrected) changes no size and no mtime, so the count, total size and newest mtime this was before
+    """The folder and a digest of each image's name and `cache.stat_key`. Moving an image to another class folder
+    (a label corrected) changes no size and no mtime, so the count, total size and newest mtime this was before
     served the cached labels of before."""
     digest = hashlib.sha256()
     for e in entries:
-        st = os.stat(e[3])
-        digest.update(os.fsencode(e[2]) + f"|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        digest.update(os.fsencode(e[2]) + f"|{cache.stat_key(Path(e[3]))}\n".encode())
     return f"{root.resolve()}|{digest.hexdigest()}"
 
 
@@ -157,50 +153,13 @@ def _member_bytes(tf: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> b
     return f.read()
 
 
-def _decode_one(name: str, payload: str | bytes, mode: str = "RGB", image_size: int | None = None) -> np.ndarray:
-    """One image, uint8 (H, W, C): converted to `mode` ("L" or "RGB"), and resized and center-cropped to
-    `image_size` x `image_size` when given."""
-    with _opened(name, payload) as im:
-        im = _eight_bits(im)
-        if im.mode != mode:
-            im = im.convert(mode)
-        if image_size is not None:
-            im = resize.center_square(im, image_size)
-        arr = np.asarray(im)
-    return arr[..., None] if arr.ndim == 2 else arr
-
-
-@contextlib.contextmanager
-def _opened(name: str, payload: str | bytes) -> Iterator[Image.Image]:
-    """The image PIL opens (lazily: its header is read, its pixels when asked for); what fails in the block is one
-    line naming the image."""
-    try:
-        with Image.open(payload if isinstance(payload, str) else io.BytesIO(payload)) as im:
-            yield im
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
-        raise ValueError(f"cannot decode image {name}: {err}") from err  # a bomb: more pixels than PIL will open
-
-
-def _eight_bits(im: Image.Image) -> Image.Image:
-    """`im` with 8 bits a channel. A 16-bit grayscale image (PNG, TIFF: PIL's mode I;16; a PGM of maxval above 255,
-    which PIL reads as mode I scaled to 0..65535) is scaled by 255 / 65535 = 1 / 257 and rounded (PIL's convert
-    clips every value above 255: a 16-bit image came out white but for its zeros); other 32-bit integer or float
-    pixels (modes I and F), whose range is not known, are refused."""
-    if im.mode.startswith("I;16") or (im.mode == "I" and im.format == "PPM"):
-        return Image.fromarray(np.round(np.asarray(im, np.float32) / 257).astype(np.uint8))
-    if im.mode in ("I", "F"):
-        raise ValueError(f"its pixels are 32-bit {'floats' if im.mode == 'F' else 'integers'} (PIL mode {im.mode}), "
-                         "whose range is not known; convert it to 8 or 16 bits a channel")  # _opened names it
-    return im
-
-
 def _set_mode(entries: Iterable[Entry]) -> str:
     """The mode every image of a folder is decoded in, so a folder mixing grayscale and colour files (ImageNet has
     both) stacks: "L" when every image is grayscale (PIL's base mode L: 1, L, LA, 16-bit), else "RGB". The first
     image's mode decided it before, so a colour folder whose first image was grayscale trained in grayscale. Read
     from the files' headers (about 40 us each), up to the first colour image."""
     for name, payload in (e[2:] for e in entries):
-        with _opened(name, payload) as im:
+        with opened(name, payload) as im:
             if ImageMode.getmode(im.mode).basemode != "L":
                 return "RGB"
     return "L"
@@ -211,43 +170,8 @@ def _decoded_bytes(layout: Layout, image_size: int | None, limit: int) -> int:
     within `limit` (the set stays in memory whatever its mode, so the mode is not read here: a header an image, 3 s
     for 70,000 grayscale images at every start, a cache hit included); else in the set's mode."""
     first = layout.entries[0][2:]
-    bound = len(layout.entries) * _decode_one(*first, "RGB", image_size).nbytes
-    return bound if bound <= limit else len(layout.entries) * _decode_one(*first, layout.mode, image_size).nbytes
-
-
-def _other_size(name: str, shape: tuple[int, ...], first: str, first_shape: tuple[int, ...]) -> ValueError:
-    return ValueError(f"image {name} has shape {shape}, but {first} has {first_shape}; pass --image-size N (e.g. "
-                      "224) to resize and center-crop every image to N x N")
-
-
-def _decode_chunk(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None = None) -> np.ndarray:
-    first = _decode_one(*items[0], mode, image_size)
-    out = np.empty((len(items), *first.shape), np.uint8)
-    out[0] = first
-    for i, (name, payload) in enumerate(items[1:], 1):
-        arr = _decode_one(name, payload, mode, image_size)
-        if arr.shape != first.shape:
-            raise _other_size(name, arr.shape, items[0][0], first.shape)
-        out[i] = arr
-    return out
-
-
-def _decode_all(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None) -> np.ndarray:
-    """All images stacked; a fork pool over chunks for large sets (the children only run PIL, never JAX)."""
-    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
-    workers = min(usable_cores(), 8, len(chunks))
-    decode = partial(_decode_chunk, mode=mode, image_size=image_size)
-    if workers < 2 or len(items) < PARALLEL_MIN:
-        parts = [decode(c) for c in chunks]
-    else:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                parts = list(pool.map(decode, chunks))
-    for c, p in zip(chunks, parts, strict=True):
-        if p.shape[1:] != parts[0].shape[1:]:
-            raise _other_size(c[0][0], p.shape[1:], chunks[0][0][0], parts[0].shape[1:])
-    return np.concatenate(parts)
+    bound = len(layout.entries) * decode_one(*first, "RGB", image_size).nbytes
+    return bound if bound <= limit else len(layout.entries) * decode_one(*first, layout.mode, image_size).nbytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,7 +258,7 @@ def _decode(layout: Layout, image_size: int | None) -> dict[str, np.ndarray]:
     if image_size is not None:
         check_host(image_bytes(image_size, len(entries)), f"{layout.src} at --image-size {image_size}", SMALLER)
     arrays: dict[str, np.ndarray] = {"classes": np.array(layout.classes)}
-    x = _decode_all([(e[2], e[3]) for e in entries], layout.mode, image_size)
+    x = decode_all([(e[2], e[3]) for e in entries], layout.mode, image_size)
     start = 0
     for split in sorted(layout.splits):
         n = len(layout.splits[split])
@@ -342,6 +266,17 @@ def _decode(layout: Layout, image_size: int | None) -> dict[str, np.ndarray]:
         arrays[f"{split}.y"] = layout.labels(layout.splits[split])
         start += n
     return arrays
+
+
+def _as_decoded(arrays: dict[str, np.ndarray]) -> bool:
+    """A cache entry as `_decode` writes it: the classes, a train split, each split's images and labels of one length,
+    the labels among the classes. Anything else at the entry's name (written by another tool, or by hand) is decoded
+    again: it was served, and named a folder with a train split as one without."""
+    if "classes" not in arrays or "train.x" not in arrays:
+        return False
+    splits = [k[:-2] for k in arrays if k.endswith(".x")]
+    return all(f"{s}.y" in arrays and arrays[f"{s}.y"].ndim == 1 and len(arrays[f"{s}.y"]) == len(arrays[f"{s}.x"])
+               and np.all((arrays[f"{s}.y"] >= 0) & (arrays[f"{s}.y"] < len(arrays["classes"]))) for s in splits)
 
 
 def _eval_split(src: Path, names: list[str]) -> str:
@@ -372,14 +307,14 @@ class ImageFiles:
 
     def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         paths = [str(self.root / os.fsdecode(self.names[i])) for i in idx]
-        x = _decode_chunk([(p, p) for p in paths], self.mode, self.image_size)
+        x = decode_chunk([(p, p) for p in paths], self.mode, self.image_size)
         if x.shape[1:] != self.shape:
-            raise _other_size(paths[0], x.shape[1:], "the first training image", self.shape)
+            raise other_size(paths[0], x.shape[1:], "the first training image", self.shape)
         return {"x": x, "y": self.labels[idx]}
 
 
 def _streamed(layout: Layout, image_size: int | None) -> Streamed:
-    shape = _decode_one(*layout.splits["train"][0][2:], layout.mode, image_size).shape
+    shape = decode_one(*layout.splits["train"][0][2:], layout.mode, image_size).shape
     readers = {s: ImageFiles(layout.src, [e[2] for e in es], layout.labels(es), shape, layout.mode, image_size)
                for s, es in layout.splits.items()}
     return Streamed(kind="image", readers=readers, num_classes=len(layout.classes), in_shape=shape,

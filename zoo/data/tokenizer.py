@@ -177,6 +177,8 @@ def _why(err: RuntimeError) -> str:
     if need:
         return (f"the corpus has {int(need.group(2)) - BPE_MIN} characters, so it needs at least {need.group(2)} "
                 f"tokens ({BPE_MIN} pieces before any character); ask for bpe:{need.group(2)} or more")
+    if "[!sentences_.empty()]" in text:  # what pieces() leaves for a corpus of nothing but line ends
+        return "the corpus has no text to learn pieces from (only line ends); use --tokenizer byte or char"
     return text
 
 
@@ -224,5 +226,5 @@ def parse(spec: str) -> tuple[str, int | None]:
                          "bpe:4096)")
     if kind == "bpe" and digits(size) and 0 < int(size) <= INT32_MAX:  # sentencepiece reads SIZE as an int32
         return kind, int(size)
-    raise ValueError(f"unknown tokenizer {spec!r}; use char, byte or bpe:SIZE with SIZE from 1 to 2^31 - 1 (e.g. "
-                     "bpe:4096)")
+    raise ValueError(f"unknown tokenizer {spec!r}; use char, byte or bpe:SIZE with SIZE from {BPE_MIN} to 2^31 - 1 "
+                     "(e.g. bpe:4096)")

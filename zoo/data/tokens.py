@@ -114,10 +114,10 @@ def load(path: str, seq_len: int, stream: bool | None = None, limit: int = IN_ME
         if expected is not None and expected != len(files[split]):
             raise ValueError(f"{files[split].path} has {len(files[split])} tokens but {META} says {expected} "
                              "(a partial write? prepare it again)")
+    text.check_lengths({s: len(f) for s, f in files.items()}, seq_len, str(directory))  # an empty one: no mmap
     if not streams(stream, 4 * sum(len(f) for f in files.values()), limit):
         arrays = {s: f[:].astype(np.int32) for s, f in files.items()}  # checked against the vocabulary
         return text.from_splits(arrays, tokenizer, seq_len, str(directory))
-    text.check_lengths({s: len(f) for s, f in files.items()}, seq_len, str(directory))
     return Streamed(kind="text", readers={s: TokenWindows(f, seq_len) for s, f in files.items()},
                     num_classes=meta["vocab_size"], in_shape=(seq_len,), eval_split="val", seq_len=seq_len,
                     tokenizer=tokenizer)
