@@ -301,3 +301,18 @@ def test_an_archives_image_that_does_not_decode_is_named_without_pils_buffer(tmp
         tf.add(root, "set")
     with pytest.raises(ValueError, match=r"^cannot decode image set/train/dog/3.png: cannot identify image file$"):
         zoo.data.load(f"imagefolder:{tmp_path / 'set.tar'}", cache_dir="off")
+
+
+def test_an_archive_member_stored_twice_is_read_once_as_extracted(tmp_path):
+    """`tar -r` appends a second copy of a name; extraction keeps the last. Both were read: 4 train images for the
+    3 of the folder the archive extracts to."""
+    root = tmp_path / "set"
+    for i, rel in enumerate(("train/cat/0.png", "train/dog/1.png", "train/dog/2.png", "test/cat/3.png")):
+        _save(root, rel, Image.new("RGB", (4, 4), (i, 0, 0)))
+    with tarfile.open(tmp_path / "set.tar", "w") as tf:
+        tf.add(root, "set")
+    _save(root, "train/cat/0.png", Image.new("RGB", (4, 4), (99, 0, 0)))
+    with tarfile.open(tmp_path / "set.tar", "a") as tf:
+        tf.add(root / "train/cat/0.png", "./set/train/cat/0.png")
+    ds = zoo.data.load(f"imagefolder:{tmp_path / 'set.tar'}", cache_dir="off")
+    assert sorted(ds.splits["train"]["x"][:, 0, 0, 0].tolist()) == [1, 2, 99]

@@ -100,6 +100,11 @@ def test_imagefolder_errors(tmp_path):
     Image.new("RGB", (5, 5)).save(root / "train" / "dog" / "big.png")
     with pytest.raises(ValueError, match="shape"):
         zoo.data.load(f"imagefolder:{root}", cache_dir=str(tmp_path))
+    (root / "train" / "dog" / "big.png").unlink()
+    for flag in ({"byte_level": True}, {"seq_len": 64}):  # refused before the set is decoded (cifar10: 19 s)
+        with pytest.raises(ValueError, match="leave it out"):
+            zoo.data.load(f"imagefolder:{root}", cache_dir=str(tmp_path / "unused"), **flag)
+        assert not (tmp_path / "unused").exists()
     only_train = tmp_path / "only_train" / "train" / "a"
     only_train.mkdir(parents=True)
     Image.new("RGB", (2, 2)).save(only_train / "0.png")

@@ -127,19 +127,19 @@ def _check_tar(path: Path) -> None:
 def _tar_entries(path: Path) -> list[Entry]:
     """The images of an archive: its files and its links, read as the member each names. tar stores a file's second
     name (a hard link) as a link to the first, so an archive of a folder with such files read fewer images than
-    the folder (2 of 4) without a word."""
-    found = []
+    the folder (2 of 4) without a word. A name stored twice (`tar -r`) is its last member, as extracted."""
+    found: dict[str, Entry] = {}
     try:
         with tarfile.open(path) as tf:
             for m in tf:
                 if (m.isfile() or m.islnk() or m.issym()) and _image_name(m.name):
                     e = _entry(m.name, _member_bytes(tf, m, path))
                     if e is not None:
-                        found.append(e)
+                        found[os.path.normpath(m.name)] = e
     except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
         reason = " ".join(str(err).split())  # tarfile's says why each compression failed, one per line
         raise ValueError(f"corrupt or unreadable archive {path}: {reason}") from err
-    return found
+    return list(found.values())
 
 
 def _member_bytes(tf: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> bytes:

@@ -50,6 +50,8 @@ def load(spec: str | DataConfig, *, limit: int = IN_MEMORY_LIMIT, **options: Any
     if kind in SHORT_NAMES and not arg:
         kind, filename = SHORT_NAMES[kind]
         arg = str(Path(cfg.data_dir or BUNDLED) / filename)
+    if kind == "imagefolder":  # images whatever the folder holds: refused before the whole set is decoded (19 s)
+        check_text_flags(cfg, kind, "image")
     try:
         data = SOURCES.get(kind)(arg, cfg, limit)
     except SpecError as e:
@@ -58,13 +60,18 @@ def load(spec: str | DataConfig, *, limit: int = IN_MEMORY_LIMIT, **options: Any
         if kind in SOURCES.names():
             raise
         raise ValueError(f"unknown data spec {cfg.name!r}; use {forms()}") from None
-    if cfg.byte_level and not (kind in BYTE_LEVEL and data.kind == "text"):
-        raise ValueError(f"--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but {cfg.name} "
-                         f"{'has its own tokens' if data.kind == 'text' else 'is not text'}; leave it out")
-    if data.kind != "text" and cfg.seq_len != DataConfig.seq_len:
-        raise ValueError(f"--seq-len is the context length of text data, but {cfg.name} is a set of "
-                         f"{data.kind}s; leave it out")
+    check_text_flags(cfg, kind, data.kind)
     return data
+
+
+def check_text_flags(cfg: DataConfig, kind: str, data_kind: str) -> None:
+    """--byte-level and --seq-len given for a set they do not apply to (images; tokens of its own) are refused."""
+    if cfg.byte_level and not (kind in BYTE_LEVEL and data_kind == "text"):
+        raise ValueError(f"--byte-level tokenizes raw text (text:FILE, shakespeare, a tfds text set), but {cfg.name} "
+                         f"{'has its own tokens' if data_kind == 'text' else 'is not text'}; leave it out")
+    if data_kind != "text" and cfg.seq_len != DataConfig.seq_len:
+        raise ValueError(f"--seq-len is the context length of text data, but {cfg.name} is a set of "
+                         f"{data_kind}s; leave it out")
 
 
 def forms() -> str:
