@@ -280,6 +280,16 @@ def test_tfds_mock_no_network(tmp_path):
             zoo.data.load("tfds:no_such_set")
 
 
+def test_tfds_images_of_16_bits_are_scaled_not_wrapped():
+    from zoo.data.tfds_source import TfdsImages
+
+    levels = np.array([0, 1000, 40000, 65535], np.uint16).reshape(2, 2, 1)
+    split = TfdsImages([{"image": levels, "label": 1}], "train")
+    assert split.read(np.array([0]))["x"][0, :, :, 0].tolist() == [[0, 4], [156, 255]]  # a cast: 0, 232, 64, 255
+    with pytest.raises(ValueError, match="its images are float32, whose range is not known"):
+        TfdsImages([{"image": levels.astype(np.float32), "label": 1}], "train").read(np.array([0]))
+
+
 def test_bundled_shakespeare():
     ds = zoo.data.load("shakespeare", seq_len=256)
     assert ds.num_classes == 65 and len(ds.tokenizer.chars) == 65

@@ -125,9 +125,19 @@ class TfdsImages:
                 reraise_stop(err)
                 why = (str(err).strip() or type(err).__name__).splitlines()[0]
                 raise ValueError(f"tfds split {self.what}: cannot read example {int(i)}: {why}") from None
-        x = np.stack([self._image(np.asarray(e["image"], np.uint8)) for e in examples])
+        x = np.stack([self._image(self._eight_bits(np.asarray(e["image"]))) for e in examples])
         y = np.array([int(e["label"]) for e in examples], np.int32)
         return {"x": x, "y": y}
+
+    def _eight_bits(self, image: np.ndarray) -> np.ndarray:
+        """uint8 pixels; a 16-bit image's scaled by 255 / 65535 = 1 / 257, as an image folder's (a cast wrapped them
+        modulo 256). Other dtypes, whose range is not known, are refused."""
+        if image.dtype == np.uint16:
+            return np.round(image / 257).astype(np.uint8)
+        if image.dtype != np.uint8:
+            raise ValueError(f"tfds split {self.what}: its images are {image.dtype}, whose range is not known; zoo "
+                             "reads 8- and 16-bit images")
+        return image
 
     def _image(self, image: np.ndarray) -> np.ndarray:
         return image if self.image_size is None else resize.square(image, self.image_size)
