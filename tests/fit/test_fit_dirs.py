@@ -4,12 +4,13 @@ may not go (into a sweep it reads, a run dir, another command's output)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
 from test_fit import BASE, WIDTH_LAW, run_fit, sweep_dir
 
-from zoo.fit import read
+from zoo.fit import read, result
 
 
 def test_sweeps_differing_only_by_options_at_their_defaults_are_fitted_together(tmp_path):
@@ -85,3 +86,40 @@ def test_a_batch_sweep_at_fixed_examples_is_checked_against_its_smallest_batchs_
     assert unchecked.warnings() == ["no sweep dir is at the proxy (batch 32, 512 steps), so their b1, b2, eps, "
                                     "momentum, muon_beta, warmup were not checked against policy sde's map of the "
                                     "proxy's"]
+
+
+def test_results_of_two_sweeps_in_one_file_are_refused(tmp_path):
+    """Another sweep's results.jsonl appended to this one's: its repeats of this sweep's members were skipped, and its
+    members this sweep never ran (a third seed) were fitted as this sweep's (an exponent -0.47 for -0.7)."""
+    a = sweep_dir(tmp_path / "a", [32, 64, 128], WIDTH_LAW, seeds=2)
+    b = sweep_dir(tmp_path / "b", [32, 64, 128], lambda s: -5.0, seeds=3, rng_seed=1)
+    with (a / "results.jsonl").open("a") as f:
+        f.write((b / "results.jsonl").read_text())
+    with pytest.raises(ValueError, match=r"gives 60 member\(s\) twice with other numbers: the results of two sweeps"):
+        read.load([a])
+
+
+def test_a_seed_missing_at_some_lrs_is_left_out_of_its_size_and_said(tmp_path):
+    """Seeds differ by a shared offset: a mean over the seeds each LR has moved the vertex where one seed stopped
+    (the exponent -0.664 for -0.7). The size's curve averages the seeds at every LR, and the fit says so."""
+    law = lambda s: -7.0 - 0.7 * math.log2(s["width"] / 32)  # noqa: E731
+    d = sweep_dir(tmp_path / "s", [32, 64, 128, 256], law, seeds=2, noise=0.0)
+    records = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines()]
+    for r in records:
+        r["train_loss"] += 0.05 * r["seed"]
+    kept = [r for r in records if not (r["width"] == 128 and r["seed"] == 1 and r["log2_lr"] > law(r))]
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    sweeps = read.load([d])
+    assert [g.seeds for g in sweeps.grids] == [(0, 1), (0, 1), (0,), (0, 1)]
+    assert sweeps.warnings() == ["width 128: seed(s) 1 missing at some of its points (a sweep stopped, or rerun with "
+                                 "other seeds or LRs): its optimum averages the seeds at every point, 0"]
+    fitted = result.fit(sweeps, boot=50)
+    assert fitted.laws["lr"].exponents["width"] == pytest.approx(-0.7, abs=1e-9)
+
+
+def test_a_sweep_json_without_its_steps_names_the_file(tmp_path):
+    d = sweep_dir(tmp_path / "s", [32, 64, 128], WIDTH_LAW)
+    settings = json.loads((d / "sweep.json").read_text())
+    (d / "sweep.json").write_text(json.dumps({**settings, "steps": None}))  # was: unexpected TypeError
+    with pytest.raises(ValueError, match=f"^{d / 'sweep.json'}: steps must be an integer, got None"):
+        read.load([d])

@@ -41,6 +41,8 @@ class Grid:
     wd: np.ndarray
     loss: np.ndarray
     diverged: np.ndarray
+    seeds: tuple[int, ...] = ()  # the loss's seed columns
+    uneven: tuple[int, ...] = ()  # seeds left out: missing at some point (a mean over others there biases the curve)
 
     def label(self, axes: tuple[str, ...]) -> str:
         return ", ".join(f"{a} {self.size[a]}" for a in axes) or "the one size"
@@ -78,6 +80,14 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
         if not rec:
             why = "is missing" if not (Path(d) / results.RESULTS).exists() else "holds no readable record"
             raise ValueError(f"{d} holds no results ({results.RESULTS} {why}): run the sweep first")
+        repeated = results.line_faults(d)[1]
+        if repeated:  # the other sweep's members that this one never ran would be fitted as its own
+            raise ValueError(f"{d}/{results.RESULTS} gives {repeated} member(s) twice with other numbers: the results "
+                             f"of two sweeps mixed (one's {results.RESULTS} appended to the other's?), which the fit "
+                             f"cannot tell apart; {INPUT_ADVICE}")
+        for key in ("batch_size", "steps"):  # each a size of the law (null: the model's default, which no dir names)
+            if type(s.get(key)) is not int:
+                raise ValueError(f"{Path(d) / results.SETTINGS}: {key} must be an integer, got {s.get(key)!r}")
         where = str(Path(d) / results.SETTINGS)
         try:  # a value no run takes (a batch size of -3 edited in) named by its file, not by a flag never given
             RunConfig.from_json(s, where)
@@ -107,6 +117,9 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
             points.setdefault(size, {}).setdefault(key, []).append((r["seed"], loss))
     grids = [grid(dict(zip(AXES, size, strict=True)), by_point) for size, by_point in sorted(points.items())]
     axes = tuple(a for a in AXES if len({g.size[a] for g in grids}) > 1)
+    notes += [f"{g.label(axes)}: seed(s) {', '.join(map(str, g.uneven))} missing at some of its points (a sweep "
+              f"stopped, or rerun with other seeds or LRs): its optimum averages the seeds at every point, "
+              f"{', '.join(map(str, g.seeds))}" for g in grids if g.uneven]
     wd_swept = any(len(g.wd) > 1 for g in grids)
     if wd_swept:
         for g in grids:
@@ -138,9 +151,17 @@ def member_label(size: tuple, record: dict[str, Any]) -> str:
 
 
 def grid(size: dict[str, int], by_point: dict[tuple, list]) -> Grid:
+    """One size's grid, of the seeds at every (lr, wd) point: seeds differ by a shared offset, so a point averaging
+    fewer seeds than its neighbours moved the parabola's vertex (0.18 log2 LR, outside its own 95% interval)."""
     lrs = np.array(sorted({k[0] for k in by_point}))
     wds = np.array(sorted({k[1] for k in by_point}))
-    seeds = sorted({s for v in by_point.values() for s, _ in v})
+    present = [{s for s, _ in v} for v in by_point.values()]
+    seeds = sorted(set.intersection(*present))
+    uneven = tuple(sorted(set.union(*present) - set(seeds)))
+    if not seeds:
+        where = ", ".join(f"{a} {v}" for a, v in size.items())
+        raise ValueError(f"{where}: no seed was trained at every LR and weight decay; {INPUT_ADVICE}")
+    by_point = {k: [(s, v) for s, v in members if s in seeds] for k, members in by_point.items()}
     loss = np.full((len(lrs), len(wds), len(seeds)), np.nan)
     diverged = np.zeros((len(lrs), len(wds)), bool)
     for (lr, wd), members in by_point.items():
@@ -150,7 +171,7 @@ def grid(size: dict[str, int], by_point: dict[tuple, list]) -> Grid:
                 diverged[i, j] = True
             else:
                 loss[i, j, seeds.index(seed)] = value
-    return Grid(size, lrs, wds, loss, diverged)
+    return Grid(size, lrs, wds, loss, diverged, tuple(seeds), uneven)
 
 
 def decay(settings: dict[str, Any]) -> float:

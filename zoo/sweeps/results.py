@@ -153,16 +153,23 @@ def read(out: Path) -> list[dict[str, Any]]:
 def unreadable(out: Path) -> int:
     """The non-blank lines of DIR/results.jsonl that `read` skips, but for a member's repeat of the same numbers: the
     lines that are no member record, and those that give a member again with other numbers (the first is kept)."""
+    return sum(line_faults(out))
+
+
+def line_faults(out: Path) -> tuple[int, int]:
+    """The lines of DIR/results.jsonl that are no member record (torn or edited), and those that give a member again
+    with other numbers. zoo.sweep trains a member once, so the second kind is another sweep's result in this file."""
     path = out / RESULTS
     if not path.exists():
-        return 0
+        return 0, 0
     first: dict[tuple, dict[str, Any]] = {}
-    skipped = 0
+    torn = repeated = 0
     for line in read_regular(path).splitlines():
         if line.strip():
             r = _record(line)
-            skipped += r is None or first.setdefault(_key(r), r) != r
-    return skipped
+            torn += r is None
+            repeated += r is not None and first.setdefault(_key(r), r) != r
+    return torn, repeated
 
 
 def skipped_lines(n: int, where: str) -> str:
