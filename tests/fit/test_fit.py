@@ -218,6 +218,10 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     assert "steps 1000000/100 [extrapolated: the sweeps' steps 100]" in lr_rule(dataclasses.replace(change,
                                                                                                      steps=1_000_000))
     stored = json.loads((tmp_path / "fit" / "law.json").read_text())
+    (tmp_path / "reversed.json").write_text(json.dumps({**stored, "laws": {"lr": {
+        **stored["laws"]["lr"], "span": {"width": [256, 32]}}}}))  # every size was named extrapolated
+    with pytest.raises(ValueError, match="reversed.json is not a zoo.fit law"):
+        read_law(tmp_path / "reversed.json")
     del stored["laws"]["lr"]["span"]  # a law.json written before the span was
     (tmp_path / "fit" / "law.json").write_text(json.dumps(stored))
     assert "[the sweeps' span not recorded]" in lr_rule(change)

@@ -175,6 +175,10 @@ def test_fitted_maps_by_the_law_ratio(tmp_path):
     assert (out.lr, out.weight_decay) == (cfg.lr, pytest.approx(cfg.decay / RHO, rel=1e-12))
     with pytest.raises(ValueError, match="the fitted law is of optimizer adamw, this run's is adam"):
         mapped("fitted", "adam", law=wd_law)
+    bad_base = write_law(tmp_path / "bad.json", {"steps": -0.5}, {"name": "none", "options": {"foo": 1}})
+    with pytest.raises(ValueError, match=f"^{bad_base}: the policy its sweeps were read under: policy 'none' has no "
+                       "option 'foo'"):  # it named no file, as if --policy-opt had been given
+        mapped("fitted", "adam", law=bad_base)
 
 
 @pytest.mark.parametrize("base", ["sde", "timescale"])

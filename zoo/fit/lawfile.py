@@ -110,7 +110,7 @@ def read_law(path: str | Path) -> Law:
                             {a: _finite(e) for a, e in v["exponents"].items()},
                             {a: (_number(lo), _number(hi)) for a, (lo, hi) in v["intervals"].items()},
                             {a: (_finite(lo), _finite(hi)) for a, (lo, hi) in v.get("span", {}).items()})
-            if not all(x > 0 for x in laws[k].reference.values()):
+            if not all(x > 0 for x in laws[k].reference.values()) or any(lo > hi for lo, hi in laws[k].span.values()):
                 raise ValueError
         policy = data["policy"]
         if not isinstance(policy.get("name", "none"), str) or not isinstance(policy.get("options", {}), dict):

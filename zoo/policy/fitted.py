@@ -42,7 +42,10 @@ class Fitted(ScalingPolicy):
         name = law.policy.get("name", "none")
         if name == self.name:
             raise ValueError(f"{self.law}: a law read under a fitted policy cannot be a fitted policy's base")
-        return get(name, **law.policy.get("options", {}))
+        try:  # the registry's words name a flag (--policy-opt) the user never gave: the file holds them
+            return get(name, **law.policy.get("options", {}))
+        except ValueError as e:
+            raise ValueError(f"{self.law}: the policy its sweeps were read under: {e}") from None
 
     def check_run(self, run: Any) -> None:
         self.read().check_run(run.model.name, run.param.name, run.optim.name)
