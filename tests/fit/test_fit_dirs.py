@@ -8,7 +8,7 @@ import math
 import os
 
 import pytest
-from test_fit import BASE, WIDTH_LAW, run_fit, sweep_dir
+from fit_helpers import BASE, WIDTH_LAW, run_fit, sweep_dir
 
 from zoo.fit import read, result
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from test_fit import BASE, sweep_dir
+from fit_helpers import BASE, sweep_dir
 
 import zoo.policy
 from zoo.papers import page
