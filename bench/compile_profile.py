@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from sweep_compile import measure  # noqa: I001 (bench/'s own module: bench/ is the script's folder on sys.path)
+from sweep_compile import measure, shape_flags, show  # noqa: I001 (bench/'s own module: bench/ is the script's folder on sys.path)
 
-from zoo.cli.flags import Parser, ints, positive
+from zoo.cli.flags import Parser, positive
 from zoo.cli.sweep import add_run_flags, run_config
 from zoo.sweeps.runner import load_data
 from zoo.train import backend, compile_cache
@@ -82,10 +82,7 @@ def table(totals: Totals, top: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     p = Parser(description=__doc__.splitlines()[0])
-    p.add_argument("--width", type=positive)
-    p.add_argument("--depth", type=positive)
-    p.add_argument("--members", type=ints, default=[1, 9], help="member counts (LRs), comma list")
-    p.add_argument("--chunk", type=positive, default=100, help="train steps per compiled loop (zoo.sweep --chunk)")
+    shape_flags(p, [1, 9])
     p.add_argument("--top", type=positive, default=25, help="compiler events listed per member count")
     p.add_argument("--write", help="also write the tables as markdown to this file")
     add_run_flags(p)
@@ -106,11 +103,7 @@ def main(argv: list[str] | None = None) -> None:
             totals, wall = profiled(lambda c=count: measure(cfg, data, c, steps, args.chunk, train=False),
                                     Path(folder) / f"trace{count}")
             lines += [f"## {count} members: compile {wall:.2f} s wall-clock", "", *table(totals, args.top), ""]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        Path(args.write).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.write).write_text(text)
+    show("\n".join(lines), args.write)
 
 
 if __name__ == "__main__":

@@ -93,12 +93,17 @@ def machine() -> str:
     return f"{jax.device_count()} x {dev.platform} ({dev.device_kind}); load average {load}; jax {jax.__version__}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = Parser(description=__doc__.splitlines()[0])
+def shape_flags(p: Parser, members: list[int]) -> None:
+    """The flags of one sweep shape: its size, its member counts (default `members`) and its chunk of steps."""
     p.add_argument("--width", type=positive)
     p.add_argument("--depth", type=positive)
-    p.add_argument("--members", type=ints, default=[1, 15], help="member counts (LRs), comma list")
+    p.add_argument("--members", type=ints, default=members, help="member counts (LRs), comma list")
     p.add_argument("--chunk", type=positive, default=100, help="train steps per compiled loop (zoo.sweep --chunk)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = Parser(description=__doc__.splitlines()[0])
+    shape_flags(p, [1, 15])
     p.add_argument("--rounds", type=positive, default=3, help="cold compiles of each member count, in turn")
     p.add_argument("--other-param", help="a plugin to rerun the largest member count under (warm)")
     p.add_argument("--no-train", dest="train", action="store_false", help="compile only (no steady-state timing)")
@@ -137,11 +142,15 @@ def main(argv: list[str] | None = None) -> None:
     for c in counts:
         lines += [f"Where the cold compile of {c} members goes (seconds; the median round):", "",
                   "| program | trace | lower | XLA | lowered kB |", "|---|---|---|---|---|", table(runs[c]), ""]
-    text = "\n".join(lines)
+    show("\n".join(lines), args.write)
+
+
+def show(text: str, write: str | None) -> None:
+    """Print a bench's markdown, and write it to `write` when given."""
     print(text)
-    if args.write:
-        Path(args.write).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.write).write_text(text)
+    if write:
+        Path(write).parent.mkdir(parents=True, exist_ok=True)
+        Path(write).write_text(text)
 
 
 if __name__ == "__main__":

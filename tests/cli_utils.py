@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -26,6 +28,15 @@ SMALL = ["--model", "mlp_resnet", "--width", "32", "--depth", "2", "--batch-size
 TINY_RUN = {"model": "mlp_resnet", "width": 8, "depth": 1, "data": "synthetic:teacher", "batch_size": 8,
             "eval_batch_size": 64, "log_every": 2}
 NOISE = ("Traceback", "Event loop is closed", "pybind", "absl", "tensorstore", "WARNING")
+
+
+def bench_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """bench/NAME.py imported as a module (bench/ on the path for the scripts it imports), for its functions."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -2,20 +2,14 @@
 without a nanoGPT checkout: a zoo variant compiled with its XLA options, timed, profiled, its row in the table and in
 $OUT's JSON. It asserts nothing about speed."""
 
-import importlib.util
 import json
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from cli_utils import bench_script
 
 
 def load_bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("gpt2_vs_nanogpt", ROOT / "bench" / "gpt2_vs_nanogpt.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return bench_script("gpt2_vs_nanogpt", monkeypatch)
 
 
 def test_small_size_runs_without_nanogpt(tmp_path, monkeypatch, capsys):

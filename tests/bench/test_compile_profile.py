@@ -1,17 +1,12 @@
 """bench/compile_profile.py: an event's self time is its duration less its direct children's on the same thread,
 and a profiled compile lists XLA's own events."""
 
-import importlib.util
 
-from cli_utils import ROOT
+from cli_utils import bench_script
 
 
 def load(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("compile_profile", ROOT / "bench" / "compile_profile.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return bench_script("compile_profile", monkeypatch)
 
 
 def test_self_times_subtract_direct_children_per_thread(monkeypatch):
