@@ -90,6 +90,9 @@ def test_a_bad_value_in_a_sweep_json_names_the_file(tmp_path):
     (d / "sweep.json").write_text(json.dumps({**settings, "batch_size": -3}))
     with pytest.raises(ValueError, match=f"^{d / 'sweep.json'}: .*batch.size must be positive, got -3"):
         read.load([d])
+    (d / "sweep.json").write_text(json.dumps({**settings, "model": "nope"}))  # was fitted, its law of model "nope"
+    with pytest.raises(ValueError, match=f"^{d / 'sweep.json'}: unknown model 'nope'; choose from .*mlp_resnet"):
+        read.load([d])
 
 
 def test_sizes_that_scatter_about_the_law_widen_its_interval(tmp_path):

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from zoo.config import RunConfig
+from zoo.models import MODELS
 from zoo.option_defaults import changed_settings
+from zoo.param import PLUGINS
 from zoo.policy.base import Change, ScalingPolicy
 from zoo.sweeps import results
 from zoo.sweeps.grid import lr_key
@@ -85,6 +87,10 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
             raise ValueError(f"{d}/{results.RESULTS} gives {repeated} member(s) twice with other numbers: the results "
                              f"of two sweeps mixed (one's {results.RESULTS} appended to the other's?), which the fit "
                              f"cannot tell apart; {INPUT_ADVICE}")
+        for registry, key in ((MODELS, "model"), (PLUGINS, "param")):  # a law of a model no run is refused by
+            if ":" not in str(s.get(key)) and s.get(key) not in registry.names():  # (module:Object: the user's code)
+                raise ValueError(f"{Path(d) / results.SETTINGS}: unknown {registry.what} {s.get(key)!r}; choose from "
+                                 f"{', '.join(registry.names())}")
         for key in ("batch_size", "steps"):  # each a size of the law (null: the model's default, which no dir names)
             if type(s.get(key)) is not int:
                 raise ValueError(f"{Path(d) / results.SETTINGS}: {key} must be an integer, got {s.get(key)!r}")
