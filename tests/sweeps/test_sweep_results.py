@@ -233,3 +233,14 @@ def test_a_weight_decay_given_at_the_value_an_unset_one_takes_is_the_same_sweep(
     results.check_settings(tmp_path, {**settings, "weight_decay": unset_is})
     with pytest.raises(ValueError, match="other settings \\(weight_decay null there, 0.05 here\\)"):
         results.check_settings(tmp_path, {**settings, "weight_decay": 0.05})
+
+
+def test_a_report_of_results_that_are_all_unreadable_says_they_were_skipped(tmp_path):
+    """It said only "no results to report", of a results.jsonl whose every line was skipped."""
+    from zoo.sweeps import report
+
+    (tmp_path / results.SETTINGS).write_text(json.dumps(sweep_settings()))
+    (tmp_path / results.RESULTS).write_text('{"width": 8, "lr": 0}\nnot json\n')
+    with pytest.raises(ValueError, match=f"^no results to report: 2 line\\(s\\) of {tmp_path / results.RESULTS} "
+                                         "were skipped"):
+        report.write(tmp_path, "train_loss")

@@ -255,7 +255,10 @@ def write(out: Path, metric: str) -> tuple[Summary, str, Path]:
     from zoo.sweeps import results
 
     head = title(results.read_settings(out))
-    summary = summarize(results.read(out), metric)
+    records = results.read(out)
+    if not records and results.unreadable(out):  # else "no results to report" for a file of lines
+        raise ValueError(f"no results to report: {skipped_lines(results.unreadable(out), str(out / RESULTS))}")
+    summary = summarize(records, metric)
     summary.unreadable = results.unreadable(out)
     png = plot(summary, out / "sweep.png", head)
     best = [{"width": c.width, "depth": c.depth, "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
