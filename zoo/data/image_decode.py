@@ -52,11 +52,16 @@ def eight_bits(im: Image.Image) -> Image.Image:
     clips every value above 255: a 16-bit image came out white but for its zeros); other 32-bit integer or float
     pixels (modes I and F), whose range is not known, are refused."""
     if im.mode.startswith("I;16") or (im.mode == "I" and im.format == "PPM"):
-        return Image.fromarray(np.round(np.asarray(im, np.float32) / 257).astype(np.uint8))
+        return Image.fromarray(sixteen_to_eight_bits(np.asarray(im, np.float32)))
     if im.mode in ("I", "F"):
         raise ValueError(f"its pixels are 32-bit {'floats' if im.mode == 'F' else 'integers'} (PIL mode {im.mode}), "
                          "whose range is not known; convert it to 8 or 16 bits a channel")  # opened names it
     return im
+
+
+def sixteen_to_eight_bits(pixels: np.ndarray) -> np.ndarray:
+    """0..65535 pixels as uint8: scaled by 255 / 65535 = 1 / 257 and rounded."""
+    return np.round(pixels / 257).astype(np.uint8)
 
 
 def other_size(name: str, shape: tuple[int, ...], first: str, first_shape: tuple[int, ...]) -> ValueError:

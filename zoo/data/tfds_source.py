@@ -20,6 +20,7 @@ import tensorflow_datasets as tfds
 from zoo.data import resize, text
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
+from zoo.data.image_decode import sixteen_to_eight_bits
 from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
 from zoo.data.tokenizer import ByteTokenizer, CharTokenizer
@@ -133,7 +134,7 @@ class TfdsImages:
         """uint8 pixels; a 16-bit image's scaled by 255 / 65535 = 1 / 257, as an image folder's (a cast wrapped them
         modulo 256). Other dtypes, whose range is not known, are refused."""
         if image.dtype == np.uint16:
-            return np.round(image / 257).astype(np.uint8)
+            return sixteen_to_eight_bits(image)
         if image.dtype != np.uint8:
             raise ValueError(f"tfds split {self.what}: its images are {image.dtype}, whose range is not known; zoo "
                              "reads 8- and 16-bit images")

@@ -255,11 +255,11 @@ def write(out: Path, metric: str) -> tuple[Summary, str, Path]:
     from zoo.sweeps import results
 
     head = title(results.read_settings(out))
-    records = results.read(out)
-    if not records and results.unreadable(out):  # else "no results to report" for a file of lines
-        raise ValueError(f"no results to report: {skipped_lines(results.unreadable(out), str(out / RESULTS))}")
+    records, unreadable = results.read(out), results.unreadable(out)
+    if not records and unreadable:  # else "no results to report" for a file of lines
+        raise ValueError(f"no results to report: {skipped_lines(unreadable, str(out / RESULTS))}")
     summary = summarize(records, metric)
-    summary.unreadable = results.unreadable(out)
+    summary.unreadable = unreadable
     png = plot(summary, out / "sweep.png", head)
     best = [{"width": c.width, "depth": c.depth, "best_log2_lr": c.best_log2_lr, "best_loss": c.best_loss,
              "at_grid_edge": c.at_edge, "diverged": int(c.diverged.sum()), "lrs": len(c.diverged)}
