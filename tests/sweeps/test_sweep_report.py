@@ -1,24 +1,22 @@
 """Sweep grids and reports: LR grid parsing (log2 ranges, one member per LR), the sweep's summary (best LR per size,
-the transfer score in grid steps, diverged points kept and marked, members missing and records it cannot read), and
-the transfer's verdict (ties, the seeds' noise, the target loss at the transferred LR)."""
+the transfer score in grid steps, diverged points kept and marked, members missing and records it cannot read).
+The transfer's report: test_transfer_report.py."""
 
 import dataclasses
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from zoo.cli import sweep
-from zoo.config import RunConfig, resolve
-from zoo.sweeps import report, transfer_report
+from zoo.config import RunConfig
+from zoo.sweeps import report
 from zoo.sweeps.grid import members, parse_ints, parse_lrs
 from zoo.sweeps.runner import SweepSpec, run_sweep
 from zoo.sweeps.runner import summarize as summarize_losses
 from zoo.sweeps.transfer import Arm, TransferSpec
-from zoo.sweeps.transfer_report import seed_noise, target_text, verdict
 
 
 def test_parse_lrs_range_and_list():
@@ -126,7 +124,6 @@ def test_a_sweep_given_an_lr_twice_trains_it_once(tmp_path):
     trained twice (3 members, 'members': 3 in each record) and read back once. Now the spec keeps the distinct LRs,
     sorted; a TransferSpec too."""
     from zoo.config import RunConfig
-    from zoo.sweeps.transfer import TransferSpec
 
     run = RunConfig.from_flat(dict(model="mlp_resnet", param="mup", data="synthetic", steps=2, batch_size=8))
     spec = SweepSpec(run=run, lrs=[2.0**-7, 2.0**-9, 2.0**-7], out=tmp_path / "s", widths=[16], depths=[2])
@@ -188,7 +185,6 @@ def test_the_transfer_score_of_a_third_step_grid_is_a_whole_number_of_steps():
     fails). Now the score and the transfer's miss come from the members' own LRs: 3.0, and a half-step grid's 5.0."""
     from zoo.sweeps import report
     from zoo.sweeps.grid import lr_key, parse_lrs
-    from zoo.sweeps.transfer import Arm
 
     def grid(text, best):
         return [{**GOOD, "width": w, "lr": lr, "log2_lr": lr_key(lr), "train_loss": 1.0 + (lr_key(lr) - b) ** 2}
@@ -200,26 +196,6 @@ def test_the_transfer_score_of_a_third_step_grid_is_a_whole_number_of_steps():
     proxy = report.summarize(grid("2^-9:2^-7:0.3333333333333333", {64: -8.0}))
     target = report.summarize(grid("2^-10:2^-7:0.3333333333333333", {128: -9.0}))
     assert Arm("mup", {}, proxy, [-8.0], -8.0, target, [1.0], checked=True).miss == 3.0
-
-
-def test_the_target_loss_is_read_at_the_transferred_lr_not_a_check_lr_beside_it():
-    """--check-target 1.9531e-3 beside a transferred 2^-9 = 1.953125e-3: two members (other float32s, other rounded
-    log2 LRs), but Arm.transferred took the first point within np.isclose's 1e-5 (relative to |log2 LR|) of it, the
-    check LR's, so the table's 'target loss at it' was the check member's (here 1.0 instead of 2.0)."""
-    import math
-
-    from zoo.sweeps import report
-    from zoo.sweeps.grid import lr_key
-    from zoo.sweeps.transfer import Arm
-
-    def rec(width, lr, loss):
-        return {**GOOD, "width": width, "lr": lr, "log2_lr": lr_key(lr), "train_loss": loss}
-
-    proxy = report.summarize([rec(16, 2.0**-9, 1.5), rec(16, 2.0**-8, 1.7)])
-    target = report.summarize([rec(32, 1.9531e-3, 1.0), rec(32, 2.0**-9, 2.0)])
-    assert math.isclose(target.curves[0].log2_lr[0], -9.0, rel_tol=1e-5)  # np.isclose's match, not the same member
-    arm = Arm("mup", {}, proxy, [-9.0], proxy.curves[0].best_log2_lr, target, [2.0], checked=True)
-    assert arm.transferred == 1 and arm.target_loss == 2.0
 
 
 @pytest.mark.parametrize("text, fix", [("2^-4:2^-12:1", "2^-12:2^-4:1"), ("-4:-12:0.5", "-12:-4:0.5"),
@@ -263,95 +239,12 @@ def test_transfer_score_by_hand_and_the_sizes_it_leaves_out():
                                              "sizes (width 128 diverged at every LR)")
 
 
-def test_a_transfer_whose_proxy_all_diverged_leaves_no_earlier_target_config(tmp_path):
-    """A transfer rerun into its --out with another grid (--lrs 2^10, every proxy LR diverged) wrote transfer.json
-    with no transferred LR but left OUT/mup/target.json of the earlier grid's LR beside it, a train.py config of a
-    target this transfer never chose. It is removed now; an arm with an LR still writes its own."""
-    run = resolve({"model": "mlp_resnet", "param": "mup", "data": "synthetic", "steps": 3, "batch_size": 8})
-    spec = TransferSpec(run=run, lrs=[2.0**10], proxy=(8, 1), target=(16, 1), out=tmp_path, compare=None)
-    proxy = report.summarize([{"width": 8, "depth": 1, "lr": 2.0**10, "log2_lr": 10.0, "seed": 0, "train_loss": None,
-                               "diverged": True, "eval_accuracy": None}])
-    stale = tmp_path / "mup" / "target.json"
-    stale.parent.mkdir()
-    stale.write_text(json.dumps({"lr": 2.0**-8}))
-    written = transfer_report.write([Arm("mup", {}, proxy, [None], None, None, [], False)], spec)
-    assert not stale.exists() and written == [tmp_path / "transfer.png", tmp_path / "transfer.json"]
-    assert json.loads((tmp_path / "transfer.json").read_text())["arms"][0]["transferred_lr"] is None
-
-
-def arm(param: str, target_loss: float | None) -> Arm:
-    """An arm whose proxy's best LR is 2^-9 and whose target, trained there, reached `target_loss` (None: it
-    diverged)."""
-    def record(width: int, lr_log2: float, loss: float | None) -> dict:
-        return {"width": width, "depth": 2, "seed": 0, "lr": 2.0**lr_log2, "log2_lr": lr_log2, "diverged": loss is None,
-                "train_loss": loss, "eval_accuracy": None}
-
-    proxy = report.summarize([record(16, -10, 2.0), record(16, -9, 1.5), record(16, -8, 1.8)])
-    target = report.summarize([record(32, -9, target_loss)])
-    return Arm(param, {}, proxy, [-9.0], -9.0, target, [target_loss], False)
-
-
-SPEC = TransferSpec(run=RunConfig.from_flat({"model": "mlp_resnet", "param": "mup"}), lrs=[1e-3], proxy=(16, 2),
-                    target=(32, 2), out=Path("unused"))
-
-
-def test_an_exact_tie_is_no_win():
-    """Equal target losses read "sp's target is better" (the comparison won every tie: la < lb was false); a tie
-    is now said as one, whichever arm comes first, and a real difference (or a diverged arm) still has a winner."""
-    assert verdict([arm("mup", 1.25), arm("sp", 1.25)], SPEC).startswith("the targets tie: mup's 1.2500, sp's 1.2500")
-    assert verdict([arm("sp", 1.25), arm("mup", 1.25)], SPEC).startswith("the targets tie")
-    assert verdict([arm("mup", 1.25), arm("sp", 1.2500001)], SPEC).startswith("mup's target is better")
-    assert verdict([arm("mup", 1.2500001), arm("sp", 1.25)], SPEC).startswith("sp's target is better")
-    assert verdict([arm("mup", None), arm("sp", 1.25)], SPEC).startswith("sp's target is better: 1.2500 vs mup's "
-                                                                          "diverged")
-    assert verdict([arm("mup", None), arm("sp", None)], SPEC).startswith("neither target trained")
-
-
-def test_a_target_difference_within_the_seeds_noise_is_no_win():
-    """With --target-seeds, 2.5277 +- 0.21 against 2.6371 +- 0.25 read "mup's target is better", a difference
-    well inside the seeds' spread. Now the verdict says the lower one is within the noise when the difference is
-    below two standard errors of the difference of the means, 2 sqrt(s_a^2 / n_a + s_b^2 / n_b) (ddof 1); a
-    difference beyond it, or a single target seed (no spread to judge), is still a win."""
-    def seeded(param: str, losses: list[float]) -> Arm:
-        return dataclasses.replace(arm(param, float(np.mean(losses))), target_losses=losses)
-
-    mup, sp = seeded("mup", [2.3, 2.5, 2.8]), seeded("sp", [2.4, 2.6, 2.9])  # means 2.5333, 2.6333, s 0.2517 each
-    noise = 2 * np.sqrt(2 * np.var([2.3, 2.5, 2.8], ddof=1) / 3)  # 0.4110
-    text = verdict([mup, sp], SPEC)
-    assert text.startswith("mup's target is lower, within the seeds' noise:")
-    assert f"(difference 0.1000 < 2 standard errors {noise:.4f};" in text
-    assert verdict([sp, mup], SPEC).startswith("mup's target is lower, within the seeds' noise:")
-    apart = seeded("sp", [3.3, 3.5, 3.8])  # 1.0 apart: beyond 0.41
-    assert verdict([mup, apart], SPEC).startswith("mup's target is better: 2.5333 +- ")
-    assert verdict([arm("mup", 2.5), arm("sp", 2.6)], SPEC).startswith("mup's target is better")
-
-
-def seeded_arm(param: str, losses: list[float]) -> Arm:
-    """An arm whose proxy's best LR is 2^-9 and whose target seeds reached `losses` there."""
-    def record(width: int, seed: int, loss: float) -> dict:
-        return {"width": width, "depth": 2, "seed": seed, "lr": 2.0**-9, "log2_lr": -9.0, "diverged": False,
-                "train_loss": loss, "eval_accuracy": None}
-
-    proxy = report.summarize([record(16, 0, 1.5)])
-    target = report.summarize([record(32, i, v) for i, v in enumerate(losses)])
-    return Arm(param, {}, proxy, [-9.0], -9.0, target, losses, False)
-
-
-def test_a_targets_spread_is_the_sample_std_the_noise_rule_uses():
-    """The target's "+-" was the population std (ddof 0: 0.2055 for losses 2.3, 2.5, 2.8) beside a noise rule that
-    takes the sample std (ddof 1: 0.2517); both are the sample std now, and the text says so."""
-    mup, sp = seeded_arm("mup", [2.3, 2.5, 2.8]), seeded_arm("sp", [2.4, 2.6, 2.9])
-    assert target_text(mup) == "2.5333 +- 0.2517 (sample std of 3 seeds)"
-    assert seed_noise([mup, sp]) == pytest.approx(2 * np.sqrt(2 * 0.2517**2 / 3), rel=1e-3)
-    assert target_text(seeded_arm("mup", [2.5])) == "2.5000"
-
 
 def test_report_only_names_members_missing_and_lines_it_could_not_read(tmp_path, capsys):
     """A results.jsonl with a line cut mid-file (a copy of a torn file, an edit) and a member lost: --report-only
     averaged the LR over the seeds left and printed the table as if the grid were whole, without a word. Now a line
     names the members a size lacks against the grid the sizes trained, and one counts the unreadable lines; both
     are in summary.json."""
-    import json
 
     from zoo.sweeps import results
 

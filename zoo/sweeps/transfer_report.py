@@ -100,7 +100,23 @@ def table(arms: list[Arm], spec: TransferSpec) -> Any:
 def verdict(arms: list[Arm], spec: TransferSpec) -> str:
     """One line: which parametrization's target is better at its transferred LR (the lower loss, seeds averaged;
     a target that trained beats one that diverged). Equal losses are a tie, said as one: neither recipe won, and
-    the order of the arms (the one under test first) must not decide it."""
+    the order of the arms (the one under test first) must not decide it. A proxy whose best LR is the grid's end is
+    named: its optimum may lie past the grid, so the LR it handed on is a bound, and so is the comparison."""
+    return _comparison(arms, spec) + edge_warning(arms)
+
+
+def edge_warning(arms: list[Arm]) -> str:
+    """`; but <param>'s proxy best is on the grid's edge ...` for the arms whose proxy's best LR is the lowest or
+    the highest of the grid, or '' when none is."""
+    edge = [a for a in arms if a.proxy.curves[0].at_edge]
+    if not edge:
+        return ""
+    which = ", ".join(f"{_name(a)}'s (log2 LR {_lr(a.lr_log2)})" for a in edge)
+    return f"; but the proxy's best LR is on the grid's edge for {which}: its optimum may lie past the grid, " \
+        "widen --lrs"
+
+
+def _comparison(arms: list[Arm], spec: TransferSpec) -> str:
     losses = {_name(a): a.target_loss for a in arms}
     if len(arms) < 2:
         return f"target {spec.metric.replace('_', ' ')}: {target_text(arms[0])}"
