@@ -285,3 +285,23 @@ def test_an_edited_record_is_refused_before_any_member_trains(tmp_path):
     with pytest.raises(ValueError, match="a record in results.jsonl has no valid width"):
         run_sweep(dataclasses.replace(spec, lrs=[2.0**-9, 2.0**-7]), echo=lambda _: None)
     assert path.read_text() == edited
+
+
+@pytest.mark.parametrize("spread", [0.5, 20.0])  # a linear and a log y axis
+def test_sizes_diverged_at_one_lr_keep_their_own_marks(spread):
+    """Two sizes diverged at the same LR drew their x marks at one height, the second over the first: the figure
+    showed one size diverged. Each diverged size now has its own row of marks, inside the axes' limits."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loss = {-2: 1.0, -1: 1.0 + spread, 0: None}  # LR 2^0 diverged at every width
+    summary = report.summarize([{**GOOD, "width": w, "lr": 2.0**x, "log2_lr": float(x), "train_loss": v,
+                                 "diverged": v is None} for w in (16, 32, 64) for x, v in loss.items()])
+    fig, ax = plt.subplots()
+    report.panel(ax, summary, "")
+    marks = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() == "x"]
+    plt.close(fig)
+    assert len(marks) == 3 and len(set(marks)) == 3, marks
+    assert all(ax.get_ylim()[0] < m < ax.get_ylim()[1] for m in marks)

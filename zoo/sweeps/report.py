@@ -212,12 +212,13 @@ def panel(ax: Any, summary: Summary, title: str) -> None:
     finite = np.concatenate([c.loss[np.isfinite(c.loss)] for c in summary.curves])
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.5, 1.0)
     log = lo > 0 and hi / lo > 4  # losses over decades (memorised train sets, blow-ups): log scale
-    top = hi * 1.15 if log else hi + 0.08 * max(hi - lo, 1e-3)
+    rows = _mark_rows(lo, hi, log, sum(bool(c.diverged.any()) for c in summary.curves))
+    top, rows = rows[-1], iter(rows)
     colors = matplotlib.colormaps["viridis"](np.linspace(0.9, 0.1, max(len(summary.curves), 2)))
     for c, color in zip(summary.curves, colors, strict=False):
         ax.plot(c.log2_lr, c.loss, "o-", color=color, ms=3.5, label=summary.label(c))
         if c.diverged.any():
-            ax.plot(c.log2_lr[c.diverged], np.full(int(c.diverged.sum()), top), "x", color=color, ms=7, mew=2,
+            ax.plot(c.log2_lr[c.diverged], np.full(int(c.diverged.sum()), next(rows)), "x", color=color, ms=7, mew=2,
                     clip_on=False)
         if c.best is not None:
             ax.plot([c.log2_lr[c.best]], [c.loss[c.best]], "*", color=color, ms=13, mec="k", mew=0.6)
@@ -233,6 +234,13 @@ def panel(ax: Any, summary: Summary, title: str) -> None:
     ax.set_title(f"{title}\n{sub}  (stars: best; x at top: diverged)" if title else sub, fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
+
+
+def _mark_rows(lo: float, hi: float, log: bool, n: int) -> list[float]:
+    """The heights of the x marks above the curves: a row for each of the `n` sizes that diverged somewhere (at
+    least one), so that sizes diverged at the same LR do not hide one another's marks."""
+    span = max(hi - lo, 1e-3)
+    return [hi * 1.15 * 1.08**i if log else hi + (0.08 + 0.05 * i) * span for i in range(max(n, 1))]
 
 
 def title(settings: dict[str, Any]) -> str:
