@@ -32,7 +32,8 @@ def test_quick_claim_writes_a_page_whose_verdict_is_recomputed_from_its_numbers(
     assert checks and record["verdict"] == verdict(checks)
     assert [c["passed"] for c in record["checks"]] == [c.passed for c in checks]
     page = (folder / "README.md").read_text()
-    assert f"**Verdict: {verdict(checks)}**" in page and record["command"] == f"python -m zoo.papers run {name} --quick"
+    assert f"**Verdict: {verdict(checks)}**" in page
+    assert record["command"] == f"python -m zoo.papers run {name} --quick --out {out}"
     for c in checks:  # the page states the numbers the JSON holds
         assert _cell(c.measured) in page and _cell(c.rule) in page
     assert _cell(claim.result(record["numbers"])) in page
@@ -137,8 +138,26 @@ def test_a_quick_run_never_lands_beside_the_full_runs(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     main(["run", "dhg-apjn", "--quick"])
     assert capsys.readouterr().out.strip().endswith(str(Path("runs") / "papers-quick" / "dhg-apjn"))
-    assert (tmp_path / "runs" / "papers-quick" / "dhg-apjn" / "results.json").is_file()
+    record = json.loads((tmp_path / "runs" / "papers-quick" / "dhg-apjn" / "results.json").read_text())
+    assert record["command"] == "python -m zoo.papers run dhg-apjn --quick"  # the default root is not named
     assert not (tmp_path / "docs").exists()
+
+
+def test_a_quick_run_into_a_full_runs_folder_is_refused(tmp_path, capsys):
+    """`run NAME --quick --out DIR` over DIR/NAME/ of a full run replaced its results, figure and page with the tiny
+    run's (and the index's verdict with the tiny run's), exit 0. It is refused in one line now, the full run kept;
+    a quick run over a quick one is rewritten, and its page says it is one."""
+    main(["run", "dhg-apjn", "--quick", "--out", str(tmp_path)])
+    page = (tmp_path / "dhg-apjn" / "README.md").read_text()
+    assert "*A `--quick` run: the tiny version of the setting" in page
+    path = tmp_path / "dhg-apjn" / "results.json"
+    full = path.read_text().replace('"quick": true', '"quick": false')
+    path.write_text(full)
+    with pytest.raises(SystemExit) as e:
+        main(["run", "dhg-apjn", "--quick", "--out", str(tmp_path)])
+    assert e.value.code == 1 and f"{tmp_path / 'dhg-apjn'} holds dhg-apjn's full run, which a --quick run would " \
+        "replace: give another --out" in clean_error(1, capsys.readouterr().err)
+    assert path.read_text() == full
 
 
 def test_render_of_numbers_only_the_plot_cannot_read_is_one_line(tmp_path):

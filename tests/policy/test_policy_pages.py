@@ -77,7 +77,7 @@ def test_the_pages_render_from_their_numbers(tmp_path):
         claim = SHELF.claims()[name]
         page.write(claim, n, out, quick=False, shelf=SHELF)
         record = page.read(out / name)
-        assert record["command"] == f"python -m zoo.policy run {name}"
+        assert record["command"] == f"python -m zoo.policy run {name} --out {out}"
         assert record["verdict"] == verdict(claim.checks(record["numbers"])) == "reproduced", record["checks"]
         assert (out / name / "figure.png").stat().st_size > 10_000
     index = (out / "README.md").read_text()

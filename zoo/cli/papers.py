@@ -34,9 +34,10 @@ def parser(shelf: Any = None) -> argparse.ArgumentParser:
                        ("render", "redraw DIR/NAME/'s figure and page from its results.json")):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("name", metavar="NAME", choices=list(claims), help=f"a claim: {', '.join(claims)}")
+        quick = f"with --quick {shelf.quick_out}, so a quick run never replaces a full run's outputs" \
+            if name == "run" else f"a quick run's, as run --quick wrote them: {shelf.quick_out}"
         cmd.add_argument("--out", type=path_arg, metavar="DIR",
-                         help=f"root of the claims' folders (default: {shelf.out}; with --quick "
-                         f"{shelf.quick_out}, so a quick run never replaces a full run's outputs)")
+                         help=f"root of the claims' folders (default: {shelf.out}; {quick})")
         if name == "run":
             cmd.add_argument("--quick", action="store_true", help="the tiny version (seconds; what the tests run)")
             cmd.add_argument("--processes", type=positive, default=1,

@@ -55,7 +55,7 @@ def run(name: str, quick: bool = False, out: Path = DEFAULT_OUT, processes: int 
     check_processes(processes)
     if processes > 1 and claim.serial:
         raise ValueError(f"--processes: {name} cannot split over worker processes: {claim.serial}")
-    writable(Path(out), name, shelf)
+    writable(Path(out), name, shelf, quick)
     t0 = time.perf_counter()
     numbers = claim.run(quick, processes) if processes > 1 else claim.run(quick)
     numbers["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -40,17 +40,24 @@ class Shelf:
     quick_out: Path
 
 
-def command(name: str, shelf: Shelf, quick: bool = False) -> str:
-    return f"python -m {shelf.module} run {name}" + (" --quick" if quick else "")
+def command(name: str, shelf: Shelf, quick: bool = False, out: Path | None = None) -> str:
+    """The command that reruns claim `name` into `out` (named unless it is the default root of a run so quick)."""
+    default = shelf.quick_out if quick else shelf.out
+    where = f" --out {out}" if out is not None and Path(out) != default else ""
+    return f"python -m {shelf.module} run {name}" + (" --quick" if quick else "") + where
 
 
-def writable(out: Path, name: str, shelf: Shelf) -> None:
+def writable(out: Path, name: str, shelf: Shelf, quick: bool = False) -> None:
     """Refuses an output root that cannot be created or written, or where claim `name`'s folder or files cannot go,
-    before the experiment runs (not after an hour); and one with a README.md that is not the shelf's index or the
-    claim's page (`check_ours`)."""
+    before the experiment runs (not after an hour); one with a README.md that is not the shelf's index or the
+    claim's page (`check_ours`); and, for a quick run, one that holds the claim's full run, which it would replace."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"the output root {out} is a file, not a folder")
     check_ours(out, name, shelf)
+    if quick and (out / name / RESULTS).is_file() and read_mapping(out / name / RESULTS, "a claim's results",
+                                                                   "rerun the claim").get("quick") is False:
+        raise FileExistsError(f"{out / name} holds {name}'s full run, which a --quick run would replace: give "
+                              f"another --out (the quick runs' default is {shelf.quick_out})")
     folder = out / name
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file, where the claim's folder goes")
@@ -83,7 +90,8 @@ def write(claim: Claim, numbers: Numbers, out: Path, quick: bool, shelf: Shelf) 
     numbers as the JSON holds them (NaN as null)."""
     folder = out / claim.name
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, shelf, quick), "numbers": numbers}
+    record = {"claim": claim.name, "quick": quick, "command": command(claim.name, shelf, quick, out),
+              "numbers": numbers}
     write_atomic(folder / RESULTS, dump(record))
     render(claim, out, shelf)
     return folder
@@ -99,7 +107,7 @@ def render(claim: Claim, out: Path, shelf: Shelf) -> None:
     try:  # numbers of another version (or edited) fail the checks, or only the plot or the page (a list as a scalar)
         checks = claim.checks(record["numbers"])
         claim.plot(record["numbers"], tmp)
-        text = page(claim, record["numbers"], checks, record["command"])
+        text = page(claim, record["numbers"], checks, record["command"], record.get("quick") is True)
     except STALE as e:
         tmp.unlink(missing_ok=True)
         raise ValueError(f"{folder / RESULTS} does not hold this version's numbers of {claim.name} "
@@ -129,21 +137,24 @@ def read(folder: Path) -> dict[str, Any]:
     return record
 
 
-def page(claim: Claim, numbers: Numbers, checks: list, cmd: str) -> str:
-    """The claim's README: verdict, figure, the paper's setting and result beside zoo's, the checks, the scale."""
+def page(claim: Claim, numbers: Numbers, checks: list, cmd: str, quick: bool = False) -> str:
+    """The claim's README: verdict, figure, the paper's setting and result beside zoo's, the checks, the scale (a
+    quick run's page says that its title and scale are the full run's)."""
     v = verdict(checks)
     rows = "\n".join(f"| {_cell(c.claim)} | {_cell(c.rule)} | {_cell(c.measured)} | {'yes' if c.passed else '**no**'} |"
                      for c in checks)
     why = "\n".join(f"- *{c.claim}*: {c.why_not}" for c in checks if not c.passed and c.why_not)
     wall = numbers.get("wall_s")
     took = f" (this run: {wall / 60:.1f} min on {numbers.get('machine', 'this machine')})" if wall else ""
+    tiny = "\n*A `--quick` run: the tiny version of the setting (zoo's column below); the title and the scale are " \
+        "the full run's, whose numbers the claim is judged by.*\n" if quick else ""
     return f"""# {claim.name}: {claim.title}
 
 Source: {claim.source}.
 
 **Verdict: {v}** ({sum(c.passed for c in checks)} of {len(checks)} checks pass; computed from `results.json` by
 `{claim.run.__module__.replace('.', '/')}.py`).
-
+{tiny}
 ![{claim.name}]({FIGURE})
 
 | | paper | zoo |
