@@ -149,3 +149,19 @@ def test_a_comparison_with_the_arm_under_test_is_refused(tmp_path, capsys, param
     assert not out.exists()
     spec = transfer.build_spec(transfer.parser().parse_args([*TRANSFER, "--param", param, "--out", str(out)]))
     assert spec.compare == (None if param == "sp" else "sp") and len(spec.arms()) == (1 if param == "sp" else 2)
+
+
+def test_a_proxy_that_diverged_at_every_lr_exits_non_zero(tmp_path, capsys):
+    """Every proxy LR diverged: no LR to transfer and no OUT/PARAM/target.json, but the exit was 0, so a script
+    chaining `zoo.transfer ... && python train.py --config OUT/mup/target.json` failed on a missing file. Now the
+    report is written and the exit is 1, with one line saying why."""
+    out = tmp_path / "t"
+    with pytest.raises(SystemExit) as e:
+        transfer.main(["--model", "mlp_resnet", "--param", "mup", "--proxy-width", "16", "--width", "32", "--depth",
+                       "1", "--lrs", "2^8:2^9:1", "--steps", "4", "--batch-size", "8", "--optimizer", "sgd",
+                       "--data", "synthetic", "--compare", "none", "--out", str(out)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert e.value.code == 1 and err == [f"error: every proxy LR of mup diverged, so there is no LR to transfer and "
+                                         f"no {out / 'mup' / 'target.json'}: give lower --lrs"], err
+    assert json.loads((out / "transfer.json").read_text())["arms"][0]["transferred_lr"] is None
+    assert not (out / "mup" / "target.json").exists()

@@ -13,6 +13,7 @@ mapping its tuned settings to the target's; OUT/<param>/target.json records whic
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from shlex import quote
 
@@ -115,3 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     for path in targets:
         flags = import_flags(spec.run.model.name, path.parent.name)  # the arm's folder is its plugin's name
         print(f"{path.parent.name}'s target with checkpoints: python train.py --config {quote(str(path))}{flags}")
+    if arms[0].lr_log2 is None:  # the plugin under test handed nothing on: a script chaining train.py must stop here
+        print(f"error: every proxy LR of {arms[0].param} diverged, so there is no LR to transfer and no "
+              f"{spec.out / arms[0].param / 'target.json'}: give lower --lrs", file=sys.stderr)
+        raise SystemExit(1)
