@@ -113,3 +113,29 @@ def test_a_law_float32_cannot_map_by_is_refused_before_the_proxy_trains(tmp_path
     assert e.value.code == 1 and len(err.strip().splitlines()) == 1, err
     assert f"{law}: the law's batch_size factor is 4^200 = 2.58225e+120, outside float32's range" in err
     assert not (out / "mup" / "proxy").exists()
+
+
+@pytest.mark.parametrize("data, metric, note", [
+    ("synthetic", "eval_loss", "data synthetic:teacher (this run's: synthetic) and metric train_loss (this run's: "
+                               "eval_loss)"),
+    ("synthetic:teacher", "eval_loss", "metric train_loss (this run's: eval_loss)"),
+    ("synthetic:teacher", "train_loss", None)])
+def test_a_law_fitted_on_other_data_or_metric_is_applied_with_a_note(data, metric, note, tmp_path, capsys):
+    """A law fitted on another dataset or metric was applied without a word (another model, plugin or optimizer is
+    refused). It is still applied, as a guess, with a note naming what differs."""
+    from zoo.cli.sweep import build_spec, parser
+
+    law = tmp_path / "law.json"
+    law.write_text(json.dumps({
+        "kind": "zoo.fit law", "model": "mlp_resnet", "param": "mup", "optimizer": "adam", "data": "synthetic:teacher",
+        "metric": "train_loss", "policy": {"name": "none", "options": {}},
+        "laws": {"lr": {"intercept_log2": -8.0, "reference": {"batch_size": 16.0}, "exponents": {"batch_size": -0.5},
+                        "intervals": {"batch_size": [-0.6, -0.4]}}}}))
+    spec = build_spec(parser().parse_args([
+        "--out", str(tmp_path / "s"), "--param", "mup", "--optimizer", "adam", "--data", data, "--metric", metric,
+        "--steps", "10", "--batch-size", "64", "--proxy-batch-size", "16", "--policy", "fitted", "--policy-opt",
+        f"law={law}", "--lrs", "2^-8"]))
+    assert spec.lrs == [pytest.approx(2.0**-8 * 4**-0.5)]
+    err = capsys.readouterr().err
+    expected = f"note: the law was fitted on {note}: its exponents are applied as they are, untested there"
+    assert (expected in err) if note else "note: the law was fitted" not in err, err

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import Any
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
@@ -156,6 +157,7 @@ def under_policy(args: argparse.Namespace, run: RunConfig, lrs: list[float]) -> 
     if run.loop.steps is None:
         raise ValueError("--policy maps the proxy's settings to this sweep's horizon: give it in --steps")
     policy.check_run(run)
+    note_elsewhere(policy, run, args.metric)
     if policy.name == "fitted":
         unapplied = sorted({a for law in policy.read().laws.values() for a in law.exponents} & {"width", "depth"})
         if unapplied:
@@ -166,6 +168,13 @@ def under_policy(args: argparse.Namespace, run: RunConfig, lrs: list[float]) -> 
                                proxy_steps(args, run) or run.loop.steps, run.loop.steps)
     mapped, factor = zoo.policy.mapped_run(run, policy, change)
     return mapped, [lr * factor for lr in lrs]
+
+
+def note_elsewhere(policy: Any, run: RunConfig, metric: str) -> None:
+    """Under a fitted law: a note on stderr when the run's data or metric is not the one the law was fitted on."""
+    note = policy.read().elsewhere(run.data.name, metric) if policy.name == "fitted" else None
+    if note:
+        print(note, file=sys.stderr)
 
 
 def build_spec(args: argparse.Namespace):

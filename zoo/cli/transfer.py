@@ -28,7 +28,7 @@ from zoo.cli.flags import (
     positive,
     proxy_steps,
 )
-from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, run_config
+from zoo.cli.sweep import add_lr_flags, add_run_flags, check_lr_flags, note_elsewhere, run_config
 from zoo.registry import import_flags
 from zoo.sweeps.grid import parse_lrs
 from zoo.train import compile_cache
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     check_lr_flags(p, args)
     spec = build_spec(args)
+    if spec.policy is not None:
+        note_elsewhere(spec.policy, spec.run, spec.metric)
     compile_cache.use(args.compile_cache)
     from rich.console import Console
 

@@ -87,6 +87,13 @@ class Law:
                 raise ValueError(f"the fitted law is of {what} {mine}, this run's is {theirs}: fit the sweeps of this "
                                  f"{what} (python -m zoo.fit)")
 
+    def elsewhere(self, data: str, metric: str) -> str | None:
+        """A note when the run's data or metric is not the sweeps' (the law applies, as a guess), else None."""
+        other = [f"{what} {mine} (this run's: {theirs})" for what, mine, theirs in
+                 (("data", self.data, data), ("metric", self.metric, metric)) if mine != theirs]
+        return f"note: the law was fitted on {' and '.join(other)}: its exponents are applied as they are, " \
+            "untested there" if other else None
+
     def record(self) -> dict[str, Any]:
         return {"kind": KIND, "model": self.model, "param": self.param, "optimizer": self.optimizer,
                 "data": self.data, "metric": self.metric, "policy": self.policy,
