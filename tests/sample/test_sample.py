@@ -290,3 +290,15 @@ def test_an_output_that_cannot_encode_the_text_is_one_line():
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("error: stdout's encoding, ascii, cannot print '\\xe9': run with "
                                   "PYTHONIOENCODING=utf-8"), proc.stderr  # stderr's ascii too: escaped
+
+
+def test_a_prompt_longer_than_the_context_is_said_to_be_cut(gpt_run, capsys):
+    """A prompt longer than the model's context was cut to its last seq_len tokens without a word; the continuation
+    is the same (the model sees only its context), and stderr now says so. A prompt that fits says nothing."""
+    run, _ = gpt_run
+    long = "the quick brown fox jumps over"  # 30 characters, 30 tokens; the context is 8
+    assert sample.sample(str(run), long, 6, temperature=0) == sample.sample(str(run), long[-8:], 6, temperature=0)
+    err = capsys.readouterr().err
+    assert "note: the prompt is 30 tokens; the model sees the last 8 of them, its context" in err, err
+    sample.sample(str(run), long[-8:], 6, temperature=0)
+    assert "note: the prompt" not in capsys.readouterr().err

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
                description="Continue a prompt with a trained GPT run, decoding with its tokenizer.")
     a = p.add_argument
     a("run_dir", type=path_arg, help="a GPT run directory (config.json and checkpoints/)")
-    a("--prompt", help="text to continue (default: a newline)")
+    a("--prompt", help="text to continue; the model sees its last seq_len tokens, its context (default: a newline)")
     a("--tokens", type=positive_int32, default=200, help="how many tokens to generate, printed as they are drawn; "
       "at most 2^31 - 1 (default: 200)")
     a("--temperature", type=finite, default=1.0, help="softmax temperature, >= 0; 0 always takes the most likely "

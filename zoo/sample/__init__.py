@@ -132,6 +132,9 @@ def continuation(run_dir: str, prompt: str | None, tokens: int, temperature: flo
     if top_k is not None and not 1 <= top_k <= data.num_classes:
         raise ValueError(f"--top-k must be between 1 and the vocabulary size {data.num_classes}, got {top_k}")
     ids = encode_prompt(data, prompt)
+    if len(ids) > model.cfg.seq_len:  # drawn keeps the context only: said, not done silently
+        print(f"note: the prompt is {len(ids)} tokens; the model sees the last {model.cfg.seq_len} of them, its "
+              "context", file=sys.stderr)
     return decoded(itertools.islice(drawn(model, ids, temperature, top_k, seed), tokens), data.decode)
 
 
