@@ -39,8 +39,8 @@ def option_fields(where: str, cls: type, given: Any, flag: str) -> dict[str, dat
     naming those of `given` it lacks, and the command line's `flag` that gives options."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if unknown := sorted(set(given) - set(fields)):
-        raise ValueError(f"{where} has no option {', '.join(map(repr, unknown))}; its options ({flag} K=V) are "
-                         f"{', '.join(fields) or 'none'}")
+        options = f"its options ({flag} K=V) are {', '.join(fields)}" if fields else f"it takes no {flag}"
+        raise ValueError(f"{where} has no option {', '.join(map(repr, unknown))}; {options}")
     return fields
 
 

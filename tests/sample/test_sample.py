@@ -80,7 +80,7 @@ def test_bad_input_is_one_line(tmp_path, capsys):
 
     assert "neither a config.json nor a checkpoint there (is it a zoo run dir?)" in error(str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps(RunConfig.from_flat({"model": "mlp_resnet"}).to_json()))
-    assert "trained a mlp_resnet; sampling needs a GPT run" in error(str(tmp_path))
+    assert "trained the model mlp_resnet; sampling needs a GPT run" in error(str(tmp_path))
     gpt = RunConfig.from_flat({"model": "gpt", "data": "synthetic:text"})
     (tmp_path / "config.json").write_text(json.dumps(gpt.to_json()))
     assert "checkpoints" in error(str(tmp_path))

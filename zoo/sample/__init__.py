@@ -34,7 +34,7 @@ def load_gpt(run_dir: str, step: int | None = None) -> tuple[nnx.Module, DataVie
     """The run's GPT with its checkpoint's parameters, and its data set (whose tokenizer encodes and decodes)."""
     model = read_config(run_dir).model.name
     if model != "gpt":
-        raise ValueError(f"{run_dir} trained a {model}; sampling needs a GPT run")
+        raise ValueError(f"{run_dir} trained the model {model}; sampling needs a GPT run")
     run = load_run(run_dir, step, report=functools.partial(print, file=sys.stderr))  # stdout holds only the text
     return run.setup.program.model(run.state), run.setup.data
 
