@@ -261,3 +261,16 @@ def test_sigterm_during_a_prepare_an_export_or_a_compile_leaves_nothing_half_wri
     assert proc.returncode == 0 and said == ["15 stopped by SIGTERM; nothing half-written was left"] * 2 + [
         f"15 {BETWEEN_STEPS}"], proc.stdout + proc.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_the_exported_config_names_no_mesh():
+    """The export's config.json kept the run's --mesh (fsdp=4,tensor=2 on 8 devices), so the finetune command it
+    printed was refused on any other device count ('... = 8 must equal the 1 devices present'). The mesh is the
+    devices', not the model's: the exported config has none, and a finetune spreads its batch over what it has."""
+    import types
+
+    from zoo.export.sp_form import sp_form
+
+    cfg = RunConfig.from_flat({"model": "mlp_resnet", "mesh": "fsdp=4,tensor=2", "run_dir": "runs/a"})
+    exported = sp_form(cfg, types.SimpleNamespace(width=32, depth=2))
+    assert (exported.loop.mesh, exported.loop.run_dir, exported.param.name) == (None, None, "sp")

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 import yaml
-from cli_utils import ROOT, child_env, clean_error, metrics, run_main_many
+from cli_utils import ROOT, child_env, clean_error, metrics, run_mains
 
 import zoo.models
 import zoo.param
@@ -64,7 +64,9 @@ def test_meshes_equal_one_device_and_checkpoints_move_between_meshes(tmp_path, o
     losses (f32, rtol 1e-5); fsdp=8 holds at most 1/6 of data=8's parameter and optimizer bytes per device; the
     checkpoint saved under fsdp=4,tensor=2 continues (--fork-from, one more step) under data=8 and under 1 device
     with the 1-device run's next-step loss. Meshes that do not divide the devices, the batch or any split model
-    dimension are one line, and so is a tensor axis on a model with nothing for it to split."""
+    dimension are one line, and so is a tensor axis on a model with nothing for it to split; an fsdp axis that
+    divides no parameter (it replicated every one, without a word); and the audit refuses what train.py refuses (it
+    printed JAX's sharding error for a batch the mesh cannot split, and measured under a tensor axis no run has)."""
     runs = {m: tmp_path / m.replace(",", "_").replace("=", "") for m in MESHES}
     bad = [([*GPT, "--mesh", "data=3"], "must equal the 8 devices"),
            ([*GPT, "--mesh", "fsdp=8", "--batch-size", "12"], "not divisible by the 8 ways"),
@@ -72,12 +74,24 @@ def test_meshes_equal_one_device_and_checkpoints_move_between_meshes(tmp_path, o
             "divides none of the model's head or MLP dimensions"),
            (["--model", "mlp_resnet", "--width", "32", "--depth", "1", "--data", "synthetic", "--batch-size", "16",
              "--mesh", "data=4,tensor=2"], "--mesh tensor=2: the model has no head or MLP dimension for the tensor "
-                                           "axis to split (the transformers' and the Mixer's have); use data and fsdp")]
+                                           "axis to split (the transformers' and the Mixer's have); use data and fsdp"),
+           ([*GPT, "--mesh", "fsdp=2", "--width", "21", "--seq-len", "31", "--model-opt", "head_dim=7", "--model-opt",
+             "mlp_ratio=1"], "--mesh fsdp=2 divides none of the model's parameter dimensions"),  # 21, 31, 65 tokens
+           ([*GPT, "--mesh", "fsdp=3"], "fsdp x tensor = 3 does not divide the 8 devices present")]
+    audit = ["--model", "mlp_resnet", "--widths", "16,32", "--depth", "1"]
+    bad_audits = [([*audit, "--mesh", "data=8", "--batch-size", "12"], "--batch-size 12 is not divisible by the 8"),
+                  ([*audit, "--mesh", "data=8", "--batch-size", "16", "--grad-accum", "4"],
+                   "the microbatch (--batch-size / --grad-accum 4) 4 is not divisible by the 8 ways"),
+                  ([*audit, "--mesh", "data=4,tensor=2"], "--mesh tensor=2: the model has no head or MLP dimension")]
     src, to8, to1 = runs["fsdp=4,tensor=2"], tmp_path / "to8", tmp_path / "to1"
     argvs = [[*GPT, "--steps", "10", "--mesh", m, "--run-dir", str(runs[m])] for m in MESHES]
     argvs += [[*args, "--steps", "10", "--run-dir", str(tmp_path / f"bad{i}")] for i, (args, _) in enumerate(bad)]
     argvs += [[*GPT, "--steps", "11", "--mesh", "data=8", "--fork-from", str(src), "--run-dir", str(to8)]]
-    out = run_main_many(argvs, env=EIGHT, timeout=600)  # in order: the fork reads the finished fsdp=4,tensor=2 run
+    out = run_mains([("zoo.cli.train", argv) for argv in argvs] + [("zoo.cli.audit", argv) for argv, _ in bad_audits],
+                    env=EIGHT, timeout=600)  # in order: the fork reads the finished fsdp=4,tensor=2 run
+    out, audits = out[:len(argvs)], out[len(argvs):]
+    for (args, expect), (code, err) in zip(bad_audits, audits, strict=True):
+        assert code != 0 and expect in clean_error(code, err), (args, err)
     for m, (code, err) in zip(MESHES, out, strict=False):
         assert code == 0 and "on 8 cpu device(s)" in err, err
         np.testing.assert_allclose(_losses(runs[m]), one_device[:10], rtol=1e-5, err_msg=m)

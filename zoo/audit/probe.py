@@ -98,6 +98,7 @@ def optimizer_families(opt_state: Any) -> dict[str, str]:
 def probe(prog: Program, plan: MeshPlan, batch: dict[str, jax.Array], cfg: OptimConfig, key: jax.Array) -> Numbers:
     """The numbers of the module docstring for every parameter of `prog`'s model, measured under `plan`'s mesh."""
     abstract = jax.eval_shape(prog.init, key)
+    plan.check_run(abstract, int(batch["x"].shape[0]), prog.grad_accum)  # a mesh train.py would refuse, refused
     shardings = plan.state_shardings(abstract)
     placed = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
     batch = jax.device_put(batch, plan.batch)

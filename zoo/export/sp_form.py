@@ -156,7 +156,8 @@ def relative_error(want: jax.Array, got: jax.Array) -> float:
 
 def sp_form(cfg: RunConfig, model_cfg: Any) -> RunConfig:
     """The run's config under `sp` at base width = width and base depth = depth, the same architecture: tied
-    embeddings untied, and a head count that followed the base width pinned."""
+    embeddings untied, and a head count that followed the base width pinned; no mesh (the run's devices', which a
+    finetune elsewhere need not have: it takes its own --mesh, or spreads the batch over the devices it has)."""
     model_opt = dict(cfg.model.options)
     if getattr(model_cfg, "tie_embeddings", False):
         model_opt["tie_embeddings"] = False
@@ -165,7 +166,7 @@ def sp_form(cfg: RunConfig, model_cfg: Any) -> RunConfig:
                                 model_cfg.num_heads)
         model_opt["num_heads"] = heads.num
     return cfg.replace(param="sp", param_opt={}, base_width=model_cfg.width, base_depth=model_cfg.depth,
-                       model_opt=model_opt, run_dir=None, init_from=None, fork_from=None)
+                       model_opt=model_opt, run_dir=None, init_from=None, fork_from=None, mesh=None)
 
 
 def fill(abstract: nnx.State, params: dict[str, jax.Array]) -> nnx.State:

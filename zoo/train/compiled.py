@@ -37,12 +37,7 @@ def check_fits(s: Setup, plan: MeshPlan, abstract_state: Any, forward_bytes: int
     """The batch splits over the mesh, a tensor axis divides the model, and the forward pass's activations
     (`forward_bytes`: memory.forward_bytes of the run, whose trace a bad model option fails; without the attention
     logits where a flash kernel never materialises them) fit the devices; nothing compiled or allocated."""
-    loop = s.cfg.loop
-    plan.check_batch(loop.batch_size)
-    if loop.grad_accum > 1:
-        plan.check_batch(loop.batch_size // loop.grad_accum,
-                         f"the microbatch (--batch-size / --grad-accum {loop.grad_accum})")
-    plan.check_model(abstract_state)
+    plan.check_run(abstract_state, s.cfg.loop.batch_size, s.cfg.loop.grad_accum)
     needed = memory.activation_bytes(s.program, abstract_state, abstract_batch(s), True) if _flash(s) else forward_bytes
     memory.check_activations(kept_activations(s, needed, plan.batch_ways))
 

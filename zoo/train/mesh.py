@@ -58,7 +58,10 @@ def parse(spec: str | None, n_devices: int) -> dict[str, int]:
     """'data=4,tensor=2' -> {data: 4, fsdp: 1, tensor: 2}; axes left out are 1, and data takes what is left."""
     sizes = given_axes(spec)
     given = math.prod(sizes.values())
-    if "data" not in sizes and n_devices % given == 0:
+    if "data" not in sizes:
+        if n_devices % given:
+            raise ValueError(f"--mesh {spec}: fsdp x tensor = {given} does not divide the {n_devices} devices "
+                             "present, so the data axis cannot take the rest")
         sizes["data"] = n_devices // given
     sizes = {a: sizes.get(a, 1) for a in AXES}
     if math.prod(sizes.values()) != n_devices:
@@ -139,19 +142,31 @@ class MeshPlan:
 
         return jax.tree.map(one, abstract_state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
+    def check_run(self, abstract_state: Any, batch_size: int, grad_accum: int = 1) -> None:
+        """The batch and each of its `grad_accum` microbatches split over data x fsdp, and a tensor axis divides the
+        model (`check_model`): what train.py and the audit refuse before anything compiles."""
+        self.check_batch(batch_size)
+        if grad_accum > 1:
+            self.check_batch(batch_size // grad_accum, f"the microbatch (--batch-size / --grad-accum {grad_accum})")
+        self.check_model(abstract_state)
+
     def check_model(self, abstract_state: Any) -> None:
-        """A tensor axis that divides no split dimension of the model is one clear error, not a silent copy."""
-        tensor = self.sizes["tensor"]
-        if tensor == 1:
-            return
+        """A tensor or fsdp axis that divides no dimension it could split is one clear error, not a silent copy of
+        every parameter on every device."""
+        tensor, fsdp = self.sizes["tensor"], self.sizes["fsdp"]
         variables = _variables(abstract_state["params"])
         shapes = [(v.get_value().shape, axes_of(v, len(v.get_value().shape))) for v in variables]
+        if fsdp > 1 and not any("fsdp" in self.spec(shape, axes) for shape, axes in shapes):
+            raise ValueError(f"--mesh fsdp={fsdp} divides none of the model's parameter dimensions, so every "
+                             "parameter would be whole on every device: use an fsdp size that divides the width")
+        if tensor == 1:
+            return
         if not any(RULES.get(name) == "tensor" for _, axes in shapes for name in axes):
             raise ValueError(f"--mesh tensor={tensor}: the model has no head or MLP dimension for the tensor axis to "
                              "split (the transformers' and the Mixer's have); use data and fsdp")
         if not any("tensor" in self.spec(shape, axes) for shape, axes in shapes):
             raise ValueError(f"--mesh tensor={tensor} divides none of the model's head or MLP dimensions; "
-                             "use a tensor size that divides the head count and the MLP width")
+                             "use a tensor size that divides the heads' width (heads x head_dim) or the MLP width")
 
 
 def _variables(tree: Any) -> list[nnx.Variable]:
