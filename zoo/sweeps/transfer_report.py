@@ -106,8 +106,8 @@ def verdict(arms: list[Arm], spec: TransferSpec) -> str:
 
 
 def edge_warning(arms: list[Arm]) -> str:
-    """`; but <param>'s proxy best is on the grid's edge ...` for the arms whose proxy's best LR is the lowest or
-    the highest of the grid, or '' when none is."""
+    """`; but the proxy's best LR is on the grid's edge for <param>'s ...` naming the arms whose proxy's best LR is
+    the lowest or the highest of the grid, or '' when none is."""
     edge = [a for a in arms if a.proxy.curves[0].at_edge]
     if not edge:
         return ""

@@ -143,8 +143,9 @@ class MeshPlan:
         return jax.tree.map(one, abstract_state, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
     def check_run(self, abstract_state: Any, batch_size: int, grad_accum: int = 1) -> None:
-        """The batch and each of its `grad_accum` microbatches split over data x fsdp, and a tensor axis divides the
-        model (`check_model`): what train.py and the audit refuse before anything compiles."""
+        """The batch and each of its `grad_accum` microbatches split over data x fsdp, and the tensor and fsdp axes
+        each divide some dimension of the model (`check_model`): what train.py and the audit check before anything
+        compiles."""
         self.check_batch(batch_size)
         if grad_accum > 1:
             self.check_batch(batch_size // grad_accum, f"the microbatch (--batch-size / --grad-accum {grad_accum})")
