@@ -125,3 +125,30 @@ def test_a_batch_larger_than_the_training_set_is_refused_before_the_compile(tmp_
                           capsys)
     assert "batch size 100000 must be between 1 and the 4096 examples of split 'train'" in line
     assert not run.exists()
+
+
+def test_a_model_parameter_without_a_tag_is_named():
+    """A model that made one nnx.Param without tag= stopped in the optimizer's rules with "unexpected KeyError:
+    missing key 'tag'", naming neither the parameter nor the cause. The program now names it and says how to tag it;
+    the tagged ones around it build as before."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    import zoo.param
+    from zoo.models.layers import tagged_param
+    from zoo.optim import OptimConfig
+    from zoo.param.tags import Tag
+    from zoo.train.step import build_program
+
+    class Net(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs, tag_gain: bool):
+            self.w = tagged_param(rngs.params(), zoo.param.get("sp"), Tag("hidden", 4, 4), (4, 4))
+            self.gain = nnx.Param(jnp.ones(4), **({"tag": Tag("vector", 1, 4)} if tag_gain else {}))
+
+        def __call__(self, x):
+            return x @ self.w[...] * self.gain[...]
+
+    build_program(lambda rngs: Net(rngs, True), zoo.param.get("sp"), OptimConfig())
+    with pytest.raises(ValueError, match=r"^the model's parameter gain has no tag, which its plugin scales it by: "
+                                         r"create it with zoo.models.layers.tagged_param"):
+        build_program(lambda rngs: Net(rngs, False), zoo.param.get("sp"), OptimConfig())

@@ -26,7 +26,9 @@ from zoo import optim
 from zoo.data.augment import unit_range
 from zoo.param import scalars
 from zoo.param.base import Parametrization
+from zoo.param.tags import Tag
 from zoo.train.loss import cross_entropy, soft_cross_entropy
+from zoo.tree import key_path
 
 State = dict[str, Any]
 Batch = dict[str, jax.Array]
@@ -244,6 +246,17 @@ def flops_of(lowered: jax.stages.Lowered, per: int = 1) -> float | None:
     return None if flops is None else float(flops) / per
 
 
+def check_tagged(params: nnx.State) -> None:
+    """Every parameter carries its Tag (nnx.Param(value, tag=Tag(...)), what its plugin scales it by): one without
+    is named, where the optimizer's rules would have failed on a bare missing key."""
+    flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]
+    for path, v in flat:
+        if isinstance(v, nnx.Variable) and not isinstance(v.get_metadata().get("tag"), Tag):
+            raise ValueError(f"the model's parameter {key_path(path)} has no tag, which its plugin scales it by: "
+                             "create it with zoo.models.layers.tagged_param, or as nnx.Param(value, "
+                             "tag=zoo.param.Tag(kind, fan_in, fan_out, ...))")
+
+
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: Parametrization,
                   optim_cfg: optim.OptimConfig, dtype: Any = jnp.float32,
                   augment: Callable[[jax.Array, Batch], Batch] | None = None, grad_accum: int = 1,
@@ -258,6 +271,7 @@ def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: P
         make_model = functools.partial(model_of, plugin)
         abstract, answers = scalars.record(lambda p: nnx.eval_shape(lambda: model_of(p, nnx.Rngs(0))), plugin)
     graphdef, params, _ = nnx.split(abstract, nnx.Param, ...)
+    check_tagged(params)
     chain = functools.partial(optim.chain, optim_cfg, route=optim.routes(optim_cfg, params, plugin), horizon=horizon)
     rules = optim.rules(plugin, params, optim_cfg)
     numbers = None
