@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m zoo.coord_check", description=__doc__.split("\n\n")[0],
                formatter_class=ShownDefaults)
     a = p.add_argument
-    a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
+    a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}, or module:Class")
     a("--param", default="mup", help=f"parametrization plugin: {', '.join(zoo.param.names())}, or module:Class")
     a("--param-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="plugin option (e.g. alpha=1)")
     a("--model-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="model option (e.g. activation=abs)")

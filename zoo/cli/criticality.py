@@ -91,7 +91,7 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m zoo.criticality", description=__doc__.split("\n\n")[0],
                formatter_class=ShownDefaults)
     a = p.add_argument
-    a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}")
+    a("--model", default="mlp_resnet", help=f"one of {', '.join(zoo.models.names())}, or module:Class")
     a("--width", type=positive, default=256, help="model width")
     a("--depth", type=positive, default=30, help="number of blocks L")
     a("--model-opt", action=KeyValues, type=kv, default=[], metavar="K=V", help="model option (e.g. pre_ln=true)")
