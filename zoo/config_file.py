@@ -17,16 +17,20 @@ def read_file(path: str) -> dict[str, Any]:
     schema; model and plugin options must be plain values (numbers, strings, true/false, lists of them). A top-level
     `provenance` mapping (zoo.transfer's record of which scaling policy produced each number) is no setting: it is
     left out. A config zoo wrote (`written_by_zoo`) gives a setting added since as its default: an older ViT run's
-    config.json (no decay_vectors) read back trained with today's recipe's value, not the run's."""
+    config.json (no decay_vectors) read back trained with today's recipe's value, not the run's. Its nulls are the
+    run's values; a null in a file written by hand is a setting not given (the recipe's, as a flag left out)."""
     data = settings_file.load(path, "config file")
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of option: value")
     if isinstance(data.get("provenance"), dict):
         data = {k: v for k, v in data.items() if k != "provenance"}
     flat = flatten(data, f"config file {path}")
-    if written_by_zoo(data):  # a setting added to zoo since is its default (the behaviour then), not the recipe's
+    ours = written_by_zoo(data)
+    if ours:  # a setting added to zoo since is its default (the behaviour then), not the recipe's
         flat = {**json.loads(json.dumps(RunConfig.from_json(data, f"config file {path}").flat())), **flat}
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
+    if not ours:  # a null written by hand is not given, as a flag left out: the recipe's value stands (it replaced
+        out = {k: v for k, v in out.items() if v is not None}  # mixer's width 128 with the class's 256)
     names_no_code(out, f"config file {path}")
     for name in ("model_opt", "param_opt", "augment_opt"):
         for k, v in out.get(name, {}).items():

@@ -40,7 +40,7 @@ def test_seeds_of_a_diagnostic_are_bounded(capsys, tool):
 @pytest.mark.parametrize("mesh, why", [
     ("data=x", "'data=x' needs an integer size"), ("rows=2", "unknown axis 'rows'"),
     ("tensor=0", "axis tensor must have a positive size, got 0"), ("data=1,data=1", "axis data is given twice"),
-    ("tensor=1000003", "fsdp x tensor = 1000003 does not divide the 1 devices present")])
+    ("tensor=1000003", "fsdp x tensor = 1000003 does not divide the")])
 def test_print_config_refuses_a_mesh_training_would_refuse(mesh, why, capsys, monkeypatch):
     """`train.py --print-config --mesh <bad>` printed the config, the mesh refused only once training started: now
     its form is checked with the config (also in a config file) and its size against the devices here, each in
