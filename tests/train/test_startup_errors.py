@@ -152,3 +152,21 @@ def test_a_model_parameter_without_a_tag_is_named():
     with pytest.raises(ValueError, match=r"^the model's parameter gain has no tag, which its plugin scales it by: "
                                          r"create it with zoo.models.layers.tagged_param"):
         build_program(lambda rngs: Net(rngs, False), zoo.param.get("sp"), OptimConfig())
+
+
+def test_an_attention_option_on_a_model_without_attention_is_refused():
+    """`--param-opt attn_mult=2` on an MLP-ResNet (or abcd's attn_exp on a Mixer) was recorded in the run's identity
+    and changed nothing, no word said. Refused now, naming the model; a GPT takes it, and a default value is no
+    option given."""
+    from zoo.config import resolve
+    from zoo.train.setup import setup
+
+    small = {"width": 16, "depth": 1, "batch_size": 8, "steps": 1}
+    for model, param, opt in (("mlp_resnet", "sp", {"attn_mult": 2.0}), ("mixer", "abcd", {"attn_exp": 1.0})):
+        with pytest.raises(ValueError, match=rf"^--param-opt {next(iter(opt))}=[0-9.]+ scales attention logits, and "
+                                             rf"{model} has no attention: leave it out$"):
+            setup(resolve({**small, "model": model, "data": "synthetic", "param": param, "param_opt": opt}))
+    setup(resolve({**small, "model": "mlp_resnet", "data": "synthetic", "param_opt": {"attn_mult": 1.0}}))
+    gpt = setup(resolve({**small, "model": "gpt", "data": "synthetic:text", "seq_len": 8, "model_opt": {"head_dim": 8},
+                         "param_opt": {"attn_mult": 2.0}}))
+    assert gpt.plugin.attn_mult == 2.0

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import zoo.data
 import zoo.models
 import zoo.param
-from zoo.config import RunConfig
+from zoo.config import RunConfig, word
 from zoo.data.augment import Augment, options, parse_ops
 from zoo.param.base import Parametrization
 from zoo.schema import INT32_MAX, compute_dtype
@@ -53,7 +53,20 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     program = build_program(None, plugin, cfg.optim, dtype, augment, cfg.loop.grad_accum, horizon=steps,
                             label_smoothing=cfg.loop.label_smoothing,
                             model_of=functools.partial(zoo.models.create, cfg.model.name, model_cfg))
+    check_attention_options(cfg, plugin, program)
     return Setup(cfg, data, model_cfg, plugin, program)
+
+
+def check_attention_options(cfg: RunConfig, plugin: Parametrization, program: Program) -> None:
+    """The run's plugin options that scale attention logits (attn_mult, abcd's attn_exp), other than their defaults,
+    on a model that never asked its plugin for that scale (an MLP-ResNet, a Mixer): refused, where they were recorded
+    in the run's identity and changed nothing. (A plugin built in code, a family over models, may carry them.)"""
+    defaults = {f.name: f.default for f in dataclasses.fields(plugin) if f.name in ("attn_mult", "attn_exp")}
+    given = {k: v for k, v in cfg.param.options.items() if k in defaults and v != defaults[k]}
+    if given and not any(question[0] == "attn_scale" for question in program.numbers.questions):
+        options = " ".join(f"{k}={word(v)}" for k, v in given.items())
+        raise ValueError(f"--param-opt {options} scales attention logits, and {cfg.model.name} has no attention: "
+                         "leave it out")
 
 
 def augmentation(cfg: RunConfig, data: Any) -> Augment | None:
