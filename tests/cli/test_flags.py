@@ -90,10 +90,13 @@ def test_a_size_a_tool_sets_itself_is_no_model_option(tmp_path, capsys, tool, fl
     (["--run-dir", "runs/" + "x" * 300], "--run-dir cannot name a file: a name in it is 300 bytes long"),
     (["--param", "mup", "--param-opt", "bogus=1"], "plugin 'mup' has no option 'bogus'; its options (--param-opt K=V)"),
     (["--model-opt", "bogus=1"], "model 'mlp_resnet' has no option 'bogus'; its options (--model-opt K=V) are"),
+    (["--model", "gpt", "--clip-norm", "none"], "argument --clip-norm: 'none' is not a value: leave the flag out"),
+    (["--weight-decay", "Null"], "argument --weight-decay: 'Null' is not a value: leave the flag out"),
 ])
 def test_flags_that_took_any_value_or_named_no_flag(capsys, argv, message):
     """--allow-import took any text, --ns-steps any count (each Newton-Schulz iteration is unrolled: 100000 compiled
-    for ever), a 300-byte file name failed in the OS naming no flag, and an unknown option named no flag."""
+    for ever), a 300-byte file name failed in the OS naming no flag, an unknown option named no flag, and
+    --clip-norm none was the flag left out (gpt clipped at its recipe's 1.0)."""
     line = one_line_error(train_cli.main, [*argv, "--print-config"], capsys)
     assert message in line, line
 

@@ -255,6 +255,8 @@ def _typed(name: str):
     flag = "--" + name.replace("_", "-")
 
     def parse(text: str) -> Any:
+        if text.lower() in ("none", "null"):  # None is a flag left out: --clip-norm none would keep gpt's 1.0
+            raise argparse.ArgumentTypeError(f"{text!r} is not a value: leave the flag out for its default")
         try:
             return from_text(flag, text, HINTS[name])
         except ValueError as e:  # argparse names the flag itself
