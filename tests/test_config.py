@@ -49,6 +49,15 @@ def test_yaml_reads_exponent_numbers_as_the_command_line_does(tmp_path):
         read_file(str(tmp_path / "bomb.yaml"))
 
 
+@pytest.mark.parametrize("text, where", [("model: gpt\nsteps:\t5\n\twidth: 3\n", "line 2, column 7: found character"),
+                                         ("model: gpt\n  width: [3\n", "line 2, column 8: mapping values")])
+def test_a_yaml_error_names_its_line(tmp_path, text, where):
+    """A tab in a YAML file read "cannot be read as YAML: while scanning for the next token", naming no line."""
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ValueError, match=f"c.yaml cannot be read as YAML: {where}"):
+        read_file(str(tmp_path / "c.yaml"))
+
+
 def test_epochs_replace_the_steps_before_them(tmp_path):
     """--epochs (flag or file) sets the horizon in place of the recipe's or the file's steps; the resolved config
     states it in steps only, so a run's config.json reads back as a config file."""

@@ -88,4 +88,12 @@ def load(path: str, what: str) -> Any:
         raise ValueError(f"{what} {path}: {e}") from None
     except (ValueError, yaml.YAMLError) as e:  # JSON's errors, a file that is not UTF-8
         raise ValueError(f"{what} {path} cannot be read as {'JSON' if p.suffix == '.json' else 'YAML'}: "
-                         f"{str(e).splitlines()[0]}") from None
+                         f"{yaml_problem(e) or str(e).splitlines()[0]}") from None
+
+
+def yaml_problem(e: Exception) -> str | None:
+    """A YAML error's problem and where (its first line reads "while scanning for the next token", naming neither)."""
+    mark = getattr(e, "problem_mark", None)
+    if not isinstance(e, yaml.MarkedYAMLError) or mark is None or not e.problem:
+        return None
+    return f"line {mark.line + 1}, column {mark.column + 1}: {e.problem}"
