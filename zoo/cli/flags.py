@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from zoo.config import FLAT, HINTS, PART_TITLES, default_text
 from zoo.files import path_name_problem
@@ -255,8 +255,9 @@ def _typed(name: str):
     flag = "--" + name.replace("_", "-")
 
     def parse(text: str) -> Any:
-        if text.lower() in ("none", "null"):  # None is a flag left out: --clip-norm none would keep gpt's 1.0
-            raise argparse.ArgumentTypeError(f"{text!r} is not a value: leave the flag out for its default")
+        if text.lower() in ("none", "null") and type(None) in get_args(HINTS[name]):  # None is a flag left out:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a value: leave the flag out for its default")  # not
+            # the recipe's silently (--clip-norm none kept gpt's clipping at 1.0)
         try:
             return from_text(flag, text, HINTS[name])
         except ValueError as e:  # argparse names the flag itself
