@@ -255,9 +255,9 @@ def _typed(name: str):
     flag = "--" + name.replace("_", "-")
 
     def parse(text: str) -> Any:
-        if text.lower() in ("none", "null") and type(None) in get_args(HINTS[name]):  # None is a flag left out:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a value: leave the flag out for its default")  # not
-            # the recipe's silently (--clip-norm none kept gpt's clipping at 1.0)
+        # A setting's None is the flag left out: --clip-norm none read so kept gpt's recipe clipping at 1.0.
+        if text.lower() in ("none", "null") and type(None) in get_args(HINTS[name]):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a value: leave the flag out for its default")
         try:
             return from_text(flag, text, HINTS[name])
         except ValueError as e:  # argparse names the flag itself
