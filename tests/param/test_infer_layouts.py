@@ -1,5 +1,6 @@
 """Kernels stored [..., out, in] (Haiku's ConvTranspose, Flax's stores [..., in, out]) in zoo.param.infer_tags: known
-by Haiku's module names, refused by their bias where the shapes read the other way, or given by a layout rule."""
+by Haiku's module names, refused by their bias where the shapes read the other way, or given by a layout rule; a
+Linear read in the other layout than it is stored refused by its bias too."""
 
 from __future__ import annotations
 
@@ -80,3 +81,21 @@ def test_the_bias_line_names_the_layout_rule_and_the_rule_reads_the_kernel():
     assert kinds(tags)["up/w"] == ("input", 27, 20) and kinds(tags)["mid/w"] == ("hidden", 180, 20)
     assert Route("spectral", 180, tags["mid"]["w"].layout).matrix_axes((3, 3, 20, 20)) == \
         optax.contrib.MuonDimensionNumbers((-4, -3, -1), -2)
+
+
+@pytest.mark.parametrize("stored, read", [("out_in", "in_out"), ("in_out", "out_in")])
+def test_a_linear_read_the_wrong_way_round_is_refused_by_its_bias(stored, read):
+    """An Equinox MLP read in_out (the default), or a Haiku one read out_in: the first layer [n, 3072] was tagged
+    output (a readout's init and LR) and the readout [10, n] input, without a word. Each Linear's bias [out] shows
+    which axis is the fan-out: one line naming the layer and the layout; read the right way the kinds are right."""
+    def mlp(n, layout):
+        w = (lambda i, o: s(o, i) if layout == "out_in" else s(i, o))
+        return {"l0": {"weight": w(48, n), "bias": s(n)}, "l1": {"weight": w(n, n), "bias": s(n)},
+                "l2": {"weight": w(n, 5), "bias": s(5)}}
+
+    with pytest.raises(ValueError, match=rf"parameter 'l0/weight' .* reads as fan-out 48 \({read}\), but its bias "
+                                         rf"'l0/bias' has 24 entries.*rules=\{{'\^l0/weight\$': '{stored}'\}}"):
+        P.infer_tags(mlp(8, stored), mlp(24, stored), base_width=8, width=24, layout=read)
+    tags = kinds(P.infer_tags(mlp(8, stored), mlp(24, stored), base_width=8, width=24, layout=stored))
+    assert tags["l0/weight"] == ("input", 48, 24) and tags["l1/weight"] == ("hidden", 24, 24)
+    assert tags["l2/weight"] == ("output", 24, 5)

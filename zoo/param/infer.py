@@ -53,8 +53,9 @@ named as one (scale, offset, bias, b: Haiku's BatchNorm [1, C, 1, 1]).
                    another ratio, [n, heads, head_dim] without out_axes) or to call a fan-out width axis input
                    rather than vector; a kind the shapes contradict is an error (a rule's regex matching too much)
 A leaf whose kind the shapes leave open, or that fits no kind, is one ValueError naming it and the rule to add; so
-is a leaf with an axis of size 0 (no entry to scale) and a kernel read in_out whose bias [out] has the size of its
-next to last axis: stored [..., out, in] (a renamed Haiku ConvTranspose), which needs the layout 'spatial_out_in'.
+is a leaf with an axis of size 0 (no entry to scale) and a weight whose bias [out] has the size of another
+layout's fan-out axis than its own: an Equinox Linear [out, in] read in_out, a renamed Haiku ConvTranspose
+[..., out, in] (which needs 'spatial_out_in').
 Leaves that are not arrays (an Equinox module's functions) are not parameters: their tag is None.
 """
 
@@ -69,7 +70,7 @@ from typing import Any
 
 import jax
 
-from zoo.param.fans import fans_and_kind
+from zoo.param.fans import fan_out_axes, fans_and_kind
 from zoo.param.stacks import check_unmarked_stack, exact, parent
 from zoo.param.tags import KINDS, LAYOUTS, Tag
 from zoo.tree import key_path
@@ -83,6 +84,8 @@ GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b
 FLAX_QKV = re.compile(r"(^|/)(query|key|value)/kernel$")  # Flax's attention: [n, heads, head_dim] (2 fan-out axes)
 # the kernel of Haiku's Conv1DTranspose, Conv2DTranspose, Conv3DTranspose and ConvNDTranspose by their default module
 # names (a second one in a transform is conv2_d_transpose_1): stored [..., out, in]
+STORED = {"in_out": "[..., in, out] (Flax, Haiku)", "out_in": "[out, in, ...] (Equinox, PyTorch)",
+          "spatial_out_in": "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True)"}
 HAIKU_TRANSPOSED = re.compile(r"(^|/)conv(\d_d|_nd)_transpose(_\d+)?/w$")
 
 
@@ -123,7 +126,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
                          {n: _layout_of(n, roles[n], layout) for n in shapes})
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
-    _check_bias_sizes(names, tags, shapes)
+    _check_bias_sizes(names, tags, shapes, roles)
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
              if not roles[name] & set(KINDS)}
     return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks, shapes)))
@@ -166,25 +169,36 @@ def _inferred_out_axes(shapes: Mapping[str, tuple[tuple, tuple]], roles: Mapping
     return {n: k for n, k in out.items() if not any(OUT_AXES.fullmatch(r) for r in roles[n])}
 
 
-def _check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
-    """A layer's bias [C] has its weight's fan-out C. Where a module's only weight is a kernel of 3+ axes read in_out
-    whose last axis is not C but whose next to last is, beside its bias [C] (named b or bias), it is stored
-    [..., out, in], which needs the layout spatial_out_in: Haiku's ConvTranspose in a module not named as Haiku names
-    it (Flax's with transpose_kernel=True), read from 3 channels to n [2, 2, n, 3] as an output layer of fan-in 4n (a
-    readout's init and LR) and from n to 3 channels as an input layer. One line naming it and the rule."""
+def _check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mapping[str, tuple[tuple, tuple]],
+                      roles: Mapping[str, set[str]]) -> None:
+    """A layer's bias [C] (named b or bias) has its weight's fan-out C. Where a module's only weight (of one fan-out
+    axis; a stack axis aside) reads as fan-out of another size under its layout, but another layout's fan-out axis
+    has C entries, the layout is wrong, and read so it swaps the kinds: an Equinox Linear [out, in] read in_out
+    makes the first layer [n, 3072] an output layer (a readout's init and LR) and the readout [10, n] an input
+    layer; a Haiku ConvTranspose kernel [..., out, in] outside Haiku's module names (Flax's with
+    transpose_kernel=True) needs spatial_out_in. One line naming the weight, its bias and the layout to give."""
     tagged = {n: t for n, t in zip(names, tags, strict=True) if t is not None}
-    for bias in (n for n in tagged if n.rpartition("/")[2] in ("b", "bias") and len(shapes[n][1]) == 1):
-        size = shapes[bias][1][0]
-        weights = [n for n in tagged if parent(n) == parent(bias) and len(shapes[n][1]) >= 2]
-        if len(weights) != 1 or tagged[weights[0]].layout != "in_out":
+
+    def core(name: str) -> tuple:
+        return shapes[name][1][1:] if "stacked" in roles[name] else shapes[name][1]
+
+    for bias in (n for n in tagged if n.rpartition("/")[2] in ("b", "bias") and len(core(n)) == 1):
+        size = core(bias)[0]
+        weights = [n for n in tagged if parent(n) == parent(bias) and len(core(n)) >= 2]
+        if len(weights) != 1 or tagged[weights[0]].out_axes != 1:
             continue
-        weight = weights[0]
-        shape = shapes[weight][1]
-        if len(shape) >= 3 and shape[-1] != size == shape[-2]:
-            raise ValueError(f"parameter {weight!r} {shape} reads as fan-out {shape[-1]} (in_out), but its bias "
-                             f"{bias!r} has {size} entries, as its axis {len(shape) - 2}: a kernel stored "
-                             "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True); give its "
-                             f"layout: rules={{{exact(weight)!r}: 'spatial_out_in'}}")
+        weight, shape = weights[0], core(weights[0])
+        given = tagged[weight].layout
+        axis = {layout: fan_out_axes(len(shape), layout)[0] for layout in LAYOUTS
+                if layout != "spatial_out_in" or len(shape) >= 3}
+        fits = [layout for layout in ("spatial_out_in", "out_in", "in_out") if layout in axis
+                and shape[axis[layout]] == size]
+        if shape[axis[given]] == size or not fits:
+            continue
+        raise ValueError(f"parameter {weight!r} {shape} reads as fan-out {shape[axis[given]]} ({given}), but its bias "
+                         f"{bias!r} has {size} entries, as its axis {axis[fits[0]]}: a weight stored "
+                         f"{STORED[fits[0]]}; give its layout: rules={{{exact(weight)!r}: {fits[0]!r}}} (or "
+                         f"layout={fits[0]!r} for every weight)")
 
 
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
