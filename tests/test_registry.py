@@ -94,9 +94,11 @@ def test_a_broken_model_of_another_package_breaks_nothing_else(tmp_path, monkeyp
     broken one is one line naming its module when it is asked for."""
     (tmp_path / "boom_models.py").write_text("raise RuntimeError('boom at import')\n")
     (tmp_path / "not_models.py").write_text("Net = dict\n")
+    (tmp_path / "exit_models.py").write_text("import sys\nsys.exit(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(zoo.models.MODELS._lazy, "boom", "boom_models:Net")
     monkeypatch.setitem(zoo.models.MODELS._lazy, "notamodel", "not_models:Net")
+    monkeypatch.setitem(zoo.models.MODELS._lazy, "exits", "exit_models:Net")
     train_cli.parser().format_help()
     train_cli.main([*TINY, "--steps", "1", "--run-dir", str(tmp_path / "ok")])
     capsys.readouterr()
@@ -104,6 +106,45 @@ def test_a_broken_model_of_another_package_breaks_nothing_else(tmp_path, monkeyp
     assert "importing the model 'boom_models:Net' failed in its own code: RuntimeError: boom at import" in line
     line = one_line_error(train_cli.main, [*TINY, "--model", "notamodel", "--run-dir", str(tmp_path / "n")], capsys)
     assert "'notamodel' is not a zoo model" in line
+    line = one_line_error(train_cli.main, [*TINY, "--model", "exits", "--run-dir", str(tmp_path / "e")], capsys)
+    assert "importing the model 'exit_models:Net' failed in its own code: it called sys.exit(3)" in line, line
+
+
+def test_a_name_two_packages_or_zoo_and_a_package_register_is_said(tmp_path, monkeypatch, capsys):
+    """A name another installed package, or zoo itself, also registered was dropped without a word (the first on
+    the path won: another package installed changed what --param NAME trained). zoo's own name stays zoo's, a name
+    two packages give other objects is refused where it is asked for, naming both; a warning line for each. An
+    entry point to an object of the wrong kind names its package."""
+    from zoo.registry import Registry
+
+    def package(name: str, entries: str) -> None:
+        info = tmp_path / f"{name.replace('-', '_')}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text(f"[zoo_test.things]\n{entries}\n")
+
+    package("pkg-a", "own = pkg_a:Own\ntwice = pkg_a:Twice\nwrong = pkg_a:wrong")
+    package("pkg-b", "twice = pkg_b:Twice")
+    (tmp_path / "pkg_a.py").write_text("Own = Twice = 'a string'\nwrong = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    def check(name: str, obj: object) -> object:
+        if isinstance(obj, int):
+            raise ValueError(f"{name!r} is not a thing")
+        return obj
+
+    things = Registry("thing", "zoo_test.things", check)
+    things.register("own", ["zoo's"])
+    assert things.names() == ["own", "wrong"]
+    err = capsys.readouterr().err
+    assert "warning: pkg-a (pkg_a:Own) registers the thing 'own', which zoo's own holds: left out" in err, err
+    assert ("warning: pkg-a (pkg_a:Twice) and pkg-b (pkg_b:Twice) each register the thing 'twice': give the one "
+            "meant as module:Object") in err, err
+    assert things.get("own") == ["zoo's"]
+    with pytest.raises(ValueError, match=r"pkg-a \(pkg_a:Twice\) and pkg-b \(pkg_b:Twice\) each register"):
+        things.get("twice")
+    with pytest.raises(ValueError, match=r"'wrong' is not a thing \(the entry point wrong = pkg_a:wrong of the "
+                                         r"installed package pkg-a\)"):
+        things.get("wrong")
 
 
 def test_a_class_cannot_take_a_name_another_class_holds():

@@ -46,6 +46,8 @@ class Registry:
         self.what, self.group, self.check = what, group, check or (lambda name, obj: obj)
         self.entries: dict[str, Any] = {}
         self._lazy: dict[str, str] = {}
+        self._packages: dict[str, str] = {}  # an entry point's name -> the package that installed it
+        self._clashes: dict[str, str] = {}  # a name two installed packages register: why it is refused
         self._scanned = False
 
     def register(self, name: str, obj: Any) -> Any:
@@ -80,8 +82,16 @@ class Registry:
     def get(self, name: str) -> Any:
         if name not in self.entries and name not in self._lazy:
             self._scan()
+        if name in self._clashes:
+            raise ValueError(self._clashes[name])
         if name in self._lazy:
-            self.entries[name] = self.check(name, _import(self._lazy[name], self.what))  # a failure stays to say
+            try:
+                self.entries[name] = self.check(name, _import(self._lazy[name], self.what))  # a failure stays to say
+            except ValueError as e:
+                if name not in self._packages:
+                    raise
+                raise ValueError(f"{e} (the entry point {name} = {self._lazy[name]} of the installed package "
+                                 f"{self._packages[name]})") from None
             del self._lazy[name]
         if name in self.entries:
             return self.entries[name]
@@ -109,13 +119,27 @@ class Registry:
                         f"trust it, give --allow-import {name}")
 
     def _scan(self) -> None:
-        """The entry points of installed packages, once."""
+        """The entry points of installed packages, once. A name zoo holds stays zoo's, and a name two packages give
+        other objects is neither's (`get` refuses it): the first on the path took it, without a word, and another
+        package installed could change what --param NAME trains. A warning line for each."""
         if self._scanned:
             return
         self._scanned = True
+        found: dict[str, dict[str, str]] = {}  # name -> {module:Object: its package}; one package found twice is one
         for ep in importlib.metadata.entry_points(group=self.group):
-            if ep.name not in self.entries:
-                self._lazy.setdefault(ep.name, ep.value)
+            found.setdefault(ep.name, {})[ep.value] = getattr(ep.dist, "name", None) or "an installed package"
+        for name, objects in found.items():
+            named = " and ".join(f"{package} ({value})" for value, package in sorted(objects.items(),
+                                                                                      key=lambda vp: vp[::-1]))
+            if name in self.entries or name in self._lazy:
+                print(f"warning: {named} registers the {self.what} {name!r}, which zoo's own holds: left out (give "
+                      f"it as module:Object)", file=sys.stderr)
+            elif len(objects) > 1:
+                self._clashes[name] = f"{named} each register the {self.what} {name!r}: give the one meant as " \
+                                      "module:Object, or uninstall the other"
+                print(f"warning: {self._clashes[name]}", file=sys.stderr)
+            else:
+                (self._lazy[name], self._packages[name]), = objects.items()
 
 
 def named_subclass(base: type, what: str) -> Callable[[str, Any], type]:
@@ -138,8 +162,10 @@ def _import(path: str, what: str) -> Any:
         obj: Any = importlib.import_module(module)
     except ImportError as e:
         raise ValueError(f"cannot import the {what} {path!r}: {e}") from None
-    except Exception as e:  # the module's own code failed as it ran: its error, said as the user's module's
-        raise ValueError(f"importing the {what} {path!r} failed in its own code: {type(e).__name__}: {e}") from None
+    except (Exception, SystemExit) as e:  # the module's own code failed as it ran: its error, said as the user's
+        why = f"it called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
+        raise ValueError(f"importing the {what} {path!r} failed in its own code: {why}") from None  # sys.exit in an
+        # installed model ended every command (--help too, which reads every model's recipe), silently, with status 0
     try:
         for part in attr.split("."):
             obj = getattr(obj, part)

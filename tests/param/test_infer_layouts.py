@@ -5,6 +5,7 @@ Linear read in the other layout than it is stored refused by its bias too."""
 from __future__ import annotations
 
 import haiku as hk
+import jax
 import numpy as np
 import optax
 import pytest
@@ -89,7 +90,9 @@ def test_a_linear_read_the_wrong_way_round_is_refused_by_its_bias(stored, read):
     output (a readout's init and LR) and the readout [10, n] input, without a word. Each Linear's bias [out] shows
     which axis is the fan-out: one line naming the layer and the layout; read the right way the kinds are right."""
     def mlp(n, layout):
-        w = (lambda i, o: s(o, i) if layout == "out_in" else s(i, o))
+        def w(i: int, o: int) -> jax.ShapeDtypeStruct:
+            return s(o, i) if layout == "out_in" else s(i, o)
+
         return {"l0": {"weight": w(48, n), "bias": s(n)}, "l1": {"weight": w(n, n), "bias": s(n)},
                 "l2": {"weight": w(n, 5), "bias": s(5)}}
 
