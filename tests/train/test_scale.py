@@ -137,24 +137,27 @@ def test_two_processes_train_as_one_program(tmp_path, one_device, capsys):
 
 @pytest.mark.long
 @pytest.mark.xdist_group("mesh")
-def test_processes_started_with_other_settings_are_refused_on_every_process(tmp_path):
+@pytest.mark.parametrize("flags, differ", [(["--lr", "0.01"], "lr 0.01 there, 0.001 in process 0"),
+                                           (["--num-processes", "3"], "num_processes 3 there, 2 in process 0")])
+def test_processes_started_with_other_settings_are_refused_on_every_process(tmp_path, flags, differ):
     """A second process given another --lr joined and trained silently, its gradients averaged with the first's: the
-    run was neither setting's. Now both processes end with the same one line before anything is written."""
+    run was neither setting's; one given --num-processes 3 (as process 1) joined process 0's run of 2. Now both
+    processes end with the same one line before anything is written."""
     argv = [*GPT, "--steps", "3", "--run-dir", str(tmp_path / "run")]
-    outs = _two_processes([argv, [*argv, "--lr", "0.01"]])
+    outs = _two_processes([argv, [*argv, *flags]])
     for code, _, err in outs:
-        assert clean_error(code, err) == ("error: process 1 was started with other settings than process 0 (lr 0.01 "
-                                          "there, 0.001 in process 0); start every process with the same flags"), err
+        assert clean_error(code, err) == (f"error: process 1 was started with other settings than process 0 ({differ}"
+                                          "); start every process with the same flags"), err
     assert not (tmp_path / "run").exists()
 
 
 def _two_processes(argvs: list[list[str]]) -> list[tuple[int, str, str]]:
-    """train.py's `argvs[i]` as process i of two on 127.0.0.1 (jax.distributed, gloo, 4 CPU devices each): each
-    one's exit status, stdout and stderr."""
+    """train.py's `argvs[i]` as process i of two on 127.0.0.1 (jax.distributed, gloo, 4 CPU devices each; an argv
+    may give another --num-processes): each one's exit status, stdout and stderr."""
     port = _free_port()
     env = child_env({"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv, "--coordinator", f"127.0.0.1:{port}",
-                               "--num-processes", "2", "--process-id", str(i)], cwd=ROOT, env=env, text=True,
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "train.py"), "--coordinator", f"127.0.0.1:{port}",
+                               "--num-processes", "2", "--process-id", str(i), *argv], cwd=ROOT, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i, argv in enumerate(argvs)]
     outs = [p.communicate(timeout=600) for p in procs]
     return [(p.returncode, *out) for p, out in zip(procs, outs, strict=True)]

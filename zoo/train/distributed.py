@@ -32,6 +32,7 @@ ENV = {"coordinator": "JAX_COORDINATOR_ADDRESS", "num_processes": "JAX_NUM_PROCE
        "process_id": "JAX_PROCESS_ID", "timeout_s": "ZOO_COORDINATOR_TIMEOUT"}
 TIMEOUT_S = 300.0  # JAX's own default wait for every process to join
 GRACE_S = 30  # JAX's deadline is set this much later than ours, so ours gives up first, in one line
+JOINED: dict[str, int] = {}  # the process count this process was started with (--num-processes), once joined
 
 
 def _stderr(line: str) -> None:
@@ -80,6 +81,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     with _give_up_after(timeout, gave_up):
         jax.distributed.initialize(coordinator_address=address, num_processes=n, process_id=i,
                                    initialization_timeout=int(math.ceil(timeout)) + GRACE_S)
+    JOINED["num_processes"] = n  # the coordinator's count may differ: process 0's (check_same_settings)
 
 
 def check_single(num_processes: int | None, process_id: int | None, timeout_flag: float | None) -> None:
@@ -151,13 +153,14 @@ def check_same_settings(settings: dict[str, Any], local: tuple[str, ...] = ()) -
     """Every process was started with the same `settings` (a run's, by flat name; `local` ones, such as a host's own
     data folder, may differ): a process given another --lr or --seed joined, its gradients were averaged with the
     others', and the run trained as neither's, silently; another --steps or --eval-every ended in a collective
-    mismatch and a C++ abort. On every process, one line naming the first setting that differs, before anything is
-    written (a no-op in one process)."""
+    mismatch and a C++ abort; one given another --num-processes (with an id below process 0's count) joined process
+    0's run. On every process, one line naming the first setting that differs, before anything is written (a no-op
+    in one process)."""
     if not jax.distributed.is_initialized() or jax.process_count() == 1:  # one process: no backend started here
         return
     check_same_devices()  # the gathers below lay the devices out as processes x devices
-    mine = np.frombuffer(json.dumps({k: v for k, v in sorted(settings.items()) if k not in local},
-                                    default=str).encode(), np.uint8)
+    settings = {k: v for k, v in settings.items() if k not in local} | JOINED
+    mine = np.frombuffer(json.dumps(dict(sorted(settings.items())), default=str).encode(), np.uint8)
     lengths = multihost_utils.process_allgather(np.array([mine.size], np.int64)).reshape(-1)
     padded = np.zeros(int(lengths.max()), np.uint8)
     padded[:mine.size] = mine
