@@ -210,3 +210,14 @@ def test_a_leaf_with_an_axis_of_size_0_is_one_line_naming_it(leaf):
 
     with pytest.raises(ValueError, match=r"parameter 'empty/w' .* has an axis of size 0"):
         P.infer_tags(model(8), model(16), base_width=8, width=16)
+
+
+def test_two_leaves_that_join_to_one_name_are_refused():
+    """Haiku allows '/' in a parameter's name: {'blk': {'a/w'}} (an input layer [48, n]) and {'blk/a': {'w'}} (a
+    hidden matrix) both join to blk/a/w, and the input layer took the hidden matrix's tag without a word."""
+    def shapes(n: int) -> dict:
+        return {"blk/a": {"w": s(n, n)}, "blk": {"a/w": s(48, n)}, "out": {"w": s(n, 5)}}
+
+    with pytest.raises(ValueError, match=r"parameters \['blk'\]\['a/w'\] and \['blk/a'\]\['w'\] both go by the name "
+                                         r"'blk/a/w'"):
+        P.infer_tags_from(shapes, base_width=8, width=16)

@@ -127,10 +127,11 @@ def test_a_batch_larger_than_the_training_set_is_refused_before_the_compile(tmp_
     assert not run.exists()
 
 
-def test_a_model_parameter_without_a_tag_is_named():
+def test_a_model_parameter_without_a_tag_or_with_one_its_shape_contradicts_is_named():
     """A model that made one nnx.Param without tag= stopped in the optimizer's rules with "unexpected KeyError:
-    missing key 'tag'", naming neither the parameter nor the cause. The program now names it and says how to tag it;
-    the tagged ones around it build as before."""
+    missing key 'tag'", naming neither the parameter nor the cause; a gain [n] tagged hidden (fan-in 1) trained with
+    muP's hidden LR n^-1, the coordinate check passing, and only the audit said so. The program now names each and
+    says how to tag it; the tagged ones around it build as before."""
     import jax.numpy as jnp
     from flax import nnx
 
@@ -141,17 +142,23 @@ def test_a_model_parameter_without_a_tag_is_named():
     from zoo.train.step import build_program
 
     class Net(nnx.Module):
-        def __init__(self, rngs: nnx.Rngs, tag_gain: bool):
+        def __init__(self, rngs: nnx.Rngs, gain_tag: Tag | None):
             self.w = tagged_param(rngs.params(), zoo.param.get("sp"), Tag("hidden", 4, 4), (4, 4))
-            self.gain = nnx.Param(jnp.ones(4), **({"tag": Tag("vector", 1, 4)} if tag_gain else {}))
+            self.gain = nnx.Param(jnp.ones(4), **({"tag": gain_tag} if gain_tag else {}))
 
         def __call__(self, x):
             return x @ self.w[...] * self.gain[...]
 
-    build_program(lambda rngs: Net(rngs, True), zoo.param.get("sp"), OptimConfig())
+    build_program(lambda rngs: Net(rngs, Tag("vector", 1, 4)), zoo.param.get("sp"), OptimConfig())
     with pytest.raises(ValueError, match=r"^the model's parameter gain has no tag, which its plugin scales it by: "
                                          r"create it with zoo.models.layers.tagged_param"):
-        build_program(lambda rngs: Net(rngs, False), zoo.param.get("sp"), OptimConfig())
+        build_program(lambda rngs: Net(rngs, None), zoo.param.get("sp"), OptimConfig())
+    for wrong, why in ((Tag("hidden", 1, 4), "hidden parameters read the width, but its fan-in is 1"),
+                       (Tag("output", 1, 4), "output parameters read the width, but its fan-in is 1"),
+                       (Tag("vector", 1, 8), r"its fans \(1 x 8\) do not multiply to its layer's entries")):
+        with pytest.raises(ValueError, match=rf"^the model's parameter gain \(4,\) is tagged {wrong.kind}, fan-in "
+                                             rf"{wrong.fan_in}, fan-out {wrong.fan_out}: {why}"):
+            build_program(lambda rngs, t=wrong: Net(rngs, t), zoo.param.get("sp"), OptimConfig())
 
 
 def test_an_attention_option_on_a_model_without_attention_is_refused():

@@ -110,6 +110,7 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
     base_flat = {key_path(p): x for p, x in jax.tree_util.tree_flatten_with_path(params_base)[0]}
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     names = [key_path(p) for p, _ in flat]
+    _distinct_names(names, [jax.tree_util.keystr(p) for p, _ in flat])
     _same_leaves(set(base_flat), set(names))
     arrays = {name: x for name, (_, x) in zip(names, flat, strict=True) if is_array(x)}
     roles = {name: _roles_of(name, compiled) for name in arrays}
@@ -293,6 +294,18 @@ def _compile(rules: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[re.Pat
         except re.error as e:
             raise ValueError(f"rule {pattern!r} is not a regular expression ({e})") from None
     return out
+
+
+def _distinct_names(names: Sequence[str], paths: Sequence[str]) -> None:
+    """Every leaf has a name of its own: keys joined by "/" may coincide (Haiku allows "/" in a parameter's name:
+    {'blk': {'a/w': ...}} and {'blk/a': {'w': ...}} are both blk/a/w), and then one took the other's shapes and tag,
+    without a word (rules could not tell them apart either). One line naming both."""
+    first: dict[str, str] = {}
+    for name, path in zip(names, paths, strict=True):
+        if name in first:
+            raise ValueError(f"parameters {first[name]} and {path} both go by the name {name!r} (keys joined by '/'): "
+                             "rename one so that each parameter has a name of its own")
+        first[name] = path
 
 
 def _same_leaves(base: set[str], names: set[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal
 
 Kind = Literal["input", "hidden", "output", "vector", "scalar"]
@@ -49,6 +50,18 @@ class Tag:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.out_axes < 1:
             raise ValueError(f"out_axes must be at least 1, got {self.out_axes}")
+
+    def misfit(self, shape: tuple[int, ...]) -> str | None:
+        """Why an array of `shape` cannot carry this tag, or None. One layer (the trailing axes, after any stacked
+        layers' leading ones) holds fan_in * fan_out entries; a hidden or output layer's fan-in is the width, so a
+        fan-in of 1 needs an axis of its own (a gain [n] tagged hidden, fan-in 1, took muP's hidden LR n^-1)."""
+        size = self.fan_in * self.fan_out
+        layer = next((shape[i:] for i in range(len(shape) + 1) if math.prod(shape[i:]) == size), None)
+        if layer is None:
+            return f"its fans ({self.fan_in} x {self.fan_out}) do not multiply to its layer's entries"
+        if self.kind in ("hidden", "output") and self.fan_in == 1 and len(layer) <= self.out_axes:
+            return f"{self.kind} parameters read the width, but its fan-in is 1 (a bias or gain [n] is a vector)"
+        return None
 
     @property
     def base_fan_in(self) -> float:

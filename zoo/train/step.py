@@ -247,14 +247,21 @@ def flops_of(lowered: jax.stages.Lowered, per: int = 1) -> float | None:
 
 
 def check_tagged(params: nnx.State) -> None:
-    """Every parameter carries its Tag (nnx.Param(value, tag=Tag(...)), what its plugin scales it by): one without
-    is named, where the optimizer's rules would have failed on a bare missing key."""
+    """Every parameter carries its Tag (nnx.Param(value, tag=Tag(...)), what its plugin scales it by), one its shape
+    fits (Tag.misfit): one without is named, where the optimizer's rules would have failed on a bare missing key,
+    and so is one whose tag its shape contradicts, which trained by another kind's rules."""
     flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]
     for path, v in flat:
-        if isinstance(v, nnx.Variable) and not isinstance(v.get_metadata().get("tag"), Tag):
+        if not isinstance(v, nnx.Variable):
+            continue
+        tag = v.get_metadata().get("tag")
+        if not isinstance(tag, Tag):
             raise ValueError(f"the model's parameter {key_path(path)} has no tag, which its plugin scales it by: "
                              "create it with zoo.models.layers.tagged_param, or as nnx.Param(value, "
                              "tag=zoo.param.Tag(kind, fan_in, fan_out, ...))")
+        if why := tag.misfit(tuple(v.shape)):
+            raise ValueError(f"the model's parameter {key_path(path)} {tuple(v.shape)} is tagged {tag.kind}, fan-in "
+                             f"{tag.fan_in}, fan-out {tag.fan_out}: {why}; give it the tag its shape has")
 
 
 def build_program(make_model: Callable[[nnx.Rngs], nnx.Module] | None, plugin: Parametrization,
