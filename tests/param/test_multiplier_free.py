@@ -252,9 +252,11 @@ def test_a_plain_dict_of_tags_builds_a_chain():
 def test_what_has_no_place_to_go_is_refused_in_one_line():
     """critical's skip multiplier mu scales the residual stream (no parameter): refused unless mu = 1; a branch
     multiplier != 1 needs branch_output leaves; a query needs the head dims."""
-    with pytest.raises(ValueError, match="skip multiplier mu") as err:
-        P.multiplier_free(P.get("critical"))
+    with pytest.raises(ValueError, match="critical: the skip multiplier mu scales the residual stream") as err:
+        P.multiplier_free(P.get("critical"))  # mu the model's to give (it read "mu (None)")
     assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"the skip multiplier mu \(0.5\) scales"):
+        P.multiplier_free(P.get("critical", sigma_w=1.0, sigma_b=0.0, mu=0.5))
     P.multiplier_free(P.get("critical", sigma_w=1.0, sigma_b=0.0, mu=1.0))
     branch = {"w": Tag("hidden", 8, 8, width_mult=2.0, branch=True, depth=8, base_depth=2)}
     with pytest.raises(ValueError, match="mark the matrix that ends each residual branch"):

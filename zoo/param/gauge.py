@@ -59,8 +59,9 @@ class MultiplierFree(Parametrization):
             mu = float(self.plugin.skip_multiplier())
         except ValueError:
             mu = None
-        if mu != 1.0:
-            raise ValueError(f"{self.plugin.name}: the skip multiplier mu ({mu}) scales the residual stream, which "
+        if mu != 1.0:  # None: mu is the model's to give (critical without pre_ln), and then not 1 in general
+            value = "" if mu is None else f" ({mu:g})"
+            raise ValueError(f"{self.plugin.name}: the skip multiplier mu{value} scales the residual stream, which "
                              "is no parameter to fold it into: this plugin has no multiplier-free form")
         bias = self.plugin.init_std(BIAS_PROBE, 0.0)
         if not isinstance(bias, jax.Array) and float(bias) != 0.0:
