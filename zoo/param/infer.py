@@ -70,7 +70,8 @@ from typing import Any
 
 import jax
 
-from zoo.param.fans import fan_out_axes, fans_and_kind
+from zoo.param.biases import broadcast_biases, check_bias_sizes, readout_biases
+from zoo.param.fans import fans_and_kind
 from zoo.param.stacks import check_unmarked_stack, exact, parent
 from zoo.param.tags import KINDS, LAYOUTS, Tag
 from zoo.tree import key_path
@@ -80,12 +81,9 @@ NAMED_ROLES = ("branch_output", "query", "readout")  # at most one per leaf: it 
 ROLES = STRUCTURE_ROLES + NAMED_ROLES + KINDS + LAYOUTS  # a layout role overrides `layout` for its leaves
 OUT_AXES = re.compile(r"out_axes=([1-9][0-9]*)")  # the role "out_axes=k" sets Tag.out_axes
 UNSTACKED_BY = {"stacked", "readout", *KINDS}  # rules that settle whether a leaf is a stack of layers
-GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
 FLAX_QKV = re.compile(r"(^|/)(query|key|value)/kernel$")  # Flax's attention: [n, heads, head_dim] (2 fan-out axes)
 # the kernel of Haiku's Conv1DTranspose, Conv2DTranspose, Conv3DTranspose and ConvNDTranspose by their default module
 # names (a second one in a transform is conv2_d_transpose_1): stored [..., out, in]
-STORED = {"in_out": "[..., in, out] (Flax, Haiku)", "out_in": "[out, in, ...] (Equinox, PyTorch)",
-          "spatial_out_in": "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True)"}
 HAIKU_TRANSPOSED = re.compile(r"(^|/)conv(\d_d|_nd)_transpose(_\d+)?/w$")
 
 
@@ -127,10 +125,10 @@ def infer_tags(params_base: Any, params: Any, *, base_width: int, width: int,
                          {n: _layout_of(n, roles[n], layout) for n in shapes})
     tags = [_tag(name, *shapes[name], roles[name], width / base_width, layout, depth, base_depth)
             if name in arrays else None for name in names]
-    _check_bias_sizes(names, tags, shapes, roles)
+    check_bias_sizes(names, tags, shapes, roles)
     ranks = {name: len(shape) - ("stacked" in roles[name]) for name, (_, shape) in shapes.items()
              if not roles[name] & set(KINDS)}
-    return jax.tree_util.tree_unflatten(treedef, _readout_biases(names, _broadcast_biases(names, tags, ranks, shapes)))
+    return jax.tree_util.tree_unflatten(treedef, readout_biases(names, broadcast_biases(names, tags, ranks, shapes)))
 
 
 def _refuse_empty(shapes: Mapping[str, tuple[tuple, tuple]]) -> None:
@@ -170,87 +168,9 @@ def _inferred_out_axes(shapes: Mapping[str, tuple[tuple, tuple]], roles: Mapping
     return {n: k for n, k in out.items() if not any(OUT_AXES.fullmatch(r) for r in roles[n])}
 
 
-def _check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mapping[str, tuple[tuple, tuple]],
-                      roles: Mapping[str, set[str]]) -> None:
-    """A layer's bias [C] (named b or bias) has its weight's fan-out C. Where a module's only weight (of one fan-out
-    axis; a stack axis aside) reads as fan-out of another size under its layout, but another layout's fan-out axis
-    has C entries, the layout is wrong, and read so it swaps the kinds: an Equinox Linear [out, in] read in_out
-    makes the first layer [n, 3072] an output layer (a readout's init and LR) and the readout [10, n] an input
-    layer; a Haiku ConvTranspose kernel [..., out, in] outside Haiku's module names (Flax's with
-    transpose_kernel=True) needs spatial_out_in. One line naming the weight, its bias and the layout to give."""
-    tagged = {n: t for n, t in zip(names, tags, strict=True) if t is not None}
-
-    def core(name: str) -> tuple:
-        return shapes[name][1][1:] if "stacked" in roles[name] else shapes[name][1]
-
-    for bias in (n for n in tagged if n.rpartition("/")[2] in ("b", "bias") and len(core(n)) == 1):
-        size = core(bias)[0]
-        weights = [n for n in tagged if parent(n) == parent(bias) and len(core(n)) >= 2]
-        if len(weights) != 1 or tagged[weights[0]].out_axes != 1:
-            continue
-        weight, shape = weights[0], core(weights[0])
-        given = tagged[weight].layout
-        axis = {layout: fan_out_axes(len(shape), layout)[0] for layout in LAYOUTS
-                if layout != "spatial_out_in" or len(shape) >= 3}
-        fits = [layout for layout in ("spatial_out_in", "out_in", "in_out") if layout in axis
-                and shape[axis[layout]] == size]
-        if shape[axis[given]] == size or not fits:
-            continue
-        raise ValueError(f"parameter {weight!r} {shape} reads as fan-out {shape[axis[given]]} ({given}), but its bias "
-                         f"{bias!r} has {size} entries, as its axis {axis[fits[0]]}: a weight stored "
-                         f"{STORED[fits[0]]}; give its layout: rules={{{exact(weight)!r}: {fits[0]!r}}} (or "
-                         f"layout={fits[0]!r} for every weight)")
-
-
 def _roles_of(name: str, compiled: Mapping[str, tuple[re.Pattern, set[str]]]) -> set[str]:
     """The union of the roles of every rule whose regex matches the leaf's path."""
     return set().union(*(given for regex, given in compiled.values() if regex.search(name)))
-
-
-def _broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mapping[str, int],
-                      shapes: Mapping[str, tuple[tuple, tuple]]) -> list[Tag | None]:
-    """`tags` with vector kind (fan-in 1, fan-out C) on each bias or gain stored broadcastable over size-1 axes: a leaf
-    whose axes but its one width axis C all have size 1, and which is named as one (GAIN_NAMES: Haiku's BatchNorm and
-    LayerNorm scale and offset [1, C, 1, 1] NCHW or [1, 1, 1, C] NHWC in a module of their own, a stack of one
-    layer's gain [1, C]) or sits beside a weight in its module whose fan-out is C and whose fan-in is larger than 1
-    (Equinox's Conv2d bias [out, 1, 1] beside its weight [out, in, kh, kw], out_in; Haiku's NCHW Conv2D bias
-    [out, 1, 1] beside w [kh, kw, in, out], in_out). Read by shapes alone it is an input layer of fan-in 1 (decayed,
-    orthogonalised with muon_io) or an output layer of fan-in C (a readout's init and LR); it is its layer's bias as
-    Linear's [out] is. Beside a weight, a leaf read as output needs 3+ axes (its `ranks`, less a stack axis): a
-    readout to one output [n, 1] is no bias. A weight of fan-in 1 beside a 1-D bias (a Linear from 1 feature), a cls
-    token [1, 1, n] and unnamed leaves at the top of the tree stay input, as do leaves with a kind rule (not in
-    `ranks`)."""
-    weights = {(parent(n), t.fan_out) for n, t in zip(names, tags, strict=True) if t is not None and t.fan_in > 1}
-
-    def size(name: str, t: Tag) -> int | None:
-        """The fan-out of a leaf read as an input layer of fan-in 1, the fan-in of one read as an output layer whose
-        only axis of size > 1 is its width axis ([1, C, 1, 1]; a stack axis aside); None for other leaves."""
-        if t.kind == "input" and t.fan_in == 1:
-            return t.fan_out
-        shape = shapes[name][1][len(shapes[name][1]) - ranks[name]:]
-        return t.fan_in if t.kind == "output" and sum(n != 1 for n in shape) == 1 else None
-
-    def bias(name: str, t: Tag) -> bool:
-        c = size(name, t)
-        if c is None:
-            return False
-        named = name.rpartition("/")[2] in GAIN_NAMES
-        return named or (bool(parent(name)) and (parent(name), c) in weights
-                         and (t.kind == "input" or ranks[name] >= 3))
-
-    return [dataclasses.replace(t, kind="vector", fan_in=1, fan_out=size(n, t)) if n in ranks and bias(n, t) else t
-            for n, t in zip(names, tags, strict=True)]
-
-
-def _readout_biases(names: Sequence[str], tags: list[Tag | None]) -> list[Tag | None]:
-    """`tags` with role "readout_bias" on each scalar beside an output-kind weight (readout/w and readout/b,
-    params/head/kernel and params/head/bias, layers/3/weight and layers/3/bias), as zoo's own heads tag it: it acts
-    after the width contraction, so it is no parameter before the readout (zoo.param.predict, the audit's d*: its
-    gradient does not sum over the width). Leaves at the top of the tree have no module to share: a 'readout' rule."""
-    heads = {parent(n) for n, t in zip(names, tags, strict=True) if t is not None and t.kind == "output"} - {""}
-    return [dataclasses.replace(t, role="readout_bias")
-            if t is not None and t.kind == "scalar" and not t.role and parent(n) in heads else t
-            for n, t in zip(names, tags, strict=True)]
 
 
 def infer_tags_from(shapes_at: Callable[[int], Any], *, base_width: int, width: int, **kwargs: Any) -> Any:
