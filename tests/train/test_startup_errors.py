@@ -43,6 +43,18 @@ def test_unavailable_backend_and_bad_coordinator_are_one_line(tmp_path):
     assert not run.exists()
 
 
+def test_a_coordinator_host_without_an_address_is_refused_at_once(monkeypatch):
+    """A coordinator host the resolver says does not exist waited out the whole --coordinator-timeout, then gave
+    the generic 'gave up' line; a resolver that cannot answer now (EAI_AGAIN) is left to JAX's retries."""
+    def no_such_host(host, *_):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
+    with pytest.raises(ValueError, match=r"^--coordinator nosuchhost.invalid:29515: the host 'nosuchhost.invalid' "
+                                         r"has no address \(Name or service not known\)$"):
+        distributed.initialize("nosuchhost.invalid:29515", 2, 1, timeout_s=5)
+
+
 def test_a_coordinator_that_never_gathers_every_process_gives_up_in_one_line(tmp_path):
     """Process 0 of 2 with no peer: it says it waits for 2 processes, and after --coordinator-timeout 1 s it ends
     with one line (JAX alone waits 300 s in silence, then aborts with a C++ stack dump)."""

@@ -70,6 +70,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         raise ValueError(f"the coordinator timeout must be a positive number of seconds below 2^31 - {GRACE_S + 1}, "
                          f"got {timeout:g}")
     port = _port(address)
+    _check_host(address)
     if i == 0 and not os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
         _check_free(port)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU devices only; GPUs use NCCL
@@ -103,6 +104,17 @@ def _port(address: str) -> int:
     if not host or not digits(port) or not 1 <= int(port) <= 65535:
         raise ValueError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {address!r}")
     return int(port)
+
+
+def _check_host(address: str) -> None:
+    """The coordinator's host has an address: a name the resolver says does not exist waited out the whole timeout
+    (a resolver that cannot answer now, EAI_AGAIN, is left to JAX's retries)."""
+    host = address.rpartition(":")[0].strip("[]")
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as e:
+        if e.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)):
+            raise ValueError(f"--coordinator {address}: the host {host!r} has no address ({e.strerror})") from None
 
 
 def _check_free(port: int) -> None:
