@@ -253,3 +253,12 @@ def test_short_runs_train(tmp_path, monkeypatch, capsys):
     ran = run_all(short_run, tmp_path, monkeypatch, capsys)
     summaries = list((tmp_path / "runs").glob("*/summary.json"))
     assert ran and len(summaries) == len(ran), (ran, summaries)
+
+
+def test_every_train_flag_is_on_the_training_page():
+    """docs/training.md names every flag of train.py (--momentum and --eval-batch-size were on no page)."""
+    from zoo.cli.train import parser
+
+    flags = {f for action in parser()._actions for f in action.option_strings if f.startswith("--")} - {"--help"}
+    page = set(re.findall(r"--[a-z][a-z0-9-]*", (ROOT / "docs" / "training.md").read_text()))
+    assert flags and not flags - page, f"train.py flags docs/training.md does not name: {sorted(flags - page)}"
