@@ -110,7 +110,7 @@ def expectation(plugin: Parametrization, optimizer: str, axis: str, kinds: tuple
 class LayerVerdict:
     layer: str
     group: str
-    slopes: list[float]  # one per step
+    slopes: list[float]  # one per step; NaN where the layer did not move (`still`)
     expected: float
     matches: bool  # the slopes agree with the prediction
     passed: bool  # matches, and the plugin is stable by theory
@@ -139,7 +139,8 @@ def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectatio
         moved = ~still(np.asarray(data[layer]).reshape(-1, len(s)), (init or {}).get(layer))
         matches = bool(not moved.any()) if np.isnan(exp) else \
             bool(moved.any() and np.all(np.isfinite(s[moved])) and np.all(dev[moved] <= tol))
-        out.append(LayerVerdict(layer, group, [float(v) for v in s], exp, matches, matches and stable,
+        shown = np.where(moved, s, np.nan)  # a step it did not move has no slope: rounding's would read as one
+        out.append(LayerVerdict(layer, group, [float(v) for v in shown], exp, matches, matches and stable,
                                 None if at_first == exp or np.isnan(exp) else at_first))
     return out
 
