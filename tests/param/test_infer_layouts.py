@@ -102,3 +102,19 @@ def test_a_linear_read_the_wrong_way_round_is_refused_by_its_bias(stored, read):
     tags = kinds(P.infer_tags(mlp(8, stored), mlp(24, stored), base_width=8, width=24, layout=stored))
     assert tags["l0/weight"] == ("input", 48, 24) and tags["l1/weight"] == ("hidden", 24, 24)
     assert tags["l2/weight"] == ("output", 24, 5)
+
+
+def test_a_kernel_whose_fan_out_no_layout_reads_is_refused_by_its_bias():
+    """PyTorch's ConvTranspose2d weight [in, out, kh, kw] read out_in (PyTorch's layout) was tagged with its fans
+    swapped (hidden 4n x 2n for n to 2n channels): no layout has the fan-out on axis 1, and its bias [out] shows it
+    is there. One line saying so; a bias of no axis's size is not the weight's, and is left alone."""
+    def torch_up(n: int) -> dict:
+        return {"up": {"weight": s(n, 2 * n, 2, 2), "bias": s(2 * n)}, "fc": {"weight": s(10, 2 * n), "bias": s(10)}}
+
+    with pytest.raises(ValueError, match=r"parameter 'up/weight' \(16, 32, 2, 2\) reads as fan-out 16 \(out_in\), but "
+                                         r"its bias 'up/bias' has 32 entries, as its axis 1, where no layout has the "
+                                         r"fan-out"):
+        P.infer_tags(torch_up(8), torch_up(16), base_width=8, width=16, layout="out_in")
+    tags = kinds(P.infer_tags({"lin": {"w": s(8, 24), "b": s(5)}}, {"lin": {"w": s(16, 48), "b": s(5)}},
+                              base_width=8, width=16))
+    assert tags["lin/w"] == ("hidden", 16, 48) and tags["lin/b"] == ("scalar", 1, 5)

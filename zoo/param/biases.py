@@ -23,7 +23,9 @@ def check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mappi
     has C entries, the layout is wrong, and read so it swaps the kinds: an Equinox Linear [out, in] read in_out
     makes the first layer [n, 3072] an output layer (a readout's init and LR) and the readout [10, n] an input
     layer; a Haiku ConvTranspose kernel [..., out, in] outside Haiku's module names (Flax's with
-    transpose_kernel=True) needs spatial_out_in. One line naming the weight, its bias and the layout to give."""
+    transpose_kernel=True) needs spatial_out_in. One line naming the weight, its bias and the layout to give; where
+    no layout has the fan-out on the bias's axis (PyTorch's ConvTranspose [in, out, kh, kw], read out_in with its
+    fans swapped), one line saying so."""
     tagged = {n: t for n, t in zip(names, tags, strict=True) if t is not None}
 
     def core(name: str) -> tuple:
@@ -40,12 +42,17 @@ def check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mappi
                 if layout != "spatial_out_in" or len(shape) >= 3}
         fits = [layout for layout in ("spatial_out_in", "out_in", "in_out") if layout in axis
                 and shape[axis[layout]] == size]
-        if shape[axis[given]] == size or not fits:
+        elsewhere = [a for a, size_a in enumerate(shape) if size_a == size]
+        if shape[axis[given]] == size or not elsewhere:  # a bias of no axis's size is not this weight's
             continue
-        raise ValueError(f"parameter {weight!r} {shape} reads as fan-out {shape[axis[given]]} ({given}), but its bias "
-                         f"{bias!r} has {size} entries, as its axis {axis[fits[0]]}: a weight stored "
-                         f"{STORED[fits[0]]}; give its layout: rules={{{exact(weight)!r}: {fits[0]!r}}} (or "
-                         f"layout={fits[0]!r} for every weight)")
+        read = f"parameter {weight!r} {shape} reads as fan-out {shape[axis[given]]} ({given}), but its bias {bias!r} " \
+               f"has {size} entries"
+        if not fits:
+            raise ValueError(f"{read}, as its axis {elsewhere[0]}, where no layout has the fan-out (PyTorch's "
+                             "ConvTranspose stores [in, out, kh, kw]): give zoo the weight with its axes permuted to "
+                             f"one of {', '.join(STORED.values())}")
+        raise ValueError(f"{read}, as its axis {axis[fits[0]]}: a weight stored {STORED[fits[0]]}; give its layout: "
+                         f"rules={{{exact(weight)!r}: {fits[0]!r}}} (or layout={fits[0]!r} for every weight)")
 
 
 def broadcast_biases(names: Sequence[str], tags: list[Tag | None], ranks: Mapping[str, int],
