@@ -30,7 +30,8 @@ def test_a_setting_added_since_zoo_wrote_a_config_is_its_default_not_the_recipes
 def test_a_null_written_by_hand_is_a_setting_not_given(tmp_path):
     """`width: null` in a hand-written file trained the Mixer at its class's width 256 (base 128), `steps: null` one
     epoch, `weight_decay: null` without the recipe's decay: a null replaced the recipe's value, where a flag left out
-    keeps it. A hand-written null is now not given; a config zoo wrote keeps its nulls, which are the run's values."""
+    keeps it. A hand-written null is now not given (an option's too); a config zoo wrote keeps its nulls, which are
+    the run's values."""
     (tmp_path / "mine.yaml").write_text("model: mixer\nwidth: null\nsteps: null\nweight_decay: null\nclip_norm: null\n")
     mine = resolve({}, read_file(str(tmp_path / "mine.yaml")))
     recipe = resolve({"model": "mixer"})
@@ -39,3 +40,5 @@ def test_a_null_written_by_hand_is_a_setting_not_given(tmp_path):
     stored["model"]["width"] = None  # as --print-config writes a width the model's class gives
     (tmp_path / "ours.json").write_text(json.dumps(stored))
     assert read_file(str(tmp_path / "ours.json"))["width"] is None
+    (tmp_path / "opts.yaml").write_text("model: gpt\nmodel_opt: {init_std: null, head_dim: 16}\n")  # an option's
+    assert read_file(str(tmp_path / "opts.yaml"))["model_opt"] == {"head_dim": 16}  # null: refused as no plain value

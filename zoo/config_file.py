@@ -30,7 +30,9 @@ def read_file(path: str) -> dict[str, Any]:
         flat = {**json.loads(json.dumps(RunConfig.from_json(data, f"config file {path}").flat())), **flat}
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
     if not ours:  # a null written by hand is not given, as a flag left out: the recipe's value stands (it replaced
-        out = {k: v for k, v in out.items() if v is not None}  # mixer's width 128 with the class's 256)
+        out = {k: v for k, v in out.items() if v is not None}  # mixer's width 128 with the class's 256); an
+        out |= {k: {o: v for o, v in out[k].items() if v is not None}  # option's too (model_opt: {init_std: null})
+                for k in ("model_opt", "param_opt", "augment_opt") if isinstance(out.get(k), dict)}
     names_no_code(out, f"config file {path}")
     for name in ("model_opt", "param_opt", "augment_opt"):
         for k, v in out.get(name, {}).items():
@@ -38,7 +40,7 @@ def read_file(path: str) -> dict[str, Any]:
                 raise ValueError(f"config file {path}: {name} has the key {k!r}; option names are strings")
             if not _plain(v):
                 raise ValueError(f"config file {path}: {name}.{k} must be a number, a string, true/false or a list "
-                                 f"of them, got {v!r}")
+                                 f"of them, got {v!r}" + (" (an option's None is the text none)" if v is None else ""))
     return out
 
 
