@@ -40,8 +40,10 @@ def attention_heads(width: int, base_width: int, head_dim: int, scale_heads: boo
     """Heads at a fixed head dim (scale_heads: heads = width / head_dim), or a fixed head count
     (num_heads, default base_width / head_dim) with head dim width / heads and base head dim base_width / heads."""
     if scale_heads and num_heads is not None:
-        raise ValueError(f"num_heads={num_heads} fixes the head count, but scale_heads=true grows it (width / head_dim"
-                         f" = {width / head_dim:g} heads): add --model-opt scale_heads=false, or drop num_heads")
+        grown = f"width / head_dim = {width // head_dim} heads" if width % head_dim == 0 else \
+            f"width {width} / head_dim {head_dim}, no whole number"
+        raise ValueError(f"num_heads={num_heads} fixes the head count, but scale_heads=true grows it ({grown}): add "
+                         "--model-opt scale_heads=false, or drop num_heads")
     if scale_heads:
         if width % head_dim:
             raise ValueError(f"width {width} is not a multiple of head_dim {head_dim} (width grows by heads of "
