@@ -152,7 +152,9 @@ def named_subclass(base: type, what: str) -> Callable[[str, Any], type]:
 
 
 def _import(path: str, what: str) -> Any:
-    """The object at "package.module:attr" (the current folder is searched too, as `python -m` does)."""
+    """The object at "package.module:attr" (the current folder is searched too, as `python -m` does). A module whose
+    own code fails as it is imported, sys.exit included, is one ValueError saying so (an installed model calling
+    sys.exit ended every command, --help too, which reads every model's recipe, silently with its status)."""
     module, _, attr = path.partition(":")
     if not module or not attr:
         raise ValueError(f"a {what} given by path is module:Object, got {path!r}")
@@ -162,10 +164,9 @@ def _import(path: str, what: str) -> Any:
         obj: Any = importlib.import_module(module)
     except ImportError as e:
         raise ValueError(f"cannot import the {what} {path!r}: {e}") from None
-    except (Exception, SystemExit) as e:  # the module's own code failed as it ran: its error, said as the user's
+    except (Exception, SystemExit) as e:
         why = f"it called sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"{type(e).__name__}: {e}"
-        raise ValueError(f"importing the {what} {path!r} failed in its own code: {why}") from None  # sys.exit in an
-        # installed model ended every command (--help too, which reads every model's recipe), silently, with status 0
+        raise ValueError(f"importing the {what} {path!r} failed in its own code: {why}") from None
     try:
         for part in attr.split("."):
             obj = getattr(obj, part)
