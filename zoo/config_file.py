@@ -29,9 +29,11 @@ def read_file(path: str) -> dict[str, Any]:
     if ours:  # a setting added to zoo since is its default (the behaviour then), not the recipe's
         flat = {**json.loads(json.dumps(RunConfig.from_json(data, f"config file {path}").flat())), **flat}
     out = {k: check_type(f"config file {path}: {k}", v, HINTS[k]) for k, v in flat.items()}
-    if not ours:  # a null written by hand is not given, as a flag left out: the recipe's value stands (it replaced
-        out = {k: v for k, v in out.items() if v is not None}  # mixer's width 128 with the class's 256); an
-        out |= {k: {o: v for o, v in out[k].items() if v is not None}  # option's too (model_opt: {init_std: null})
+    if not ours:
+        # A null written by hand is not given, as a flag left out: the recipe's value stands (it replaced mixer's
+        # width 128 with the class's 256). So is an option's (model_opt: {init_std: null}).
+        out = {k: v for k, v in out.items() if v is not None}
+        out |= {k: {o: v for o, v in out[k].items() if v is not None}
                 for k in ("model_opt", "param_opt", "augment_opt") if isinstance(out.get(k), dict)}
     names_no_code(out, f"config file {path}")
     for name in ("model_opt", "param_opt", "augment_opt"):
