@@ -11,7 +11,8 @@ from zoo.param.fans import fan_out_axes
 from zoo.param.stacks import exact, parent
 from zoo.param.tags import LAYOUTS, Tag
 
-GAIN_NAMES = ("b", "bias", "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
+BIAS_NAMES = ("b", "bias")  # a layer's bias: Haiku's b, Flax's and Equinox's bias
+GAIN_NAMES = (*BIAS_NAMES, "offset", "scale")  # biases and norm gains: Haiku (b, offset, scale), Flax, Equinox
 STORED = {"in_out": "[..., in, out] (Flax, Haiku)", "out_in": "[out, in, ...] (Equinox, PyTorch)",
           "spatial_out_in": "[..., out, in] (Haiku's ConvTranspose, Flax's with transpose_kernel=True)"}
 
@@ -31,7 +32,7 @@ def check_bias_sizes(names: Sequence[str], tags: list[Tag | None], shapes: Mappi
     def core(name: str) -> tuple:
         return shapes[name][1][1:] if "stacked" in roles[name] else shapes[name][1]
 
-    for bias in (n for n in tagged if n.rpartition("/")[2] in ("b", "bias") and len(core(n)) == 1):
+    for bias in (n for n in tagged if n.rpartition("/")[2] in BIAS_NAMES and len(core(n)) == 1):
         size = core(bias)[0]
         weights = [n for n in tagged if parent(n) == parent(bias) and len(core(n)) >= 2]
         if len(weights) != 1 or tagged[weights[0]].out_axes != 1:

@@ -70,7 +70,7 @@ from typing import Any
 
 import jax
 
-from zoo.param.biases import broadcast_biases, check_bias_sizes, readout_biases
+from zoo.param.biases import BIAS_NAMES, broadcast_biases, check_bias_sizes, readout_biases
 from zoo.param.fans import fans_and_kind
 from zoo.param.stacks import check_unmarked_stack, exact, parent
 from zoo.param.tags import KINDS, LAYOUTS, Tag
@@ -156,7 +156,7 @@ def _inferred_out_axes(shapes: Mapping[str, tuple[tuple, tuple]], roles: Mapping
 
     out = {n: 2 for n in shapes if FLAX_QKV.search(n) and len(core(n)) == 3 and core(n)[0] != core(n, 0)[0]
            and _layout_of(n, roles[n], layout) == "in_out"}
-    for bias in (n for n in shapes if n.rpartition("/")[2] in ("b", "bias") and len(core(n)) >= 2):
+    for bias in (n for n in shapes if n.rpartition("/")[2] in BIAS_NAMES and len(core(n)) >= 2):
         k = len(core(bias))
         weights = [n for n in shapes if parent(n) == parent(bias) and len(core(n)) > k]
         if len(weights) != 1:
