@@ -95,6 +95,18 @@ def test_a_bad_value_in_a_sweep_json_names_the_file(tmp_path):
         read.load([d])
 
 
+@pytest.mark.parametrize("key,value", [("batch_size", 0), ("steps", 0), ("batch_size", -7)])
+def test_a_bad_value_in_the_first_sweep_json_names_the_file_on_the_command_line(tmp_path, capsys, key, value):
+    """The command reads the first dir's settings before the fit does (its optimizer picks the policy's rules): a bad
+    value there named a flag never given (--batch-size must be positive), not the file."""
+    d = sweep_dir(tmp_path / "s", [32, 64, 128], WIDTH_LAW)
+    settings = json.loads((d / "sweep.json").read_text())
+    (d / "sweep.json").write_text(json.dumps({**settings, key: value}))
+    code, err = run_fit([str(d), "--out", str(tmp_path / "fit"), "--boot", "20"], capsys)
+    assert code == 1 and err.startswith(f"error: {d / 'sweep.json'}: "), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "fit").exists()
+
+
 def test_sizes_that_scatter_about_the_law_widen_its_interval(tmp_path):
     """Each width's best LR off the law by its own fixed amount (0.3 .. -0.25 log2, 60 times the seeds' noise): the
     seeds-and-grid bootstrap alone gave an exponent -0.585 [-0.60, -0.57], the truth -0.5 outside; the sizes' scatter

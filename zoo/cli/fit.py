@@ -78,11 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     from rich.console import Console
 
-    from zoo.config import RunConfig
     from zoo.files import check_can_write_in, resolved
     from zoo.fit import read, report, result
     from zoo.outputs import check_outside, check_own_folder
-    from zoo.sweeps import results
 
     check_boot(args.boot)
     held = holdout(args.holdout)
@@ -93,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     twice = [d for i, d in enumerate(dirs) if resolved(d) in {resolved(e) for e in dirs[:i]}]
     if twice:
         raise ValueError(f"the sweep dir {twice[0]} is given twice: each member would count twice in the fit")
-    run = RunConfig.from_json(results.read_settings(dirs[0], read.INPUT_ADVICE), str(dirs[0] / results.SETTINGS))
+    run = read.run_config(dirs[0])
     policy = policy_of(args, run.optim.name)
     check_proxy_needs_policy(args, policy)
     if policy is not None and policy.name == "fitted":  # its law.json could never be used: the base of a law

@@ -71,6 +71,16 @@ class Sweeps:
                              if n]
 
 
+def run_config(d: Path, settings: dict[str, Any] | None = None) -> RunConfig:
+    """The run config of sweep dir `d` (its settings, read unless given); a value no run takes (a batch size of -3
+    edited in) is named by its file, not by a flag never given."""
+    where = str(Path(d) / results.SETTINGS)
+    try:
+        return RunConfig.from_json(results.read_settings(d, INPUT_ADVICE) if settings is None else settings, where)
+    except ValueError as e:
+        raise ValueError(str(e) if where in str(e) else f"{where}: {e}") from None
+
+
 def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | None = None,
          proxy: tuple[int | None, int | None] = (None, None)) -> Sweeps:
     """The grids of `dirs` (each a zoo.sweep --out); `policy`: read LRs and wds in the proxy's units, the proxy at
@@ -94,11 +104,7 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
         for key in ("batch_size", "steps"):  # each a size of the law (null: the model's default, which no dir names)
             if type(s.get(key)) is not int:
                 raise ValueError(f"{Path(d) / results.SETTINGS}: {key} must be an integer, got {s.get(key)!r}")
-        where = str(Path(d) / results.SETTINGS)
-        try:  # a value no run takes (a batch size of -3 edited in) named by its file, not by a flag never given
-            RunConfig.from_json(s, where)
-        except ValueError as e:
-            raise ValueError(str(e) if where in str(e) else f"{where}: {e}") from None
+        run_config(d, s)
     check_same(found)
     proxy = proxy_of({(s["batch_size"], s["steps"]) for _, s, _ in found}, proxy)
     notes = check_mapped(found, policy, proxy)
@@ -133,7 +139,7 @@ def load(dirs: list[Path], metric: str = "train_loss", policy: ScalingPolicy | N
                 raise ValueError(f"a weight-decay sweep includes wd 0 at {g.label(axes)}: its optimum is fitted in "
                                  "log2 wd; sweep positive weight decays")
             g.wd = np.log2(g.wd)
-    run = RunConfig.from_json(found[0][1], str(dirs[0] / results.SETTINGS))
+    run = run_config(dirs[0], found[0][1])
     return Sweeps(grids, axes, wd_swept, run, [str(d) for d in dirs], metric,
                   {str(d): results.unreadable(d) for d in dirs}, notes)
 
