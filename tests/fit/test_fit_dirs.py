@@ -88,6 +88,25 @@ def test_a_batch_sweep_at_fixed_examples_is_checked_against_its_smallest_batchs_
                                     "proxy's"]
 
 
+def test_a_batch_sweep_at_fixed_examples_without_axes_is_pointed_to_axes(tmp_path):
+    """Batch 16, 64, 256 at 16,384 examples: batch and steps move together, so a law over both cannot be fitted
+    from any number of such dirs. The refusal asked for more sizes (a 3-term law needs 4); it names --axes, and with
+    --axes batch_size the law is fitted: the best LR's exponent 0.25 less sde's sqrt(B) (LRs in the proxy's units)."""
+    import zoo.policy
+
+    dirs = []
+    for b in (16, 64, 256):
+        cfg = zoo.policy.get("sde").apply(BASE.optim, zoo.policy.Change(16, b, 1024, 16384 // b))[0]
+        run = BASE.replace(batch_size=b, steps=16384 // b, b2=cfg.b2, eps=cfg.eps)
+        dirs.append(sweep_dir(tmp_path / f"b{b}", [64], lambda s: -8.0 + 0.25 * math.log2(s["batch_size"] / 16),
+                              run=run, rng_seed=b))
+    sweeps = read.load(dirs, policy=zoo.policy.get("sde"))
+    with pytest.raises(ValueError, match=r"do not tell the batch_size, steps exponents apart.*\(--axes\)$"):
+        result.fit(sweeps, None, boot=50)
+    law = result.fit(read.load(dirs, policy=zoo.policy.get("sde")), None, boot=50, axes=["batch_size"]).laws["lr"]
+    assert law.exponents["batch_size"] == pytest.approx(0.25 - 0.5, abs=0.05)
+
+
 def test_results_of_two_sweeps_in_one_file_are_refused(tmp_path):
     """Another sweep's results.jsonl appended to this one's: its repeats of this sweep's members were skipped, and its
     members this sweep never ran (a third seed) were fitted as this sweep's (an exponent -0.47 for -0.7)."""

@@ -148,16 +148,17 @@ def law_of(sweeps: Sweeps, sizes: list[SizeFit], hyper: str, rng: np.random.Gene
     lost = [s.grid.label(sweeps.axes) for s in sizes if not s.held_out and s not in used]
     axes = sweeps.axes
     needed = max(MIN_SIZES, len(axes) + 2)  # more sizes than the law's terms (a constant and an exponent per axis)
+    if len(used) > len(axes):  # as many sizes as terms: axes that move together (a batch sweep at fixed examples)
+        x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})  # need --axes, not more sizes
+        if np.linalg.matrix_rank(x) < x.shape[1]:
+            raise ValueError(f"the sizes fitted do not tell the {', '.join(axes)} exponents apart (each axis needs "
+                             "two values among them, not moving together): sweep sizes that vary them apart, or fit "
+                             "one of those that move together (--axes)")
     if len(used) < needed:
         why = f"; none at {'; '.join(lost)} (fewer than {MIN_POINTS} points trained without diverging, or the best " \
             "is on the grid's edge or beside a diverged LR: widen or refine the grid)" if lost else ""
         raise ValueError(f"{len(used)} size{'' if len(used) == 1 else 's'} with a located best {HYPER[hyper]}{why}: "
                          f"a law over {', '.join(axes)} has {len(axes) + 1} terms and needs {needed} or more sizes "
                          "(as many fit it exactly, and say nothing of its error)")
-    x = laws.features([s.grid.size for s in used], axes, {a: 1.0 for a in axes})
-    if np.linalg.matrix_rank(x) < x.shape[1]:
-        raise ValueError(f"the sizes fitted do not tell the {', '.join(axes)} exponents apart (each axis needs two "
-                         "values among them, not moving together): sweep sizes that vary them apart, or fit one of "
-                         "those that move together (--axes)")
     return laws.fit([s.grid.size for s in used], [s.optima[hyper].x for s in used],
                     np.stack([s.optima[hyper].replicates for s in used]), axes, rng)
