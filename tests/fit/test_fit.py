@@ -190,6 +190,11 @@ def test_cli_writes_the_law_the_fitted_policy_reads(tmp_path, capsys):
     assert "not in the law, which has no term for it: batch_size 256/64 [extrapolated: the sweeps' batch_size " \
         "64]" in lr_rule(dataclasses.replace(change, batch=256))
     assert "no term for it" not in lr_rule(change)
+    # no widths given (zoo.audit's change): the width term is not applied, and the rule says why, not that none moved
+    unsized = lr_rule(dataclasses.replace(change, proxy_width=None, width=None))
+    assert "no axis it could apply changed" in unsized and "[the law's width term not applied: no proxy and target " \
+        "width given]" in unsized and "none of its axes changed" not in unsized, unsized
+    assert "none of its axes changed" in lr_rule(dataclasses.replace(change, width=64))
     assert "steps 1000000/100 [extrapolated: the sweeps' steps 100]" in lr_rule(dataclasses.replace(change,
                                                                                                      steps=1_000_000))
     stored = json.loads((tmp_path / "fit" / "law.json").read_text())

@@ -66,9 +66,12 @@ class Fitted(ScalingPolicy):
         except ValueError as e:
             raise ValueError(f"{self.law}: {e}; refit the law, or keep the target nearer the sweeps") from None
         untested = f" [not in the law, which has no term for it: {'; '.join(held)}]" if held else ""
+        if unknown := [a for a in power.exponents if change.axis(a) is None]:  # e.g. no widths given (zoo.audit)
+            untested += (f" [the law's {', '.join(unknown)} term{'s' if len(unknown) > 1 else ''} not applied: no "
+                         f"proxy and target {', '.join(unknown)} given]")
         if not terms:
-            return start, (f"{text if value is not None else setting}; the law changes nothing (none of its axes "
-                           f"changed){untested}")
+            why = "none of its axes changed" if not unknown else "no axis it could apply changed"
+            return start, f"{text if value is not None else setting}; the law changes nothing ({why}){untested}"
         base_text = f"{base.name}'s rule ({text})" if value is not None else f"the proxy's {setting}"
         return start * factor, (f"{base_text}, then the law's x {' '.join(terms)} = {fmt(start)} x {fmt(factor)} "
                                 f"(law {self.law}){untested}")
