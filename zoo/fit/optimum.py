@@ -16,7 +16,9 @@ it, and the parabola, clipped, would put the optimum on the grid point with an i
 The interval resamples what the estimate depends on: the seeds (columns drawn with replacement, the same for every
 grid point: a seed's init and batches are shared across the grid) and the grid points of the window (drawn with
 replacement until 3 distinct remain, and refitted, each replicate's vertex kept within its own minimum's neighbours,
-as the optimum is); its ends are the replicates' 2.5 and 97.5 percentiles.
+as the optimum is); its ends are the replicates' 2.5 and 97.5 percentiles. Where the seeds are the only noise it is
+conservative, a few times the optimum's own spread (docs/scaling_policies.md): the redrawn grid points stand in for a
+one-seed sweep's noise and for the curve's departure from a parabola.
 """
 
 from __future__ import annotations
