@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,22 @@ def test_brownian_and_smooth_paths():
 def test_eps_past_the_last_block_is_an_error():
     with pytest.raises(ValueError, match="need 0 <= i0 < i1 <= L"):
         feature_diversity(np.zeros((9, 2, 4)), 0.5, [0.75])
+
+
+def test_a_stream_that_does_not_move_has_no_slope_and_a_nan_fraction_is_refused():
+    """A frozen stream (every d(eps) 0) gave NaN through log(0) with numpy's divide-by-zero warning; a stream frozen
+    after some block (a d of 0 among others) the same. Now NaN, quietly; and a NaN depth fraction is one clear
+    ValueError, not int(nan)'s."""
+    still = np.ones((65, 2, 8))
+    half = np.concatenate([np.cumsum(np.ones((33, 2, 8)), 0), np.full((32, 2, 8), 33.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for xs in (still, half):
+            d, slope = feature_diversity(xs, 0.5, [1 / 64, 2 / 64, 4 / 64])
+            assert d[0] == 0 and np.isnan(slope)
+    for lam, eps in ((float("nan"), 1 / 64), (0.5, float("inf"))):
+        with pytest.raises(ValueError, match="depth fractions are finite numbers"):
+            feature_diversity(still, lam, [eps])
 
 
 def _teacher(n: int, d: int = 16, classes: int = 10) -> tuple[np.ndarray, np.ndarray]:

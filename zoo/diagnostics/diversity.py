@@ -35,6 +35,8 @@ def feature_diversity(xs: Any, lam: float, eps_list: Sequence[float]) -> tuple[n
 
 def blocks(lam: float, eps: float, depth: int) -> tuple[int, int]:
     """The blocks (i0, i1) = (floor(lam L), floor((lam + eps) L)) whose streams d(eps) compares."""
+    if not (np.isfinite(lam) and np.isfinite(eps)):
+        raise ValueError(f"lam={lam}, eps={eps}: depth fractions are finite numbers")
     i0, i1 = block_at(lam, depth), block_at(lam + eps, depth)
     if not 0 <= i0 < i1 <= depth:
         raise ValueError(f"lam={lam}, eps={eps} at depth {depth} gives blocks {i0} -> {i1}: need 0 <= i0 < i1 <= L")
@@ -43,11 +45,13 @@ def blocks(lam: float, eps: float, depth: int) -> tuple[int, int]:
 
 def diversity_slope(d: Sequence[float], eps_list: Sequence[float], lam: float, depth: int) -> float:
     """The log-log slope of d(eps) against the depth fraction (i1 - i0) / L each eps spans (NaN with fewer than two
-    different spans); what feature_diversity returns, from stored d(eps) too."""
+    different spans, or where some d is 0 or not finite: a stream that does not move there has no power law); what
+    feature_diversity returns, from stored d(eps) too."""
     spans = [(i1 - i0) / depth for i0, i1 in (blocks(lam, eps, depth) for eps in eps_list)]
-    if len(set(spans)) < 2:
+    d = np.asarray(d, np.float64)
+    if len(set(spans)) < 2 or not np.all(np.isfinite(d) & (d > 0)):
         return np.nan
-    return float(np.polyfit(np.log(spans), np.log(np.asarray(d, np.float64)), 1)[0])
+    return float(np.polyfit(np.log(spans), np.log(d), 1)[0])
 
 
 def block_at(fraction: float, depth: int) -> int:
