@@ -249,3 +249,22 @@ def test_the_phase_diagrams_theory_line_holds_sigma_b_at_zero():
     mus = np.array([0.0, 0.3, 0.6])
     want = ((1 - mus**2) / block.branch**2) ** (1 / (2 * block.block_depth)) / (2 / math.sqrt(math.pi))
     assert np.allclose(theory_line(cfg, ("mu", mus)), want, rtol=1e-4)
+
+
+def test_the_found_value_carries_an_interval_over_its_seeds():
+    """--find reported a bare value, which with 8 seeds lands a few percent off the closed form (relu sqrt 2: 1.4546
+    at width 256, depth 30, against 1.4253 [1.404, 1.447] with 32 seeds). Its interval, by the delta method from
+    chi_hat's standard error and slope, holds the value; two independent seed sets' values differ by less than their
+    half-widths combined (each a t interval of its estimate); one seed has none."""
+    cfg = mlp(width=32, depth=6, activation="relu")  # 1.342 [1.258, 1.427] and 1.416 [1.304, 1.527]
+    fixed = {"sigma_b": 0.0, "mu": 0.0}
+    found = []
+    for key in (0, 1):
+        v = jacobian.find_critical("mlp_resnet", cfg, "sigma_w", 0.5, 3.0, fixed=fixed, seeds=8, key=key)
+        lo, hi = jacobian.critical_interval("mlp_resnet", cfg, "sigma_w", v, (0.5, 3.0), fixed, seeds=8, key=key)
+        assert lo < v < hi and 0 < hi - lo < 0.5, (v, lo, hi)
+        found.append((v, (hi - lo) / 2))
+    (v0, h0), (v1, h1) = found
+    assert abs(v0 - v1) < math.hypot(h0, h1), found
+    lo, hi = jacobian.critical_interval("mlp_resnet", cfg, "sigma_w", v0, (0.5, 3.0), fixed, seeds=1)
+    assert math.isnan(lo) and math.isnan(hi)

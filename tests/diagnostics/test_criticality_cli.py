@@ -198,12 +198,13 @@ def test_find_prints_the_options_it_held(tmp_path, capsys, monkeypatch):
     from zoo.cli.criticality import main
     from zoo.diagnostics import criticality as experiment
 
-    record = {"critical": {"sigma_b": 0.3241},
+    record = {"critical": {"sigma_b": 0.3241}, "critical_interval": [0.31, 0.34],
               "report": {"sigma_w": 1.0, "sigma_b": 0.324, "mu": 0.0, "chi": 1.0, "chi_stderr": 0.01}}
     monkeypatch.setattr(experiment, "criticality", lambda spec, out: record)
     main(["--find", "sigma_b=0:1", "--param-opt", "sigma_b=0.5", "--param-opt", "mu=0", "--out", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "critical sigma_b = 0.3241  (chi_hat = 1 at sigma_w = 1, mu = 0)" in out, out
+    assert "critical sigma_b = 0.3241  (95% interval 0.3100-0.3400 over the 8 seeds; chi_hat = 1 at sigma_w = 1, " \
+        "mu = 0)\n" in out, out  # one line at any terminal width
 
 
 @dataclasses.dataclass

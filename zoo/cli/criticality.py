@@ -130,7 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.find:
         name, value = next(iter(record["critical"].items()))
         held = ", ".join(f"{k} = {record['report'][k]:.4g}" for k in AXES if k != name)
-        console.print(f"critical {name} = {value:.4f}  (chi_hat = 1 at {held})")
+        a, b = record["critical_interval"]
+        within = f"95% interval {a:.4f}-{b:.4f} over the {args.seeds} seeds" if args.seeds > 1 else "one seed: no " \
+            "interval"
+        console.print(f"critical {name} = {value:.4f}  ({within}; chi_hat = 1 at {held})", soft_wrap=True)
     table = Table(title=f"{args.model} width {args.width} depth {args.depth}, critical plugin")
     table.add_column("quantity")
     table.add_column("value", justify="right")

@@ -51,6 +51,8 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
         name, lo, hi = spec.find
         value = jacobian.find_critical(spec.model, cfg, name, lo, hi, fixed=fixed, **estimate)
         record["critical"] = {name: value}
+        record["critical_interval"] = jacobian.critical_interval(spec.model, cfg, name, value, (lo, hi), fixed,
+                                                                 **estimate)
         plugin = dataclasses.replace(jacobian.held_fixed(spec.model, cfg, plugin, {name: value}), **{name: value})
     record["report"] = run_report(spec.model, cfg, plugin, **estimate)
     figures = []

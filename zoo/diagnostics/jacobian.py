@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.stats
 from flax import nnx
 
 from zoo import models
@@ -234,6 +235,21 @@ def find_critical(model_name: str, cfg: Any, param: str = "sigma_w", lo: float =
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+def critical_interval(model_name: str, cfg: Any, param: str, value: float, span: tuple[float, float],
+                      fixed: Values | None = None, level: float = 0.95, **estimate: Any) -> tuple[float, float]:
+    """The `level` interval over the seeds of `value`, find_critical's over `span`, by the delta method: chi_hat's
+    standard error there over its slope in `param` (on the same seeds, at value -+ 1% of the span), widened by
+    Student's t with seeds - 1 degrees of freedom (NaN from one seed, where chi_hat has no error)."""
+    lo, hi = span
+    base = held_fixed(model_name, cfg, Critical(**(fixed or {})), {param: lo})  # find_critical's
+    at = [max(lo, value - (hi - lo) / 100), value, min(hi, value + (hi - lo) / 100)]
+    chi, err = chi_grid(model_name, cfg, {param: at}, base=base, **estimate)
+    slope = abs(np.log(chi[2] / chi[0]) / (at[2] - at[0]))
+    seeds = estimate.get("seeds", 8)
+    half = scipy.stats.t.ppf(0.5 + level / 2, seeds - 1) * err[1] / chi[1] / slope if seeds > 1 else np.nan
+    return float(value - half), float(value + half)
 
 
 def correlation_length(chi: float) -> float:
