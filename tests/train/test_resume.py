@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 
+import jax
+import numpy as np
 from cli_utils import TINY_RUN
 
 from zoo.config import resolve
 from zoo.train.hooks import Hook
+from zoo.train.load import read_state
 from zoo.train.loop import train
 
 
@@ -61,3 +64,21 @@ def test_a_run_killed_after_its_last_eval_is_not_evaluated_twice(tmp_path):
     assert json.loads(lines[-1])["split"] == "eval"
     (tmp_path / "run" / "metrics.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # killed before the last eval
     assert train(cfg)["final_eval"] == whole["final_eval"]
+
+
+def test_a_finished_run_whose_final_checkpoint_cannot_be_read_trains_its_last_steps_again(tmp_path, capsys):
+    """A finished run whose final checkpoint's metadata was damaged: the rerun said 'finished; nothing to do', and
+    every reader (zoo.export, --init-from) fell back to the step before. The rerun now moves it to corrupt/ and
+    trains from the newest that reads, remaking the final checkpoint bit for bit and the same summary."""
+    cfg = resolve({**TINY_RUN, "steps": 4, "eval_every": 2, "ckpt_every": 2, "run_dir": str(tmp_path / "run")})
+    whole = train(cfg)
+    before = jax.tree.leaves(read_state(tmp_path / "run", 4)[0])
+    (tmp_path / "run" / "checkpoints" / "4" / "meta" / "metadata").write_text("{x")
+    again = train(cfg)
+    out = "".join(capsys.readouterr())
+    assert "is finished, but checkpoint" in out and "cannot be read" in out and "nothing to do" not in out, out
+    assert (tmp_path / "run" / "corrupt" / "4").is_dir()
+    after = jax.tree.leaves(read_state(tmp_path / "run", 4)[0])
+    assert len(after) == len(before) and all(np.array_equal(a, b) for a, b in zip(after, before, strict=True))
+    assert again["final_eval"] == whole["final_eval"]
+    assert "nothing to do" in (train(cfg), "".join(capsys.readouterr()))[1]

@@ -30,7 +30,7 @@ import zoo.models
 from zoo.config import RunConfig
 from zoo.data import card
 from zoo.data.stream import DataError
-from zoo.errors import TrainingDiverged, sigterm_stops
+from zoo.errors import CheckpointError, TrainingDiverged, sigterm_stops
 from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.train import backend, distributed, memory
 from zoo.train.checkpoint import Checkpoints
@@ -68,8 +68,11 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     check_workers(s.cfg.data.workers, s.data, s.cfg.data.name)
     with sigterm_stops(BETWEEN_STEPS), Run.open(s.cfg) as run:  # the steps' own stop: Loop.run's StopSignals
         if (summary := run.finished_summary()) is not None:
-            run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
-            return summary
+            if (damage := _unreadable(run.dir, s.steps)) is None:
+                run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
+                return summary
+            run.say(f"{run.dir} is finished, but {damage}: its last steps are trained again from the newest "
+                    "checkpoint that reads, to remake it")
         with Checkpoints(run.dir, keep=s.cfg.loop.keep) as ckpts:
             state, start, meta = restore_or_init(s, plan, target, ckpts, run.say)
             run.say(_describe(s, state, run))
@@ -93,6 +96,18 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
         speed = f"; {summary['ms_per_step']:.1f} ms/step" if "ms_per_step" in summary else ""
         run.say(f"done: best eval {_best(summary)}{speed}; curves in {run.dir / 'curves.png'}")
         return summary
+
+
+def _unreadable(run_dir: Any, step: int) -> str | None:
+    """Why a finished run's final checkpoint cannot be read, from its metadata alone (None where it reads): every
+    reader of a run whose final state is lost fell back to an older one while the rerun said 'nothing to do'; the
+    rerun resumes instead (the damaged one moved to corrupt/, as any is), which remakes it bit for bit."""
+    with Checkpoints(run_dir, read_only=True) as ckpts:
+        try:
+            ckpts.meta(step)
+        except CheckpointError as e:
+            return str(e)
+    return None
 
 
 class Loop:
