@@ -48,14 +48,19 @@ def test_a_resumed_runs_best_eval_counts_the_evals_before_its_start(tmp_path):
     assert fork["report"] == {"at": 0}  # a fork starts at its source's step: its run-start report is the source's
 
 
-def test_a_run_killed_after_its_last_eval_is_not_evaluated_twice(tmp_path):
+def test_a_run_killed_after_its_last_eval_is_not_evaluated_twice(tmp_path, capsys):
     """A run killed after its last checkpoint and eval, before summary.json, resumes at its last step: it evaluated
     that step again and appended a second eval row of it to metrics.jsonl. The row written before the kill is kept
-    as the summary's, and no step's eval appears twice."""
+    as the summary's, and no step's eval appears twice. It compiled a train step it never ran, and its summary lacked
+    the speed keys an uninterrupted run's has: they are null (this process trained no step)."""
     cfg = resolve({**TINY_RUN, "steps": 4, "eval_every": 2, "ckpt_every": 2, "run_dir": str(tmp_path / "run")})
     whole = train(cfg)
     (tmp_path / "run" / "summary.json").unlink()
+    capsys.readouterr()
     resumed = train(cfg)
+    assert "compiling the train step" not in "".join(capsys.readouterr())
+    assert set(resumed) == set(whole) and resumed["ms_per_step"] is None is resumed["examples_per_s"]
+    assert whole["ms_per_step"] > 0
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["split"] == "eval"] == [2, 4]
     assert resumed["final_eval"] == whole["final_eval"] and resumed["best_eval"] == whole["best_eval"]

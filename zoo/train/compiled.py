@@ -57,7 +57,7 @@ class Compiled:
     plugin of the shape (XLA folds constants, (x * c1) * c2 into x * (c1 c2), where it cannot fold arguments)."""
 
     def __init__(self, s: Setup, plan: MeshPlan, batches: MemoryInput | StreamInput, state: Any,
-                 say: Callable[[str], None]):
+                 say: Callable[[str], None], trains: bool = True):
         prog = s.program
         state_sh = jax.tree.map(lambda x: x.sharding, state)
         self.treedef = jax.tree.structure(state)
@@ -72,15 +72,17 @@ class Compiled:
         train = jax.jit(on_leaves(step, self.treedef), in_shardings=(leaves_sh, batches.shardings, numbers_sh),
                         out_shardings=(leaves_sh, plan.replicated), donate_argnums=0)
         mesh = ",".join(f"{k}={v}" for k, v in plan.sizes.items() if v > 1) or "data=1"
-        say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
-            f"{jax.devices()[0].platform} device(s), mesh {mesh})")
         t0 = time.perf_counter()
         lowered = train.lower(self.flatten(state), batches.args_at(0), self._numbers)
-        options = prog.compile_options(lambda: flops_of(lowered))
-        self._train = lowered.compile(options)
-        used = memory.check_compiled(self._train)
-        say(f"compiled in {time.perf_counter() - t0:.1f} s" +
-            (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
+        options = prog.compile_options(lambda: flops_of(lowered))  # the evals' too
+        self._train = None  # a run resumed at its last step (killed before its summary) trains nothing
+        if trains:
+            say(f"compiling the train step (batch {s.cfg.loop.batch_size} on {jax.device_count()} "
+                f"{jax.devices()[0].platform} device(s), mesh {mesh})")
+            self._train = lowered.compile(options)
+            used = memory.check_compiled(self._train)
+            say(f"compiled in {time.perf_counter() - t0:.1f} s" +
+                (f"; {used / memory.GB:.2f} GB per device (XLA's estimate)" if used else ""))
         self._eval = jax.jit(lambda st, args: prog.eval_sums(st, batches.batch(args), args["weight"]),
                              in_shardings=(state_sh, batches.eval_shardings), out_shardings=plan.replicated,
                              compiler_options=options)

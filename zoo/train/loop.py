@@ -85,7 +85,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
                 if jax.process_count() > 1:  # every process says what it reads
                     say_on(True)(f"process {jax.process_index()} of {jax.process_count()} reads rows "
                                  f"{batches.rows.start}:{batches.rows.stop} of every batch of {s.cfg.loop.batch_size}")
-                compiled = Compiled(s, plan, batches, state, run.say)
+                compiled = Compiled(s, plan, batches, state, run.say, trains=start < s.steps)
                 run.start(start)
                 loop = Loop(s, compiled, state, Logger(run.dir, s.steps, start, *_unit(s), run.say, run.main),
                             DivergenceGuard(s.cfg.loop.max_loss_ratio, meta.get("first_loss"), _advice(ckpts)),
@@ -93,7 +93,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
                 loop.evals.resumed(meta)  # a resumed run's run-start report, and its clock
                 summary = loop.run(start)
         run.finish(summary)
-        speed = f"; {summary['ms_per_step']:.1f} ms/step" if "ms_per_step" in summary else ""
+        speed = f"; {summary['ms_per_step']:.1f} ms/step" if summary.get("ms_per_step") is not None else ""
         run.say(f"done: best eval {_best(summary)}{speed}; curves in {run.dir / 'curves.png'}")
         return summary
 
@@ -225,7 +225,8 @@ class Loop:
     def summary(self, train_s: float, ran: int) -> dict[str, Any]:
         cfg = self.s.cfg
         per_step = self.logger.per_step
-        speed = {"ms_per_step": 1e3 * train_s / ran, "examples_per_s": per_step * ran / train_s} if ran > 0 else {}
+        speed = {"ms_per_step": 1e3 * train_s / ran if ran else None,  # None: this process trained no step (a run
+                 "examples_per_s": per_step * ran / train_s if ran else None}  # killed before its summary was written)
         return {"steps": self.s.steps, "best_eval": self.evals.best, "final_eval": self.evals.last,
                 "time_to_best_s": self.evals.best_time, "wall_s": time.perf_counter() - self.evals.started,
                 "params": zoo.models.param_count(self.state["params"]), "run_dir": cfg.run_dir(), **speed,
