@@ -52,12 +52,12 @@ class DiskFull(ZooError):
             limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
             size = "" if limit == resource.RLIM_INFINITY else f" ({limit // 1024:,} KB)"
             return cls(f"the file size limit{size} (ulimit -f) stopped writing {where}; older files are intact: raise "
-                       "it and rerun the same command to resume")
+                       "it and rerun the same command (a run resumes where it stopped)")
         probe = next((p for p in (where, *where.parents) if p.exists()), Path("."))
         free = shutil.disk_usage(probe).free
         need = f" (it needs about {_mb(needed)}, {_mb(free)} are free)" if needed else f" ({_mb(free)} free)"
         return cls(f"no space left on the device writing {where}{need}; older files are intact: free some space "
-                   "and rerun the same command to resume")
+                   "and rerun the same command (a run resumes where it stopped)")
 
 
 @contextlib.contextmanager

@@ -255,11 +255,11 @@ def test_sigterm_during_a_prepare_an_export_or_a_compile_leaves_nothing_half_wri
     (tmp_path / "a.txt").write_text("hello world this is a tiny corpus\n" * 50)
     proc = subprocess.run([sys.executable, "-c", SIGTERMED, str(tmp_path), str(zero_run)], cwd=ROOT, env=child_env(),
                           capture_output=True, text=True, timeout=120)
-    from zoo.train.loop import BETWEEN_STEPS
+    from zoo.train.loop import OUTSIDE_STEPS
 
     said = proc.stdout.splitlines()[-3:]
     assert proc.returncode == 0 and said == ["15 stopped by SIGTERM; nothing half-written was left"] * 2 + [
-        f"15 {BETWEEN_STEPS}"], proc.stdout + proc.stderr
+        f"15 {OUTSIDE_STEPS}"], proc.stdout + proc.stderr
     assert not (tmp_path / "new").exists()
 
 

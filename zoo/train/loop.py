@@ -47,7 +47,8 @@ from zoo.train.state import abstract_state, check_sources, restore_or_init
 from zoo.train.step import jit_run_once
 
 # SIGTERM outside the steps (restoring, compiling, writing the summary): no step ran since the last checkpoint
-BETWEEN_STEPS = "stopped by SIGTERM between steps: nothing was lost; rerun the same command to go on"
+OUTSIDE_STEPS = ("stopped by SIGTERM outside the train steps (starting, compiling or finishing): nothing was lost; "
+                 "rerun the same command to go on")
 HOST_LOCAL = ("data_dir", "cache_dir", "workers")  # settings the processes of a multi-host run may each set their own
 
 
@@ -66,7 +67,7 @@ def train(cfg: RunConfig, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
     check_fits(s, plan, target[0], forward)
     check_sources(s)
     check_workers(s.cfg.data.workers, s.data, s.cfg.data.name)
-    with sigterm_stops(BETWEEN_STEPS), Run.open(s.cfg) as run:  # the steps' own stop: Loop.run's StopSignals
+    with sigterm_stops(OUTSIDE_STEPS), Run.open(s.cfg) as run:  # the steps' own stop: Loop.run's StopSignals
         if (summary := run.finished_summary()) is not None:
             if (damage := _unreadable(run.dir, s.steps)) is None:
                 run.say(f"{run.dir} is finished ({s.steps} steps); nothing to do. Best eval: {_best(summary)}")
