@@ -349,19 +349,29 @@ def test_a_corrupt_image_in_a_batch_no_step_trains_costs_no_checkpoint(tmp_path,
     assert (tmp_path / "run" / "checkpoints" / "2").is_dir()
 
 
-def test_a_corrupt_eval_image_streamed_names_the_eval_batch(tmp_path, capsys):
+@pytest.mark.long
+def test_a_corrupt_eval_image_streamed_names_the_eval_batch_and_saves_the_step(tmp_path, capsys):
     """Read directly, not through the stream, a corrupt image named its file only; as the stream's, its line names
-    what was read."""
+    what was read. The eval runs before its step's checkpoint, so the failed read lost every step since the last
+    one (all of a run whose first eval is its last step); now the step is saved first, and once the file is fixed
+    the rerun evaluates it and finishes, training nothing again."""
     from zoo.cli import train as train_cli
 
     root = tmp_path / "set"
     for rel in ("train/a/0.png", "train/b/1.png", "test/a/2.png", "test/b/3.png"):
         _image(root, rel, Image.new("RGB", (4, 4), RED))
+    good = (root / "test/b/3.png").read_bytes()
     (root / "test/b/3.png").write_bytes(b"not a png")
+    argv = ["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "2", "--steps", "3",
+            "--data", f"imagefolder:{root}", "--stream", "true", "--cache-dir", "off", "--run-dir",
+            str(tmp_path / "run")]
     with pytest.raises(SystemExit) as stop:
-        train_cli.main(["--model", "mlp_resnet", "--width", "8", "--depth", "1", "--batch-size", "2", "--steps", "1",
-                        "--data", f"imagefolder:{root}", "--stream", "true", "--cache-dir", "off", "--run-dir",
-                        str(tmp_path / "run")])
+        train_cli.main(argv)
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert stop.value.code == 1 and line.startswith(
         f"error: reading eval batch 0 of split 'test' failed: cannot decode image {root / 'test/b/3.png'}"), line
+    assert line.endswith("; step 3 is saved: fix it and rerun to go on") and (tmp_path / "run/checkpoints/3").is_dir()
+    (root / "test/b/3.png").write_bytes(good)
+    train_cli.main(argv)
+    out = capsys.readouterr()
+    assert "step 3 eval:" in out.out + out.err and "compiling the train step" not in out.out + out.err, out

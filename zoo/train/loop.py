@@ -193,8 +193,15 @@ class Loop:
             return
         self.observe()  # a state is only evaluated or saved after its loss passed the guard
         t0 = time.perf_counter()
-        for hook in hooks:
-            hook.fn(self, step)
+        for i, hook in enumerate(hooks):
+            try:
+                hook.fn(self, step)
+            except DataError as err:  # a streamed eval set's bad file, found when read: the step's state is saved
+                if jax.process_count() > 1:  # first, as a stop saves it (the steps since the last checkpoint were
+                    raise  # lost), and the rerun evaluates first; not where the other processes are in a collective
+                for saver in (h for h in self.hooks if h.on_stop and h not in hooks[:i + 1]):
+                    saver.fn(self, step)
+                raise DataError(f"{err}; step {step} is saved: fix it and rerun to go on") from None
         self.busy_s += time.perf_counter() - t0
         self.logger.paused(time.perf_counter() - t0)
 
