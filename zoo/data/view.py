@@ -131,8 +131,8 @@ class DataView(abc.ABC):
     def eval_indices(self, batch_size: int, max_eval_windows: int = 1024) -> list[np.ndarray]:
         """Batches over the eval split, each example once (the last batch may be smaller).
 
-        Text uses non-overlapping windows (each eval token predicted once), thinned evenly to at most
-        `max_eval_windows`.
+        Text uses non-overlapping windows (no eval token predicted twice; the split's last tokens after the last
+        whole window, fewer than seq_len, not at all), thinned evenly to at most `max_eval_windows`.
         """
         n = self.size(self.eval_split)
         if self.kind == "text":
