@@ -250,3 +250,18 @@ def test_zero_init_leaves_a_tied_readout_random_in_the_predictions(tied, hidden)
     cfg = zoo.models.config("gpt", width=64, depth=1, tie_embeddings=tied)
     exp = verdict.expected("gpt", cfg, zoo.param.get("ntk", zero_init=True), "sgd")
     assert exp.zero_readout is not tied and exp.total["hidden"] == pytest.approx(hidden)
+
+
+@pytest.mark.parametrize("slopes,first,said", [
+    ([0.7, 1.4, 2.9], None, "not as predicted"),  # muP in depth: a geometric stream's slopes rise past L^1
+    ([1.4, 2.2, 2.9], None, "faster than predicted"),
+    ([0.2, 0.5, float("nan")], None, "slower than predicted"),  # a step it did not move has no slope
+    ([0.8, 1.3, 1.4], 0.5, "faster than predicted"),  # above its first prediction at t = 1, then above both
+    ([0.3, 0.8, 0.9], 0.5, "not as predicted"),  # below its first prediction, then within the span of both
+])
+def test_an_unstable_plugins_row_says_how_its_slopes_miss_the_prediction(slopes, first, said):
+    """Every row of muP's depth check read 'not as predicted' against L^1, whether it grew faster or slower."""
+    v = verdict.judge({"blocks/0": np.array(slopes)}, {"blocks/0": np.ones((2, 1, 3))}, {"stream": 1.0},
+                      stable=False, first=None if first is None else {"stream": first})[0]
+    assert not v.passed and v.against_prediction() == said
+    assert LayerVerdict("x", "hidden", [1.05], 1.0, True, False).against_prediction() == "as predicted"

@@ -126,7 +126,7 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
     for v, data, part in rows:
         rms = data[v.layer][:, -1]
         if exp.unstable:  # no row passes a plugin unstable by theory: each says whether it moves as predicted
-            mark = "as predicted" if v.matches else "[red]not as predicted[/]"
+            mark = "as predicted" if v.matches else f"[red]{v.against_prediction()}[/]"
         else:
             mark = "[green]PASS[/]" if v.passed else "[red]FAIL[/]"
         table.add_row(v.layer + part, v.group, f"{rms[0]:.3g}", f"{rms[-1]:.3g}",

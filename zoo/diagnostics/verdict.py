@@ -116,6 +116,21 @@ class LayerVerdict:
     passed: bool  # matches, and the plugin is stable by theory
     first: float | None = None  # expected after the first update where it differs (an SGD-like scalar's CLT sum)
 
+    def against_prediction(self) -> str:
+        """'as predicted', or how the slopes miss it: every step's above its prediction (`judge`'s: `first` at t = 1
+        where it differs, then the span of both), every one below, or neither (a stream that grows geometrically in
+        depth has slopes that rise past L^1)."""
+        if self.matches:
+            return "as predicted"
+        first = self.expected if self.first is None else self.first
+        bounds = [(first, first)] + [(min(first, self.expected), max(first, self.expected))] * (len(self.slopes) - 1)
+        moved = [(x, lo, hi) for x, (lo, hi) in zip(self.slopes, bounds, strict=True) if x == x]
+        if moved and all(x > hi for x, _, hi in moved):
+            return "faster than predicted"
+        if moved and all(x < lo for x, lo, _ in moved):
+            return "slower than predicted"
+        return "not as predicted"
+
 
 def judge(slopes: dict[str, np.ndarray], data: dict[str, np.ndarray], expectations: dict[str, float],
           tol: float = 0.15, stable: bool = True, first: dict[str, float] | None = None,
