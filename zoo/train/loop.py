@@ -30,7 +30,7 @@ import zoo.models
 from zoo.config import RunConfig
 from zoo.data import card
 from zoo.data.stream import DataError
-from zoo.errors import CheckpointError, TrainingDiverged, sigterm_stops
+from zoo.errors import CheckpointError, CheckpointFormat, TrainingDiverged, sigterm_stops
 from zoo.schedule import longest_warmup, outlasts, warmup_span
 from zoo.train import backend, distributed, memory
 from zoo.train.checkpoint import Checkpoints
@@ -106,6 +106,8 @@ def _unreadable(run_dir: Any, step: int) -> str | None:
     with Checkpoints(run_dir, read_only=True) as ckpts:
         try:
             ckpts.meta(step)
+        except CheckpointFormat:  # another zoo's layout: it reads (the run is finished), only not into this zoo
+            return None
         except CheckpointError as e:
             return str(e)
     return None
@@ -196,9 +198,12 @@ class Loop:
         for i, hook in enumerate(hooks):
             try:
                 hook.fn(self, step)
-            except DataError as err:  # a streamed eval set's bad file, found when read: the step's state is saved
-                if jax.process_count() > 1:  # first, as a stop saves it (the steps since the last checkpoint were
-                    raise  # lost), and the rerun evaluates first; not where the other processes are in a collective
+            except DataError as err:
+                # a streamed eval set's bad file, found when read: the step is saved first, as a stop saves it (the
+                # steps since the last checkpoint were lost), and the rerun evaluates it first; not on several hosts,
+                # whose other processes wait in a collective
+                if jax.process_count() > 1:
+                    raise
                 for saver in (h for h in self.hooks if h.on_stop and h not in hooks[:i + 1]):
                     saver.fn(self, step)
                 raise DataError(f"{err}; step {step} is saved: fix it and rerun to go on") from None
