@@ -7,7 +7,15 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from cli_utils import SMALL, assert_same_params, exported_model, final_params, kill_after_checkpoint, run_main_many
+from cli_utils import (
+    SMALL,
+    TINY_RUN,
+    assert_same_params,
+    exported_model,
+    final_params,
+    kill_after_checkpoint,
+    run_main_many,
+)
 
 from zoo.diagnostics.inputs import random_inputs
 from zoo.export import export
@@ -55,3 +63,29 @@ def test_a_muon_run_forks_and_exports_with_its_logits(tmp_path):
     want, got = map(np.asarray, both.lower(state, sp_params, x).compile(compiler_options=run_once_options())(
         state, sp_params, x))
     assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
+
+
+def test_a_fork_between_adamw_and_muon_keeps_the_adam_moments_both_hold():
+    """Muon keeps Adam's moments of the vectors and embeddings in optax.partition's dict of states by label, which the
+    fork's names did not look into: adamw -> muon started every Adam moment fresh ('PartitionState.inner_states started
+    fresh'). They carry over both ways now; muon's own momenta start fresh, and the way back says which share of
+    Adam's moments (the matrices', which muon kept none of) did."""
+    from zoo.config import resolve
+    from zoo.train.state import _named, _transplant_opt
+
+    def opt_state(optimizer, fill):
+        cfg = resolve({**TINY_RUN, "model_opt": {"pre_ln": True, "bias": True}, "optimizer": optimizer})
+        opt = setup(cfg).program.init(jax.random.key(0))["opt"]
+        return jax.tree.map(lambda x: jax.numpy.full_like(x, fill), opt)
+
+    adamw, muon = opt_state("adamw", 3.0), opt_state("muon", 0.0)
+    carried, fresh = _transplant_opt(muon, adamw)
+    names = dict(_named(carried))
+    adam = [k for k in names if k[0] in ("ScaleByAdamState.mu", "ScaleByAdamState.nu")]
+    assert adam and all(np.all(np.asarray(names[k]) == 3.0) for k in adam)
+    assert fresh == ["MuonState.count", "MuonState.mu", "MuonState.ns_coeffs"]
+    back, fresh = _transplant_opt(opt_state("adamw", 0.0), opt_state("muon", 5.0))
+    moments = [v for k, v in _named(back) if k[0] == "ScaleByAdamState.mu"]
+    kept = sum(bool(np.all(np.asarray(v) == 5.0)) for v in moments)
+    assert 0 < kept < len(moments)
+    assert fresh[0] == f"ScaleByAdamState.mu ({len(moments) - kept} of its {len(moments)} parameters' state)"

@@ -4,6 +4,7 @@ only read (zoo.train.load), so they may still be training."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,13 +160,17 @@ def _same_params(new: Any, old: Any, src: Path) -> None:
 
 def _named(tree: Any, owner: str = "") -> Iterator[tuple[tuple[str, str], Any]]:
     """The leaves of an optimizer state in flatten order, named by (owning state type.field, parameter path), so
-    states of two optimizer chains can be matched although their positions in the chain differ."""
+    states of two optimizer chains can be matched although their positions in the chain differ: Adam's moments of
+    the embeddings under adamw and under muon, whose partition keeps them in a dict of states by label."""
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         for f in tree._fields:
             yield from _named(getattr(tree, f), f"{type(tree).__name__}.{f}")
     elif isinstance(tree, (tuple, list)):
         for t in tree:
             yield from _named(t, owner)
+    elif isinstance(tree, dict) and tree and all(isinstance(v, tuple) for v in tree.values()):  # states by label
+        for label in tree:  # (optax.partition's inner_states), not a parameter tree, whose values are no tuples
+            yield from _named(tree[label], owner)
     else:
         for p, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
             yield (owner, key_path(p)), leaf
@@ -173,18 +178,22 @@ def _named(tree: Any, owner: str = "") -> Iterator[tuple[tuple[str, str], Any]]:
 
 def _transplant_opt(fresh: Any, old: Any) -> tuple[Any, list[str]]:
     """`fresh` with each leaf replaced by `old`'s of the same name and shape, except the peak LR (LRState.lr),
-    which is the new run's. Returns the state and the names of the states that started fresh."""
+    which is the new run's. Returns the state and the states that started fresh, each with how many of its leaves
+    where some carried over (adamw's moments after muon, which kept Adam's for the embeddings and gains only)."""
     olds = dict(_named(old))
-    leaves, fresh_names = [], set()
+    leaves, started, total = [], collections.Counter(), collections.Counter()
     for name, leaf in _named(fresh):
         prev = olds.get(name)
+        total[name[0]] += 1
         if name[0] == "LRState.lr" or prev is None or np.shape(prev) != np.shape(leaf):
             if name[0] != "LRState.lr":
-                fresh_names.add(name[0])
+                started[name[0]] += 1
             leaves.append(leaf)
         else:
             leaves.append(jax.device_put(jnp.asarray(prev, leaf.dtype), leaf.sharding))
-    return jax.tree.unflatten(jax.tree.structure(fresh), leaves), sorted(fresh_names)
+    said = [k if started[k] == total[k] else f"{k} ({started[k]} of its {total[k]} parameters' state)"
+            for k in sorted(started)]
+    return jax.tree.unflatten(jax.tree.structure(fresh), leaves), said
 
 
 def same_multipliers(here: Any, there: Any, loaded: set[str], flag: str, src: str | Path, model: str,
