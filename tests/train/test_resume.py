@@ -8,6 +8,7 @@ import shutil
 
 import jax
 import numpy as np
+import pytest
 from cli_utils import TINY_RUN
 
 from zoo.config import resolve
@@ -87,3 +88,16 @@ def test_a_finished_run_whose_final_checkpoint_cannot_be_read_trains_its_last_st
     assert len(after) == len(before) and all(np.array_equal(a, b) for a, b in zip(after, before, strict=True))
     assert again["final_eval"] == whole["final_eval"]
     assert "nothing to do" in (train(cfg), "".join(capsys.readouterr()))[1]
+
+
+def test_a_fork_at_another_seq_len_names_the_flag(tmp_path):
+    """A fork of a text run at another --seq-len was refused as data 'changed since the run, or another set'; the
+    line names --seq-len and the source's value."""
+    base = {**TINY_RUN, "model": "gpt", "data": "synthetic:text", "model_opt": {"head_dim": 8}, "steps": 2,
+            "ckpt_every": 2}
+    train(resolve({**base, "seq_len": 16, "run_dir": str(tmp_path / "a")}))
+    with pytest.raises(ValueError, match=r"--fork-from .*a: it trained at --seq-len 16, this run asks for 32; a fork "
+                                         r"keeps the model and its inputs' shape: give --seq-len 16$"):
+        train(resolve({**base, "seq_len": 32, "steps": 3, "fork_from": str(tmp_path / "a"),
+                       "run_dir": str(tmp_path / "b")}))
+    assert not (tmp_path / "b").exists()
