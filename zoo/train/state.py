@@ -131,10 +131,10 @@ def fork(fresh: State, s: Setup, plan: MeshPlan, report: Report) -> tuple[State,
     starts at the source's step, after the at-start hooks' step 0)."""
     src_dir, step = parse_run_spec(s.cfg.loop.fork_from)
     src_cfg = read_config(src_dir)
-    if s.data.kind == "text" and src_cfg.data.seq_len != s.cfg.data.seq_len:  # the data's shapes and the model's
+    if s.data.kind == "text" and src_cfg.data.seq_len != s.cfg.data.seq_len:  # the flag, not the data, changed
         raise ValueError(f"--fork-from {src_dir}: it trained at --seq-len {src_cfg.data.seq_len}, this run asks for "
                          f"{s.cfg.data.seq_len}; a fork keeps the model and its inputs' shape: give --seq-len "
-                         f"{src_cfg.data.seq_len}")  # context (was blamed on the data: 'changed since the run')
+                         f"{src_cfg.data.seq_len}")
     same_settings = src_cfg.data == s.cfg.data
     src = load_run(src_dir, step, data=s.data if same_settings else None,
                    place=lambda abstract: _placed(abstract, plan.state_shardings(abstract)), report=report)
