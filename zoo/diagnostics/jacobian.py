@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.stats
+import scipy.special
 from flax import nnx
 
 from zoo import models
@@ -248,7 +248,7 @@ def critical_interval(model_name: str, cfg: Any, param: str, value: float, span:
     chi, err = chi_grid(model_name, cfg, {param: at}, base=base, **estimate)
     slope = abs(np.log(chi[2] / chi[0]) / (at[2] - at[0]))
     seeds = estimate.get("seeds", 8)
-    half = scipy.stats.t.ppf(0.5 + level / 2, seeds - 1) * err[1] / chi[1] / slope if seeds > 1 else np.nan
+    half = scipy.special.stdtrit(seeds - 1, 0.5 + level / 2) * err[1] / chi[1] / slope if seeds > 1 else np.nan
     return float(value - half), float(value + half)
 
 

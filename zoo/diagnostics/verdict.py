@@ -24,7 +24,7 @@ from typing import Any
 
 import jax
 import numpy as np
-import scipy.stats
+import scipy.special
 from flax import nnx
 
 from zoo import models
@@ -260,7 +260,7 @@ def measured_growth(sizes: Sequence[int], per_size: Sequence[dict[str, np.ndarra
             if dof > 0:
                 residual = y - y.mean() - slope * (x - x.mean())
                 stderr = float(np.sqrt(np.sum(residual**2) / dof / sxx))
-                p = float(scipy.stats.t.sf(slope / stderr, dof)) if stderr > 0 else float(slope <= 0)
+                p = float(scipy.special.stdtr(dof, -slope / stderr)) if stderr > 0 else float(slope <= 0)
         out.append(Growth(layer, group, expected, slope, stderr, p, bool(p < P_SIGNIFICANT), branch))
     return out
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.stats
+import scipy.special
 
 from zoo.fit.optimum import interval
 
@@ -72,7 +72,7 @@ def fit(sizes: Sequence[Size], optima: Sequence[float], replicates: np.ndarray, 
                          "interval; sweep more seeds, or LRs where every seed trains")
     dof = len(y) - np.linalg.matrix_rank(x)  # the residuals' degrees of freedom, n - p
     tau = scatter(y - x @ coef, dof, replicates[:, ok])
-    widen = scipy.stats.t.ppf(0.975, dof) / scipy.stats.norm.ppf(0.975) if tau else 1.0
+    widen = scipy.special.stdtrit(dof, 0.975) / scipy.special.ndtri(0.975) if tau else 1.0
     moved = replicates[:, ok] + widen * tau * rng.standard_normal(replicates[:, ok].shape)
     reps = np.linalg.lstsq(x, moved, rcond=None)[0].T
     intervals = {a: interval(reps[:, i + 1]) for i, a in enumerate(axes)}

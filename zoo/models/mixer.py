@@ -51,8 +51,8 @@ class Mixer(nnx.Module):
     # (alpha 1, p 0.5, per batch), label smoothing 0.1. Where zoo differs (docs/augment.md): weight decay decoupled (lr
     # * 5e-5 a step) where torch's Adam adds 5e-5 w to the gradient; init by the plugin (SP) where torch's defaults; the
     # cosine stepped every step where every epoch (a warmup staircase from LR 0 at epoch 0, then a cosine 300 epochs
-    # long from the warmup's end, so it stops at 2.0e-6: zoo's LR, averaged over each epoch, is within 3% of its from
-    # epoch 5 to 150, 16% below at 250 and half of it in the last 10 epochs); images in [-1, 1] where it normalises by
+    # long from the warmup's end, so it stops at 2.3e-6: zoo's LR, averaged over each epoch, is within 4% of its from
+    # epoch 5 to 150, 18% below at 250 and 0.4 of it in the last 10 epochs); images in [-1, 1] where it normalises by
     # CIFAR's means and deviations; the bundled CIFAR-10 is JPEG (quality 75). zoo: unmeasured (bench/gpu_acceptance.sh
     # mixer on an H200, bf16).
     recipe = dict(data="cifar10", width=128, base_width=128, depth=8, base_depth=8,
