@@ -274,3 +274,25 @@ def test_the_exported_config_names_no_mesh():
     cfg = RunConfig.from_flat({"model": "mlp_resnet", "mesh": "fsdp=4,tensor=2", "run_dir": "runs/a"})
     exported = sp_form(cfg, types.SimpleNamespace(width=32, depth=2))
     assert (exported.loop.mesh, exported.loop.run_dir, exported.param.name) == (None, None, "sp")
+
+
+def test_the_safetensors_file_is_the_same_bytes_each_time(tmp_path):
+    """safetensors' writer keeps the header's metadata in a hash map of random order (two orders in 20 saves, in one
+    process as across processes), so two exports of one checkpoint differed in their bytes; the metadata is written
+    in sorted order, and reads back whole with the arrays."""
+    from safetensors import safe_open
+
+    from zoo.export.sp_form import save_safetensors
+
+    params = {"block": {"kernel": np.arange(6.0, dtype=np.float32).reshape(2, 3)}, "bias": np.zeros(5, np.float16)}
+    cfg = RunConfig.from_flat({"model": "mlp_resnet"})
+    blobs = set()
+    for k in range(20):
+        save_safetensors(tmp_path / f"{k}.safetensors", params, cfg)
+        blobs.add((tmp_path / f"{k}.safetensors").read_bytes())
+    assert len(blobs) == 1
+    with safe_open(str(tmp_path / "0.safetensors"), "np") as f:
+        meta = f.metadata()
+        assert meta["format"] == "zoo SP form" and json.loads(meta["config"]) == cfg.to_json()
+        assert np.array_equal(f.get_tensor("block/kernel"), params["block"]["kernel"])
+        assert f.get_tensor("bias").dtype == np.float16

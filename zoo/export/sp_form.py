@@ -187,4 +187,18 @@ def save_safetensors(path: Path, params: nnx.State, cfg: RunConfig) -> None:
     from safetensors.numpy import save
 
     flat = {key_path(p): np.asarray(v) for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
-    write_atomic(path, save(flat, metadata={"format": "zoo SP form", "config": json.dumps(cfg.to_json())}), "wb")
+    blob = save(flat, metadata={"format": "zoo SP form", "config": json.dumps(cfg.to_json())})
+    write_atomic(path, sorted_metadata(blob), "wb")
+
+
+def sorted_metadata(blob: bytes) -> bytes:
+    """safetensors bytes with the header's __metadata__ in sorted key order. Its writer keeps the metadata in a hash
+    map of random order, so two exports of one checkpoint differed in their bytes. The format: an 8-byte little-endian
+    header length, the JSON header (padded with spaces to a multiple of 8), then the data, whose offsets count from
+    the header's end."""
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + blob[8 + n:]
