@@ -61,6 +61,19 @@ def test_abcd_with_mup_exponents_is_mup():
     assert deviation(run(P.get("mup")), run(P.get("abcd", **MUP_ABCD))) == 0
 
 
+@pytest.mark.parametrize("optim,lr", [("adam", 1e-2), ("muon", 2e-2)])
+def test_abcd_with_a_global_lr_is_sp_in_every_gauge(optim, lr):
+    """`sp` is one global LR under every optimizer; abcd takes the spectral map c - k/2 under Muon unless told
+    global_lr=true. With it, abcd at SP's exponents, shifted by a gauge on each kind (input +0.2, hidden +0.5, output
+    -0.5), trains as `sp` does (1e-4); without it, under Muon, the hidden matrices' LR is m^(1/2) apart (m = 8/3)."""
+    shifted = {"input": "0.2,-0.2,-0.2,0.2", "hidden": "0.5,0,-0.5,0.5", "output": "-0.5,1,0.5,-0.5"}
+    ref = run(P.get("sp"), optim, lr)
+    assert deviation(ref, run(P.get("abcd", global_lr=True, **shifted), optim, lr)) < 1e-4
+    assert deviation(ref, run(P.get("abcd", global_lr=True), optim, lr)) == 0
+    if optim == "muon":
+        assert deviation(ref, run(P.get("abcd"), optim, lr)) > 1e-3
+
+
 @pytest.mark.parametrize("s,name", [(1.0, "mup"), (0.0, "ntk")])
 def test_ntk_mup_ends_are_mup_and_ntk(s, name):
     """seed_yaida_and_lecture.md 1.2 / TP IVb Rem 2.8.25: ntk_mup at s = 1 is muP's table and at s = 0 NTK's up

@@ -207,3 +207,17 @@ def test_a_name_where_a_plugin_belongs_is_one_clear_error():
         zoo.optim.build(zoo.optim.OptimConfig(), P.PLUGINS.get("mup"), {})
     with pytest.raises(TypeError, match=r"zoo.param.get takes a plugin's name \(one of abcd, .*\), not int"):
         P.get(123)
+
+
+@pytest.mark.parametrize("model", ["gpt", "mlp_resnet"])
+def test_a_bias_init_on_a_model_without_biases_is_refused(model):
+    """critical's sigma_b draws the residual branches' biases; on a model built without them (GPT's and the
+    MLP-ResNet's default) it changed nothing, bit for bit, and was recorded in the run's identity: refused. With
+    biases, or at 0, it is taken."""
+    import zoo.models as M
+
+    with pytest.raises(ValueError, match=f"sigma_b=0.3 draws the residual branches' biases, and this {model} has none"):
+        P.get("critical", sigma_b=0.3).for_model(model, M.config(model))
+    assert P.get("critical", sigma_b=0.0).for_model(model, M.config(model)).sigma_b == 0.0
+    biased = P.get("critical", sigma_w=1.0, sigma_b=0.3, mu=1.0).for_model(model, M.config(model, bias=True))
+    assert biased.sigma_b == 0.3

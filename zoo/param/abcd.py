@@ -1,7 +1,10 @@
 """General abcd-parametrization (TP IVb Def 2.2.1) with user-given exponents per kind and depth exponents.
 
 Each kind not given keeps the SP exponents. Exponents come from the CLI (`--param-opt hidden=0,0.5,1,1`)
-or from a JSON/YAML file (`--param-opt file=rules.yaml`, a mapping kind -> [a, b, c, d]).
+or from a JSON/YAML file (`--param-opt file=rules.yaml`, a mapping kind -> [a, b, c, d]). Under Muon a parameter's LR
+exponent is the spectral map c - k/2 of its c (zoo.param.families), which gives it the ||dW||_* scaling of Adam's
+exponent c; `global_lr=true` takes c itself under every optimizer family, as `sp` does: with SP's exponents that is
+`sp` under Muon too.
 """
 
 import dataclasses
@@ -37,6 +40,7 @@ class ABCD(Parametrization):
     vector: Any = None
     scalar: Any = None
     attn_exp: Any = 0.5
+    global_lr: bool = False  # the table's c under every optimizer family, as sp (an option here, a class rule there)
     file: str | None = None
 
     def __post_init__(self):

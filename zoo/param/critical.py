@@ -4,17 +4,18 @@ SP exponents with the init of the partial-Jacobian paper's eq. (1):
 
     hidden weights ~ N(0, sigma_w^2 / fan_in),   branch biases ~ N(0, sigma_b^2),   x <- mu x + branch(x)
 
-(mu multiplies the skip path; mu = 0 is a plain MLP). Options left at None take the model's critical point,
-chi_J* = 1: for the MLP-ResNet from the infinite-width theory of its block (zoo.param.mean_field_theory.
-critical_point: ReLU sigma_w^2 = 2 and erf, tanh sigma_w^2 phi'(0)^2 = 1 at sigma_b = 0; GELU's half-stable point
-(1.408, 0.416), which needs biases; pre-LN without a residual sigma_b / sigma_w on its line); mu defaults to 1 with
-LayerNorm in the block (then every (sigma_w, sigma_b) is critical, Thm 1.3, and sigma_w is the one at which the
-stream's variance doubles over the stack, so the end-to-end APJN stays O(1) at any depth) and to 0 without. The
-transformers and the Mixer are pre-LN with mu = 1: sigma_w = 1, sigma_b = 0. `report` gives the point and, for the
-MLP-ResNet, the infinite-width chi at its last block; zoo.diagnostics.run_report adds the measured chi_hat, and a
-note where chi sits off 1 at the model's depth: chi* = 1 holds at infinite depth, and at a marginal fixed point
-(chi_K* = 1) chi reaches it only as a power law (GELU's half-stable point: 0.976 to 0.978 at blocks 10 to 100 at
-infinite width; measured 0.944 +- 0.012 at width 256, 0.964 +- 0.004 at width 1024).
+(mu multiplies the skip path; mu = 0 is a plain MLP). Options left at None take the model's critical point, chi_J* = 1:
+for the MLP-ResNet from the infinite-width theory of its block (zoo.param.mean_field_theory.critical_point: ReLU
+sigma_w^2 = 2 and erf, tanh sigma_w^2 phi'(0)^2 = 1 at sigma_b = 0; GELU's half-stable point, (1.408, 0.416) without
+mean subtraction as in the note and (1.415, 0.899) with the MLP-ResNet's default one, both of which need biases; pre-LN
+without a residual sigma_b / sigma_w on its line); mu defaults to 1 with LayerNorm in the block (then every (sigma_w,
+sigma_b) is critical, Thm 1.3, and sigma_w is the one at which the stream's variance doubles over the stack, so the
+end-to-end APJN stays O(1) at any depth) and to 0 without. The transformers and the Mixer are pre-LN with mu = 1:
+sigma_w = 1, sigma_b = 0. `report` gives the point and, for the MLP-ResNet, the infinite-width chi at its last block;
+zoo.diagnostics.run_report adds the measured chi_hat, and a note where chi sits off 1 at the model's depth: chi* = 1
+holds at infinite depth, and at a marginal fixed point (chi_K* = 1) chi reaches it only as a power law (GELU's
+half-stable point: 0.976 to 0.978 at blocks 10 to 100 at infinite width; measured 0.944 +- 0.012 at width 256, 0.964 +-
+0.004 at width 1024).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class Critical(Parametrization):
         return _given(self.mu, "mu")
 
     def for_model(self, model_name: str, cfg: Any) -> Critical:
+        if getattr(cfg, "bias", None) is False and isinstance(self.sigma_b, (int, float)) and self.sigma_b != 0:
+            raise ValueError(f"critical: sigma_b={self.sigma_b:g} draws the residual branches' biases, and this "
+                             f"{model_name} has none; leave it out, or build it with --model-opt bias=true")
         if all(v is not None for v in (self.sigma_w, self.sigma_b, self.mu)):
             return self
         residual_ln = getattr(cfg, "pre_ln", None)  # the model's config says whether its blocks are pre-LN
