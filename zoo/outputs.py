@@ -20,7 +20,8 @@ def check_outside(run_dir: str | Path, out: str | Path, flag: str, reader: str, 
 
 # the file or folder that marks a folder as another command's output, and which command's
 OUTPUTS = {"config.json": "run", "checkpoints": "run", "sweep.json": "sweep", "transfer.json": "transfer",
-           "law.json": "fit"}
+           "law.json": "fit", "coord_check_width.json": "coord check", "coord_check_depth.json": "coord check",
+           "criticality.json": "criticality report"}
 # the keys of what zoo writes into a run dir's config.json (nested by part, or flat as zoo wrote it before) or a sweep's
 # sweep.json (flat): one of these sets
 ZOO_KEYS = ({"model", "param", "optim", "loop"}, {"model", "param", "optimizer", "steps"})

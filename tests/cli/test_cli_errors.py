@@ -167,7 +167,8 @@ def rerun(small_run, tmp_path_factory) -> dict:
 
     root = tmp_path_factory.mktemp("rerun")
     cases, run_dir = _cases(root / "inputs", small_run)
-    bad = [[*SMALL, "--steps", "2", "--run-dir", f"{run_dir}{i}", *args] for i, (args, _) in enumerate(cases)]
+    bad = [[*SMALL, "--steps", "2", *([] if "--run-dir" in args else ["--run-dir", f"{run_dir}{i}"]), *args]
+           for i, (args, _) in enumerate(cases)]  # --run-dir is given once
     example = ["--config", str(ROOT / "configs" / "run.yaml"), "--steps", "2", "--width", "32", "--depth", "2",
                "--data", "synthetic", "--eval-every", "2", "--run-dir", str(root / "example")]
     corrupt, in_out = root / "corrupt", root / "in_out"

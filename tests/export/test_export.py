@@ -127,7 +127,7 @@ def test_bad_exports_are_one_line(tmp_path, capsys):
     """A missing run, a missing --step, an occupied --out, a critical run (its skip multiplier mu scales the
     residual stream) and a gelu MLP-ResNet under depth_mup (its branch multiplier acts after a non-homogeneous phi)
     are refused in one line with exit status 1, and nothing is written."""
-    cases = [(["nowhere", "--out", str(tmp_path / "a")], "is not a directory")]
+    cases = [(["nowhere", "--out", str(tmp_path / "a")], "no run dir at nowhere: it does not exist")]
     make_run(tmp_path / "crit", "mlp_resnet", param="critical", model_opt={"bias": True})
     cases.append(([str(tmp_path / "crit"), "--out", str(tmp_path / "b")], "skip multiplier mu = 0"))
     make_run(tmp_path / "gelu", "mlp_resnet", model_opt={"activation": "gelu"})

@@ -56,7 +56,7 @@ def test_a_refused_export_leaves_no_folders_made_for_out(tmp_path, capsys):
 
     (tmp_path / "kept").mkdir()
     line = one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "new" / "a" / "b")], capsys)
-    assert "is not a directory" in line, line
+    assert "does not exist" in line, line
     one_line_error(main, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "kept" / "a" / "b")], capsys)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]
 

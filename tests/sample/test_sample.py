@@ -62,7 +62,7 @@ def _round_trip(run: Path, tokenizer: str, capsys) -> None:
         assert capsys.readouterr().out == LINE + (LINE * 2)[:30] + "\n"
         with pytest.raises(SystemExit):
             sample_main([str(run), "--prompt", "ABC"])
-        assert capsys.readouterr().err == "error: characters not in the vocabulary: 'ABC'\n"
+        assert capsys.readouterr().err == "error: --prompt: characters not in the vocabulary: 'ABC'\n"
         with pytest.raises(ValueError, match="top-k must be between 1 and the vocabulary size 27"):
             sample.sample(str(run), LINE, tokens=5, top_k=28)
         assert len(sample.sample(str(run), LINE, tokens=5, step=50)) == 5

@@ -90,7 +90,13 @@ def test_a_cache_folder_that_cannot_be_written(tmp_path, own_cache, capsys, monk
     assert compile_cache.use(None) is None
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("warning: ") and "compiling without a cache" in err[0], err
+    assert f"the compile cache {tmp_path / 'file' / 'sub'} ($JAX_COMPILATION_CACHE_DIR) cannot be written" in err[0]
     assert not jax.config.jax_enable_compilation_cache
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")  # the folder named by the variable the user set, not a flag
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "file"))
+    assert compile_cache.use(None) is None
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: the compile cache {tmp_path / 'file' / 'jax'} ($ZOO_CACHE/jax) cannot be "), line
 
 
 def test_a_fifo_among_the_entries(tmp_path, own_cache, capsys, monkeypatch):

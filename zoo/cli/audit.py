@@ -24,6 +24,7 @@ from typing import Any
 
 from zoo.cli.boundary import boundary, interruptible
 from zoo.cli.flags import (
+    Once,
     Parser,
     add_allow_import,
     add_compile_cache,
@@ -63,8 +64,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--tol", type=positive_finite, default=0.1, help="allowed |measured slope - theory's| (default: "
                    "0.1)")
     g.add_argument("--seed", type=seed, default=0, help="init seed (default: 0)")
-    g.add_argument("--json", type=path_arg, default="runs/audit/audit.json", help="where the JSON goes (default: "
-                   "runs/audit/audit.json)")
+    g.add_argument("--json", type=path_arg, action=Once, default="runs/audit/audit.json",
+                   help="where the JSON goes (default: runs/audit/audit.json)")
     g.add_argument("--batch-sizes", type=ints, help="batch sizes to audit the scaling policy at (--policy)")
     g.add_argument("--horizons", type=ints, help="horizons in steps to audit the scaling policy at (--policy)")
     add_policy_flags(p, "is audited at --batch-sizes and --horizons (the proxy: the smallest of each)", tokens=False)
@@ -125,11 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     check_flags(p, args)
     compile_cache.use(args.compile_cache)
-    from rich.console import Console
-
     from zoo.audit import audit
     from zoo.audit.report import tables, write_json
     from zoo.audit.rundir import from_config, from_run_dir
+    from zoo.cli.tables import console_for
     from zoo.config import resolve
 
     check_writable(Path(args.json), "--json")
@@ -154,11 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     result.run["run_dir"], result.saved = args.run_dir or "", subject.saved
     if args.run_dir:
         result.run["step"], result.run["unreadable"] = subject.step, subject.unreadable
-    console = Console()
-    console.width = max(console.width, 150)  # the table whole, in a pipe too
+    shown = tables(result)
+    console = console_for(*shown)
     for line in subject.unreadable:
         console.print(f"note: {line}", highlight=False)
-    for table in tables(result):
+    for table in shown:
         console.print(table)
     for line in result.failures():
         console.print(f"[red]FAIL[/red] {line}", highlight=False)

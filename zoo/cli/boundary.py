@@ -45,15 +45,18 @@ EXPECTED = (ZooError, ValueError, FileNotFoundError, FileExistsError, NotADirect
 
 
 def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per_core: bool = False,
-             interrupted: str = "interrupted (Ctrl-C)", failed: int = 1) -> Any:
+             computes: bool = True, interrupted: str = "interrupted (Ctrl-C)", failed: int = 1) -> Any:
     """Wraps a command's `main(argv=None)` (see the module docstring). The JAX backend is started first, so a
-    JAX_PLATFORMS this machine cannot serve is one line; `joins`: the command may join a multi-host run, which must
+    JAX_PLATFORMS this machine cannot serve is one line, except for --help and where the command computes nothing with
+    JAX (`computes` False: reading sweeps, preparing data), which a CPU login node under a cluster's
+    JAX_PLATFORMS=cuda could not run; `joins`: the command may join a multi-host run, which must
     come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check);
     `per_core`: the command splits its work over devices, one per CPU core (zoo.train.backend.cpu_cores_as_devices);
     `interrupted`: the line a Ctrl-C the command did not handle itself prints; `failed`: the status of an error line
     (2 for a command whose 1 is its verdict, FAIL, as argparse's for a bad flag)."""
     if main is None:
-        return functools.partial(boundary, joins=joins, per_core=per_core, interrupted=interrupted, failed=failed)
+        return functools.partial(boundary, joins=joins, per_core=per_core, computes=computes, interrupted=interrupted,
+                                 failed=failed)
 
     @functools.wraps(main)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -63,7 +66,10 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
         sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)
         try:
-            if not joins:
+            if sys.stdout is None:  # started with stdout closed (>&-): every print would fail, after the work
+                raise ValueError("stdout is closed (>&-), so nothing could be printed; send it to a file, a pipe or "
+                                 "/dev/null")
+            if not joins and computes and not _asks_for_help(args, kwargs):
                 from zoo.train import backend
 
                 if per_core:
@@ -96,7 +102,10 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
                 _interrupted(interrupted)
             if (why := _unprintable(e)) is not None:
                 e = ValueError(why)
-            if is_disk_full(e):
+            if is_disk_full(e) and not getattr(e, "filename", None) and failure_dir() is None:
+                e = ValueError(f"{os.strerror(e.errno or errno.ENOSPC)} writing the output (stdout, sent to a file or "
+                               "device that is full)")
+            elif is_disk_full(e):
                 e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".", too_large=too_large_file(e))
             if isinstance(e, EXPECTED) or (isinstance(e, OSError) and e.filename is not None):  # a path's error
                 print(f"error: {one_line(e, whole=True)}", file=sys.stderr)
@@ -111,6 +120,14 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             raise SystemExit(failed) from None
 
     return run
+
+
+def _asks_for_help(args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Whether the command line (`main`'s argv, else sys.argv) asks for -h or --help before any `--`."""
+    argv = kwargs.get("argv", args[0] if args else None)
+    words = list(sys.argv[1:] if argv is None else argv)
+    words = words[:words.index("--")] if "--" in words else words
+    return "-h" in words or "--help" in words
 
 
 def _stopped(e: Stopped) -> None:

@@ -12,12 +12,14 @@ total or in a part, or the plugin is unstable, 0 otherwise (2 for a bad command 
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary, interruptible
 from zoo.cli.flags import (
     KeyValues,
+    Once,
     Parser,
     ShownDefaults,
     add_compile_cache,
@@ -32,6 +34,7 @@ from zoo.cli.flags import (
 from zoo.diagnostics.coord_lr import FIRST_LR, LINEAR_LIMIT
 from zoo.diagnostics.coord_sweep import CoordSpec
 from zoo.files import check_out_folder
+from zoo.outputs import check_own_folder
 from zoo.train import compile_cache
 
 DEFAULT_WIDTHS = [128, 256, 512, 1024]
@@ -64,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     a("--seeds", type=seed_count, default=3, help="initializations (geometric mean)")
     a("--batch", type=positive, default=16, help="examples in the one training batch")
     a("--tol", type=finite, default=0.15, help="allowed |slope - expected|")
-    a("--out", type=path_arg, help="output directory (default: runs/coord_check/MODEL_PARAM_OPTIMIZER)")
+    a("--out", type=path_arg, action=Once, help="output directory (default: runs/coord_check/MODEL_PARAM_OPTIMIZER)")
     add_compile_cache(p)
     return p
 
@@ -108,9 +111,9 @@ def sweeps(args: argparse.Namespace) -> list[tuple[str, list[int], dict[str, Any
 
 
 def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from zoo.cli.tables import console_for
     from zoo.diagnostics.coord_sweep import HINTS, passed
 
     axis, sizes, exp = result["axis"], result["sizes"], result["expected"]
@@ -134,18 +137,19 @@ def show(spec: CoordSpec, result: dict[str, Any], png: Path) -> None:
                       "no change" if v.expected != v.expected else  # NaN: nothing trained moves it (frozen)
                       ("<= " if v.group == "attention" else "") +
                       ("" if v.first is None else f"{v.first:+.2f}, then to ") + f"{v.expected:+.2f}", mark)
-    console = Console(width=160)
+    console = console_for(table)
     console.print(table)
-    console.print(f"largest change of an activation at {axis} {min(sizes)}: {result['linear_change']:.3g} of its RMS")
+    say = functools.partial(console.print, soft_wrap=True)  # a verdict is one line, to read and to grep, at any width
+    say(f"largest change of an activation at {axis} {min(sizes)}: {result['linear_change']:.3g} of its RMS")
     if exp.unstable:
         measured = result["growth_summary"]
-        console.print(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}"
-                      + (f"; measured: {measured}" if measured else "") + f"; {png}")
+        say(f"[red]FAIL[/] ({axis}): unstable by theory: {'; '.join(exp.unstable)}"
+            + (f"; measured: {measured}" if measured else "") + f"; {png}")
     else:
-        console.print(f"{'[green]PASS[/]' if passed(result) else '[red]FAIL[/]'} ({axis}): {png}")
+        say(f"{'[green]PASS[/]' if passed(result) else '[red]FAIL[/]'} ({axis}): {png}")
     for hint in (hint_of(spec, result) for hint_of in HINTS):
         if hint:
-            console.print(hint)
+            say(hint)
 
 
 @boundary(failed=2)  # its 1 is a FAIL
@@ -158,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     name = "_".join(n.replace(":", "_").replace("/", "_") for n in (spec.model, spec.param, spec.optimizer))
     out = Path(args.out or f"runs/coord_check/{name}")
     check_out_folder(out, "--out")
+    check_own_folder(out, "--out", "coord check")
     planned = sweeps(args)
     for axis, sizes, _ in planned:  # every sweep's flags checked before the first runs
         check_sweep(spec, axis, sizes)

@@ -24,6 +24,7 @@ import numpy as np
 from zoo.cli.boundary import boundary, interruptible
 from zoo.cli.flags import (
     KeyValues,
+    Once,
     Parser,
     ShownDefaults,
     add_compile_cache,
@@ -105,7 +106,7 @@ def parser() -> argparse.ArgumentParser:
     a("--find", type=_find, metavar="NAME=lo:hi", help="bisect NAME for chi_hat = 1")
     a("--profile", action="store_true", help="measure J^{0,l} for every block l, fit its power-law exponent over "
       "l in [L/5, L] and plot it (apjn_profile.png)")
-    a("--out", type=path_arg, default="runs/criticality",
+    a("--out", type=path_arg, action=Once, default="runs/criticality",
       help="output directory (apjn_profile.png, phase_diagram.png, criticality.json)")
     add_compile_cache(p)
     return p
@@ -113,9 +114,9 @@ def parser() -> argparse.ArgumentParser:
 
 @boundary
 def main(argv: list[str] | None = None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from zoo.cli.tables import console_for
     from zoo.diagnostics.criticality import CriticalitySpec, criticality
 
     args = parser().parse_args(argv)
@@ -126,7 +127,13 @@ def main(argv: list[str] | None = None) -> None:
                            args.profile)
     out = Path(args.out)
     record = interruptible(criticality, spec, out)
-    console = Console()
+    table = Table(title=f"{args.model} width {args.width} depth {args.depth}, critical plugin")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for key, value in record["report"].items():
+        if not isinstance(value, str):
+            table.add_row(key, f"{value:.4g}")
+    console = console_for(table)
     if args.find:
         name, value = next(iter(record["critical"].items()))
         held = ", ".join(f"{k} = {record['report'][k]:.4g}" for k in AXES if k != name)
@@ -134,12 +141,6 @@ def main(argv: list[str] | None = None) -> None:
         within = f"95% interval {a:.4f}-{b:.4f} over the {args.seeds} seeds" if args.seeds > 1 else "one seed: no " \
             "interval"
         console.print(f"critical {name} = {value:.4f}  ({within}; chi_hat = 1 at {held})", soft_wrap=True)
-    table = Table(title=f"{args.model} width {args.width} depth {args.depth}, critical plugin")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    for key, value in record["report"].items():
-        if not isinstance(value, str):
-            table.add_row(key, f"{value:.4g}")
     console.print(table)
     for note in (value for value in record["report"].values() if isinstance(value, str)):
         console.print(note)

@@ -15,6 +15,7 @@ from pathlib import Path
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
     KeyValues,
+    Once,
     Parser,
     add_policy_flags,
     check_proxy_needs_policy,
@@ -34,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m zoo.fit", description=__doc__.split("\n\n")[0])
     a = p.add_argument
     a("dirs", nargs="+", type=path_arg, metavar="DIR", help="zoo.sweep --out dirs of one model and recipe")
-    a("--out", type=path_arg, required=True, help="where law.json, fit.json, table.md and fit.png go")
+    a("--out", type=path_arg, action=Once, required=True, help="where law.json, fit.json, table.md and fit.png go")
     a("--holdout", action=KeyValues, type=kv, metavar="AXIS=VALUE", help="hold out the sizes with this width, depth, "
       "batch_size or steps (repeatable: all must match) and check the law's prediction there")
     a("--axes", help="comma list of the size axes the law is fitted in (default: every one that varies; of two that "
@@ -73,11 +74,10 @@ def holdout(pairs: list[tuple[str, str]] | None) -> dict[str, int] | None:
     return out
 
 
-@boundary
+@boundary(computes=False)
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    from rich.console import Console
-
+    from zoo.cli.tables import console_for
     from zoo.files import check_can_write_in, resolved
     from zoo.fit import read, report, result
     from zoo.outputs import check_outside, check_own_folder
@@ -105,9 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     sweeps = read.load(dirs, args.metric, policy, (args.proxy_batch_size, proxy_steps(args, run)))
     fitted = result.fit(sweeps, held, args.boot, args.seed, None if policy is None else policy.spec(), axes)
     check_can_write_in(Path(args.out), f"--out {args.out}")
-    console = Console()
-    console.width = max(console.width, 140)
-    console.print(report.table(fitted))
+    table = report.table(fitted)
+    console_for(table).print(table)
     for line in sweeps.warnings():
         print(f"warning: {line}")
     for path in report.write(fitted, Path(args.out)):

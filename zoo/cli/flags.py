@@ -40,8 +40,8 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, allow_abbrev=False, **kwargs)
         # a negative number in scientific notation is a value, as -1 and -0.5 are (Python before 3.13 read --lr -1e-3
-        # as a flag: "--lr: expected one argument")
-        self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+        # as a flag: "--lr: expected one argument"), and so is a grid or list of them (--lrs -12:-4:1, -3,-2)
+        self._negative_number_matcher = re.compile(r"^-[\d.][\d.eE+\-:,^]*$")
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         parsed, rest = super().parse_known_args(args, namespace)
@@ -133,13 +133,12 @@ class KeyValues(argparse.Action):
 
 class Once(argparse.Action):
     """A flag that may be given once: a second one is a bad command line (a second --config silently replaced the
-    first file, whose settings were then never read)."""
+    first file, whose settings were then never read; a copied command's second --out or --run-dir wrote there)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        if getattr(namespace, self.dest, None) is not None:
-            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): give it once, "
-                         "with every setting in one file")
+        if getattr(namespace, self.dest, None) not in (None, self.default):
+            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): give it once")
         setattr(namespace, self.dest, values)
 
 
@@ -287,8 +286,8 @@ def add_settings(p: argparse.ArgumentParser, names: Iterable[str], defaults: boo
             group.add_argument(flag, action=KeyValues, type=kv, **kwargs)
         elif base is bool:
             group.add_argument(flag, nargs="?", const=True, type=_typed(name), **{**kwargs, "metavar": "true|false"})
-        else:
-            group.add_argument(flag, type=_typed(name), **kwargs)
+        else:  # where the output goes is given once (Once); any other setting given twice takes the last
+            group.add_argument(flag, type=_typed(name), **({"action": Once} if name == "run_dir" else {}), **kwargs)
 
 
 def settings(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, add_compile_cache, path_arg, positive
+from zoo.cli.flags import Once, Parser, add_compile_cache, path_arg, positive
 from zoo.train import compile_cache
 
 
@@ -36,7 +36,7 @@ def parser(shelf: Any = None) -> argparse.ArgumentParser:
         cmd.add_argument("name", metavar="NAME", choices=list(claims), help=f"a claim: {', '.join(claims)}")
         quick = f"with --quick {shelf.quick_out}, so a quick run never replaces a full run's outputs" \
             if name == "run" else f"a quick run's, as run --quick wrote them: {shelf.quick_out}"
-        cmd.add_argument("--out", type=path_arg, metavar="DIR",
+        cmd.add_argument("--out", type=path_arg, action=Once, metavar="DIR",
                          help=f"root of the claims' folders (default: {shelf.out}; {quick})")
         if name == "run":
             cmd.add_argument("--quick", action="store_true", help="the tiny version (seconds; what the tests run)")

@@ -7,10 +7,10 @@ from pathlib import Path
 from shlex import quote
 
 from zoo.cli.boundary import boundary
-from zoo.cli.flags import Parser, path_arg
+from zoo.cli.flags import Once, Parser, path_arg
 
 
-@boundary
+@boundary(computes=False)
 def main(argv: list[str] | None = None) -> None:
     p = Parser(prog="python -m zoo.data.prepare",
                description="Write a token directory (train.bin, val.bin, meta.json) for --data tokens:DIR from a text "
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("kind", choices=("text", "tfds"), help="what SOURCE is")
     p.add_argument("source", type=path_arg,
                    help="text: a UTF-8 file or a folder of them; tfds: a dataset name with a text feature")
-    p.add_argument("--out", type=path_arg, required=True, help="the token directory to write")
+    p.add_argument("--out", type=path_arg, action=Once, required=True, help="the token directory to write")
     p.add_argument("--tokenizer", default="char", help="char, byte or bpe:SIZE (a sentencepiece BPE of SIZE tokens; "
                    "default: char)")
     p.add_argument("--data-dir", type=path_arg, help="the tfds data dir")

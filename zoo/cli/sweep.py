@@ -12,6 +12,7 @@ from typing import Any
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
+    Once,
     Parser,
     add_allow_import,
     add_compile_cache,
@@ -44,7 +45,8 @@ def parser() -> argparse.ArgumentParser:
         description="LR sweep with a transfer report: loss vs log2 LR per width or depth, best LR per size, "
         "and the transfer score (grid steps the best LR moves across sizes).")
     a = p.add_argument
-    a("--out", type=path_arg, required=True, help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
+    a("--out", type=path_arg, action=Once, required=True,
+      help="sweep dir: sweep.json, results.jsonl, sweep.png, summary.json")
     a("--widths", "--width", type=numbers_text, help="comma list of widths (default: the model's width)")
     a("--depths", "--depth", type=numbers_text, help="comma list of depths (default: the model's depth)")
     a("--report-only", action="store_true", help="re-render the report from --out without training")
@@ -82,15 +84,15 @@ def show(out: Path, metric: str) -> report.Summary:
     """Print the table; DIR/sweep.png and DIR/summary.json are written by zoo.sweeps.report.write, under DIR's lock
     (--report-only wrote a report of two widths into a sweep training its third, and a late write could have left
     it stale)."""
-    from rich.console import Console
-
+    from zoo.cli.tables import console_for
     from zoo.sweeps.results import SETTINGS
     from zoo.train.lock import RunLock
 
     sweep = (out / SETTINGS).is_file()  # a DIR that holds none: its own line, and no lock file left there
     with RunLock(out, what="sweep", flag="--out") if sweep else contextlib.nullcontext():
         summary, head, png = report.write(out, metric)
-    Console().print(report.table(summary, head))
+    table = report.table(summary, head)
+    console_for(table).print(table)
     for line in summary.warnings():
         print(f"warning: {line}")
     print(f"plot: {png}")

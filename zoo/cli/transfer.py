@@ -19,6 +19,7 @@ from shlex import quote
 
 from zoo.cli.boundary import boundary
 from zoo.cli.flags import (
+    Once,
     Parser,
     add_allow_import,
     add_policy_flags,
@@ -50,8 +51,8 @@ def parser() -> argparse.ArgumentParser:
         description="muTransfer: sweep the LR at a proxy size, train the target at the best one, compare with SP "
         "tuned the same way.")
     a = p.add_argument
-    a("--out", type=path_arg, required=True, help="report dir: <param>/proxy and <param>/target sweeps, transfer.png, "
-      "transfer.json")
+    a("--out", type=path_arg, action=Once, required=True,
+      help="report dir: <param>/proxy and <param>/target sweeps, transfer.png, transfer.json")
     a("--width", type=positive, help="target width (default: the model's)")
     a("--depth", type=positive, help="target depth (default: the model's)")
     a("--proxy-width", type=positive, help="proxy width (default: the target's)")
@@ -106,13 +107,13 @@ def main(argv: list[str] | None = None) -> None:
     if spec.policy is not None:
         note_elsewhere(spec.policy, spec.run, spec.metric)
     compile_cache.use(args.compile_cache)
-    from rich.console import Console
-
+    from zoo.cli.tables import console_for
     from zoo.sweeps import transfer_report
     from zoo.sweeps.transfer import run_transfer
 
     arms = run_transfer(spec)
-    Console().print(transfer_report.table(arms, spec))
+    table = transfer_report.table(arms, spec)
+    console_for(table).print(table)
     png, numbers, *targets = transfer_report.write(arms, spec)
     print(f"plot: {png}\nnumbers: {numbers}")
     for path in targets:

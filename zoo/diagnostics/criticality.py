@@ -17,6 +17,7 @@ from zoo.diagnostics import jacobian, phase, profile
 from zoo.diagnostics.records import to_json
 from zoo.diagnostics.report import run_report
 from zoo.files import check_out_folder, write_atomic
+from zoo.outputs import check_own_folder
 from zoo.param import mean_field_theory as theory
 from zoo.param.critical import check_option
 
@@ -78,12 +79,14 @@ def criticality(spec: CriticalitySpec, out: Path) -> dict[str, Any]:
 def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     """What can be refused before anything is measured: sizes, estimate counts, the grid's axes and values (each in
     the plugin's range, zoo.param.critical.check_option) and the bisection's bounds, an option both given and varied,
-    sigma_b without biases, a model too large for the memory free, and an `out` that is not a directory or cannot be
-    made."""
+    sigma_b without biases, a model too large for the memory free, and an `out` that is not a directory, cannot be
+    made or holds another command's output."""
     if spec.width < 1 or spec.depth < 2:
         raise ValueError(f"width must be positive and depth at least 2, got {spec.width} and {spec.depth}")
     if min(spec.seeds, spec.batch, spec.probes) < 1:
         raise ValueError("--seeds, --batch and --probes must be positive")
+    if spec.grid and spec.find:
+        raise ValueError("--grid maps chi over two options and --find bisects one: give one of them")
     if len(spec.grid) not in (0, 2):
         raise ValueError("--grid takes exactly two axes (x, then y)")
     if spec.grid and spec.grid[0][0] == spec.grid[1][0]:
@@ -101,6 +104,7 @@ def _check(spec: CriticalitySpec, cfg: Any, out: Path) -> None:
     jacobian.check_blocks(spec.model, cfg)
     jacobian.check_fits(spec.model, cfg, spec.batch)
     check_out_folder(out, "--out")
+    check_own_folder(out, "--out", "criticality report")
 
 
 def _profile(spec: CriticalitySpec, cfg: Any, plugin: Any, estimate: dict[str, int]

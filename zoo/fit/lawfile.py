@@ -103,6 +103,8 @@ class Law:
 def read_law(path: str | Path) -> Law:
     """The law in `path`; one line naming the file where it is not one."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a law file: give the law.json in it ({path / 'law.json'})")
     if not path.is_file():
         raise FileNotFoundError(f"no law file {path}: `python -m zoo.fit DIRS --out DIR` writes DIR/law.json")
     data = read_mapping(path, "a zoo.fit law", "give the law.json `python -m zoo.fit` wrote")

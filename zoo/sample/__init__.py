@@ -115,7 +115,10 @@ def encode_prompt(data: DataView, prompt: str | None) -> np.ndarray:
         if not utf8(prompt) and not isinstance(data.tokenizer, ByteTokenizer):
             raise ValueError(f"--prompt {prompt!r} holds bytes that are not UTF-8 text, which this run's "
                              f"{data.tokenizer.meta()['kind']} tokenizer cannot read; give UTF-8 text")
-        return data.encode(prompt)
+        try:
+            return data.encode(prompt)
+        except ValueError as e:
+            raise ValueError(f"--prompt: {e}") from None
     try:
         return data.encode(DEFAULT_PROMPT)
     except ValueError:

@@ -111,7 +111,7 @@ def check_not_run(out: Path) -> None:
     if held and not (out / SETTINGS).exists():
         raise ValueError(f"--out {out} holds a run ({held[0]}), whose summary.json a sweep's report would replace; "
                          "give the sweep a folder of its own")
-    for name in ("transfer.json", "law.json"):
+    for name in (name for name, kind in OUTPUTS.items() if kind not in ("run", "sweep")):
         if (out / name).exists():
             raise ValueError(f"--out {out} holds a {OUTPUTS[name]} ({name}); give the sweep a folder of its own")
 

@@ -30,6 +30,10 @@ def check() -> None:
     except (AssertionError, RuntimeError) as err:
         asked = jax.config.jax_platforms
         why = _reason(err)
+        if not asked:  # JAX's own choice failed: XLA_FLAGS is what the user set (a device count of 0, ...)
+            flags = os.environ.get("XLA_FLAGS", "").strip()
+            raise ValueError(f"JAX could not start a backend{why}" + (f"; XLA_FLAGS is {flags!r}" if flags else "")
+                             ) from None
         raise ValueError(f"JAX_PLATFORMS={asked} asks for a backend this machine cannot start{why}; available "
                          f"here: {', '.join(available()) or 'none'} (unset JAX_PLATFORMS or set it to one of "
                          "them)") from None

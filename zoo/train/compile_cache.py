@@ -39,11 +39,13 @@ _relay: list[Callable[[str], None] | None] = [None]  # a worker's: where its dam
 _saying = threading.Lock()  # `damaged`'s check and mark, one thread at a time
 
 
-def default_folder() -> str:
-    """$JAX_COMPILATION_CACHE_DIR, else $ZOO_CACHE/jax, else ~/.cache/zoo/jax."""
+def default_folder() -> tuple[str, str]:
+    """$JAX_COMPILATION_CACHE_DIR, else $ZOO_CACHE/jax, else ~/.cache/zoo/jax; and which of them it is."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return str(Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser())
-    return str(Path(os.environ.get("ZOO_CACHE") or "~/.cache/zoo").expanduser() / "jax")
+        return str(Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()), "$JAX_COMPILATION_CACHE_DIR"
+    if os.environ.get("ZOO_CACHE"):
+        return str(Path(os.environ["ZOO_CACHE"]).expanduser() / "jax"), "$ZOO_CACHE/jax"
+    return str(Path("~/.cache/zoo/jax").expanduser()), "the default"
 
 
 def use(folder: str | None) -> Path | None:
@@ -54,11 +56,13 @@ def use(folder: str | None) -> Path | None:
     if folder == OFF:
         _switch(None)
         return None
-    path = Path(folder or default_folder()).expanduser()
+    default, source = default_folder()
+    path = Path(folder or default).expanduser()
+    what = f"{FLAG} {folder}" if folder is not None else f"the compile cache {path} ({source})"
     try:
-        check_can_write_in(path, f"{FLAG} {folder or path}")
+        check_can_write_in(path, what)
         path = resolved(path)  # the key of an entry holds the folder's name (compile options name XLA's autotune cache
-        check_entries(path, f"{FLAG} {folder or path}")  # in it): one folder, one spelling, found by any
+        check_entries(path, what)  # in it): one folder, one spelling, found by any
     except ValueError as e:
         if folder is not None:
             raise

@@ -112,6 +112,8 @@ def read_config_json(path: Path) -> dict[str, Any] | None:
 def read_config(run_dir: str | Path) -> RunConfig:
     """A run dir's config (config.json, or its newest checkpoint's when config.json is gone)."""
     path = Path(run_dir)
+    if not path.exists():
+        raise FileNotFoundError(f"no run dir at {run_dir}: it does not exist")
     if not path.is_dir():
         raise FileNotFoundError(f"{run_dir} is not a directory (a zoo run dir holds config.json and checkpoints/)")
     found = stored_config_where(path)
