@@ -70,6 +70,12 @@ def test_a_full_or_closed_stdout_and_bad_xla_flags_are_one_line(tmp_path):
     closed = subprocess.run(["bash", "-c", command], cwd=ROOT, env=child_env(), capture_output=True, text=True,
                             timeout=120)
     assert closed.returncode == 1 and closed.stderr.startswith("error: stdout is closed (>&-)"), closed.stderr
+    run = tmp_path / "trained"  # a run prints to stderr only: it trains with stdout closed, as it did before
+    command = (f"{quote(sys.executable)} {quote(str(ROOT / 'train.py'))} --data synthetic --width 8 --depth 1 "
+               f"--batch-size 8 --steps 2 --run-dir {quote(str(run))} >&-")
+    trained = subprocess.run(["bash", "-c", command], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                             timeout=300)
+    assert trained.returncode == 0 and (run / "summary.json").is_file(), trained.stderr
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=0"}
     none = child([str(ROOT / "train.py"), "--data", "synthetic", "--run-dir", str(tmp_path / "r")],
                  {**env, "JAX_PLATFORMS": ""})
@@ -84,6 +90,17 @@ def test_where_the_output_goes_is_given_once(capsys):
     assert "--out given twice (a and b): give it once" in line
     line = one_line_error(train.main, ["--run-dir", "a", "--run-dir", "b", "--print-config"], capsys)
     assert "--run-dir given twice (a and b): give it once" in line
+    line = one_line_error(criticality.main, ["--out", "runs/criticality", "--out", "b"], capsys)  # the default first
+    assert "--out given twice (runs/criticality and b): give it once" in line
+
+
+def test_a_missing_init_from_says_it_does_not_exist(tmp_path, capsys):
+    """It said 'no checkpoints/ folder there (is it a run dir?)' of a path that is not there at all."""
+    line = one_line_error(train.main, ["--data", "synthetic", "--width", "8", "--depth", "1", "--steps", "1",
+                                       "--init-from", str(tmp_path / "nowhere"), "--run-dir", str(tmp_path / "r")],
+                          capsys)
+    assert line == f"error: --init-from {tmp_path / 'nowhere'}: no run dir there (it does not exist)"
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_grid_of_negative_exponents_is_a_value():

@@ -85,3 +85,31 @@ def test_an_image_beyond_pils_pixel_limit_is_one_line(tmp_path, monkeypatch):
     for stream in (False, True):  # a streamed set decodes its first image to learn the shape
         with pytest.raises(ValueError, match=r"cannot decode image .*\.png: Image size \(16 pixels\) exceeds"):
             zoo.data.load(f"imagefolder:{folder}", cache_dir=str(tmp_path / "cache"), stream=stream)
+
+
+def test_a_fifo_named_like_an_image_is_refused_not_read(tmp_path):
+    """A FIFO named x.png in an image folder hung the load for ever (its read waits for a writer): one line."""
+    import os
+
+    from zoo.data.config import DataConfig
+
+    root = image_folder(tmp_path / "set", {"train": ["a", "b"], "test": ["a", "b"]})
+    os.mkfifo(root / "train" / "a" / "x.png")
+    with pytest.raises(ValueError, match=r"x\.png is no regular file \(a FIFO, socket or device\); remove it"):
+        zoo.data.load(DataConfig(name=f"imagefolder:{root}", cache_dir="off"))
+
+
+def test_an_odd_image_in_a_stream_is_named_against_the_sets_shape(tmp_path):
+    """A streamed batch was checked against its own first image, so a batch that began with the odd image blamed a
+    regular one: each image is checked against the set's shape (its first training image's)."""
+    from zoo.data.image_decode import decode_chunk
+
+    for name, side in (("odd.png", 6), ("even.png", 4)):
+        Image.fromarray(np.zeros((side, side, 3), np.uint8)).save(tmp_path / name)
+    items = [(str(tmp_path / n), str(tmp_path / n)) for n in ("odd.png", "even.png")]
+    with pytest.raises(ValueError, match=r"odd\.png has shape \(6, 6, 3\), but the first training image has \(4, 4, "
+                                         r"3\); pass --image-size N"):
+        decode_chunk(items, "RGB", like=("the first training image", (4, 4, 3)))
+    with pytest.raises(ValueError, match=r"even\.png has shape \(4, 4, 3\), but .*odd\.png has \(6, 6, 3\)"):
+        decode_chunk(items, "RGB")
+    assert decode_chunk(items[1:], "RGB", like=("the first training image", (4, 4, 3))).shape == (1, 4, 4, 3)

@@ -210,14 +210,21 @@ def test_a_name_where_a_plugin_belongs_is_one_clear_error():
 
 
 @pytest.mark.parametrize("model", ["gpt", "mlp_resnet"])
-def test_a_bias_init_on_a_model_without_biases_is_refused(model):
+def test_a_bias_init_on_a_model_without_biases_is_refused_for_training(model):
     """critical's sigma_b draws the residual branches' biases; on a model built without them (GPT's and the
-    MLP-ResNet's default) it changed nothing, bit for bit, and was recorded in the run's identity: refused. With
-    biases, or at 0, it is taken."""
+    MLP-ResNet's default) it changed nothing, bit for bit, and entered the run's identity: a run to train is refused.
+    A run recorded with it before is still read (its model is built: an export, a sample, an audit, a fork)."""
     import zoo.models as M
+    from zoo.config import RunConfig
+    from zoo.train.setup import setup
 
     with pytest.raises(ValueError, match=f"sigma_b=0.3 draws the residual branches' biases, and this {model} has none"):
-        P.get("critical", sigma_b=0.3).for_model(model, M.config(model))
-    assert P.get("critical", sigma_b=0.0).for_model(model, M.config(model)).sigma_b == 0.0
-    biased = P.get("critical", sigma_w=1.0, sigma_b=0.3, mu=1.0).for_model(model, M.config(model, bias=True))
-    assert biased.sigma_b == 0.3
+        P.get("critical", sigma_b=0.3).check_model(model, M.config(model))
+    P.get("critical", sigma_b=0.0).check_model(model, M.config(model))
+    P.get("critical", sigma_b=0.3).check_model(model, M.config(model, bias=True))
+    data = {"data": "synthetic:text", "seq_len": 8, "model_opt": {"head_dim": 8}} if model == "gpt" else {}
+    cfg = RunConfig.from_flat({"model": model, "param": "critical", "param_opt": {"sigma_b": 0.3}, "width": 16,
+                               "depth": 1, "data": "synthetic", "steps": 1, **data})
+    with pytest.raises(ValueError, match="sigma_b=0.3 draws"):
+        setup(cfg)
+    assert setup(cfg, reading=True).plugin.sigma_b == 0.3

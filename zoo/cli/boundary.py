@@ -48,7 +48,7 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
              computes: bool = True, interrupted: str = "interrupted (Ctrl-C)", failed: int = 1) -> Any:
     """Wraps a command's `main(argv=None)` (see the module docstring). The JAX backend is started first, so a
     JAX_PLATFORMS this machine cannot serve is one line, except for --help and where the command computes nothing with
-    JAX (`computes` False: reading sweeps, preparing data), which a CPU login node under a cluster's
+    JAX (`computes` False: zoo.fit, zoo.data.prepare), which a CPU login node under a cluster's
     JAX_PLATFORMS=cuda could not run; `joins`: the command may join a multi-host run, which must
     come before any backend starts, and checks the backend itself after joining (zoo.train.backend.check);
     `per_core`: the command splits its work over devices, one per CPU core (zoo.train.backend.cpu_cores_as_devices);
@@ -66,9 +66,8 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
         sys.excepthook = lambda kind, value, tb: _background_failed(value)  # raised in threads C++ code runs
         sys.unraisablehook = lambda hook_args: _background_failed(hook_args.exc_value)
         try:
-            if sys.stdout is None:  # started with stdout closed (>&-): every print would fail, after the work
-                raise ValueError("stdout is closed (>&-), so nothing could be printed; send it to a file, a pipe or "
-                                 "/dev/null")
+            if sys.stdout is None:  # started with stdout closed (>&-): a command that prints nothing runs on
+                sys.stdout = _ClosedStdout()
             if not joins and computes and not _asks_for_help(args, kwargs):
                 from zoo.train import backend
 
@@ -120,6 +119,20 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
             raise SystemExit(failed) from None
 
     return run
+
+
+class _ClosedStdout:
+    """sys.stdout when the command started with it closed (Python makes it None, and a print failed as an
+    'unexpected AttributeError'): the first write is one line."""
+
+    def write(self, text: str) -> int:
+        raise ValueError("stdout is closed (>&-), so nothing could be printed; send it to a file, a pipe or /dev/null")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
 
 
 def _asks_for_help(args: tuple, kwargs: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ Options of `critical` left out take the model's critical point (zoo.diagnostics.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from pathlib import Path
 
@@ -134,25 +135,26 @@ def main(argv: list[str] | None = None) -> None:
         if not isinstance(value, str):
             table.add_row(key, f"{value:.4g}")
     console = console_for(table)
+    say = functools.partial(console.print, soft_wrap=True)  # a path or a number is never cut across lines
     if args.find:
         name, value = next(iter(record["critical"].items()))
         held = ", ".join(f"{k} = {record['report'][k]:.4g}" for k in AXES if k != name)
         a, b = record["critical_interval"]
         within = f"95% interval {a:.4f}-{b:.4f} over the {args.seeds} seeds" if args.seeds > 1 else "one seed: no " \
             "interval"
-        console.print(f"critical {name} = {value:.4f}  ({within}; chi_hat = 1 at {held})", soft_wrap=True)
+        say(f"critical {name} = {value:.4f}  ({within}; chi_hat = 1 at {held})")
     console.print(table)
     for note in (value for value in record["report"].values() if isinstance(value, str)):
-        console.print(note)
+        say(note)
     if args.profile:
         prof = record["profile"]
         depth = args.depth
         rows = sorted({int(round(v)) for v in np.geomspace(1, depth, 10)})
-        console.print("APJN J^{0,l}: " + "  ".join(f"l={l}: {prof['apjn'][l]:.4g}" for l in rows))
+        say("APJN J^{0,l}: " + "  ".join(f"l={l}: {prof['apjn'][l]:.4g}" for l in rows))
         lo, hi = prof["fit"]
         theory = prof["exponent_infinite_width"]
-        console.print(f"power-law exponent of J^{{0,l}} over l in [{lo}, {hi}]: {prof['exponent']:+.3f}"
-                      + ("" if theory is None else f" (infinite width: {theory:+.3f})"))
-        console.print(f"APJN profile: {out / 'apjn_profile.png'}")
+        say(f"power-law exponent of J^{{0,l}} over l in [{lo}, {hi}]: {prof['exponent']:+.3f}"
+            + ("" if theory is None else f" (infinite width: {theory:+.3f})"))
+        say(f"APJN profile: {out / 'apjn_profile.png'}")
     if args.grid:
-        console.print(f"phase diagram: {out / 'phase_diagram.png'}")
+        say(f"phase diagram: {out / 'phase_diagram.png'}")

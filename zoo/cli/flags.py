@@ -137,8 +137,10 @@ class Once(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        if getattr(namespace, self.dest, None) not in (None, self.default):
+        given = namespace.__dict__.setdefault("_given_once", set())  # a value equal to the default counts too
+        if self.dest in given:
             parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): give it once")
+        given.add(self.dest)
         setattr(namespace, self.dest, values)
 
 

@@ -69,14 +69,18 @@ def other_size(name: str, shape: tuple[int, ...], first: str, first_shape: tuple
                       "224) to resize and center-crop every image to N x N")
 
 
-def decode_chunk(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None = None) -> np.ndarray:
-    first = decode_one(*items[0], mode, image_size)
-    out = np.empty((len(items), *first.shape), np.uint8)
-    out[0] = first
-    for i, (name, payload) in enumerate(items[1:], 1):
+def decode_chunk(items: list[tuple[str, str | bytes]], mode: str, image_size: int | None = None,
+                 like: tuple[str, tuple[int, ...]] | None = None) -> np.ndarray:
+    """The images stacked, each of the shape of `like` (a name and its shape: a streamed set's first training image;
+    default the chunk's first image), else one line naming the image that is not."""
+    out = np.empty((0,), np.uint8)
+    for i, (name, payload) in enumerate(items):
         arr = decode_one(name, payload, mode, image_size)
-        if arr.shape != first.shape:
-            raise other_size(name, arr.shape, items[0][0], first.shape)
+        like = like or (name, arr.shape)
+        if arr.shape != like[1]:
+            raise other_size(name, arr.shape, *like)
+        if i == 0:
+            out = np.empty((len(items), *arr.shape), np.uint8)
         out[i] = arr
     return out
 

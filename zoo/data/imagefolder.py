@@ -22,7 +22,7 @@ from PIL import ImageMode
 from zoo.data import cache
 from zoo.data.config import DataConfig
 from zoo.data.dataset import Dataset
-from zoo.data.image_decode import decode_all, decode_chunk, decode_one, opened, other_size
+from zoo.data.image_decode import decode_all, decode_chunk, decode_one, opened
 from zoo.data.sources import SpecError
 from zoo.data.streamed import IN_MEMORY_LIMIT, Streamed, check_host, image_bytes, streams
 from zoo.data.view import DataView, check_classes
@@ -97,6 +97,8 @@ def _dir_entries(root: Path) -> list[Entry]:
         if os.path.islink(e[3]) and not os.path.exists(e[3]):
             raise ValueError(f"{e[3]} is a link to {os.readlink(e[3])}, which does not exist: restore its target "
                              "or remove the link")
+        if not os.path.isfile(e[3]):  # a FIFO named like an image: its read would never end
+            raise ValueError(f"{e[3]} is no regular file (a FIFO, socket or device); remove it from the image folder")
     return found
 
 
@@ -203,7 +205,8 @@ def _layout(src: Path, entries: list[Entry]) -> Layout:
     their classes were labels before, so a class only they held was an output no image trained, and it renumbered
     the classes after it."""
     if not entries:
-        raise ValueError(f"no images found in {src}; expected split/class/image.(jpg|png) inside")
+        raise ValueError(f"no images found in {src}; expected split/class/image.(jpg|png) inside (hidden folders and "
+                         "files, named .x, are skipped)")
     splits: dict[str, list[Entry]] = {}
     for e in sorted(entries, key=lambda e: (e[0], e[1], e[2])):
         splits.setdefault(e[0], []).append(e)
@@ -307,9 +310,7 @@ class ImageFiles:
 
     def read(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         paths = [str(self.root / os.fsdecode(self.names[i])) for i in idx]
-        x = decode_chunk([(p, p) for p in paths], self.mode, self.image_size)
-        if x.shape[1:] != self.shape:
-            raise other_size(paths[0], x.shape[1:], "the first training image", self.shape)
+        x = decode_chunk([(p, p) for p in paths], self.mode, self.image_size, ("the first training image", self.shape))
         return {"x": x, "y": self.labels[idx]}
 
 

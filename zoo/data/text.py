@@ -59,8 +59,9 @@ def check_lengths(lengths: dict[str, int], seq_len: int, name: str) -> None:
         raise ValueError(f"seq_len must be at least 1, got {seq_len}")
     for split, n in lengths.items():
         if n <= seq_len:
-            raise ValueError(f"{name}: the {split} split has {n} tokens, fewer than seq_len + 1 = {seq_len + 1} (a "
-                             "language model's window; lower --seq-len, or give more text)")
+            fix = f"--seq-len {n - 1} or less, or more text" if n >= 2 else "more text"
+            raise ValueError(f"{name}: the {split} split has {n} token{'s' * (n != 1)}, fewer than seq_len + 1 = "
+                             f"{seq_len + 1} (a language model's window); give {fix}")
 
 
 def source(arg: str, cfg: DataConfig, limit: int) -> DataView:

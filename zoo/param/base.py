@@ -209,6 +209,11 @@ class Parametrization:
                                  f"forward multiplier, so m^-a would not be applied; give {kind} kinds a = 0")
         return self
 
+    def check_model(self, model_name: str, cfg: Any) -> None:
+        """Refuse an option that acts on nothing in this model, where a run is trained (it would enter the run's
+        identity and change nothing); a run already recorded with one is still read. None here."""
+        del model_name, cfg
+
     def report(self, model_name: str, cfg: Any, **_: Any) -> dict[str, float]:
         """What theory says of this plugin on a model, for the run-start report (zoo.diagnostics.run_report, which
         adds measurements); none here, the `critical` plugin's point and chi. Keyword arguments are ignored."""

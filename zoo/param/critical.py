@@ -67,10 +67,13 @@ class Critical(Parametrization):
     def skip_multiplier(self) -> Any:
         return _given(self.mu, "mu")
 
-    def for_model(self, model_name: str, cfg: Any) -> Critical:
+    def check_model(self, model_name: str, cfg: Any) -> None:
+        """sigma_b on a model without biases: it draws the residual branches' biases, and there are none."""
         if getattr(cfg, "bias", None) is False and isinstance(self.sigma_b, (int, float)) and self.sigma_b != 0:
             raise ValueError(f"critical: sigma_b={self.sigma_b:g} draws the residual branches' biases, and this "
                              f"{model_name} has none; leave it out, or build it with --model-opt bias=true")
+
+    def for_model(self, model_name: str, cfg: Any) -> Critical:
         if all(v is not None for v in (self.sigma_w, self.sigma_b, self.mu)):
             return self
         residual_ln = getattr(cfg, "pre_ln", None)  # the model's config says whether its blocks are pre-LN

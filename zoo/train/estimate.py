@@ -1,7 +1,8 @@
 """nanoGPT's loss estimate (its train.py's estimate_loss): each split's loss as the mean over N random batches of the
-training batch size, the model without dropout. Noisier than zoo's eval (each eval window once, the whole split), it
-is reported beside it (`--eval-iters N`: sampled_loss, train_sampled_loss) so that a run compares with nanoGPT's
-numbers on nanoGPT's terms; the batches are a function of (seed, step), as the training batches are."""
+training batch size, the model without dropout. Noisier than zoo's eval (each eval window once, over the whole split
+thinned evenly to at most 1024 windows: zoo.data.view.DataView.eval_indices), it is reported beside it (`--eval-iters
+N`: sampled_loss, train_sampled_loss) so that a run compares with nanoGPT's numbers on nanoGPT's terms; the batches
+are a function of (seed, step), as the training batches are."""
 
 from __future__ import annotations
 

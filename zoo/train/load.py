@@ -151,7 +151,7 @@ def load_run(run_dir: str | Path, step: int | None = None, *, data: Any = None, 
     with Checkpoints(path, read_only=True) as ckpts:
         recorded, where = recorded_meta(ckpts, step)
         same_run(path, cfg, recorded)
-        s = setup(cfg, data if data is not None else run_data(recorded, where, cfg, path))
+        s = setup(cfg, data if data is not None else run_data(recorded, where, cfg, path), reading=True)
         abstract = jax.eval_shape(s.program.init, jax.random.PRNGKey(cfg.loop.seed))
         target = place(abstract) if place is not None else None
         state, meta, step = ckpts.restore_at(step, target, report, same_data(s.data, cfg.data.name, path))

@@ -36,9 +36,10 @@ class Setup:
         return self.cfg.loop.steps
 
 
-def setup(cfg: RunConfig, data: Any = None) -> Setup:
+def setup(cfg: RunConfig, data: Any = None, reading: bool = False) -> Setup:
     """Data, model config, plugin and program for `cfg`; `data`: an already loaded set for cfg.data (sweeps build
-    one program per shape over the same data)."""
+    one program per shape over the same data). Options that act on nothing in the model are refused for a run to
+    train, not where a recorded run is `reading` (an export, a sample, an audit or a fork of it)."""
     plugin = zoo.param.get(cfg.param.name, **cfg.param.options)
     zoo.models.config(cfg.model.name, **cfg.model.options)  # unknown model or option: refused before the data loads
     if data is None:
@@ -53,7 +54,9 @@ def setup(cfg: RunConfig, data: Any = None) -> Setup:
     program = build_program(None, plugin, cfg.optim, dtype, augment, cfg.loop.grad_accum, horizon=steps,
                             label_smoothing=cfg.loop.label_smoothing,
                             model_of=functools.partial(zoo.models.create, cfg.model.name, model_cfg))
-    check_attention_options(cfg, plugin, program)
+    if not reading:
+        check_attention_options(cfg, plugin, program)
+        plugin.check_model(cfg.model.name, model_cfg)
     return Setup(cfg, data, model_cfg, plugin, program)
 
 

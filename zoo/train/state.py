@@ -60,6 +60,8 @@ def check_sources(s: Setup) -> None:
             check_outside(source, s.cfg.run_dir(), "--run-dir", flag)  # zoo.train.run's
     if loop.init_from and not Path(loop.init_from).is_dir():
         head, step = parse_run_spec(loop.init_from, "--init-from")
+        if not Path(loop.init_from).exists() and not (step is not None and head.is_dir()):
+            raise FileNotFoundError(f"--init-from {loop.init_from}: no run dir there (it does not exist)")
         if step is not None and head.is_dir():
             raise ValueError(f"--init-from {loop.init_from}: --init-from takes a run dir and reads its newest good "
                              f"checkpoint, not RUN:STEP; to start from step {step}, export it (python -m zoo.export "
