@@ -110,6 +110,7 @@ def test_a_grid_of_negative_exponents_is_a_value():
     assert parse_lrs(args.lrs) == pytest.approx([2.0**-12, 2.0**-8, 2.0**-4])
     with pytest.raises(SystemExit):
         sweep.parser().parse_args(["--out", "s", "--lrs", "-x"])
+    assert sweep.parser().parse_args(["--out", "s", "--lrs", "-inf"]).lrs == "-inf"  # parse_lrs then names it
 
 
 def test_a_diagnostic_writes_into_no_other_commands_folder(tmp_path, capsys):

@@ -40,8 +40,9 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, allow_abbrev=False, **kwargs)
         # a negative number in scientific notation is a value, as -1 and -0.5 are (Python before 3.13 read --lr -1e-3
-        # as a flag: "--lr: expected one argument"), and so is a grid or list of them (--lrs -12:-4:1, -3,-2)
-        self._negative_number_matcher = re.compile(r"^-[\d.][\d.eE+\-:,^]*$")
+        # as a flag: "--lr: expected one argument"), and so are a grid or list of them (--lrs -12:-4:1, -3,-2) and
+        # -inf, which its flag then names
+        self._negative_number_matcher = re.compile(r"^-([\d.][\d.eE+\-:,^]*|inf|infinity|nan)$", re.I)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         parsed, rest = super().parse_known_args(args, namespace)
