@@ -157,11 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     shown = tables(result)
     console = console_for(*shown)
     for line in subject.unreadable:
-        console.print(f"note: {line}", highlight=False)
+        console.print(f"note: {line}", highlight=False, soft_wrap=True)
     for table in shown:
         console.print(table)
     for line in result.failures():
-        console.print(f"[red]FAIL[/red] {line}", highlight=False)
+        console.print(f"[red]FAIL[/red] {line}", highlight=False, soft_wrap=True)
     older = (f" (of checkpoint {subject.step}, not the run's newest: {len(subject.unreadable)} newer cannot be read, "
              "see above)") if subject.unreadable else ""
     print(f"{'PASS' if result.passed else 'FAIL'}{older}; json: {write_json(result, args.json)}")
