@@ -101,11 +101,11 @@ def boundary(main: Callable[..., Any] | None = None, *, joins: bool = False, per
                 _interrupted(interrupted)
             if (why := _unprintable(e)) is not None:
                 e = ValueError(why)
-            if is_disk_full(e) and not getattr(e, "filename", None) and failure_dir() is None:
-                e = ValueError(f"{os.strerror(e.errno or errno.ENOSPC)} writing the output (stdout, sent to a file or "
-                               "device that is full)")
-            elif is_disk_full(e):
-                e = DiskFull.writing(getattr(e, "filename", None) or failure_dir() or ".", too_large=too_large_file(e))
+            if is_disk_full(e):  # a write that names no file, outside any run dir: stdout's
+                where = getattr(e, "filename", None) or failure_dir()
+                e = DiskFull.writing(where, too_large=too_large_file(e)) if where is not None else ValueError(
+                    f"{os.strerror(e.errno or errno.ENOSPC)} writing the output (stdout, sent to a file or device that "
+                    "is full)")
             if isinstance(e, EXPECTED) or (isinstance(e, OSError) and e.filename is not None):  # a path's error
                 print(f"error: {one_line(e, whole=True)}", file=sys.stderr)
             elif (size := out_of_memory(e)) is not None:

@@ -40,7 +40,7 @@ class ABCD(Parametrization):
     vector: Any = None
     scalar: Any = None
     attn_exp: Any = 0.5
-    global_lr: bool = False  # the table's c under every optimizer family, as sp (an option here, a class rule there)
+    global_lr: bool = False  # the table's c under every optimizer family, as sp's class rule states it
     file: str | None = None
 
     def __post_init__(self):

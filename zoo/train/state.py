@@ -60,12 +60,12 @@ def check_sources(s: Setup) -> None:
             check_outside(source, s.cfg.run_dir(), "--run-dir", flag)  # zoo.train.run's
     if loop.init_from and not Path(loop.init_from).is_dir():
         head, step = parse_run_spec(loop.init_from, "--init-from")
-        if not Path(loop.init_from).exists() and not (step is not None and head.is_dir()):
-            raise FileNotFoundError(f"--init-from {loop.init_from}: no run dir there (it does not exist)")
         if step is not None and head.is_dir():
             raise ValueError(f"--init-from {loop.init_from}: --init-from takes a run dir and reads its newest good "
                              f"checkpoint, not RUN:STEP; to start from step {step}, export it (python -m zoo.export "
                              f"{quote(str(head))} --step {step} --out DIR) and give --init-from DIR under sp")
+        if not Path(loop.init_from).exists():
+            raise FileNotFoundError(f"--init-from {loop.init_from}: no run dir there (it does not exist)")
     if src is not None:
         check_same_architecture(src, read_config(src).model, s.cfg.model)  # before its steps: the first thing wrong
         with Checkpoints(src, read_only=True) as ckpts:
